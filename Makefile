@@ -1,0 +1,40 @@
+# make run / make test / make bench: each sets itself up from nothing (venv, install, build).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.fastcoord-built
+SOURCES := setup.py pyproject.toml $(wildcard fastcoord/_native/*.pyx fastcoord/_native/*.pxd)
+
+.PHONY: run test test-pure bench build clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "setuptools>=64" wheel "Cython>=3.0,<4" "numpy>=1.24"
+
+$(STAMP): $(VENV)/bin/python $(SOURCES)
+	$(PY) -m pip install --quiet --no-build-isolation -e '.[dev]'
+	$(PY) -c "import fastcoord; assert fastcoord.NATIVE_AVAILABLE, 'native core did not build'"
+	touch $(STAMP)
+
+build: $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m fastcoord demo
+
+# Every behavioural test runs against both twins (the impl fixture); then the
+# benchmarks run once each as tests (--benchmark-disable) so they never rot.
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q benchmarks --benchmark-disable
+
+# The whole suite with the extensions switched off, as a user without a compiler has it.
+test-pure: $(STAMP)
+	FASTCOORD_NO_EXTENSIONS=1 $(PY) -m pytest -q tests
+
+bench: $(STAMP)
+	$(PY) -m pytest benchmarks --benchmark-only --benchmark-json=bench_results/benchmarks.json -q
+	$(PY) benchmarks/summarize.py bench_results/benchmarks.json bench_results/README.md
+
+clean:
+	rm -rf build $(VENV) *.egg-info fastcoord/_native/*.c fastcoord/_native/*.so fastcoord/_native/*.html

@@ -1,0 +1,50 @@
+"""Pick the twin: the compiled Cython core (native) or the pure-Python one.
+
+Native is used when the extensions are built, unless FASTCOORD_NO_EXTENSIONS=1.
+Every public constructor takes impl=None | "native" | "pure" to force one.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+NO_EXTENSIONS = os.environ.get("FASTCOORD_NO_EXTENSIONS", "") not in ("", "0")
+
+_BUILD_HINT = (
+    "the fastcoord native extension is not built; build it with "
+    "`pip install -e .` (or `make test`), without FASTCOORD_NO_EXTENSIONS set"
+)
+
+_native_error: "ImportError | None" = None
+try:
+    if NO_EXTENSIONS:
+        raise ImportError("FASTCOORD_NO_EXTENSIONS is set")
+    from ._native import wheel as _native_wheel  # noqa: F401  (probe: is it built?)
+    NATIVE_AVAILABLE = True
+except ImportError as exc:  # not built, or disabled
+    NATIVE_AVAILABLE = False
+    _native_error = exc
+
+IMPLEMENTATION = "native" if NATIVE_AVAILABLE else "pure"
+
+
+def resolve(impl: "str | None") -> str:
+    """Validate an `impl=` argument and return "native" or "pure"."""
+    if impl is None:
+        return IMPLEMENTATION
+    if impl == "pure":
+        return "pure"
+    if impl == "native":
+        if not NATIVE_AVAILABLE:
+            raise ImportError(f"{_BUILD_HINT} ({_native_error})")
+        return "native"
+    if not isinstance(impl, str):
+        raise TypeError(f"impl must be None, 'native' or 'pure', got {type(impl).__name__}")
+    raise ValueError(f"impl must be None, 'native' or 'pure', got {impl!r}")
+
+
+def module(impl: "str | None", name: str) -> ModuleType:
+    """The twin's submodule `name` (e.g. "wheel") for the resolved `impl`."""
+    which = resolve(impl)
+    return importlib.import_module(f"fastcoord._{which}.{name}")

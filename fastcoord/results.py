@@ -1,0 +1,74 @@
+"""Result value types returned by the coordinator (identical for both twins)."""
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional, Tuple
+
+from .errors import Errors
+
+__all__ = [
+    "JoinGroupMember", "JoinGroupResult", "SyncGroupResult", "LeaveGroupResult",
+    "OffsetAndMetadata", "MemberDescription", "GroupDescription", "GroupListing",
+]
+
+
+class JoinGroupMember(NamedTuple):
+    member_id: str
+    group_instance_id: Optional[str]
+    metadata: bytes
+
+
+class JoinGroupResult(NamedTuple):
+    error: Errors
+    generation_id: int = -1
+    protocol_type: Optional[str] = None
+    protocol_name: Optional[str] = None
+    leader_id: str = ""
+    member_id: str = ""
+    members: List[JoinGroupMember] = []
+    skip_assignment: bool = False
+
+
+class SyncGroupResult(NamedTuple):
+    error: Errors
+    protocol_type: Optional[str] = None
+    protocol_name: Optional[str] = None
+    assignment: bytes = b""
+
+
+class LeaveGroupResult(NamedTuple):
+    error: Errors
+    member_errors: List[Errors]
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+    commit_timestamp_ms: int = -1
+
+
+class MemberDescription(NamedTuple):
+    member_id: str
+    group_instance_id: Optional[str]
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+class GroupDescription(NamedTuple):
+    error: Errors
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_name: str
+    members: List[MemberDescription]
+
+
+class GroupListing(NamedTuple):
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+TopicPartition = Tuple[str, int]

@@ -1,0 +1,76 @@
+"""Where the coordinator persists group metadata and offsets.
+
+A store has two methods; each takes a completion callback that receives an
+`Errors` (NONE on success) once the write is durable. The coordinator answers
+a leader's SyncGroup and every OffsetCommit only from that callback, and never
+holds a group lock while calling the store.
+
+    store_group(group_id, record, done)      record: dict (see GroupCoordinator)
+    store_offsets(group_id, offsets, done)   offsets: {(topic, partition): OffsetAndMetadata}
+
+`InMemoryStore` completes at once (the default). `DeferredStore` parks each write
+until the test completes or fails it: the way to test "answer only after the write".
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Dict, List, Tuple
+
+from .errors import Errors
+
+__all__ = ["InMemoryStore", "DeferredStore"]
+
+Done = Callable[[Errors], None]
+
+
+class InMemoryStore:
+    """Keeps the latest record per group and every committed offset; writes succeed at once
+    unless `fail_with` is set (then every write fails with that error)."""
+
+    def __init__(self) -> None:
+        self.groups: Dict[str, dict] = {}
+        self.offsets: Dict[str, dict] = {}
+        self.fail_with: Errors = Errors.NONE
+        self._lock = threading.Lock()
+
+    def store_group(self, group_id: str, record: dict, done: Done) -> None:
+        error = self.fail_with
+        if error == Errors.NONE:
+            with self._lock:
+                self.groups[group_id] = record
+        done(error)
+
+    def store_offsets(self, group_id: str, offsets: dict, done: Done) -> None:
+        error = self.fail_with
+        if error == Errors.NONE:
+            with self._lock:
+                self.offsets.setdefault(group_id, {}).update(offsets)
+        done(error)
+
+
+class DeferredStore(InMemoryStore):
+    """Parks every write; `complete(i, error=NONE)` finishes the i-th parked write
+    (applying it on success) and `complete_all()` finishes them in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: List[Tuple[str, str, object, Done]] = []
+
+    def store_group(self, group_id: str, record: dict, done: Done) -> None:
+        self.pending.append(("group", group_id, record, done))
+
+    def store_offsets(self, group_id: str, offsets: dict, done: Done) -> None:
+        self.pending.append(("offsets", group_id, offsets, done))
+
+    def complete(self, index: int = 0, error: Errors = Errors.NONE) -> None:
+        kind, group_id, payload, done = self.pending.pop(index)
+        if error == Errors.NONE:
+            if kind == "group":
+                self.groups[group_id] = payload
+            else:
+                self.offsets.setdefault(group_id, {}).update(payload)
+        done(error)
+
+    def complete_all(self, error: Errors = Errors.NONE) -> None:
+        while self.pending:
+            self.complete(0, error)

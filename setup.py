@@ -1,0 +1,56 @@
+"""Build the Cython core.
+
+FASTCOORD_NO_EXTENSIONS=1  build nothing native: the package runs on its pure twin.
+FASTCOORD_DEBUG=1          build with line tracing and write Cython's annotated HTML
+                           (tracing costs 8-100x: never for benchmarks).
+"""
+import glob
+import os
+
+from setuptools import setup
+
+NO_EXTENSIONS = os.environ.get("FASTCOORD_NO_EXTENSIONS", "") not in ("", "0")
+DEBUG = os.environ.get("FASTCOORD_DEBUG", "") not in ("", "0")
+
+
+def native_extensions():
+    from Cython.Build import cythonize
+    from setuptools import Extension
+    import numpy
+
+    macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+    directives = {
+        "language_level": 3,
+        "boundscheck": False,
+        "wraparound": False,
+        "cdivision": True,
+        "initializedcheck": False,
+        "freethreading_compatible": True,
+        "embedsignature": True,
+    }
+    compile_args = ["-O3"]
+    if DEBUG:
+        directives.update(linetrace=True, binding=True, boundscheck=True, wraparound=True)
+        macros += [("CYTHON_TRACE_NOGIL", "1")]
+        compile_args = ["-O0", "-g"]
+    extensions = []
+    for pyx in sorted(glob.glob("fastcoord/_native/*.pyx")):
+        name = pyx[:-4].replace("/", ".")
+        extensions.append(
+            Extension(
+                name,
+                [pyx],
+                include_dirs=[numpy.get_include()],
+                define_macros=macros,
+                extra_compile_args=compile_args,
+            )
+        )
+    return cythonize(
+        extensions,
+        compiler_directives=directives,
+        annotate=DEBUG,
+        nthreads=int(os.environ.get("FASTCOORD_BUILD_JOBS", "0")) or None,
+    )
+
+
+setup(ext_modules=[] if NO_EXTENSIONS else native_extensions())
