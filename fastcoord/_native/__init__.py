@@ -1,0 +1,1 @@
+"""Cython core of fastcoord: one extension per subsystem (see the .pxd files)."""

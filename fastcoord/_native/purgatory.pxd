@@ -1,0 +1,30 @@
+# cython: language_level=3
+"""Delayed operations and purgatory, native twin (see fastcoord/_pure/purgatory.py)."""
+from libc.stdint cimport int64_t
+from fastcoord._native.wheel cimport Timer
+
+cdef class DelayedOperation:
+    cdef int _completed          # 0/1, flipped once with an atomic compare-and-swap
+    cdef int64_t _delay_ms
+    cdef public object lock
+    cdef Timer _ntimer           # native timer entry: (_ntimer, _eid)
+    cdef int64_t _eid
+    cdef object _handle          # entry of any other timer: its handle
+    cdef object _owner
+    cdef object __weakref__
+
+    cdef bint c_force_complete(self) except -1
+    cdef bint _disarm(self) except -1
+
+
+cdef class Purgatory:
+    cdef readonly str name
+    cdef readonly object timer
+    cdef readonly int64_t purge_interval
+    cdef list _locks
+    cdef list _maps
+    cdef object _count_lock
+    cdef int64_t _delayed
+    cdef int64_t _estimated
+
+    cdef int _add_delayed(self, int64_t n) except -1

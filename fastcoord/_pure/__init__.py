@@ -1,0 +1,1 @@
+"""Pure-Python twin of the fastcoord core (the readable specification)."""

@@ -1,0 +1,280 @@
+"""Delayed operations and their purgatory, pure-Python twin (Kafka's
+DelayedOperation / DelayedOperationPurgatory semantics).
+
+An operation waits, watched on one or more keys, until ``try_complete()``
+succeeds (after a ``check_and_complete(key)`` on one of its keys) or its delay
+runs out on the timer (then ``on_expiration()`` runs after ``on_complete()``).
+``force_complete()`` is exactly-once even when threads race.
+
+Protocol between operations and purgatories (both twins implement it, so either
+purgatory accepts operations of either twin):
+
+* ``op.delay_ms``, ``op.lock``, ``op.is_completed``, ``op.try_complete()``,
+  ``op.force_complete()``;
+* ``op._fc_arm(timer, owner)``: schedule the op's expiry on ``timer`` at
+  ``delay_ms`` from the timer's current time and report to ``owner`` through
+  ``owner._fc_delayed_add(+1 / -1)`` while the entry is in the timer;
+* ``op._fc_disarm() -> bool``: cancel the timer entry (not the operation).
+
+Locks: the purgatory's own (striped) locks protect only its watcher lists;
+user code (``try_complete`` and the hooks) never runs under them.  The op's lock
+is held around ``try_complete()``, as in Kafka.
+"""
+from __future__ import annotations
+
+import threading
+
+__all__ = ["DelayedOperation", "Purgatory"]
+
+_STRIPES = 32
+
+
+class DelayedOperation:
+    """Subclass and override try_complete(), on_complete() and on_expiration()."""
+
+    def __init__(self, delay_ms, lock=None):
+        if isinstance(delay_ms, bool) or not isinstance(delay_ms, int):
+            raise TypeError(f"delay_ms must be an int, got {type(delay_ms).__name__}")
+        if lock is not None and not (hasattr(lock, "acquire") and hasattr(lock, "release")):
+            raise TypeError(f"lock must be a lock (acquire/release), got {type(lock).__name__}")
+        self._delay_ms = delay_ms
+        self.lock = threading.RLock() if lock is None else lock
+        self._completed = False
+        self._once = threading.Lock()  # acquired (never released) by the winner
+        self._handle = None
+        self._owner = None
+
+    # ---- hooks ---------------------------------------------------------------
+    def try_complete(self) -> bool:
+        """Check whether the operation can complete now; if so call force_complete()
+        and return its result. Called with self.lock held."""
+        raise NotImplementedError
+
+    def on_complete(self) -> None:
+        """Runs exactly once, in the caller of the winning force_complete()."""
+
+    def on_expiration(self) -> None:
+        """Runs after on_complete() when the operation completed by timing out."""
+
+    # ---- state ---------------------------------------------------------------
+    @property
+    def delay_ms(self) -> int:
+        return self._delay_ms
+
+    @property
+    def is_completed(self) -> bool:
+        return self._completed
+
+    def force_complete(self) -> bool:
+        """Complete the operation if nobody did yet: True for the one winner, which
+        cancels the timer entry and runs on_complete()."""
+        if not self._once.acquire(False):
+            return False
+        self._completed = True
+        self._fc_disarm()
+        self.on_complete()
+        return True
+
+    def run_expiration(self) -> None:
+        """What the timer runs at the deadline (Kafka's run())."""
+        owner = self._owner
+        if owner is not None:
+            owner._fc_delayed_add(-1)  # the timer already dropped the entry
+        self._handle = None
+        if self.force_complete():
+            self.on_expiration()
+
+    # ---- purgatory protocol --------------------------------------------------
+    def _fc_arm(self, timer, owner) -> None:
+        if self._handle is not None:
+            return
+        self._owner = owner
+        owner._fc_delayed_add(1)
+        self._handle = timer.schedule(self._delay_ms, self.run_expiration)
+        if self._completed:  # completed while we were arming it
+            self._fc_disarm()
+
+    def _fc_disarm(self) -> bool:
+        h = self._handle
+        if h is not None and h.cancel():
+            self._handle = None
+            owner = self._owner
+            if owner is not None:
+                owner._fc_delayed_add(-1)
+            return True
+        return False
+
+    def __repr__(self):
+        return f"<{type(self).__name__} delay_ms={self._delay_ms} completed={self._completed}>"
+
+
+class _Stripe:
+    __slots__ = ("lock", "lists")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.lists = {}  # key -> list of operations
+
+
+class Purgatory:
+    """Operations watched on keys, expired by a timer (Kafka's DelayedOperationPurgatory)."""
+
+    def __init__(self, name, timer, *, purge_interval=1000):
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        if not callable(getattr(timer, "schedule", None)):
+            raise TypeError(f"timer must be a Timer, got {type(timer).__name__}")
+        if isinstance(purge_interval, bool) or not isinstance(purge_interval, int):
+            raise TypeError(f"purge_interval must be an int, got {type(purge_interval).__name__}")
+        if purge_interval < 0:
+            raise ValueError(f"purge_interval must be >= 0, got {purge_interval}")
+        self.name = name
+        self.timer = timer
+        self.purge_interval = purge_interval
+        self._stripes = [_Stripe() for _ in range(_STRIPES)]
+        self._count_lock = threading.Lock()
+        self._delayed = 0
+        self._estimated = 0  # estimated number of operations watched (for purges)
+        self._shutdown = False
+
+    def _stripe(self, key):
+        return self._stripes[hash(key) % _STRIPES]
+
+    # ---- counters ------------------------------------------------------------
+    def _fc_delayed_add(self, n):
+        with self._count_lock:
+            self._delayed += n
+
+    @property
+    def delayed(self) -> int:
+        """Operations of this purgatory whose expiry is in the timer."""
+        return self._delayed
+
+    @property
+    def watched(self) -> int:
+        """Total length of the watcher lists (a completed op may still be listed)."""
+        total = 0
+        for s in self._stripes:
+            with s.lock:
+                total += sum(len(lst) for lst in s.lists.values())
+        return total
+
+    def __len__(self):
+        return self.watched
+
+    # ---- operations ----------------------------------------------------------
+    def try_complete_else_watch(self, op, keys) -> bool:
+        """Try to complete op; else watch it on every key, try again, and if still
+        not done arm its expiry. True when completed by this call."""
+        keys = list(keys)
+        if not keys:
+            raise ValueError("keys must not be empty")
+        with op.lock:
+            if op.try_complete():
+                return True
+        watch_created = False
+        for key in keys:
+            if op.is_completed:  # completed meanwhile: stop adding it to lists
+                return False
+            s = self._stripe(key)
+            with s.lock:
+                lst = s.lists.get(key)
+                if lst is None:
+                    s.lists[key] = [op]
+                else:
+                    lst.append(op)
+            if not watch_created:
+                watch_created = True
+                with self._count_lock:
+                    self._estimated += 1
+        with op.lock:
+            if op.try_complete():
+                return True
+        if not op.is_completed:
+            op._fc_arm(self.timer, self)
+        self._maybe_purge()
+        return False
+
+    def check_and_complete(self, key) -> int:
+        """Try the operations watched on key; return how many this call completed."""
+        s = self._stripe(key)
+        with s.lock:
+            lst = s.lists.get(key)
+            if lst is None:
+                return 0
+            snapshot = list(lst)
+        already = 0
+        now = 0
+        for op in snapshot:
+            if op.is_completed:
+                already += 1
+                continue
+            with op.lock:
+                done = op.try_complete()
+            if done:
+                now += 1
+        if already or now:
+            self._purge_key(s, key)
+        return now
+
+    def _purge_key(self, s, key) -> int:
+        with s.lock:
+            lst = s.lists.get(key)
+            if lst is None:
+                return 0
+            keep = [op for op in lst if not op.is_completed]
+            purged = len(lst) - len(keep)
+            if keep:
+                lst[:] = keep
+            else:
+                del s.lists[key]
+        return purged
+
+    def cancel_for_key(self, key) -> list:
+        """Stop watching key: remove its operations and cancel their timer entries
+        (they are not completed); return them."""
+        s = self._stripe(key)
+        with s.lock:
+            lst = s.lists.pop(key, None)
+        if not lst:
+            return []
+        for op in lst:
+            op._fc_disarm()
+        return lst
+
+    def _maybe_purge(self) -> int:
+        with self._count_lock:
+            if self._estimated - self._delayed <= self.purge_interval:
+                return 0
+            self._estimated = self._delayed
+        return self.purge_completed()
+
+    def purge_completed(self) -> int:
+        """Drop completed operations from every watcher list; return how many."""
+        purged = 0
+        for s in self._stripes:
+            with s.lock:
+                for key in list(s.lists):
+                    lst = s.lists[key]
+                    keep = [op for op in lst if not op.is_completed]
+                    purged += len(lst) - len(keep)
+                    if keep:
+                        lst[:] = keep
+                    else:
+                        del s.lists[key]
+        return purged
+
+    def shutdown(self) -> None:
+        """Stop watching everything and cancel the timer entries of the operations."""
+        self._shutdown = True
+        ops = []
+        for s in self._stripes:
+            with s.lock:
+                for lst in s.lists.values():
+                    ops.extend(lst)
+                s.lists.clear()
+        for op in ops:
+            op._fc_disarm()
+
+    def __repr__(self):
+        return f"Purgatory({self.name!r}, watched={self.watched}, delayed={self.delayed})"
