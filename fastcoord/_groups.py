@@ -1,0 +1,1120 @@
+"""The classic group protocol's state machine (spec/group-protocol.md).
+
+This module is the slow path shared by both twins: join, sync, leave, commit,
+describe, expiry decisions. It runs over a twin's *member table* (heartbeat
+deadlines, handles, per-group locks: `_native/members.pyx` or
+`_pure/members.py`), that twin's timing wheel and that twin's purgatory. The hot
+path, a heartbeat, never reaches this module (except for static members, which
+need the instance-id mapping): the member table answers it by itself.
+
+Locking: every group has one reentrant lock (its `GroupRecord`). Public entry
+points take it once; user callbacks and store writes are never run under it:
+they are queued on a per-thread outbox and run after the lock is released, in
+the order they were produced (so both twins deliver callbacks in the same order).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import Callable, Dict, List, Optional, Tuple
+
+from .config import CoordinatorConfig, shard_for
+from .errors import CoordinatorError, Errors, GroupState
+from .results import (
+    GroupDescription, GroupListing, JoinGroupMember, JoinGroupResult, LeaveGroupResult,
+    MemberDescription, OffsetAndMetadata, SyncGroupResult,
+)
+
+log = logging.getLogger("fastcoord.coordinator")
+
+E = Errors
+EMPTY, PR, CR, STABLE, DEAD = range(5)
+STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
+               GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
+_VALID_PREVIOUS = {
+    PR: (STABLE, CR, EMPTY),
+    CR: (PR,),
+    STABLE: (CR,),
+    EMPTY: (PR,),
+    DEAD: (EMPTY, PR, CR, STABLE, DEAD),
+}
+# Shard status in the member table's shard array.
+SHARD_NOT_OWNED, SHARD_LOADING, SHARD_ACTIVE = 0, 1, 2
+
+
+class Member:
+    """A member's slow-path state; its session deadline lives in the member table slot."""
+
+    __slots__ = ("member_id", "instance_id", "client_id", "client_host",
+                 "rebalance_timeout_ms", "session_timeout_ms", "protocol_type",
+                 "protocols", "assignment", "join_callback", "sync_callback",
+                 "is_new", "slot")
+
+    def __init__(self, member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+                 session_timeout_ms, protocol_type, protocols, slot):
+        self.member_id = member_id
+        self.instance_id = instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols = protocols          # [(name, metadata bytes)] in preference order
+        self.assignment = b""
+        self.join_callback = None
+        self.sync_callback = None
+        self.is_new = False
+        self.slot = slot
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_callback is not None
+
+    @property
+    def awaiting_sync(self) -> bool:
+        return self.sync_callback is not None
+
+    def has_satisfied_heartbeat(self) -> bool:
+        """At its session deadline: may the member live on without a heartbeat?
+        A member parked in a join or sync may, unless it is new (its join is bounded)."""
+        return (not self.is_new) and (self.awaiting_join or self.awaiting_sync)
+
+    def metadata(self, protocol_name) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol_name:
+                return meta
+        raise CoordinatorError(f"member {self.member_id} does not support protocol {protocol_name}")
+
+    def matches(self, protocols) -> bool:
+        return self.protocols == protocols
+
+    def vote(self, candidates) -> str:
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise CoordinatorError(f"member {self.member_id} supports none of {sorted(candidates)}")
+
+
+class Group:
+    """One consumer group's slow-path state. `rec` is the twin's GroupRecord: the lock,
+    and the state/generation mirror the heartbeat fast path reads."""
+
+    def __init__(self, group_id: str, rec, now_ms: int):
+        self.group_id = group_id
+        self.rec = rec
+        self.state = EMPTY
+        self.generation = 0
+        self.protocol_type: Optional[str] = None
+        self.protocol_name: Optional[str] = None
+        self.leader_id: Optional[str] = None
+        self.members: Dict[str, Member] = {}       # insertion ordered
+        self.pending: Dict[str, int] = {}          # pending member id -> table slot
+        self.static: Dict[str, str] = {}           # instance id -> member id
+        self.pending_sync: set = set()
+        self.num_awaiting_join = 0
+        self.new_member_added = False
+        self.supported: Dict[str, int] = {}        # protocol name -> members supporting it
+        self.offsets: Dict[Tuple[str, int], OffsetAndMetadata] = {}
+        self.pending_offsets: Dict[Tuple[str, int], int] = {}
+        self.created_ms = now_ms
+
+    # -- state -------------------------------------------------------------
+    def transition_to(self, target: int) -> None:
+        if self.state not in _VALID_PREVIOUS[target]:
+            raise CoordinatorError(
+                f"group {self.group_id}: illegal transition {STATE_NAMES[self.state]} -> "
+                f"{STATE_NAMES[target]}")
+        self.state = target
+        self.rec.state = target
+
+    def can_rebalance(self) -> bool:
+        return self.state in _VALID_PREVIOUS[PR]
+
+    # -- membership --------------------------------------------------------
+    def add(self, member: Member, callback) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        for name, _ in member.protocols:
+            self.supported[name] = self.supported.get(name, 0) + 1
+        member.join_callback = callback
+        if callback is not None:
+            self.num_awaiting_join += 1
+        if member.instance_id is not None:
+            self.static[member.instance_id] = member.member_id
+
+    def remove(self, member_id: str) -> Optional[Member]:
+        member = self.members.pop(member_id, None)
+        if member is not None:
+            for name, _ in member.protocols:
+                self.supported[name] -= 1
+            if member.awaiting_join:
+                self.num_awaiting_join -= 1
+            if member.instance_id is not None and self.static.get(member.instance_id) == member_id:
+                del self.static[member.instance_id]
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        self.pending_sync.discard(member_id)
+        return member
+
+    def update_member(self, member: Member, protocols, rebalance_timeout_ms, session_timeout_ms,
+                      callback) -> None:
+        for name, _ in member.protocols:
+            self.supported[name] -= 1
+        member.protocols = protocols
+        for name, _ in protocols:
+            self.supported[name] = self.supported.get(name, 0) + 1
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        if callback is not None and not member.awaiting_join:
+            self.num_awaiting_join += 1
+        elif callback is None and member.awaiting_join:
+            self.num_awaiting_join -= 1
+        member.join_callback = callback
+
+    def has_all_members_joined(self) -> bool:
+        return len(self.members) == self.num_awaiting_join and not self.pending
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def supports_protocols(self, protocol_type: str, names) -> bool:
+        if self.state == EMPTY:
+            return bool(protocol_type) and bool(names)
+        n = len(self.members)
+        return self.protocol_type == protocol_type and any(
+            self.supported.get(name, 0) == n for name in names)
+
+    def candidate_protocols(self) -> set:
+        n = len(self.members)
+        return {name for name, count in self.supported.items() if count == n}
+
+    def select_protocol(self) -> str:
+        if not self.members:
+            raise CoordinatorError(f"group {self.group_id}: cannot select a protocol without members")
+        candidates = self.candidate_protocols()
+        votes: Dict[str, int] = {}
+        for member in self.members.values():
+            name = member.vote(candidates)
+            votes[name] = votes.get(name, 0) + 1
+        # Most votes wins; a tie goes to the candidate voted for first (deterministic).
+        return max(votes, key=votes.__getitem__)
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        if self.leader_id is None:
+            return False
+        if self.members[self.leader_id].awaiting_join:
+            return True
+        for member_id, member in self.members.items():
+            if member.awaiting_join:
+                self.leader_id = member_id
+                return True
+        return False
+
+    def current_member_metadata(self) -> List[JoinGroupMember]:
+        return [JoinGroupMember(m.member_id, m.instance_id, m.metadata(self.protocol_name))
+                for m in self.members.values()]
+
+
+class _Outbox(threading.local):
+    def __init__(self):
+        self.items: List[Tuple[Callable, tuple]] = []
+        self.flushing = False
+
+
+class GroupLogic:
+    """Kafka's classic group coordinator over a twin's member table, timer and purgatory."""
+
+    def __init__(self, config: CoordinatorConfig, clock, store, member_id_factory,
+                 members_mod, wheel_mod, purgatory_mod):
+        self.config = config
+        self.clock = clock
+        self.store = store
+        self.member_id_factory = member_id_factory or _default_member_id
+        self.timer = wheel_mod.Timer(clock, tick_ms=config.tick_ms, wheel_size=config.wheel_size)
+        self.purgatory = purgatory_mod.Purgatory("Rebalance", self.timer,
+                                                 purge_interval=config.purge_interval)
+        self._op_base = purgatory_mod.DelayedOperation
+        self.table = members_mod.MemberTable(clock, self.timer, config.num_shards)
+        self.table.on_deadline = self._on_session_deadline
+        self.table.slow_heartbeat = self.heartbeat_static
+        self.owners: Dict[int, Tuple[Group, str]] = {}   # table slot -> (group, member id)
+        self._outbox = _Outbox()
+        self._join_ops, self._sync_ops = _delayed_op_classes(self._op_base)
+        owned = config.owned_shards
+        for shard in range(config.num_shards):
+            active = owned is None or shard in owned
+            self.table.set_shard_state(shard, SHARD_ACTIVE if active else SHARD_NOT_OWNED)
+
+    # ======================================================================
+    # outbox: user callbacks and store writes run outside every group lock
+    # ======================================================================
+    def _emit(self, fn, *args) -> None:
+        self._outbox.items.append((fn, args))
+
+    def flush(self) -> None:
+        box = self._outbox
+        if box.flushing:
+            return
+        box.flushing = True
+        try:
+            while box.items:
+                fn, args = box.items.pop(0)
+                try:
+                    fn(*args)
+                except Exception:
+                    log.exception("a coordinator callback raised; the group state is unaffected")
+        finally:
+            box.flushing = False
+
+    def _invoke_join(self, member: Member, group: Group, result: JoinGroupResult) -> bool:
+        callback = member.join_callback
+        if callback is None:
+            return False
+        member.join_callback = None
+        group.num_awaiting_join -= 1
+        self._emit(callback, result)
+        return True
+
+    def _invoke_sync(self, member: Member, result: SyncGroupResult) -> bool:
+        callback = member.sync_callback
+        if callback is None:
+            return False
+        member.sync_callback = None
+        self._emit(callback, result)
+        return True
+
+    # ======================================================================
+    # validation shared by the requests
+    # ======================================================================
+    def group_status(self, group_id: str, allow_empty: bool) -> Errors:
+        """INVALID_GROUP_ID / COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS / NOT_COORDINATOR / NONE."""
+        if group_id is None or (not group_id and not allow_empty):
+            return E.INVALID_GROUP_ID
+        if not self.table.active:
+            return E.COORDINATOR_NOT_AVAILABLE
+        state = self.table.shard_state(shard_for(group_id, self.config.num_shards))
+        if state == SHARD_LOADING:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if state == SHARD_NOT_OWNED:
+            return E.NOT_COORDINATOR
+        return E.NONE
+
+    def _get_group(self, group_id: str) -> Optional[Group]:
+        rec = self.table.groups.get(group_id)
+        return None if rec is None else rec.group
+
+    def _create_group(self, group_id: str) -> Group:
+        rec = self.table.groups.get(group_id)
+        if rec is not None:
+            return rec.group
+        rec = self.table.new_group(group_id, shard_for(group_id, self.config.num_shards))
+        group = Group(group_id, rec, self.clock.now_ms())
+        rec.group = group
+        return group
+
+    @staticmethod
+    def _validate_member(group: Group, member_id: str, instance_id) -> Errors:
+        if instance_id is not None:
+            current = group.static.get(instance_id)
+            if current is None:
+                return E.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return E.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return E.UNKNOWN_MEMBER_ID
+        return E.NONE
+
+    # ======================================================================
+    # JoinGroup
+    # ======================================================================
+    def join_group(self, group_id, member_id, protocol_type, protocols, session_timeout_ms,
+                   rebalance_timeout_ms, instance_id, require_known_member_id, client_id,
+                   client_host, callback) -> None:
+        error = self.group_status(group_id, allow_empty=False)
+        if error != E.NONE:
+            self._emit(callback, JoinGroupResult(error, member_id=member_id))
+            return
+        cfg = self.config
+        if not cfg.group_min_session_timeout_ms <= session_timeout_ms <= cfg.group_max_session_timeout_ms:
+            self._emit(callback, JoinGroupResult(E.INVALID_SESSION_TIMEOUT, member_id=member_id))
+            return
+        is_unknown = member_id == ""
+        group = self._get_group(group_id)
+        if group is None:
+            if not is_unknown:
+                self._emit(callback, JoinGroupResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
+                return
+            group = self._create_group(group_id)
+        with group.rec:
+            if not self._accept_joining_member(group, member_id):
+                # Kafka removes the member; a waiting join of its own gets answered (as a removal).
+                member = group.members.get(member_id)
+                if member is not None:
+                    self._remove_member_quietly(group, member)
+                elif member_id in group.pending:
+                    self._release_slot(group.pending.pop(member_id))
+                self._emit(callback, JoinGroupResult(E.GROUP_MAX_SIZE_REACHED, member_id=""))
+            elif is_unknown:
+                self._join_new_member(group, instance_id, require_known_member_id, client_id,
+                                      client_host, rebalance_timeout_ms, session_timeout_ms,
+                                      protocol_type, protocols, callback)
+            else:
+                self._join_current_member(group, member_id, instance_id, client_id, client_host,
+                                          rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                          protocols, callback)
+            if group.state == PR:
+                self.purgatory.check_and_complete(("join", group_id))
+
+    def _accept_joining_member(self, group: Group, member_id: str) -> bool:
+        max_size = self.config.group_max_size
+        if group.state in (EMPTY, DEAD):
+            return True
+        if group.state == PR:
+            member = group.members.get(member_id)
+            return (member is not None and member.awaiting_join) or group.num_awaiting_join < max_size
+        return member_id in group.members or len(group.members) < max_size
+
+    def _join_new_member(self, group, instance_id, require_known, client_id, client_host,
+                         rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                         callback) -> None:
+        if group.state == DEAD:
+            self._emit(callback, JoinGroupResult(E.COORDINATOR_NOT_AVAILABLE, member_id=""))
+            return
+        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+            self._emit(callback, JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
+            return
+        new_id = self.member_id_factory(instance_id if instance_id is not None else client_id)
+        if instance_id is not None:
+            old_id = group.static.get(instance_id)
+            if old_id is not None:
+                self._replace_static_member(group, old_id, new_id, instance_id, protocols,
+                                            rebalance_timeout_ms, session_timeout_ms, callback)
+            else:
+                self._add_member_and_rebalance(group, new_id, instance_id, client_id, client_host,
+                                               rebalance_timeout_ms, session_timeout_ms,
+                                               protocol_type, protocols, callback)
+        elif require_known:
+            slot = self.table.alloc(group.rec, new_id, session_timeout_ms,
+                                    self.clock.now_ms() + session_timeout_ms, True)
+            group.pending[new_id] = slot
+            self.owners[slot] = (group, new_id)
+            self._emit(callback, JoinGroupResult(E.MEMBER_ID_REQUIRED, member_id=new_id))
+        else:
+            self._add_member_and_rebalance(group, new_id, None, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms,
+                                           protocol_type, protocols, callback)
+
+    def _join_current_member(self, group, member_id, instance_id, client_id, client_host,
+                             rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                             callback) -> None:
+        if group.state == DEAD:
+            self._emit(callback, JoinGroupResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
+            return
+        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+            self._emit(callback, JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+            return
+        if member_id in group.pending:
+            if instance_id is not None:
+                # Kafka raises here (a pending member is never static): answer it as unknown.
+                self._emit(callback, JoinGroupResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
+                return
+            self._add_member_and_rebalance(group, member_id, None, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms,
+                                           protocol_type, protocols, callback)
+            return
+        error = self._validate_member(group, member_id, instance_id)
+        if error != E.NONE:
+            self._emit(callback, JoinGroupResult(error, member_id=member_id))
+            return
+        member = group.members[member_id]
+        state = group.state
+        if state == PR:
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                              session_timeout_ms, callback)
+        elif state == CR:
+            if member.matches(protocols):
+                self._emit(callback, self._current_generation_result(
+                    group, member_id, with_members=group.leader_id == member_id))
+            else:
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                  session_timeout_ms, callback)
+        elif state == STABLE:
+            if group.leader_id == member_id or not member.matches(protocols):
+                self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                                  session_timeout_ms, callback)
+            else:
+                self._emit(callback, self._current_generation_result(group, member_id, False))
+        else:  # Empty: a member cannot be known here
+            self._emit(callback, JoinGroupResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
+
+    def _current_generation_result(self, group, member_id, with_members) -> JoinGroupResult:
+        return JoinGroupResult(
+            E.NONE, group.generation, group.protocol_type, group.protocol_name,
+            group.leader_id or "", member_id,
+            group.current_member_metadata() if with_members else [], False)
+
+    def _add_member_and_rebalance(self, group, member_id, instance_id, client_id, client_host,
+                                  rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                  protocols, callback) -> None:
+        now = self.clock.now_ms()
+        slot = group.pending.pop(member_id, None)
+        deadline = now + self.config.new_member_join_timeout_ms
+        if slot is None:
+            slot = self.table.alloc(group.rec, member_id, session_timeout_ms, deadline, False)
+        else:
+            self.table.promote(slot, member_id, session_timeout_ms, deadline)
+        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+                        session_timeout_ms, protocol_type, protocols, slot)
+        member.is_new = True
+        self.owners[slot] = (group, member_id)
+        if group.state == PR and group.generation == 0:
+            group.new_member_added = True
+        group.add(member, callback)
+        self._maybe_prepare_rebalance(group)
+
+    def _update_member_and_rebalance(self, group, member, protocols, rebalance_timeout_ms,
+                                     session_timeout_ms, callback) -> None:
+        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
+        self.table.set_session_timeout(member.slot, session_timeout_ms)
+        self._maybe_prepare_rebalance(group)
+
+    def _rename_member(self, group: Group, member: Member, new_id: str) -> None:
+        old_id = member.member_id
+        del group.members[old_id]
+        member.member_id = new_id
+        group.members[new_id] = member
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        if member.instance_id is not None:
+            group.static[member.instance_id] = new_id
+        self.table.rename(member.slot, old_id, new_id)
+        self.owners[member.slot] = (group, new_id)
+
+    def _replace_static_member(self, group, old_id, new_id, instance_id, protocols,
+                               rebalance_timeout_ms, session_timeout_ms, callback) -> None:
+        if group.state in (EMPTY, DEAD):
+            raise CoordinatorError(
+                f"group {group.group_id} in state {STATE_NAMES[group.state]} cannot have a "
+                f"known static member {instance_id}")
+        current_leader = group.leader_id
+        member = group.members[old_id]
+        # The old incarnation is fenced at once: its parked join and sync learn it.
+        self._invoke_join(member, group, JoinGroupResult(E.FENCED_INSTANCE_ID, member_id=old_id))
+        self._invoke_sync(member, SyncGroupResult(E.FENCED_INSTANCE_ID))
+        self._rename_member(group, member, new_id)
+        self.table.touch(member.slot)      # with the old session timeout, as Kafka does
+        old_protocols = member.protocols
+        old_rebalance, old_session = member.rebalance_timeout_ms, member.session_timeout_ms
+        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
+        self.table.set_session_timeout(member.slot, session_timeout_ms)
+        if group.state == STABLE:
+            if group.protocol_name == group.select_protocol():
+                assignment = {m.member_id: m.assignment for m in group.members.values()}
+                generation = group.generation
+
+                def stored(error: Errors) -> None:
+                    with group.rec:
+                        if error != E.NONE:
+                            log.warning("group %s: persisting static member %s failed: %s",
+                                        group.group_id, instance_id, error.name)
+                            group.update_member(member, old_protocols, old_rebalance, old_session,
+                                                None)
+                            self.table.set_session_timeout(member.slot, old_session)
+                            if member.member_id == new_id:
+                                self._rename_member(group, member, old_id)
+                                self.table.touch(member.slot)
+                            self._emit(callback, JoinGroupResult(
+                                error, generation, group.protocol_type, group.protocol_name,
+                                current_leader or "", "", [], False))
+                        else:
+                            self._invoke_join(member, group, JoinGroupResult(
+                                E.NONE, generation, group.protocol_type, group.protocol_name,
+                                current_leader or "", new_id, [], False))
+                    self.flush()
+
+                self._emit(self.store.store_group, group.group_id,
+                           self._group_record(group, assignment), stored)
+            else:
+                self._maybe_prepare_rebalance(group)
+        elif group.state == CR:
+            self._prepare_rebalance(group)
+        # PR: the member simply waits in the join with its new id.
+
+    # ======================================================================
+    # rebalance: DelayedJoin / InitialDelayedJoin / DelayedSync
+    # ======================================================================
+    def _maybe_prepare_rebalance(self, group: Group) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group)
+
+    def _prepare_rebalance(self, group: Group) -> None:
+        if group.state == CR:
+            self._reset_and_propagate_assignment_error(group, E.REBALANCE_IN_PROGRESS)
+        self._remove_sync_expiration(group)
+        JoinOp, InitialJoinOp = self._join_ops
+        if group.state == EMPTY:
+            delay = self.config.group_initial_rebalance_delay_ms
+            op = InitialJoinOp(self, group, delay, delay,
+                               max(group.rebalance_timeout_ms() - delay, 0))
+        else:
+            op = JoinOp(self, group, group.rebalance_timeout_ms())
+        group.transition_to(PR)
+        log.debug("group %s preparing to rebalance (generation %d)", group.group_id, group.generation)
+        self.purgatory.try_complete_else_watch(op, [("join", group.group_id)])
+
+    def try_complete_join(self, group: Group, op) -> bool:
+        with group.rec:
+            return op.force_complete() if group.has_all_members_joined() else False
+
+    def on_complete_join(self, group: Group) -> None:
+        with group.rec:
+            for member in [m for m in group.members.values()
+                           if not m.awaiting_join and m.instance_id is None]:
+                self._forget_member(group, member)
+            if group.state == DEAD:
+                return
+            if not group.maybe_elect_new_joined_leader() and group.members:
+                # Nobody re-joined but static members remain: wait another round.
+                JoinOp, _ = self._join_ops
+                self.purgatory.try_complete_else_watch(
+                    JoinOp(self, group, group.rebalance_timeout_ms()), [("join", group.group_id)])
+                return
+            self._init_next_generation(group)
+            if group.state == EMPTY:
+                self._emit(self.store.store_group, group.group_id, self._group_record(group, {}),
+                           _log_store_error(group.group_id))
+                return
+            leader = group.leader_id
+            for member in list(group.members.values()):
+                result = JoinGroupResult(
+                    E.NONE, group.generation, group.protocol_type, group.protocol_name, leader,
+                    member.member_id,
+                    group.current_member_metadata() if member.member_id == leader else [], False)
+                self._invoke_join(member, group, result)
+                self.table.touch(member.slot)
+                member.is_new = False
+                group.pending_sync.add(member.member_id)
+            _, SyncOp = self._sync_ops
+            self.purgatory.try_complete_else_watch(
+                SyncOp(self, group, group.generation, group.rebalance_timeout_ms()),
+                [("sync", group.group_id)])
+
+    def _init_next_generation(self, group: Group) -> None:
+        group.generation += 1
+        group.rec.generation = group.generation
+        if group.members:
+            group.protocol_name = group.select_protocol()
+            group.transition_to(CR)
+        else:
+            group.protocol_name = None
+            group.transition_to(EMPTY)
+        group.pending_sync.clear()
+
+    def initial_join_complete(self, op) -> None:
+        group = op.group
+        with group.rec:
+            if group.new_member_added and op.remaining_ms != 0:
+                group.new_member_added = False
+                delay = min(op.configured_ms, op.remaining_ms)
+                remaining = max(op.remaining_ms - op.this_delay_ms, 0)
+                _, InitialJoinOp = self._join_ops
+                self.purgatory.try_complete_else_watch(
+                    InitialJoinOp(self, group, op.configured_ms, delay, remaining),
+                    [("join", group.group_id)])
+            else:
+                self.on_complete_join(group)
+
+    def _remove_sync_expiration(self, group: Group) -> None:
+        group.pending_sync.clear()
+        self.purgatory.check_and_complete(("sync", group.group_id))
+
+    def try_complete_sync(self, group: Group, generation: int, op) -> bool:
+        with group.rec:
+            if generation != group.generation or group.state in (DEAD, EMPTY, PR):
+                return op.force_complete()
+            return op.force_complete() if not group.pending_sync else False
+
+    def on_expire_sync(self, group: Group, generation: int) -> None:
+        with group.rec:
+            if generation != group.generation or group.state not in (CR, STABLE):
+                return
+            if group.pending_sync:
+                for member_id in list(group.pending_sync):
+                    member = group.members.get(member_id)
+                    if member is not None:
+                        self._forget_member(group, member)
+                log.debug("group %s removed members that never synced", group.group_id)
+                self._prepare_rebalance(group)
+
+    # ======================================================================
+    # SyncGroup
+    # ======================================================================
+    def sync_group(self, group_id, generation_id, member_id, assignments, instance_id,
+                   protocol_type, protocol_name, callback) -> None:
+        error = self.group_status(group_id, allow_empty=False)
+        if error == E.COORDINATOR_LOAD_IN_PROGRESS:
+            error = E.REBALANCE_IN_PROGRESS
+        if error != E.NONE:
+            self._emit(callback, SyncGroupResult(error))
+            return
+        group = self._get_group(group_id)
+        if group is None:
+            self._emit(callback, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
+            return
+        with group.rec:
+            if group.state == DEAD:
+                error = E.COORDINATOR_NOT_AVAILABLE
+            else:
+                error = self._validate_member(group, member_id, instance_id)
+                if error == E.NONE:
+                    if generation_id != group.generation:
+                        error = E.ILLEGAL_GENERATION
+                    elif protocol_type is not None and protocol_type != group.protocol_type:
+                        error = E.INCONSISTENT_GROUP_PROTOCOL
+                    elif protocol_name is not None and protocol_name != group.protocol_name:
+                        error = E.INCONSISTENT_GROUP_PROTOCOL
+            if error != E.NONE:
+                self._emit(callback, SyncGroupResult(error))
+            elif group.state == EMPTY:
+                self._emit(callback, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
+            elif group.state == PR:
+                self._emit(callback, SyncGroupResult(E.REBALANCE_IN_PROGRESS))
+            elif group.state == CR:
+                member = group.members[member_id]
+                member.sync_callback = callback
+                self._remove_pending_sync_member(group, member_id)
+                if group.leader_id == member_id:
+                    full = {mid: (assignments or {}).get(mid, b"") for mid in group.members}
+                    generation = group.generation
+
+                    def stored(error: Errors) -> None:
+                        with group.rec:
+                            if group.state == CR and group.generation == generation:
+                                if error != E.NONE:
+                                    self._reset_and_propagate_assignment_error(group, error)
+                                    self._maybe_prepare_rebalance(group)
+                                else:
+                                    for mid, m in group.members.items():
+                                        m.assignment = full[mid]
+                                    self._propagate_assignment(group, E.NONE)
+                                    group.transition_to(STABLE)
+                        self.flush()
+
+                    self._emit(self.store.store_group, group_id,
+                               self._group_record(group, full), stored)
+            else:  # Stable
+                self._remove_pending_sync_member(group, member_id)
+                member = group.members[member_id]
+                self._emit(callback, SyncGroupResult(E.NONE, group.protocol_type,
+                                                     group.protocol_name, member.assignment))
+                self.table.touch(member.slot)
+
+    def _remove_pending_sync_member(self, group: Group, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        self.purgatory.check_and_complete(("sync", group.group_id))
+
+    def _reset_and_propagate_assignment_error(self, group: Group, error: Errors) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: Group, error: Errors) -> None:
+        ok = error == E.NONE
+        for member in group.members.values():
+            result = SyncGroupResult(error, group.protocol_type if ok else None,
+                                     group.protocol_name if ok else None, member.assignment)
+            if self._invoke_sync(member, result):
+                self.table.touch(member.slot)
+
+    # ======================================================================
+    # Heartbeat (static members only; the member table answers dynamic ones)
+    # ======================================================================
+    def heartbeat_static(self, group_id, member_id, generation_id, instance_id) -> Errors:
+        error = self.group_status(group_id, allow_empty=False)
+        if error != E.NONE:
+            return E.NONE if error == E.COORDINATOR_LOAD_IN_PROGRESS else error
+        group = self._get_group(group_id)
+        if group is None:
+            return E.UNKNOWN_MEMBER_ID
+        with group.rec:
+            if group.state == DEAD:
+                return E.COORDINATOR_NOT_AVAILABLE
+            error = self._validate_member(group, member_id, instance_id)
+            if error != E.NONE:
+                return error
+            if generation_id != group.generation:
+                return E.ILLEGAL_GENERATION
+            if group.state == EMPTY:
+                return E.UNKNOWN_MEMBER_ID
+            self.table.touch(group.members[member_id].slot)
+            return E.REBALANCE_IN_PROGRESS if group.state == PR else E.NONE
+
+    # ======================================================================
+    # session expiry: the member table calls this when a slot's deadline passed
+    # ======================================================================
+    def _on_session_deadline(self, slot: int) -> None:
+        """The slot's deadline passed without moving; the table has already disarmed it
+        (a later refresh re-arms it). Decide, as Kafka's heartbeat expiry does."""
+        owner = self.owners.get(slot)
+        if owner is None:
+            return
+        group = owner[0]
+        with group.rec:
+            owner = self.owners.get(slot)
+            if owner is None or owner[0] is not group:
+                return
+            member_id = owner[1]
+            if group.state == DEAD:
+                pass
+            elif member_id in group.pending:
+                log.debug("pending member %s of %s expired", member_id, group.group_id)
+                del group.pending[member_id]
+                self._release_slot(slot)
+                if group.state == PR:
+                    self.purgatory.check_and_complete(("join", group.group_id))
+            else:
+                member = group.members.get(member_id)
+                if member is None:
+                    self._release_slot(slot)
+                elif not member.has_satisfied_heartbeat():
+                    log.debug("member %s of %s failed its session", member_id, group.group_id)
+                    self._remove_member_and_update_group(group, member)
+        self.flush()     # answers go out while the clock reads this deadline
+
+    # ======================================================================
+    # LeaveGroup and member removal
+    # ======================================================================
+    def leave_group(self, group_id, members) -> LeaveGroupResult:
+        error = self.group_status(group_id, allow_empty=False)
+        if error != E.NONE:
+            return LeaveGroupResult(error, [])
+        group = self._get_group(group_id)
+        if group is None:
+            return LeaveGroupResult(E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members))
+        errors = []
+        with group.rec:
+            if group.state == DEAD:
+                return LeaveGroupResult(E.COORDINATOR_NOT_AVAILABLE, [])
+            for member_id, instance_id in members:
+                if member_id == "":
+                    current = group.static.get(instance_id) if instance_id is not None else None
+                    if current is None:
+                        errors.append(E.UNKNOWN_MEMBER_ID)
+                    else:
+                        self._remove_member_and_update_group(group, group.members[current])
+                        errors.append(E.NONE)
+                elif member_id in group.pending:
+                    self._release_slot(group.pending.pop(member_id))
+                    if group.state == PR:
+                        self.purgatory.check_and_complete(("join", group_id))
+                    errors.append(E.NONE)
+                else:
+                    error = self._validate_member(group, member_id, instance_id)
+                    if error == E.NONE:
+                        self._remove_member_and_update_group(group, group.members[member_id])
+                    errors.append(error)
+        return LeaveGroupResult(E.NONE, errors)
+
+    def _release_slot(self, slot: int) -> None:
+        owner = self.owners.pop(slot, None)
+        self.table.free(slot, None if owner is None else owner[1])
+
+    def _forget_member(self, group: Group, member: Member) -> None:
+        """Drop a member without any answer or state change (its callbacks are dropped)."""
+        group.remove(member.member_id)
+        member.join_callback = None
+        member.sync_callback = None
+        self._release_slot(member.slot)
+
+    def _remove_member_quietly(self, group: Group, member: Member) -> None:
+        self._invoke_join(member, group, JoinGroupResult(E.UNKNOWN_MEMBER_ID, member_id=""))
+        self._forget_member(group, member)
+
+    def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
+        self._remove_member_quietly(group, member)
+        if group.state in (STABLE, CR):
+            self._maybe_prepare_rebalance(group)
+        elif group.state == PR:
+            self.purgatory.check_and_complete(("join", group.group_id))
+
+    # ======================================================================
+    # offsets
+    # ======================================================================
+    def commit_offsets(self, group_id, member_id, generation_id, offsets, instance_id,
+                       done) -> None:
+        """Validate and store; `done({tp: Errors})` runs once the store answered."""
+        error = self.group_status(group_id, allow_empty=True)
+        if error != E.NONE:
+            self._emit(done, {tp: error for tp in offsets})
+            return
+        group = self._get_group(group_id)
+        if group is None:
+            if generation_id >= 0:
+                self._emit(done, {tp: E.ILLEGAL_GENERATION for tp in offsets})
+                return
+            group = self._create_group(group_id)
+        with group.rec:
+            error = self._validate_offset_commit(group, member_id, generation_id, instance_id)
+            if error != E.NONE:
+                self._emit(done, {tp: error for tp in offsets})
+                return
+            if group.state == CR:
+                self._emit(done, {tp: E.REBALANCE_IN_PROGRESS for tp in offsets})
+                return
+            if group.state in (STABLE, PR):
+                self.table.touch(group.members[member_id].slot)
+            self._store_offsets(group, offsets, done)
+
+    def _validate_offset_commit(self, group, member_id, generation_id, instance_id) -> Errors:
+        if group.state == DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.state == EMPTY:
+            return E.NONE
+        if generation_id >= 0 or member_id != "" or instance_id is not None:
+            error = self._validate_member(group, member_id, instance_id)
+            if error != E.NONE:
+                return error
+            return E.ILLEGAL_GENERATION if generation_id != group.generation else E.NONE
+        if group.state != EMPTY:
+            return E.UNKNOWN_MEMBER_ID
+        return E.NONE
+
+    def _store_offsets(self, group: Group, offsets: dict, done) -> None:
+        limit = self.config.offset_metadata_max_bytes
+        now = self.clock.now_ms()
+        results: Dict[Tuple[str, int], Errors] = {}
+        accepted: Dict[Tuple[str, int], OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if om.metadata is not None and len(om.metadata) > limit:
+                results[tp] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = om._replace(commit_timestamp_ms=now)
+                results[tp] = E.NONE
+        if not accepted:
+            self._emit(done, results)
+            return
+        for tp in accepted:
+            group.pending_offsets[tp] = group.pending_offsets.get(tp, 0) + 1
+
+        def stored(error: Errors) -> None:
+            with group.rec:
+                for tp, om in accepted.items():
+                    left = group.pending_offsets.get(tp, 0) - 1
+                    if left <= 0:
+                        group.pending_offsets.pop(tp, None)
+                    else:
+                        group.pending_offsets[tp] = left
+                    if error == E.NONE and group.state != DEAD:
+                        group.offsets[tp] = om
+                    else:
+                        results[tp] = error if error != E.NONE else results[tp]
+            self._emit(done, results)
+            self.flush()
+
+        self._emit(self.store.store_offsets, group.group_id, accepted, stored)
+
+    def fetch_offsets(self, group_id, partitions, require_stable):
+        error = self.group_status(group_id, allow_empty=True)
+        if error != E.NONE:
+            return error, {}
+        group = self._get_group(group_id)
+        if group is None:
+            if partitions is None:
+                return E.NONE, {}
+            return E.NONE, {tp: OffsetAndMetadata(-1) for tp in partitions}
+        with group.rec:
+            top = E.NONE
+            wanted = list(group.offsets) if partitions is None else partitions
+            result = {}
+            for tp in wanted:
+                if require_stable and tp in group.pending_offsets:
+                    top = E.UNSTABLE_OFFSET_COMMIT
+                    result[tp] = OffsetAndMetadata(-1)
+                else:
+                    result[tp] = group.offsets.get(tp, OffsetAndMetadata(-1))
+            return top, result
+
+    # ======================================================================
+    # admin: describe / list / delete
+    # ======================================================================
+    def describe_group(self, group_id) -> GroupDescription:
+        error = self.group_status(group_id, allow_empty=True)
+        if error != E.NONE:
+            return GroupDescription(error, group_id, "", "", "", [])
+        group = self._get_group(group_id)
+        if group is None:
+            return GroupDescription(E.NONE, group_id, GroupState.DEAD.value, "", "", [])
+        with group.rec:
+            stable = group.state == STABLE
+            members = [
+                MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
+                                  m.metadata(group.protocol_name) if stable else b"",
+                                  m.assignment if stable else b"")
+                for m in group.members.values()]
+            return GroupDescription(E.NONE, group_id, STATE_NAMES[group.state].value,
+                                    group.protocol_type or "",
+                                    (group.protocol_name or "") if stable else "", members)
+
+    def list_groups(self, states) -> List[GroupListing]:
+        wanted = None if not states else {str(s).lower() for s in states}
+        listings = []
+        for rec in list(self.table.groups.values()):
+            group = rec.group
+            with rec:
+                name = STATE_NAMES[group.state].value
+                if wanted is None or name.lower() in wanted:
+                    listings.append(GroupListing(group.group_id, group.protocol_type or "", name))
+        return listings
+
+    def delete_groups(self, group_ids) -> Dict[str, Errors]:
+        results: Dict[str, Errors] = {}
+        for group_id in group_ids:
+            error = self.group_status(group_id, allow_empty=True)
+            if error != E.NONE:
+                results[group_id] = error
+                continue
+            group = self._get_group(group_id)
+            if group is None:
+                results[group_id] = E.GROUP_ID_NOT_FOUND
+                continue
+            with group.rec:
+                if group.state == DEAD:
+                    results[group_id] = E.GROUP_ID_NOT_FOUND
+                elif group.state == EMPTY:
+                    group.transition_to(DEAD)
+                    group.offsets.clear()
+                    self.table.drop_group(group_id)
+                    self._emit(self.store.store_group, group_id, None,
+                               _log_store_error(group_id))
+                    results[group_id] = E.NONE
+                else:
+                    results[group_id] = E.NON_EMPTY_GROUP
+        return results
+
+    # ======================================================================
+    # shards
+    # ======================================================================
+    def begin_loading(self, shard: int) -> None:
+        self.table.set_shard_state(shard, SHARD_LOADING)
+
+    def finish_loading(self, shard: int) -> None:
+        self.table.set_shard_state(shard, SHARD_ACTIVE)
+        for rec in list(self.table.groups.values()):
+            if rec.shard == shard:
+                self.on_group_loaded(rec.group)
+
+    def on_group_loaded(self, group: Group) -> None:
+        with group.rec:
+            if len(group.members) > self.config.group_max_size:
+                self._maybe_prepare_rebalance(group)
+            for member in group.members.values():
+                self.table.touch(member.slot)
+
+    def unload_shard(self, shard: int) -> None:
+        self.table.set_shard_state(shard, SHARD_NOT_OWNED)
+        for rec in [r for r in self.table.groups.values() if r.shard == shard]:
+            group = rec.group
+            with rec:
+                previous = group.state
+                group.transition_to(DEAD)
+                if previous == PR:
+                    for member in list(group.members.values()):
+                        self._invoke_join(member, group, JoinGroupResult(
+                            E.NOT_COORDINATOR, member_id=member.member_id))
+                    self.purgatory.check_and_complete(("join", group.group_id))
+                elif previous in (STABLE, CR):
+                    for member in group.members.values():
+                        self._invoke_sync(member, SyncGroupResult(E.NOT_COORDINATOR))
+                self._remove_sync_expiration(group)
+                for member in list(group.members.values()):
+                    self._forget_member(group, member)
+                for slot in group.pending.values():
+                    self._release_slot(slot)
+                group.pending.clear()
+                self.table.drop_group(group.group_id)
+
+    # ======================================================================
+    # persistence record (what the store writes for a group)
+    # ======================================================================
+    @staticmethod
+    def _group_record(group: Group, assignment: dict) -> dict:
+        return {
+            "protocol_type": group.protocol_type,
+            "generation": group.generation,
+            "protocol": group.protocol_name,
+            "leader": group.leader_id,
+            "members": [
+                {"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
+                 "client_host": m.client_host, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+                 "session_timeout_ms": m.session_timeout_ms,
+                 "subscription": m.metadata(group.protocol_name) if group.protocol_name else b"",
+                 "assignment": assignment.get(m.member_id, b"")}
+                for m in group.members.values()],
+        }
+
+
+def _log_store_error(group_id: str):
+    def done(error: Errors) -> None:
+        if error != E.NONE:
+            log.warning("group %s: writing group metadata failed: %s", group_id, error.name)
+    return done
+
+
+def _default_member_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4()}"
+
+
+def _delayed_op_classes(base):
+    """DelayedJoin, InitialDelayedJoin and DelayedSync on the twin's DelayedOperation."""
+
+    class DelayedJoin(base):
+        def __init__(self, logic, group, rebalance_timeout_ms):
+            base.__init__(self, rebalance_timeout_ms, group.rec)
+            self.logic = logic
+            self.group = group
+
+        def try_complete(self):
+            return self.logic.try_complete_join(self.group, self)
+
+        def on_complete(self):
+            self.logic.on_complete_join(self.group)
+
+        def on_expiration(self):
+            # Expiry runs outside every group lock: deliver answers at this deadline.
+            self.logic.flush()
+
+    class InitialDelayedJoin(DelayedJoin):
+        def __init__(self, logic, group, configured_delay_ms, delay_ms, remaining_ms):
+            DelayedJoin.__init__(self, logic, group, delay_ms)
+            self.configured_ms = configured_delay_ms
+            self.this_delay_ms = delay_ms
+            self.remaining_ms = remaining_ms
+
+        def try_complete(self):
+            return False
+
+        def on_complete(self):
+            self.logic.initial_join_complete(self)
+
+    class DelayedSync(base):
+        def __init__(self, logic, group, generation, rebalance_timeout_ms):
+            base.__init__(self, rebalance_timeout_ms, group.rec)
+            self.logic = logic
+            self.group = group
+            self.generation = generation
+
+        def try_complete(self):
+            return self.logic.try_complete_sync(self.group, self.generation, self)
+
+        def on_complete(self):
+            pass
+
+        def on_expiration(self):
+            self.logic.on_expire_sync(self.group, self.generation)
+            self.logic.flush()
+
+    return (DelayedJoin, InitialDelayedJoin), (None, DelayedSync)

@@ -1,0 +1,90 @@
+# cython: language_level=3
+from libc.stdint cimport int64_t, int32_t, uint32_t, int16_t, uint8_t
+
+from fastcoord._native.wheel cimport Timer, TimerSink
+
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_mutexattr_t:
+        pass
+    int pthread_mutexattr_init(pthread_mutexattr_t*)
+    int pthread_mutexattr_settype(pthread_mutexattr_t*, int)
+    int pthread_mutexattr_destroy(pthread_mutexattr_t*)
+    int pthread_mutex_init(pthread_mutex_t*, const pthread_mutexattr_t*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_trylock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+    int PTHREAD_MUTEX_RECURSIVE
+
+
+# What the heartbeat path needs of a group. Allocated once and never freed (recycled
+# through a free list), so a racing reader that followed a stale pointer still locks
+# valid memory and then fails its slot-generation check.
+ctypedef struct GroupCore:
+    pthread_mutex_t mu          # reentrant: the group logic nests, as Kafka's group lock does
+    int32_t state
+    int32_t generation
+    int32_t shard
+    int32_t live                # 1 while a GroupRecord owns it
+
+
+# One member's heartbeat state: 48 bytes, in chunks that never move.
+ctypedef struct Slot:
+    GroupCore* core             # NULL when the slot is free
+    int64_t deadline            # session deadline (ms)
+    int64_t armed               # deadline of the slot's wheel entry, -1 if none
+    int64_t entry               # the wheel entry id
+    int32_t session_timeout
+    uint32_t gen                # bumped when freed: stale handles miss
+    int32_t joined              # 0 while pending (got MEMBER_ID_REQUIRED), else 1
+    int32_t _pad
+
+
+cdef enum:
+    SLOT_CHUNK_BITS = 12
+    SLOT_CHUNK = 4096           # slots per chunk
+    MAX_CHUNKS = 65536          # 268 M members at most
+
+
+cdef inline void lock_with_gil(GroupCore* core) noexcept:
+    # Never block on a group lock while holding the GIL: the holder may need the GIL.
+    if pthread_mutex_trylock(&core.mu) != 0:
+        with nogil:
+            pthread_mutex_lock(&core.mu)
+
+
+cdef class GroupRecord:
+    cdef GroupCore* core
+    cdef readonly str group_id
+    cdef public dict slots          # member id -> slot, members that have joined
+    cdef public object group        # the group logic's Group
+    cdef MemberTable table
+
+
+cdef class MemberTable(TimerSink):
+    cdef Slot** chunks
+    cdef Py_ssize_t nchunks
+    cdef Py_ssize_t nslots          # slots handed out so far (high-water mark)
+    cdef list free_slots
+    cdef list slot_recs             # slot -> GroupRecord (keeps GroupCore owners alive)
+    cdef list free_cores            # recycled GroupCore pointers (as ints)
+    cdef uint8_t* shards
+    cdef readonly int num_shards
+    cdef public bint active
+    cdef public dict groups         # group id -> GroupRecord
+    cdef public object clock
+    cdef object now_ms              # clock.now_ms, bound once
+    cdef public Timer timer
+    cdef public object on_deadline
+    cdef public object slow_heartbeat
+
+    cdef Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil
+    cdef GroupCore* new_core(self) except NULL
+    cdef int arm(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1
+    cdef int refresh(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1
+    cdef int on_timer(self, int64_t tag, int64_t deadline_ms) except -1
+    cdef Py_ssize_t _batch(self, int64_t* hp, int32_t* gp, int16_t* op, Py_ssize_t n,
+                           int64_t now, Py_ssize_t* rearm) noexcept nogil
+    cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1

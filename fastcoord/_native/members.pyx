@@ -1,0 +1,505 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: freethreading_compatible=True
+"""Member heartbeat tables: the coordinator's hot path in C (twin: _pure/members.py).
+
+A heartbeat is a dict lookup of the group, a dict lookup of the member's slot, a
+lock of the group's mutex, two integer checks and one store of the new deadline:
+no allocation and no timer insertion. Each slot owns one wheel entry; when it
+comes due, `on_timer` re-checks it lazily (re-inserts at the moved deadline, or
+hands the slot to the group logic's `on_deadline`). `heartbeat_batch` does the
+same for arrays of handles with the GIL released, taking each group's lock once
+per run of consecutive handles of that group.
+"""
+cimport cython
+from cpython.mem cimport PyMem_RawCalloc, PyMem_RawFree
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
+from libc.stdint cimport int64_t, int32_t, uint32_t, int16_t, uint8_t, uintptr_t
+cimport numpy as cnp
+
+import numpy as np
+
+from fastcoord._native.wheel cimport Timer, TimerSink
+from fastcoord.config import shard_for
+from fastcoord.errors import Errors
+
+cnp.import_array()
+
+cdef enum:
+    EMPTY = 0
+    PR = 1
+    CR = 2
+    STABLE = 3
+    DEAD = 4
+    SHARD_NOT_OWNED = 0
+    SHARD_LOADING = 1
+    SHARD_ACTIVE = 2
+
+cdef enum:
+    C_NONE = 0
+    C_NOT_AVAILABLE = 15
+    C_NOT_COORDINATOR = 16
+    C_ILLEGAL_GENERATION = 22
+    C_INVALID_GROUP = 24
+    C_UNKNOWN = 25
+    C_REBALANCING = 27
+
+cdef object E_NONE = Errors.NONE
+cdef object E_NOT_AVAILABLE = Errors.COORDINATOR_NOT_AVAILABLE
+cdef object E_NOT_COORDINATOR = Errors.NOT_COORDINATOR
+cdef object E_ILLEGAL_GENERATION = Errors.ILLEGAL_GENERATION
+cdef object E_INVALID_GROUP = Errors.INVALID_GROUP_ID
+cdef object E_UNKNOWN = Errors.UNKNOWN_MEMBER_ID
+cdef object E_REBALANCING = Errors.REBALANCE_IN_PROGRESS
+
+
+cdef class GroupRecord:
+    """A group's lock (`with rec:`), state, generation and shard for the hot path, and its
+    member id -> slot map. State and generation are written by the group logic."""
+
+    def __cinit__(self, MemberTable table, str group_id, int shard):
+        self.table = table
+        self.core = table.new_core()
+        self.core.state = EMPTY
+        self.core.generation = 0
+        self.core.shard = shard
+        self.core.live = 1
+        self.group_id = group_id
+        self.slots = {}
+        self.group = None
+
+    def __dealloc__(self):
+        # The core is recycled, never freed: see GroupCore in members.pxd.
+        if self.core is not NULL and self.table is not None:
+            self.core.live = 0
+            self.table.free_cores.append(<uintptr_t>self.core)
+            self.core = NULL
+
+    @property
+    def state(self):
+        return self.core.state
+
+    @state.setter
+    def state(self, int value):
+        self.core.state = value
+
+    @property
+    def generation(self):
+        return self.core.generation
+
+    @generation.setter
+    def generation(self, int value):
+        self.core.generation = value
+
+    @property
+    def shard(self):
+        return self.core.shard
+
+    def acquire(self, bint blocking=True, double timeout=-1):
+        if not blocking:
+            return pthread_mutex_trylock(&self.core.mu) == 0
+        lock_with_gil(self.core)
+        return True
+
+    def release(self):
+        pthread_mutex_unlock(&self.core.mu)
+
+    def __enter__(self):
+        lock_with_gil(self.core)
+        return self
+
+    def __exit__(self, *exc):
+        pthread_mutex_unlock(&self.core.mu)
+
+
+cdef class MemberTable(TimerSink):
+    def __cinit__(self, clock, Timer timer, int num_shards):
+        if num_shards <= 0:
+            raise ValueError(f"num_shards must be > 0, got {num_shards}")
+        self.chunks = <Slot**>PyMem_RawCalloc(MAX_CHUNKS, sizeof(Slot*))
+        self.shards = <uint8_t*>PyMem_RawCalloc(num_shards, 1)
+        if self.chunks is NULL or self.shards is NULL:
+            raise MemoryError()
+        self.nchunks = 0
+        self.nslots = 0
+        self.num_shards = num_shards
+        self.free_slots = []
+        self.slot_recs = []
+        self.free_cores = []
+        self.groups = {}
+        self.active = True
+        self.clock = clock
+        self.now_ms = clock.now_ms
+        self.timer = timer
+        self.on_deadline = None
+        self.slow_heartbeat = None
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self.chunks is not NULL:
+            for i in range(self.nchunks):
+                PyMem_RawFree(self.chunks[i])
+            PyMem_RawFree(self.chunks)
+        if self.shards is not NULL:
+            PyMem_RawFree(self.shards)
+        # GroupCores are leaked on purpose only while records live; free the recycled ones.
+        if self.free_cores is not None:
+            for ptr in self.free_cores:
+                PyMem_RawFree(<void*><uintptr_t>ptr)
+
+    cdef inline Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil:
+        return &self.chunks[slot >> SLOT_CHUNK_BITS][slot & (SLOT_CHUNK - 1)]
+
+    cdef GroupCore* new_core(self) except NULL:
+        cdef GroupCore* core
+        cdef pthread_mutexattr_t attr
+        if self.free_cores:
+            return <GroupCore*><uintptr_t>self.free_cores.pop()
+        core = <GroupCore*>PyMem_RawCalloc(1, sizeof(GroupCore))
+        if core is NULL:
+            raise MemoryError()
+        pthread_mutexattr_init(&attr)
+        pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE)
+        pthread_mutex_init(&core.mu, &attr)
+        pthread_mutexattr_destroy(&attr)
+        return core
+
+    # -- shards and groups ------------------------------------------------------------
+    def set_shard_state(self, int shard, int state):
+        if not 0 <= shard < self.num_shards:
+            raise ValueError(f"shard {shard} is outside [0, {self.num_shards})")
+        self.shards[shard] = state
+
+    def shard_state(self, int shard):
+        if not 0 <= shard < self.num_shards:
+            raise ValueError(f"shard {shard} is outside [0, {self.num_shards})")
+        return self.shards[shard]
+
+    def new_group(self, str group_id, int shard):
+        rec = GroupRecord(self, group_id, shard)
+        self.groups[group_id] = rec
+        return rec
+
+    def drop_group(self, group_id):
+        self.groups.pop(group_id, None)
+
+    # -- slots -----------------------------------------------------------------------------
+    def alloc(self, GroupRecord rec, str member_id, int session_timeout_ms, int64_t deadline_ms,
+              bint pending):
+        """A slot for a new member (a pending one is not visible to heartbeats), armed at
+        `deadline_ms`. The caller holds `rec`'s lock."""
+        cdef Py_ssize_t slot
+        cdef Slot* s
+        if self.free_slots:
+            slot = self.free_slots.pop()
+        else:
+            slot = self.nslots
+            if (slot >> SLOT_CHUNK_BITS) >= self.nchunks:
+                if self.nchunks >= MAX_CHUNKS:
+                    raise MemoryError("member table is full")
+                self.chunks[self.nchunks] = <Slot*>PyMem_RawCalloc(SLOT_CHUNK, sizeof(Slot))
+                if self.chunks[self.nchunks] is NULL:
+                    raise MemoryError()
+                self.nchunks += 1
+            self.nslots += 1
+            self.slot_recs.append(None)
+        s = self.slot_ptr(slot)
+        s.core = rec.core
+        s.deadline = deadline_ms
+        s.armed = -1
+        s.entry = -1
+        s.session_timeout = session_timeout_ms
+        s.joined = 0 if pending else 1
+        self.slot_recs[slot] = rec
+        if not pending:
+            rec.slots[member_id] = slot
+        self.arm(slot, s, deadline_ms)
+        return slot
+
+    def promote(self, Py_ssize_t slot, str member_id, int session_timeout_ms,
+                int64_t deadline_ms):
+        """A pending member joined: make it visible and give it a new deadline."""
+        cdef Slot* s = self.slot_ptr(slot)
+        (<GroupRecord>self.slot_recs[slot]).slots[member_id] = slot
+        s.joined = 1
+        s.session_timeout = session_timeout_ms
+        self.refresh(slot, s, deadline_ms)
+
+    def free(self, Py_ssize_t slot, member_id=None):
+        cdef Slot* s
+        if slot < 0 or slot >= self.nslots:
+            return
+        s = self.slot_ptr(slot)
+        if s.core is NULL:
+            return
+        rec = <GroupRecord>self.slot_recs[slot]
+        if member_id is not None and rec.slots.get(member_id) == slot:
+            del rec.slots[member_id]
+        if s.armed >= 0:
+            self.timer.c_cancel_id(s.entry)
+        s.armed = -1
+        s.core = NULL
+        s.joined = 0
+        s.gen = (s.gen + 1) & 0x7FFFFFFF
+        self.slot_recs[slot] = None
+        self.free_slots.append(slot)
+
+    def rename(self, Py_ssize_t slot, str old_id, str new_id):
+        rec = <GroupRecord>self.slot_recs[slot]
+        if rec.slots.get(old_id) == slot:
+            del rec.slots[old_id]
+        rec.slots[new_id] = slot
+
+    def set_session_timeout(self, Py_ssize_t slot, int session_timeout_ms):
+        self.slot_ptr(slot).session_timeout = session_timeout_ms
+
+    def touch(self, Py_ssize_t slot):
+        cdef Slot* s = self.slot_ptr(slot)
+        self.refresh(slot, s, <int64_t>self.now_ms() + s.session_timeout)
+
+    def set_deadline(self, Py_ssize_t slot, int64_t deadline_ms):
+        self.refresh(slot, self.slot_ptr(slot), deadline_ms)
+
+    def deadline(self, Py_ssize_t slot):
+        return self.slot_ptr(slot).deadline
+
+    cdef int refresh(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1:
+        s.deadline = deadline
+        if s.armed < 0:
+            self.arm(slot, s, deadline)
+        elif deadline < s.armed:
+            # Rare (a shorter timeout): the lazy re-check would come too late.
+            self.timer.c_cancel_id(s.entry)
+            self.arm(slot, s, deadline)
+        return 0
+
+    cdef int arm(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1:
+        s.armed = deadline
+        s.entry = self.timer.c_schedule_tag_at(deadline, self, slot)
+        return 0
+
+    cdef int on_timer(self, int64_t tag, int64_t deadline_ms) except -1:
+        cdef Py_ssize_t slot = tag
+        cdef Slot* s
+        cdef GroupCore* core
+        if slot < 0 or slot >= self.nslots:
+            return 0
+        s = self.slot_ptr(slot)
+        core = s.core
+        if core is NULL or s.armed != deadline_ms:
+            return 0
+        lock_with_gil(core)
+        try:
+            if s.core is not core or s.armed != deadline_ms:
+                return 0
+            if s.deadline > deadline_ms:        # heartbeats moved it: check again later
+                self.arm(slot, s, s.deadline)
+                return 0
+            s.armed = -1
+        finally:
+            pthread_mutex_unlock(&core.mu)
+        self.on_deadline(slot)
+        return 0
+
+    # -- handles ----------------------------------------------------------------------------
+    def handle(self, Py_ssize_t slot):
+        return <int64_t>slot | (<int64_t>self.slot_ptr(slot).gen << 32)
+
+    def member_handle(self, group_id, member_id):
+        """The member's handle for heartbeat_batch, or -1 if unknown."""
+        cdef PyObject* rec
+        cdef PyObject* slot
+        if type(group_id) is not str:
+            raise TypeError(f"group_id must be a str, got {type(group_id).__name__}")
+        if type(member_id) is not str:
+            raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
+        rec = PyDict_GetItem(self.groups, group_id)
+        if rec is NULL:
+            return -1
+        slot = PyDict_GetItem((<GroupRecord>rec).slots, member_id)
+        if slot is NULL:
+            return -1
+        return self.handle(<object>slot)
+
+    # -- the hot path -----------------------------------------------------------------------------
+    def heartbeat(self, group_id, member_id, generation_id, group_instance_id=None):
+        """heartbeat(group_id, member_id, generation_id, group_instance_id=None) -> Errors"""
+        cdef PyObject* rec_p
+        cdef PyObject* slot_p
+        cdef GroupRecord rec
+        cdef GroupCore* core
+        cdef Slot* s
+        cdef Py_ssize_t slot
+        cdef int shard_state, state
+        cdef long gen
+        if type(group_id) is not str:
+            raise TypeError(f"group_id must be a str, got {type(group_id).__name__}")
+        if type(member_id) is not str:
+            raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
+        if type(generation_id) is not int:
+            raise TypeError(f"generation_id must be an int, got {type(generation_id).__name__}")
+        if group_instance_id is not None and type(group_instance_id) is not str:
+            raise TypeError("group_instance_id must be a str or None, "
+                            f"got {type(group_instance_id).__name__}")
+        if len(<str>group_id) == 0:
+            return E_INVALID_GROUP
+        if not self.active:
+            return E_NOT_AVAILABLE
+        rec_p = PyDict_GetItem(self.groups, group_id)
+        if rec_p is NULL:
+            shard_state = self.shards[shard_for(group_id, self.num_shards)]
+        else:
+            shard_state = self.shards[(<GroupRecord>rec_p).core.shard]
+        if shard_state != SHARD_ACTIVE:
+            return E_NONE if shard_state == SHARD_LOADING else E_NOT_COORDINATOR
+        if rec_p is NULL:
+            return E_UNKNOWN
+        if group_instance_id is not None:
+            return self.slow_heartbeat(group_id, member_id, generation_id, group_instance_id)
+        rec = <GroupRecord>rec_p
+        core = rec.core
+        try:
+            gen = generation_id
+        except OverflowError:
+            gen = -1
+            generation_id = None
+        lock_with_gil(core)
+        try:
+            state = core.state
+            if state == DEAD:
+                return E_NOT_AVAILABLE
+            slot_p = PyDict_GetItem(rec.slots, member_id)
+            if slot_p is NULL:
+                return E_UNKNOWN
+            if generation_id is None or gen != core.generation:
+                return E_ILLEGAL_GENERATION
+            if state == EMPTY:
+                return E_UNKNOWN
+            slot = <object>slot_p
+            s = self.slot_ptr(slot)
+            self.refresh(slot, s, <int64_t>self.now_ms() + s.session_timeout)
+            return E_REBALANCING if state == PR else E_NONE
+        finally:
+            pthread_mutex_unlock(&core.mu)
+
+    def heartbeat_batch(self, handles, generation_ids):
+        """heartbeat_batch(handles: int64[n], generation_ids: int32[n]) -> int16[n]"""
+        cdef cnp.ndarray h_arr = _check_array("handles", handles, cnp.NPY_INT64)
+        cdef cnp.ndarray g_arr = _check_array("generation_ids", generation_ids, cnp.NPY_INT32)
+        cdef Py_ssize_t n = cnp.PyArray_DIM(h_arr, 0)
+        if cnp.PyArray_DIM(g_arr, 0) != n:
+            raise ValueError(f"handles and generation_ids differ in length "
+                             f"({n} != {cnp.PyArray_DIM(g_arr, 0)})")
+        cdef cnp.npy_intp dims[1]
+        dims[0] = n
+        cdef cnp.ndarray out = cnp.PyArray_EMPTY(1, dims, cnp.NPY_INT16, 0)
+        cdef int64_t* hp = <int64_t*>cnp.PyArray_DATA(h_arr)
+        cdef int32_t* gp = <int32_t*>cnp.PyArray_DATA(g_arr)
+        cdef int16_t* op = <int16_t*>cnp.PyArray_DATA(out)
+        cdef int64_t now = self.now_ms()
+        cdef Py_ssize_t* rearm = NULL
+        cdef Py_ssize_t nrearm = 0, i
+        if n == 0:
+            return out
+        rearm = <Py_ssize_t*>PyMem_RawCalloc(n, sizeof(Py_ssize_t))
+        if rearm is NULL:
+            raise MemoryError()
+        try:
+            with nogil:
+                nrearm = self._batch(hp, gp, op, n, now, rearm)
+            for i in range(nrearm):
+                self._rearm_if_needed(rearm[i])
+        finally:
+            PyMem_RawFree(rearm)
+        return out
+
+    cdef Py_ssize_t _batch(self, int64_t* hp, int32_t* gp, int16_t* op, Py_ssize_t n,
+                           int64_t now, Py_ssize_t* rearm) noexcept nogil:
+        cdef GroupCore* held = NULL
+        cdef GroupCore* core
+        cdef Slot* s
+        cdef int64_t h, deadline
+        cdef Py_ssize_t i, slot, nrearm = 0
+        cdef uint32_t gen
+        cdef int state, shard_state
+        cdef bint active = self.active
+        for i in range(n):
+            h = hp[i]
+            slot = <Py_ssize_t><uint32_t>h     # low 32 bits
+            gen = <uint32_t>(h >> 32)
+            if h < 0 or slot >= self.nslots:
+                op[i] = C_UNKNOWN
+                continue
+            s = self.slot_ptr(slot)
+            core = s.core
+            if core is NULL or s.gen != gen:
+                op[i] = C_UNKNOWN
+                continue
+            if not active:
+                op[i] = C_NOT_AVAILABLE
+                continue
+            shard_state = self.shards[core.shard]
+            if shard_state != SHARD_ACTIVE:
+                op[i] = C_NONE if shard_state == SHARD_LOADING else C_NOT_COORDINATOR
+                continue
+            if core is not held:
+                if held is not NULL:
+                    pthread_mutex_unlock(&held.mu)
+                pthread_mutex_lock(&core.mu)
+                held = core
+            # Re-check under the group's lock: a slot is freed only under it.
+            if s.core is not core or s.gen != gen:
+                op[i] = C_UNKNOWN
+                continue
+            state = core.state
+            if state == DEAD:
+                op[i] = C_NOT_AVAILABLE
+            elif not s.joined:
+                op[i] = C_UNKNOWN
+            elif gp[i] != core.generation:
+                op[i] = C_ILLEGAL_GENERATION
+            elif state == EMPTY:
+                op[i] = C_UNKNOWN
+            else:
+                deadline = now + s.session_timeout
+                if s.armed < 0 or deadline < s.armed:
+                    rearm[nrearm] = slot         # needs the wheel: done with the GIL
+                    nrearm += 1
+                s.deadline = deadline
+                op[i] = C_REBALANCING if state == PR else C_NONE
+        if held is not NULL:
+            pthread_mutex_unlock(&held.mu)
+        return nrearm
+
+    cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1:
+        cdef Slot* s = self.slot_ptr(slot)
+        cdef GroupCore* core = s.core
+        if core is NULL:
+            return 0
+        lock_with_gil(core)
+        try:
+            if s.core is core and (s.armed < 0 or s.deadline < s.armed):
+                if s.armed >= 0:
+                    self.timer.c_cancel_id(s.entry)
+                self.arm(slot, s, s.deadline)
+        finally:
+            pthread_mutex_unlock(&core.mu)
+        return 0
+
+    def stats(self):
+        return {"slots": self.nslots, "free": len(self.free_slots), "groups": len(self.groups),
+                "slot_bytes": sizeof(Slot), "group_core_bytes": sizeof(GroupCore)}
+
+
+cdef cnp.ndarray _check_array(str name, arr, int typenum):
+    if not cnp.PyArray_Check(arr):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(arr).__name__}")
+    cdef cnp.ndarray a = <cnp.ndarray>arr
+    if cnp.PyArray_TYPE(a) != typenum:
+        want = "int64" if typenum == cnp.NPY_INT64 else "int32"
+        raise TypeError(f"{name} must have dtype {want}, got {a.dtype}")
+    if cnp.PyArray_NDIM(a) != 1:
+        raise ValueError(f"{name} must be one-dimensional, got {cnp.PyArray_NDIM(a)} dimensions")
+    if not cnp.PyArray_IS_C_CONTIGUOUS(a):
+        raise ValueError(f"{name} must be C-contiguous")
+    return a

@@ -1,0 +1,37 @@
+"""A dependency-free progress bar for long command-line jobs (stderr, TTY or not)."""
+from __future__ import annotations
+
+import sys
+import time
+
+
+class Progress:
+    def __init__(self, total: int, label: str, width: int = 30, stream=None) -> None:
+        self.total = max(1, total)
+        self.label = label
+        self.width = width
+        self.stream = stream or sys.stderr
+        self.start = time.perf_counter()
+        self._last_draw = 0.0
+        self.done = 0
+
+    def update(self, done: int) -> None:
+        self.done = done
+        now = time.perf_counter()
+        if now - self._last_draw >= 0.1 or done >= self.total:
+            self._last_draw = now
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        frac = min(1.0, self.done / self.total)
+        filled = int(frac * self.width)
+        bar = "#" * filled + "-" * (self.width - filled)
+        elapsed = now - self.start
+        end = "\n" if frac >= 1.0 else ""
+        self.stream.write(f"\r  {self.label} [{bar}] {frac * 100:5.1f}% {elapsed:5.1f}s{end}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.done < self.total:
+            self.done = self.total
+            self._draw(time.perf_counter())

@@ -1,0 +1,346 @@
+"""The thin Python API of the group coordinator (spec/api.md).
+
+It checks arguments (TypeError / ValueError naming the argument), translates them
+and dispatches to the twin's core; it holds no protocol state of its own. The
+heartbeat hot paths (`heartbeat`, `heartbeat_batch`, `member_handle`) are bound
+straight to the twin's member table, so a native heartbeat never runs Python code.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from . import _compat
+from ._groups import GroupLogic
+from .clock import ManualClock, SystemClock
+from .config import CoordinatorConfig
+from .errors import Errors
+from .results import (
+    GroupDescription, GroupListing, JoinGroupResult, LeaveGroupResult, OffsetAndMetadata,
+    SyncGroupResult,
+)
+from .store import InMemoryStore
+
+__all__ = ["GroupCoordinator"]
+
+TopicPartition = Tuple[str, int]
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _check_str(name: str, value, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        kind = "a str or None" if optional else "a str"
+        raise TypeError(f"{name} must be {kind}, got {type(value).__name__}")
+
+
+def _check_int(name: str, value, *, optional: bool = False, lo=_INT32_MIN, hi=_INT32_MAX) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in [{lo}, {hi}], got {value}")
+
+
+def _check_callable(name: str, value) -> None:
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+
+
+def _check_protocols(protocols) -> List[Tuple[str, bytes]]:
+    if isinstance(protocols, (str, bytes)) or not isinstance(protocols, Iterable):
+        raise TypeError("protocols must be a sequence of (name, metadata_bytes) pairs")
+    checked = []
+    for item in protocols:
+        if not isinstance(item, tuple) and not isinstance(item, list) or len(item) != 2:
+            raise TypeError(f"protocols must hold (name, metadata_bytes) pairs, got {item!r}")
+        name, metadata = item
+        if not isinstance(name, str):
+            raise TypeError(f"protocols: a protocol name must be a str, got {type(name).__name__}")
+        if not isinstance(metadata, (bytes, bytearray, memoryview)):
+            raise TypeError(f"protocols: metadata of {name!r} must be bytes, "
+                            f"got {type(metadata).__name__}")
+        checked.append((name, bytes(metadata)))
+    return checked
+
+
+def _check_partition(tp) -> TopicPartition:
+    if not isinstance(tp, tuple) or len(tp) != 2 or not isinstance(tp[0], str) \
+            or isinstance(tp[1], bool) or not isinstance(tp[1], int):
+        raise TypeError(f"a partition must be a (topic: str, partition: int) tuple, got {tp!r}")
+    return tp
+
+
+def _check_offset(tp, value) -> OffsetAndMetadata:
+    if isinstance(value, OffsetAndMetadata):
+        om = value
+    elif isinstance(value, int) and not isinstance(value, bool):
+        om = OffsetAndMetadata(value)
+    else:
+        raise TypeError(f"offsets[{tp!r}] must be an OffsetAndMetadata or an int, "
+                        f"got {type(value).__name__}")
+    if isinstance(om.offset, bool) or not isinstance(om.offset, int):
+        raise TypeError(f"offsets[{tp!r}].offset must be an int")
+    if om.metadata is not None and not isinstance(om.metadata, str):
+        raise TypeError(f"offsets[{tp!r}].metadata must be a str or None")
+    if isinstance(om.leader_epoch, bool) or not isinstance(om.leader_epoch, int):
+        raise TypeError(f"offsets[{tp!r}].leader_epoch must be an int")
+    return om
+
+
+class GroupCoordinator:
+    """Kafka's classic consumer-group coordinator. Thread-safe; see spec/api.md."""
+
+    def __init__(self, config: Optional[CoordinatorConfig] = None, *, clock=None, store=None,
+                 impl: Optional[str] = None,
+                 member_id_factory: Optional[Callable[[str], str]] = None) -> None:
+        if config is None:
+            config = CoordinatorConfig()
+        elif not isinstance(config, CoordinatorConfig):
+            raise TypeError(f"config must be a CoordinatorConfig, got {type(config).__name__}")
+        if clock is None:
+            clock = SystemClock()
+        elif not callable(getattr(clock, "now_ms", None)):
+            raise TypeError("clock must have a now_ms() method")
+        if store is None:
+            store = InMemoryStore()
+        elif not (callable(getattr(store, "store_group", None))
+                  and callable(getattr(store, "store_offsets", None))):
+            raise TypeError("store must have store_group() and store_offsets() methods")
+        if member_id_factory is not None:
+            _check_callable("member_id_factory", member_id_factory)
+        self.impl = _compat.resolve(impl)
+        self.config = config
+        self.clock = clock
+        self.store = store
+        self._logic = GroupLogic(
+            config, clock, store, member_id_factory,
+            _compat.module(self.impl, "members"), _compat.module(self.impl, "wheel"),
+            _compat.module(self.impl, "purgatory"))
+        table = self._logic.table
+        # The hot paths go straight to the member table (no Python frame in native).
+        self.heartbeat = table.heartbeat
+        self.heartbeat_batch = table.heartbeat_batch
+        self.member_handle = table.member_handle
+        self._reaper: Optional[threading.Thread] = None
+        self._stop = threading.Event()
+        self._time_lock = threading.Lock()
+
+    # -- requests that can be parked --------------------------------------------
+    def join_group(self, group_id: str, member_id: str, protocol_type: str,
+                   protocols: Sequence[Tuple[str, bytes]], *, session_timeout_ms: int,
+                   rebalance_timeout_ms: Optional[int] = None,
+                   group_instance_id: Optional[str] = None, require_known_member_id: bool = True,
+                   client_id: str = "", client_host: str = "",
+                   callback: Callable[[JoinGroupResult], None]) -> None:
+        _check_str("group_id", group_id)
+        _check_str("member_id", member_id)
+        _check_str("protocol_type", protocol_type)
+        checked = _check_protocols(protocols)
+        _check_int("session_timeout_ms", session_timeout_ms)
+        if rebalance_timeout_ms is None:
+            rebalance_timeout_ms = session_timeout_ms
+        _check_int("rebalance_timeout_ms", rebalance_timeout_ms)
+        _check_str("group_instance_id", group_instance_id, optional=True)
+        if not isinstance(require_known_member_id, bool):
+            raise TypeError("require_known_member_id must be a bool")
+        _check_str("client_id", client_id)
+        _check_str("client_host", client_host)
+        _check_callable("callback", callback)
+        logic = self._logic
+        logic.join_group(group_id, member_id, protocol_type, checked, session_timeout_ms,
+                         rebalance_timeout_ms, group_instance_id, require_known_member_id,
+                         client_id, client_host, callback)
+        logic.flush()
+
+    def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                   assignments: Optional[Mapping[str, bytes]] = None, *,
+                   group_instance_id: Optional[str] = None, protocol_type: Optional[str] = None,
+                   protocol_name: Optional[str] = None,
+                   callback: Callable[[SyncGroupResult], None]) -> None:
+        _check_str("group_id", group_id)
+        _check_int("generation_id", generation_id)
+        _check_str("member_id", member_id)
+        checked: Dict[str, bytes] = {}
+        if assignments is not None:
+            if not isinstance(assignments, Mapping):
+                raise TypeError("assignments must be a mapping of member id to bytes, or None")
+            for mid, data in assignments.items():
+                if not isinstance(mid, str):
+                    raise TypeError(f"assignments: member ids must be str, got {type(mid).__name__}")
+                if not isinstance(data, (bytes, bytearray, memoryview)):
+                    raise TypeError(f"assignments[{mid!r}] must be bytes, got {type(data).__name__}")
+                checked[mid] = bytes(data)
+        _check_str("group_instance_id", group_instance_id, optional=True)
+        _check_str("protocol_type", protocol_type, optional=True)
+        _check_str("protocol_name", protocol_name, optional=True)
+        _check_callable("callback", callback)
+        logic = self._logic
+        logic.sync_group(group_id, generation_id, member_id, checked, group_instance_id,
+                         protocol_type, protocol_name, callback)
+        logic.flush()
+
+    # heartbeat(group_id, member_id, generation_id, group_instance_id=None) -> Errors,
+    # member_handle(group_id, member_id) -> int and heartbeat_batch(handles, generation_ids)
+    # are bound to the member table in __init__.
+
+    def leave_group(self, group_id: str,
+                    members: Sequence[Tuple[str, Optional[str]]]) -> LeaveGroupResult:
+        _check_str("group_id", group_id)
+        if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
+            raise TypeError("members must be a sequence of (member_id, group_instance_id) pairs")
+        checked = []
+        for item in members:
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise TypeError(f"members must hold (member_id, group_instance_id) pairs, got {item!r}")
+            _check_str("members: member_id", item[0])
+            _check_str("members: group_instance_id", item[1], optional=True)
+            checked.append((item[0], item[1]))
+        result = self._logic.leave_group(group_id, checked)
+        self._logic.flush()
+        return result
+
+    # -- offsets -------------------------------------------------------------------------
+    def commit_offsets(self, group_id: str, member_id: str, generation_id: int,
+                       offsets: Mapping[TopicPartition, "OffsetAndMetadata | int"], *,
+                       group_instance_id: Optional[str] = None,
+                       callback: Optional[Callable[[dict], None]] = None):
+        """Commit offsets. Without `callback`, waits for the store and returns
+        {(topic, partition): Errors}; with it, returns None and calls `callback(result)`
+        once the store has answered (what a server with a durable store wants)."""
+        _check_str("group_id", group_id)
+        _check_str("member_id", member_id)
+        _check_int("generation_id", generation_id)
+        if not isinstance(offsets, Mapping):
+            raise TypeError("offsets must be a mapping of (topic, partition) to offsets")
+        checked = {_check_partition(tp): _check_offset(tp, v) for tp, v in offsets.items()}
+        _check_str("group_instance_id", group_instance_id, optional=True)
+        if callback is not None:
+            _check_callable("callback", callback)
+            self._logic.commit_offsets(group_id, member_id, generation_id, checked,
+                                       group_instance_id, callback)
+            self._logic.flush()
+            return None
+        box: list = []
+        done = threading.Event()
+
+        def answered(result):
+            box.append(result)
+            done.set()
+
+        self._logic.commit_offsets(group_id, member_id, generation_id, checked,
+                                   group_instance_id, answered)
+        self._logic.flush()
+        done.wait()
+        return box[0]
+
+    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[TopicPartition]] = None,
+                      *, require_stable: bool = False) -> Tuple[Errors, Dict[TopicPartition, OffsetAndMetadata]]:
+        _check_str("group_id", group_id)
+        if partitions is not None:
+            partitions = [_check_partition(tp) for tp in partitions]
+        return self._logic.fetch_offsets(group_id, partitions, bool(require_stable))
+
+    # -- admin ----------------------------------------------------------------------------
+    def describe_group(self, group_id: str) -> GroupDescription:
+        _check_str("group_id", group_id)
+        return self._logic.describe_group(group_id)
+
+    def list_groups(self, states: Optional[Iterable[str]] = None) -> List[GroupListing]:
+        if states is not None:
+            states = list(states)
+            for state in states:
+                _check_str("states", state)
+        return self._logic.list_groups(states)
+
+    def delete_groups(self, group_ids: Iterable[str]) -> Dict[str, Errors]:
+        if isinstance(group_ids, str):
+            raise TypeError("group_ids must be an iterable of str, not a str")
+        group_ids = list(group_ids)
+        for gid in group_ids:
+            _check_str("group_ids", gid)
+        result = self._logic.delete_groups(group_ids)
+        self._logic.flush()
+        return result
+
+    # -- shards ---------------------------------------------------------------------------
+    def _check_shard(self, shard) -> int:
+        _check_int("shard", shard, lo=0, hi=self.config.num_shards - 1)
+        return shard
+
+    def owns_shard(self, shard: int) -> bool:
+        return self._logic.table.shard_state(self._check_shard(shard)) != 0
+
+    def begin_loading(self, shard: int) -> None:
+        self._logic.begin_loading(self._check_shard(shard))
+
+    def finish_loading(self, shard: int) -> None:
+        self._logic.finish_loading(self._check_shard(shard))
+        self._logic.flush()
+
+    def unload_shard(self, shard: int) -> None:
+        self._logic.unload_shard(self._check_shard(shard))
+        self._logic.flush()
+
+    # -- time -------------------------------------------------------------------------------
+    def advance_time(self, ms: int) -> int:
+        """ManualClock only: move time by `ms`, firing everything due in deadline order
+        with the clock reading each deadline while it fires. Returns how many fired."""
+        if not isinstance(self.clock, ManualClock):
+            raise TypeError("advance_time needs a ManualClock; use expire_due() with other clocks")
+        _check_int("ms", ms, lo=0, hi=2**62)
+        with self._time_lock:
+            target = self.clock.now_ms() + ms
+            fired = self._logic.timer.advance_to(target, step_clock=True)
+            self.clock.set_ms(target)
+        self._logic.flush()
+        return fired
+
+    def expire_due(self) -> int:
+        """Fire everything due at clock.now_ms()."""
+        with self._time_lock:
+            fired = self._logic.timer.advance_to(self.clock.now_ms())
+        self._logic.flush()
+        return fired
+
+    def start(self, poll_ms: int = 1) -> "GroupCoordinator":
+        """Start the reaper thread that fires due timers (for a SystemClock)."""
+        if self._reaper is not None:
+            return self
+        _check_int("poll_ms", poll_ms, lo=1, hi=60_000)
+        self._stop.clear()
+
+        def reap():
+            while not self._stop.wait(poll_ms / 1000.0):
+                self.expire_due()
+
+        self._reaper = threading.Thread(target=reap, name="fastcoord-reaper", daemon=True)
+        self._reaper.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._reaper is not None:
+            self._reaper.join()
+            self._reaper = None
+
+    def __enter__(self) -> "GroupCoordinator":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- introspection ------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self._logic.table.active
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        """False makes every request answer COORDINATOR_NOT_AVAILABLE (a shutting-down broker)."""
+        self._logic.table.active = bool(value)
+
+    def __repr__(self) -> str:
+        return f"GroupCoordinator(impl={self.impl!r}, groups={len(self._logic.table.groups)})"
