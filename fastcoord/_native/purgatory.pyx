@@ -137,7 +137,6 @@ cdef class DelayedOperation:
         return f"<{type(self).__name__} delay_ms={self._delay_ms} completed={bool(self._completed)}>"
 
 
-@cython.final
 cdef class Purgatory:
     """Operations watched on keys, expired by a timer (Kafka's DelayedOperationPurgatory)."""
 
@@ -203,7 +202,7 @@ cdef class Purgatory:
         for key in keys:
             if op.is_completed:
                 return False
-            i = hash(key) % STRIPES
+            i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
             with self._locks[i]:
                 m = self._maps[i]
                 lst = m.get(key)
@@ -225,7 +224,7 @@ cdef class Purgatory:
 
     def check_and_complete(self, key):
         """Try the operations watched on key; return how many this call completed."""
-        cdef int i = hash(key) % STRIPES
+        cdef int i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
         cdef Py_ssize_t already = 0, now = 0
         cdef dict m
         with self._locks[i]:
@@ -264,7 +263,7 @@ cdef class Purgatory:
     def cancel_for_key(self, key):
         """Stop watching key: remove its operations and cancel their timer entries
         (they are not completed); return them."""
-        cdef int i = hash(key) % STRIPES
+        cdef int i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
         with self._locks[i]:
             lst = (<dict>self._maps[i]).pop(key, None)
         if not lst:

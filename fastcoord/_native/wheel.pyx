@@ -69,7 +69,6 @@ cdef class TimerSink:
 
 @cython.freelist(256)
 @cython.no_gc
-@cython.final
 cdef class TimerHandle:
     """What schedule/schedule_at return: cancel() and deadline_ms."""
 
@@ -100,7 +99,6 @@ cdef inline TimerHandle _new_handle(Timer timer, int64_t eid, int64_t deadline):
     return h
 
 
-@cython.final
 cdef class Timer:
     """Hierarchical timing wheel driven by advance_to (or a reaper thread)."""
 

@@ -1,0 +1,326 @@
+"""Purgatory and DelayedOperation: behaviours of Kafka's DelayedOperationTest,
+against both twins (and across twins)."""
+import random
+import threading
+
+import pytest
+
+from fastcoord import _compat
+from fastcoord.clock import ManualClock
+from fastcoord.timing import Purgatory, Timer
+
+IMPLS = ["native", "pure"] if _compat.NATIVE_AVAILABLE else ["pure"]
+
+
+def op_class(impl):
+    base = _compat.module(impl, "purgatory").DelayedOperation
+
+    class MockOp(base):
+        def __init__(self, delay_ms, lock=None):
+            super().__init__(delay_ms, lock)
+            self.completable = False
+            self.completions = 0
+            self.expirations = 0
+            self.lock_held_in_try = None
+
+        def try_complete(self):
+            if self.completable:
+                return self.force_complete()
+            return False
+
+        def on_complete(self):
+            self.completions += 1
+
+        def on_expiration(self):
+            self.expirations += 1
+
+    return MockOp
+
+
+@pytest.fixture
+def env(impl):
+    clock = ManualClock(0)
+    timer = Timer(clock, impl=impl)
+    purg = Purgatory("mock", timer, impl=impl)
+    return clock, timer, purg, op_class(impl)
+
+
+def test_request_satisfaction(env):
+    clock, timer, purg, Op = env
+    r1, r2 = Op(100000), Op(100000)
+    assert purg.check_and_complete("test1") == 0
+    assert purg.try_complete_else_watch(r1, ["test1"]) is False
+    assert purg.check_and_complete("test1") == 0
+    assert purg.try_complete_else_watch(r2, ["test2"]) is False
+    assert purg.check_and_complete("test2") == 0
+    r1.completable = True
+    assert purg.check_and_complete("test1") == 1
+    assert purg.check_and_complete("test1") == 0
+    r2.completable = True
+    assert purg.check_and_complete("test2") == 1
+    assert purg.check_and_complete("test2") == 0
+    assert r1.completions == r2.completions == 1
+    assert r1.expirations == r2.expirations == 0
+    assert purg.delayed == 0
+    assert len(timer) == 0
+
+
+def test_request_expiry_not_before_deadline(env):
+    clock, timer, purg, Op = env
+    r1, r2 = Op(20), Op(200000)
+    assert not purg.try_complete_else_watch(r1, ["test1"])
+    assert not purg.try_complete_else_watch(r2, ["test2"])
+    assert timer.advance_to(19) == 0
+    assert not r1.is_completed
+    assert timer.advance_to(20) == 1
+    assert r1.is_completed and r1.expirations == 1 and r1.completions == 1
+    assert not r2.is_completed
+    assert purg.delayed == 1
+
+
+def test_immediately_completable_is_not_watched(env):
+    clock, timer, purg, Op = env
+    op = Op(1000)
+    op.completable = True
+    assert purg.try_complete_else_watch(op, ["k"]) is True
+    assert op.is_completed
+    assert purg.watched == 0
+    assert purg.delayed == 0
+    assert len(timer) == 0
+
+
+def test_request_purge_counts(env):
+    clock, timer, purg, Op = env
+    r1, r2, r3 = Op(100000), Op(100000), Op(100000)
+    purg.try_complete_else_watch(r1, ["test1"])
+    purg.try_complete_else_watch(r2, ["test1", "test2"])
+    purg.try_complete_else_watch(r3, ["test1", "test2", "test3"])
+    assert purg.delayed == 3
+    assert purg.watched == 6
+    r2.completable = True
+    r2.try_complete()
+    assert purg.delayed == 2
+    r3.completable = True
+    r3.try_complete()
+    assert purg.delayed == 1
+    purg.check_and_complete("test1")
+    assert purg.watched == 4
+    purg.check_and_complete("test2")
+    assert purg.watched == 2
+    purg.check_and_complete("test3")
+    assert purg.watched == 1
+
+
+def test_cancel_for_key_returns_cancelled_operations(env):
+    clock, timer, purg, Op = env
+    ops = [Op(10000), Op(10000), Op(10000)]
+    purg.try_complete_else_watch(ops[0], ["key"])
+    purg.try_complete_else_watch(ops[1], ["key"])
+    purg.try_complete_else_watch(ops[2], ["key2"])
+    cancelled = purg.cancel_for_key("key")
+    assert len(cancelled) == 2 and set(map(id, cancelled)) == {id(ops[0]), id(ops[1])}
+    assert purg.delayed == 1
+    assert purg.watched == 1
+    assert not ops[0].is_completed  # cancelled, not completed
+    assert timer.advance_to(20000) == 1
+    assert ops[2].expirations == 1 and ops[0].expirations == 0
+
+
+def test_cancel_for_unknown_key_is_empty(env):
+    clock, timer, purg, Op = env
+    assert purg.cancel_for_key("key") == []
+
+
+def test_lock_is_held_in_try_complete_else_watch(env):
+    clock, timer, purg, Op = env
+    lock = threading.RLock()
+    seen = []
+
+    class LockCheck(Op):
+        def try_complete(self):
+            # an RLock held by this thread can be re-acquired without blocking;
+            # held by nobody it could be too, so also check _is_owned
+            seen.append(lock._is_owned())
+            return False
+
+    op = LockCheck(100000, lock=lock)
+    assert op.lock is lock
+    purg.try_complete_else_watch(op, ["key"])
+    assert seen == [True, True]
+    seen.clear()
+    purg.check_and_complete("key")
+    assert seen == [True]
+
+
+def test_force_complete_exactly_once(env):
+    clock, timer, purg, Op = env
+    op = Op(50)
+    purg.try_complete_else_watch(op, ["k"])
+    assert op.force_complete() is True
+    assert op.force_complete() is False
+    assert op.completions == 1
+    assert purg.delayed == 0
+    assert timer.advance_to(100) == 0  # its timer entry was cancelled
+    assert op.expirations == 0
+
+
+def test_completion_racing_expiry(env):
+    clock, timer, purg, Op = env
+    ops = [Op(10) for _ in range(50)]
+    for i, op in enumerate(ops):
+        purg.try_complete_else_watch(op, [i % 5])
+    for op in ops[::2]:
+        op.completable = True
+    for k in range(5):
+        purg.check_and_complete(k)
+    assert timer.advance_to(10) == 25
+    assert all(op.completions == 1 for op in ops)
+    assert sum(op.expirations for op in ops) == 25
+    assert purg.delayed == 0
+
+
+def test_many_threads_complete_each_operation_exactly_once(env):
+    clock, timer, purg, Op = env
+    ops = [Op(10000) for _ in range(100)]
+    for i, op in enumerate(ops):
+        purg.try_complete_else_watch(op, [f"key{i}", "all"])
+    for op in ops:
+        op.completable = True
+    results = []
+    barrier = threading.Barrier(8)
+
+    def worker(seed):
+        rng = random.Random(seed)
+        barrier.wait()
+        n = 0
+        for _ in range(20):
+            i = rng.randrange(100)
+            n += purg.check_and_complete(f"key{i}")
+            n += sum(op.force_complete() for op in rng.sample(ops, 3))
+        n += purg.check_and_complete("all")
+        results.append(n)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(results) == 100
+    assert all(op.completions == 1 for op in ops)
+    assert purg.delayed == 0
+    assert len(timer) == 0
+
+
+def test_check_and_complete_when_completable_later_from_threads(env):
+    """Kafka's testTryCompleteWithMultipleThreads: ops become completable after
+    some attempts; concurrent check_and_complete calls must complete all."""
+    clock, timer, purg, Op = env
+    attempts = 10
+    ops = [Op(10000) for _ in range(40)]
+    remaining = {id(op): attempts for op in ops}
+    rlock = threading.Lock()
+    for i, op in enumerate(ops):
+        purg.try_complete_else_watch(op, [f"key{i}"])
+
+    def attempt(i):
+        op = ops[i]
+        with rlock:
+            remaining[id(op)] -= 1
+            if remaining[id(op)] == 0:
+                op.completable = True
+        purg.check_and_complete(f"key{i}")
+
+    jobs = [i for _ in range(attempts) for i in range(40)]
+    random.Random(3).shuffle(jobs)
+    chunks = [jobs[k::6] for k in range(6)]
+    threads = [threading.Thread(target=lambda c=c: [attempt(i) for i in c]) for c in chunks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(op.is_completed for op in ops)
+    assert purg.watched == 0
+
+
+def test_purge_when_watched_exceeds_delayed_by_interval(impl):
+    clock = ManualClock(0)
+    timer = Timer(clock, impl=impl)
+    purg = Purgatory("p", timer, purge_interval=10, impl=impl)
+    Op = op_class(impl)
+    ops = [Op(1000) for _ in range(30)]
+    for i, op in enumerate(ops):
+        purg.try_complete_else_watch(op, [i, i + 1000])
+    assert purg.watched == 60
+    for op in ops[:25]:
+        op.force_complete()  # completed but still listed
+    assert purg.watched == 60
+    assert purg.delayed == 5
+    purg.try_complete_else_watch(Op(1000), ["new"])  # triggers a purge
+    assert purg.watched == 11
+    assert purg.purge_completed() == 0
+
+
+def test_operations_of_the_other_twin_are_accepted(impl):
+    for other in IMPLS:
+        clock = ManualClock(0)
+        timer = Timer(clock, impl=impl)
+        purg = Purgatory("x", timer, impl=impl)
+        Op = op_class(other)
+        a, b = Op(10), Op(10)
+        assert not purg.try_complete_else_watch(a, ["k"])
+        assert not purg.try_complete_else_watch(b, ["k"])
+        assert purg.delayed == 2
+        a.completable = True
+        assert purg.check_and_complete("k") == 1
+        assert purg.delayed == 1
+        assert timer.advance_to(10) == 1
+        assert b.expirations == 1 and purg.delayed == 0
+
+
+def test_delay_counts_from_timer_time_and_expires_with_step_clock(env):
+    clock, timer, purg, Op = env
+    clock.advance(100)
+    seen = []
+
+    class Stamp(Op):
+        def on_expiration(self):
+            seen.append(clock.now_ms())
+
+    purg.try_complete_else_watch(Stamp(25), ["k"])
+    timer.advance_to(1000, step_clock=True)
+    assert seen == [125]
+
+
+def test_bad_arguments(impl):
+    clock = ManualClock(0)
+    timer = Timer(clock, impl=impl)
+    Op = op_class(impl)
+    with pytest.raises(TypeError, match="delay_ms"):
+        Op(1.5)
+    with pytest.raises(TypeError, match="lock"):
+        Op(1, lock=42)
+    with pytest.raises(TypeError, match="purge_interval"):
+        Purgatory("p", timer, purge_interval="x", impl=impl)
+    with pytest.raises(ValueError, match="purge_interval"):
+        Purgatory("p", timer, purge_interval=-1, impl=impl)
+    with pytest.raises(TypeError, match="timer"):
+        Purgatory("p", object(), impl=impl)
+    purg = Purgatory("p", timer, impl=impl)
+    with pytest.raises(ValueError, match="keys"):
+        purg.try_complete_else_watch(Op(1), [])
+
+
+def test_shutdown_cancels_timer_entries(env):
+    clock, timer, purg, Op = env
+    ops = [Op(100) for _ in range(5)]
+    for i, op in enumerate(ops):
+        purg.try_complete_else_watch(op, [i])
+    purg.shutdown()
+    assert purg.watched == 0 and purg.delayed == 0
+    assert timer.advance_to(1000) == 0
+
+
+def test_base_try_complete_is_abstract(impl):
+    base = _compat.module(impl, "purgatory").DelayedOperation
+    with pytest.raises(NotImplementedError):
+        base(10).try_complete()

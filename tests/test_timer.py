@@ -1,0 +1,501 @@
+"""Timer (hierarchical timing wheel): behaviours of Kafka's TimerTest and
+TimerTaskListTest, plus fastcoord's own rules (never early, exact order,
+callbacks outside the lock, step_clock, reaper), against both twins."""
+import logging
+import random
+import threading
+import time
+
+import pytest
+
+from fastcoord import _compat
+from fastcoord.clock import ManualClock, SystemClock
+from fastcoord.timing import Timer
+
+
+def make(impl, start=0, **kw):
+    clock = ManualClock(start)
+    return clock, Timer(clock, impl=impl, **kw)
+
+
+# ---------------------------------------------------------------- TimerTest
+def test_already_expired_tasks_fire_at_next_advance(impl):
+    clock, t = make(impl)
+    fired = []
+    for i in range(-5, 0):
+        t.schedule(i, lambda i=i: fired.append(i))
+    assert len(t) == 5
+    assert fired == []
+    assert t.advance_to(0) == 5
+    assert sorted(fired) == list(range(-5, 0))
+    assert fired == sorted(fired)  # deadline order
+    assert len(t) == 0
+
+
+def test_each_task_of_many_fires_exactly_once(impl):
+    clock, t = make(impl)
+    counts = [0] * 300
+    for i in range(300):
+        def fn(i=i):
+            counts[i] += 1
+        t.schedule(i * 7 % 997, fn)
+    total = 0
+    now = 0
+    while now < 1000:
+        now += 13
+        total += t.advance_to(now)
+    assert total == 300
+    assert counts == [1] * 300
+    assert t.advance_to(5000) == 0
+
+
+def test_tasks_in_different_levels_all_fire_at_their_deadline(impl):
+    clock, t = make(impl, tick_ms=1, wheel_size=3)
+    fired = []
+    deadlines = [0, 1, 2, 3, 5, 8, 9, 26, 27, 28, 80, 81, 300, 1000]
+    for d in deadlines:
+        t.schedule(d, lambda d=d: fired.append((d, now[0])))
+    now = [0]
+    for step in range(0, 1001):
+        now[0] = step
+        t.advance_to(step)
+    assert [d for d, _ in fired] == deadlines
+    for d, at in fired:
+        assert at == d, "fired at the first advance that reached its deadline"
+
+
+def test_cancelled_tasks_do_not_fire(impl):
+    clock, t = make(impl)
+    fired = []
+    hs = [t.schedule(10 + i, lambda i=i: fired.append(i)) for i in range(20)]
+    for h in hs[::2]:
+        assert h.cancel() is True
+    assert len(t) == 10
+    assert t.advance_to(100) == 10
+    assert fired == list(range(1, 20, 2))
+
+
+def test_cancel_is_true_only_once_and_false_after_firing(impl):
+    clock, t = make(impl)
+    h = t.schedule(5, lambda: None)
+    assert h.cancel() is True
+    assert h.cancel() is False
+    h2 = t.schedule(5, lambda: None)
+    t.advance_to(5)
+    assert h2.cancel() is False
+    assert len(t) == 0
+
+
+def test_handle_deadline(impl):
+    clock, t = make(impl, start=100)
+    h = t.schedule(25, lambda: None)
+    assert h.deadline_ms == 125
+    h2 = t.schedule_at(7, lambda: None)
+    assert h2.deadline_ms == 7
+    t.advance_to(200)
+    assert h.deadline_ms == 125  # still readable after firing
+
+
+# ------------------------------------------------------- TimerTaskListTest
+def test_rescheduling_moves_entries_and_counts(impl):
+    clock, t = make(impl)
+    fired = []
+    hs = [t.schedule(10, lambda i=i: fired.append(i)) for i in range(10)]
+    assert len(t) == 10
+    # "move" the first five to a later deadline: cancel + schedule
+    for i, h in enumerate(hs[:5]):
+        assert h.cancel()
+        hs[i] = t.schedule(20, lambda i=i: fired.append(100 + i))
+    assert len(t) == 10
+    assert t.advance_to(10) == 5
+    assert fired == [5, 6, 7, 8, 9]
+    assert len(t) == 5
+    assert t.advance_to(20) == 5
+    assert fired[5:] == [100, 101, 102, 103, 104]
+    assert len(t) == 0
+
+
+def test_len_counts_scheduled_not_fired_not_cancelled(impl):
+    clock, t = make(impl)
+    hs = [t.schedule(i, lambda: None) for i in range(1, 101)]
+    assert len(t) == 100
+    for h in hs[:30]:
+        h.cancel()
+    assert len(t) == 70
+    t.advance_to(50)
+    assert len(t) == 50
+    t.advance_to(100)
+    assert len(t) == 0
+
+
+# ------------------------------------------------------ fastcoord's rules
+@pytest.mark.parametrize("tick", [1, 3, 10, 64])
+def test_never_fires_before_its_deadline(impl, tick):
+    clock, t = make(impl, tick_ms=tick, wheel_size=4)
+    rng = random.Random(tick)
+    fired = []
+    now = [0]
+    for _ in range(500):
+        d = rng.randrange(0, 3000)
+        t.schedule_at(d, lambda d=d: fired.append((d, now[0])))
+    while now[0] < 3100:
+        now[0] += rng.randrange(1, 7)
+        t.advance_to(now[0])
+    assert len(fired) == 500
+    for d, at in fired:
+        assert d <= at
+        assert at - d < 7  # fired at the first advance that reached it
+    ds = [d for d, _ in fired]
+    assert ds == sorted(ds)
+
+
+def test_partial_tick_entries_wait_for_exact_deadline(impl):
+    clock, t = make(impl, tick_ms=10)
+    fired = []
+    for d in (3, 7, 9, 10, 14):
+        t.schedule_at(d, lambda d=d: fired.append(d))
+    assert t.advance_to(5) == 1
+    assert fired == [3]
+    assert t.advance_to(8) == 1
+    assert t.advance_to(9) == 1
+    assert t.advance_to(12) == 1
+    assert fired == [3, 7, 9, 10]
+    # scheduled into the current partial tick after the wheel moved there
+    t.schedule_at(13, lambda: fired.append(13))
+    assert t.next_deadline_ms() == 13
+    assert t.advance_to(13) == 1
+    assert t.advance_to(14) == 1
+    assert fired == [3, 7, 9, 10, 13, 14]
+
+
+def test_delay_counts_from_timer_current_time(impl):
+    clock, t = make(impl)
+    t.advance_to(100)  # the clock stays at 0: the timer's time is 100
+    h = t.schedule(10, lambda: None)
+    assert h.deadline_ms == 110
+    clock.advance(500)  # now the clock is later
+    h2 = t.schedule(10, lambda: None)
+    assert h2.deadline_ms == 510
+
+
+def test_zero_and_negative_delay_fire_at_next_advance_even_if_earlier(impl):
+    clock, t = make(impl)
+    t.advance_to(100)
+    fired = []
+    t.schedule(0, lambda: fired.append("zero"))
+    t.schedule(-30, lambda: fired.append("neg"))
+    assert t.advance_to(50) == 2  # earlier than the current time: overdue ones still fire
+    assert fired == ["neg", "zero"]
+
+
+def test_advance_backwards_fires_nothing_new(impl):
+    clock, t = make(impl)
+    t.schedule_at(120, lambda: None)
+    t.advance_to(100)
+    assert t.advance_to(60) == 0
+    assert len(t) == 1
+    assert t.advance_to(120) == 1
+
+
+def test_callback_scheduled_entries_due_in_same_call_fire_in_order(impl):
+    clock, t = make(impl)
+    fired = []
+
+    def chain(d):
+        fired.append(d)
+        if d < 50:
+            t.schedule(7, lambda: chain(d + 7))  # counts from the firing deadline
+
+    t.schedule_at(1, lambda: chain(1))
+    t.schedule_at(30, lambda: fired.append("x30"))
+    n = t.advance_to(50)
+    assert fired == [1, 8, 15, 22, 29, "x30", 36, 43, 50]
+    assert n == 9
+
+
+def test_callback_may_cancel_a_due_entry(impl):
+    clock, t = make(impl)
+    fired = []
+    later = []
+    t.schedule_at(5, lambda: fired.append(later[0].cancel()))
+    later.append(t.schedule_at(6, lambda: fired.append("should not fire")))
+    assert t.advance_to(10) == 1
+    assert fired == [True]
+    assert len(t) == 0
+
+
+def test_raising_callback_is_logged_and_others_fire(impl, caplog):
+    clock, t = make(impl)
+    fired = []
+
+    def boom():
+        raise RuntimeError("boom in callback")
+
+    t.schedule_at(1, lambda: fired.append(1))
+    t.schedule_at(2, boom)
+    t.schedule_at(3, lambda: fired.append(3))
+    with caplog.at_level(logging.ERROR, logger="fastcoord.timer"):
+        assert t.advance_to(5) == 3
+    assert fired == [1, 3]
+    assert any("boom in callback" in (r.exc_text or "") or (r.exc_info and "boom" in str(r.exc_info[1]))
+               for r in caplog.records if r.name == "fastcoord.timer")
+    # still consistent afterwards
+    t.schedule(2, lambda: fired.append("after"))
+    assert len(t) == 1
+    assert t.advance_to(7) == 1
+    assert fired[-1] == "after"
+
+
+def test_step_clock_reads_each_deadline_and_does_not_move_clock_past_it(impl):
+    clock, t = make(impl)
+    seen = []
+    for d in (5, 17, 17, 40):
+        t.schedule_at(d, lambda d=d: seen.append((d, clock.now_ms())))
+    assert t.advance_to(100, step_clock=True) == 4
+    assert seen == [(5, 5), (17, 17), (17, 17), (40, 40)]
+    assert clock.now_ms() == 40  # the caller sets the final time, not advance_to
+    clock.set_ms(100)
+    assert clock.now_ms() == 100
+
+
+def test_step_clock_new_entries_count_from_the_firing_deadline(impl):
+    clock, t = make(impl)
+    seen = []
+    t.schedule_at(10, lambda: t.schedule(15, lambda: seen.append(clock.now_ms())))
+    t.advance_to(30, step_clock=True)
+    assert seen == [25]
+
+
+def test_next_deadline(impl):
+    clock, t = make(impl, tick_ms=1, wheel_size=20)
+    assert t.next_deadline_ms() is None
+    t.schedule_at(5, lambda: None)
+    assert t.next_deadline_ms() == 5
+    h = t.schedule_at(1000, lambda: None)
+    assert t.next_deadline_ms() == 5
+    t.advance_to(5)
+    nd = t.next_deadline_ms()
+    assert nd is not None and nd <= 1000
+    h.cancel()
+    t.advance_to(2000)
+    assert t.next_deadline_ms() is None
+
+
+def test_far_deadlines_create_levels_lazily(impl):
+    clock, t = make(impl, tick_ms=1, wheel_size=2)
+    fired = []
+    for d in (1, 2 ** 10, 2 ** 20, 2 ** 40):
+        t.schedule_at(d, lambda d=d: fired.append(d))
+    assert t.advance_to(2 ** 20) == 3
+    assert t.advance_to(2 ** 40 - 1) == 0
+    assert t.advance_to(2 ** 40) == 1
+    assert fired == [1, 2 ** 10, 2 ** 20, 2 ** 40]
+
+
+def test_negative_clock_times(impl):
+    clock, t = make(impl, start=-1000, tick_ms=3)
+    fired = []
+    for d in (-990, -500, -1, 0, 7):
+        t.schedule_at(d, lambda d=d: fired.append(d))
+    assert t.advance_to(-500) == 2
+    assert t.advance_to(10) == 3
+    assert fired == [-990, -500, -1, 0, 7]
+
+
+# ------------------------------------------------------------ tag entries
+class Sink:
+    def __init__(self):
+        self.calls = []
+
+    def on_timer(self, tag, deadline_ms):
+        self.calls.append((tag, deadline_ms))
+
+
+def test_tag_entries_fire_on_sink_and_cancel_by_id(impl):
+    clock, t = make(impl)
+    sink = Sink()
+    ids = [t.schedule_tag_at(10 + i, sink, 1000 + i) for i in range(5)]
+    assert len(set(ids)) == 5
+    assert t.cancel_id(ids[1]) is True
+    assert t.cancel_id(ids[1]) is False
+    assert len(t) == 4
+    assert t.advance_to(20) == 4
+    assert sink.calls == [(1000, 10), (1002, 12), (1003, 13), (1004, 14)]
+    assert t.cancel_id(ids[0]) is False  # fired
+
+
+def test_stale_entry_id_never_cancels_a_new_entry(impl):
+    clock, t = make(impl)
+    sink = Sink()
+    old = t.schedule_tag_at(10, sink, 1)
+    assert t.cancel_id(old)
+    new = [t.schedule_tag_at(10, sink, 2) for _ in range(3)]  # likely reuses the slot
+    assert t.cancel_id(old) is False
+    assert len(t) == 3
+    assert t.advance_to(10) == 3
+    assert sink.calls == [(2, 10)] * 3
+    assert all(t.cancel_id(i) is False for i in new)
+    assert t.cancel_id(123456789) is False
+
+
+def test_many_sinks_are_released_and_reused(impl):
+    clock, t = make(impl)
+    sinks = [Sink() for _ in range(100)]
+    for round_ in range(3):
+        for i, s in enumerate(sinks):
+            t.schedule_tag_at(round_ * 10 + 5, s, i)
+        assert t.advance_to(round_ * 10 + 5) == 100
+    assert all(s.calls == [(i, 5), (i, 15), (i, 25)] for i, s in enumerate(sinks))
+
+
+def test_native_timer_sink_subclass(impl):
+    if impl != "native":
+        pytest.skip("TimerSink is the native cdef base class")
+    from fastcoord._native.wheel import TimerSink
+
+    class PySink(TimerSink):
+        def __init__(self):
+            self.calls = []
+
+        def on_timer(self, tag, deadline_ms):
+            self.calls.append((tag, deadline_ms))
+
+    clock, t = make(impl)
+    s = PySink()
+    t.schedule_tag_at(3, s, 7)
+    assert t.advance_to(3) == 1
+    assert s.calls == [(7, 3)]
+
+
+# -------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kw,exc,name", [
+    ({"tick_ms": 0}, ValueError, "tick_ms"),
+    ({"tick_ms": -1}, ValueError, "tick_ms"),
+    ({"tick_ms": 1.5}, TypeError, "tick_ms"),
+    ({"tick_ms": True}, TypeError, "tick_ms"),
+    ({"wheel_size": 0}, ValueError, "wheel_size"),
+    ({"wheel_size": 1}, ValueError, "wheel_size"),
+    ({"wheel_size": "20"}, TypeError, "wheel_size"),
+])
+def test_bad_constructor_arguments(impl, kw, exc, name):
+    with pytest.raises(exc, match=name):
+        Timer(ManualClock(0), impl=impl, **kw)
+
+
+def test_bad_schedule_arguments(impl):
+    clock, t = make(impl)
+    with pytest.raises(TypeError, match="fn"):
+        t.schedule(5, 42)
+    with pytest.raises(TypeError, match="delay_ms"):
+        t.schedule(5.0, lambda: None)
+    with pytest.raises(TypeError, match="delay_ms"):
+        t.schedule(True, lambda: None)
+    with pytest.raises(TypeError, match="delay_ms"):
+        t.schedule("5", lambda: None)
+    with pytest.raises(ValueError, match="delay_ms"):
+        t.schedule(2 ** 70, lambda: None)
+    with pytest.raises(TypeError, match="deadline_ms"):
+        t.schedule_at(1.0, lambda: None)
+    with pytest.raises(TypeError, match="fn"):
+        t.schedule_at(1, None)
+    with pytest.raises(TypeError, match="now_ms"):
+        t.advance_to(1.5)
+    with pytest.raises(TypeError, match="now_ms"):
+        t.advance_to(False)
+    with pytest.raises(TypeError, match="sink"):
+        t.schedule_tag_at(1, object(), 1)
+    with pytest.raises(TypeError, match="tag"):
+        t.schedule_tag_at(1, Sink(), 1.0)
+    with pytest.raises(TypeError, match="entry_id"):
+        t.cancel_id("x")
+    assert len(t) == 0  # nothing half-inserted
+    assert t.advance_to(10) == 0
+
+
+def test_bad_clock(impl):
+    with pytest.raises(TypeError, match="clock"):
+        Timer(object(), impl=impl)
+
+
+# ----------------------------------------------------------- concurrency
+def test_schedule_cancel_advance_from_many_threads(impl):
+    clock, t = make(impl)
+    fired = []
+    lock = threading.Lock()
+    kept = []
+
+    def worker(seed):
+        rng = random.Random(seed)
+        mine = []
+        for i in range(400):
+            h = t.schedule_at(rng.randrange(0, 2000), lambda: fired.append(1))
+            if rng.random() < 0.3:
+                assert h.cancel()
+            else:
+                mine.append(h)
+            if i % 50 == 0:
+                t.advance_to(rng.randrange(0, 500))
+        with lock:
+            kept.extend(mine)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    t.advance_to(3000)
+    assert len(t) == 0
+    assert len(fired) == len(kept)
+    assert not any(h.cancel() for h in kept)
+
+
+# ---------------------------------------------------------------- reaper
+def test_reaper_fires_on_system_clock_and_closes_promptly(impl):
+    t = Timer(SystemClock(), impl=impl)
+    done = threading.Event()
+    start = time.monotonic()
+    with t.start(max_wait_ms=50):
+        t.schedule(30, done.set)
+        assert done.wait(2.0)
+        elapsed = time.monotonic() - start
+        assert elapsed >= 0.029
+        t.schedule(60_000, lambda: None)  # far away: close must not wait for it
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < 0.5
+    assert len(t) == 1
+
+
+def test_reaper_wakes_early_for_an_earlier_deadline(impl):
+    t = Timer(SystemClock(), impl=impl)
+    t.schedule(10_000, lambda: None)
+    t.start(max_wait_ms=5_000)
+    try:
+        time.sleep(0.02)  # the reaper now sleeps until the far deadline (capped at 5 s)
+        done = threading.Event()
+        t0 = time.monotonic()
+        t.schedule(20, done.set)
+        assert done.wait(2.0)
+        assert time.monotonic() - t0 < 1.0
+    finally:
+        t.close()
+    with pytest.raises(RuntimeError):
+        t.start().start()
+    t.close()
+
+
+def test_reaper_with_manual_clock_and_restart(impl):
+    clock, t = make(impl)
+    fired = threading.Event()
+    t.schedule(5, fired.set)
+    t.start(max_wait_ms=10)
+    clock.advance(5)
+    assert fired.wait(2.0)
+    t.close()
+    t.close()  # idempotent
+
+
+def test_twin_types(impl):
+    clock, t = make(impl)
+    mod = _compat.module(impl, "wheel")
+    assert isinstance(t, mod.Timer)
+    assert isinstance(t.schedule(1, lambda: None), mod.TimerHandle)
