@@ -177,9 +177,9 @@ def test_duplicate_follower_fences_old_follower_parked_sync_in_completing_rebala
     h = Proto(impl)
     f = _static_pair(h, session=1000)
     t = h.now
-    lj = h.send_join(f.leader, instance=L, protocols=SUPERSET)
+    lj = h.send_join(f.leader, instance=L, protocols=SUPERSET, session=1000)
     assert h.state() == PREPARING
-    oj = h.send_join(f.follower, instance=F, protocols=SUPERSET)
+    oj = h.send_join(f.follower, instance=F, protocols=SUPERSET, session=1000)
     assert lj.error == NONE and oj.error == NONE
     assert lj.result.generation_id == f.generation + 1
     assert _instances(lj.result) == {L, F}
@@ -188,7 +188,7 @@ def test_duplicate_follower_fences_old_follower_parked_sync_in_completing_rebala
     assert h.state() == COMPLETING
     os_ = h.send_sync(f.follower, f.generation + 1, instance=F, ptype="consumer", pname=RANGE)
     assert os_.result is None
-    dup = h.send_join("", instance=F, protocols=SUPERSET)
+    dup = h.send_join("", instance=F, protocols=SUPERSET, session=1000)
     assert os_.error == Errors.FENCED_INSTANCE_ID
     assert h.state() == PREPARING
     # the leader does not re-join: at the rebalance timeout the duplicate, the only member
@@ -383,13 +383,14 @@ def test_static_leader_rejoin_with_known_id_rebalances_and_follower_times_out(im
 def test_known_leader_rejoin_then_follower_protocol_change_in_completing_rebalance(impl):
     h = Proto(impl)
     f = _static_pair(h, session=400)
-    lj = h.send_join(f.leader, instance=L, protocols=SUPERSET)
-    fj = h.send_join(f.follower, instance=F, protocols=SUPERSET)
+    # (a JoinGroup also updates the member's session timeout: keep 400)
+    lj = h.send_join(f.leader, instance=L, protocols=SUPERSET, session=400)
+    fj = h.send_join(f.follower, instance=F, protocols=SUPERSET, session=400)
     t = h.now
     assert lj.result.generation_id == fj.result.generation_id == f.generation + 1
     assert _instances(lj.result) == {L, F} and fj.result.members == []
     assert lj.result.leader_id == fj.result.leader_id == f.leader
-    fj2 = h.send_join(f.follower, instance=F, protocols=PROTOCOLS)
+    fj2 = h.send_join(f.follower, instance=F, protocols=PROTOCOLS, session=400)
     assert h.state() == PREPARING
     h.advance(399)
     assert fj2.result is None
