@@ -30,6 +30,13 @@ cdef int32_t MAX_LEVELS = 64
 cdef int32_t MAX_CAP = 0x7FFFFFFF
 
 
+cdef extern from *:
+    """
+    #define FC_PREFETCH(p) __builtin_prefetch((p), 1, 3)
+    """
+    void FC_PREFETCH(const void* p) nogil
+
+
 cdef int _cmp_sortitem(const void* a, const void* b) noexcept nogil:
     cdef const fc_sortitem* x = <const fc_sortitem*>a
     cdef const fc_sortitem* y = <const fc_sortitem*>b
@@ -392,6 +399,7 @@ cdef class Timer:
         pool[s].prev = s
         while i != s:
             nxt = pool[i].next
+            FC_PREFETCH(&pool[nxt])
             pool[i].prev = -1
             pool[i].next = -1
             if self._place_u(i) == 0:  # never -1 here: cascading creates no level
