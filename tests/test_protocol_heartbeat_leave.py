@@ -346,3 +346,46 @@ def test_heartbeat_batch_rejects_bad_arrays_before_any_effect(impl):
     # none of the rejected calls refreshed the session: it expires at the old deadline
     h.advance(1)
     assert not h.has_member(f.leader)
+
+
+def test_pending_member_is_not_a_member_for_heartbeat_sync_and_commit(impl):
+    h = Proto(impl)
+    f = h.form_group(1)
+    pend = h.pending()
+    assert h.heartbeat(pend, f.generation) == Errors.UNKNOWN_MEMBER_ID
+    assert h.send_sync(pend, f.generation).error == Errors.UNKNOWN_MEMBER_ID
+    assert h.commit(pend, f.generation, {("t", 0): 1}) == {("t", 0): Errors.UNKNOWN_MEMBER_ID}
+    assert h.coord.member_handle("groupId", pend) == -1
+    assert h.state() == STABLE
+
+
+def test_fencing_is_checked_before_generation(impl):
+    h = Proto(impl)
+    f = h.form_group(2, static=True)
+    wrong = f.generation + 7
+    assert h.heartbeat("someone-else", wrong, instance="leader") == Errors.FENCED_INSTANCE_ID
+    assert h.heartbeat(f.leader, wrong, instance="leader") == Errors.ILLEGAL_GENERATION
+    assert h.send_sync("someone-else", wrong, instance="leader").error == Errors.FENCED_INSTANCE_ID
+    assert h.commit("someone-else", wrong, {("t", 0): 1}, instance="leader") == {
+        ("t", 0): Errors.FENCED_INSTANCE_ID}
+    assert h.heartbeat("nobody", wrong) == Errors.UNKNOWN_MEMBER_ID
+
+
+def test_static_heartbeat_in_preparing_rebalance(impl):
+    h = Proto(impl)
+    f = h.form_group(2, static=True)
+    h.send_join(f.leader, instance="leader", protocols=SUPERSET)
+    assert h.state() == PREPARING
+    assert h.heartbeat(f.follower, f.generation, instance="follower") == \
+        Errors.REBALANCE_IN_PROGRESS
+
+
+def test_generation_is_checked_before_state(impl):
+    h = Proto(impl)
+    f = h.form_group(2)
+    h.send_join(f.leader, protocols=SUPERSET)
+    assert h.state() == PREPARING
+    assert h.heartbeat(f.follower, f.generation + 1) == Errors.ILLEGAL_GENERATION
+    assert h.send_sync(f.follower, f.generation + 1).error == Errors.ILLEGAL_GENERATION
+    assert h.commit(f.follower, f.generation - 1, {("t", 0): 1}) == {
+        ("t", 0): Errors.ILLEGAL_GENERATION}

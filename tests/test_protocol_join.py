@@ -527,3 +527,29 @@ def test_max_size_in_preparing_rebalance_counts_waiting_members(impl):
         assert r.result.generation_id == f.generation + 1
     assert h.member_ids() == {f.leader, f1, f2, new.result.member_id}
     assert len(lj.result.members) == 4
+
+
+def test_protocol_selection_tie_is_deterministic_and_shared_by_both_twins(impl):
+    def run(which):
+        h = Proto(which)
+        a = h.join_old("", protocols=[("x", b""), ("y", b"")])
+        b = h.join_old("", protocols=[("y", b""), ("x", b"")])
+        h.run_until_done([a, b])
+        assert a.result.protocol_name == b.result.protocol_name
+        return a.result.protocol_name
+
+    first = run(impl)
+    assert first in ("x", "y")
+    assert all(run(impl) == first for _ in range(3))
+    assert run("pure") == first
+
+
+def test_new_static_member_rejected_when_stable_group_is_full(impl):
+    h = Proto(impl)
+    f = h.form_group(4)
+    r = h.send_join("", instance="late")
+    assert r.error == Errors.GROUP_MAX_SIZE_REACHED
+    assert r.result.member_id == ""
+    assert h.member_ids() == set(f.members)
+    # the instance id was not registered: a later attempt is refused the same way
+    assert h.send_join("", instance="late").error == Errors.GROUP_MAX_SIZE_REACHED

@@ -289,3 +289,31 @@ def test_store_write_completing_after_group_moved_on_is_ignored(impl):
     assert lj.error == NONE and fj.error == NONE
     assert lj.result.generation_id == f.generation + 1
     assert h.state() == COMPLETING
+
+
+def test_group_going_empty_is_written_to_the_store(impl):
+    h, store = _deferred(impl)
+    f = h.form_group(1, sync=False)
+    _complete_group_writes(store)
+    ls = h.send_sync(f.leader, f.generation, {f.leader: b"L"})
+    _complete_group_writes(store)
+    assert ls.error == NONE
+    store.groups.clear()
+    h.leave(f.leader)
+    assert h.state() == EMPTY
+    # completing the join into an empty generation stores the (empty) group
+    assert [p[1] for p in store.pending if p[0] == "group"] == [GROUP]
+    _complete_group_writes(store)
+    assert GROUP in store.groups
+
+
+def test_sync_answered_in_stable_without_any_store_write(impl):
+    h, store = _deferred(impl)
+    f = h.form_group(2, sync=False)
+    _complete_group_writes(store)
+    ls = h.send_sync(f.leader, f.generation, {f.leader: b"L", f.follower: b"F"})
+    _complete_group_writes(store)
+    assert ls.error == NONE
+    fs = h.send_sync(f.follower, f.generation)
+    assert fs.error == NONE and fs.result.assignment == b"F"
+    assert not [p for p in store.pending if p[0] == "group"]
