@@ -135,7 +135,7 @@ class GroupCoordinator:
                    group_instance_id: Optional[str] = None, require_known_member_id: bool = True,
                    client_id: str = "", client_host: str = "",
                    callback: Callable[[JoinGroupResult], None]) -> None:
-        _check_str("group_id", group_id)
+        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         _check_str("member_id", member_id)
         _check_str("protocol_type", protocol_type)
         checked = _check_protocols(protocols)
@@ -160,7 +160,7 @@ class GroupCoordinator:
                    group_instance_id: Optional[str] = None, protocol_type: Optional[str] = None,
                    protocol_name: Optional[str] = None,
                    callback: Callable[[SyncGroupResult], None]) -> None:
-        _check_str("group_id", group_id)
+        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         _check_int("generation_id", generation_id)
         _check_str("member_id", member_id)
         checked: Dict[str, bytes] = {}
@@ -188,7 +188,7 @@ class GroupCoordinator:
 
     def leave_group(self, group_id: str,
                     members: Sequence[Tuple[str, Optional[str]]]) -> LeaveGroupResult:
-        _check_str("group_id", group_id)
+        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         if isinstance(members, (str, bytes)) or not isinstance(members, Iterable):
             raise TypeError("members must be a sequence of (member_id, group_instance_id) pairs")
         checked = []
@@ -210,7 +210,7 @@ class GroupCoordinator:
         """Commit offsets. Without `callback`, waits for the store and returns
         {(topic, partition): Errors}; with it, returns None and calls `callback(result)`
         once the store has answered (what a server with a durable store wants)."""
-        _check_str("group_id", group_id)
+        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         _check_str("member_id", member_id)
         _check_int("generation_id", generation_id)
         if not isinstance(offsets, Mapping):
@@ -238,14 +238,14 @@ class GroupCoordinator:
 
     def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[TopicPartition]] = None,
                       *, require_stable: bool = False) -> Tuple[Errors, Dict[TopicPartition, OffsetAndMetadata]]:
-        _check_str("group_id", group_id)
+        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         if partitions is not None:
             partitions = [_check_partition(tp) for tp in partitions]
         return self._logic.fetch_offsets(group_id, partitions, bool(require_stable))
 
     # -- admin ----------------------------------------------------------------------------
     def describe_group(self, group_id: str) -> GroupDescription:
-        _check_str("group_id", group_id)
+        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         return self._logic.describe_group(group_id)
 
     def list_groups(self, states: Optional[Iterable[str]] = None) -> List[GroupListing]:
@@ -260,7 +260,7 @@ class GroupCoordinator:
             raise TypeError("group_ids must be an iterable of str, not a str")
         group_ids = list(group_ids)
         for gid in group_ids:
-            _check_str("group_ids", gid)
+            _check_str("group_ids", gid, optional=True)         # None: missing -> INVALID_GROUP_ID
         result = self._logic.delete_groups(group_ids)
         self._logic.flush()
         return result

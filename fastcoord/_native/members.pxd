@@ -1,5 +1,6 @@
 # cython: language_level=3
-from libc.stdint cimport int64_t, int32_t, uint32_t, int16_t, uint8_t
+from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t
+from cpython.object cimport PyObject
 
 from fastcoord._native.wheel cimport Timer, TimerSink
 
@@ -24,6 +25,7 @@ cdef extern from "<pthread.h>" nogil:
 # valid memory and then fails its slot-generation check.
 ctypedef struct GroupCore:
     pthread_mutex_t mu          # reentrant: the group logic nests, as Kafka's group lock does
+    PyObject* group_id          # strong reference while live
     int32_t state
     int32_t generation
     int32_t shard
@@ -33,13 +35,12 @@ ctypedef struct GroupCore:
 # One member's heartbeat state: 48 bytes, in chunks that never move.
 ctypedef struct Slot:
     GroupCore* core             # NULL when the slot is free
+    PyObject* member_id         # strong reference once joined; NULL while pending or free
     int64_t deadline            # session deadline (ms)
     int64_t armed               # deadline of the slot's wheel entry, -1 if none
     int64_t entry               # the wheel entry id
     int32_t session_timeout
     uint32_t gen                # bumped when freed: stale handles miss
-    int32_t joined              # 0 while pending (got MEMBER_ID_REQUIRED), else 1
-    int32_t _pad
 
 
 cdef enum:
@@ -64,6 +65,14 @@ cdef class GroupRecord:
 
 
 cdef class MemberTable(TimerSink):
+    # (group id, member id) -> slot for joined members: open addressing, 8-byte entries
+    # (hash bits << 32 | slot + 2; 0 empty, 1 deleted). The scalar heartbeat's only
+    # lookup: one probe, then the slot itself, then its group core.
+    cdef uint64_t* map
+    cdef Py_ssize_t map_cap
+    cdef Py_ssize_t map_used        # live + deleted entries
+    cdef Py_ssize_t map_live
+    cdef int clock_kind             # 0: call clock.now_ms(); 1: ManualClock; 2: SystemClock
     cdef Slot** chunks
     cdef Py_ssize_t nchunks
     cdef Py_ssize_t nslots          # slots handed out so far (high-water mark)
@@ -81,6 +90,13 @@ cdef class MemberTable(TimerSink):
     cdef public object slow_heartbeat
 
     cdef Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil
+    cdef int64_t now(self) except? -1
+    cdef Py_ssize_t map_find(self, object group_id, object member_id)
+    cdef int map_insert(self, Py_ssize_t slot) except -1
+    cdef void map_delete(self, Py_ssize_t slot) noexcept
+    cdef int map_resize(self, Py_ssize_t cap) except -1
+    cdef int bind_member(self, Py_ssize_t slot, object member_id) except -1
+    cdef void unbind_member(self, Py_ssize_t slot) noexcept
     cdef GroupCore* new_core(self) except NULL
     cdef int arm(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1
     cdef int refresh(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1

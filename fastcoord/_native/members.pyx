@@ -13,17 +13,36 @@ per run of consecutive handles of that group.
 cimport cython
 from cpython.mem cimport PyMem_RawCalloc, PyMem_RawFree
 from cpython.dict cimport PyDict_GetItem
-from cpython.object cimport PyObject
-from libc.stdint cimport int64_t, int32_t, uint32_t, int16_t, uint8_t, uintptr_t
+from cpython.object cimport PyObject, PyObject_Hash, PyObject_RichCompareBool, Py_EQ
+from cpython.ref cimport Py_INCREF, Py_DECREF, Py_XDECREF
+from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t, uintptr_t
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 cimport numpy as cnp
 
 import numpy as np
 
 from fastcoord._native.wheel cimport Timer, TimerSink
+from fastcoord.clock import ManualClock, SystemClock
 from fastcoord.config import shard_for
 from fastcoord.errors import Errors
 
 cnp.import_array()
+
+cdef extern from *:
+    """
+    /* Mix a group id's and a member id's str hashes into one 64-bit map hash. */
+    static inline uint64_t fc_mix(Py_hash_t g, Py_hash_t m) {
+        uint64_t h = (uint64_t)m * 0x9E3779B97F4A7C15ULL ^ (uint64_t)g;
+        h ^= h >> 29; h *= 0xBF58476D1CE4E5B9ULL; h ^= h >> 32;
+        return h;
+    }
+    """
+    uint64_t fc_mix(Py_hash_t g, Py_hash_t m) nogil
+
+cdef enum:
+    MAP_EMPTY = 0
+    MAP_DELETED = 1
+    MAP_MIN_CAP = 16
 
 cdef enum:
     EMPTY = 0
@@ -64,16 +83,26 @@ cdef class GroupRecord:
         self.core.generation = 0
         self.core.shard = shard
         self.core.live = 1
+        Py_INCREF(group_id)
+        self.core.group_id = <PyObject*>group_id
         self.group_id = group_id
         self.slots = {}
         self.group = None
 
     def __dealloc__(self):
         # The core is recycled, never freed: see GroupCore in members.pxd.
-        if self.core is not NULL and self.table is not None:
-            self.core.live = 0
+        if self.core is NULL:
+            return
+        self.core.live = 0
+        Py_XDECREF(self.core.group_id)
+        self.core.group_id = NULL
+        if self.table is not None and self.table.free_cores is not None:
             self.table.free_cores.append(<uintptr_t>self.core)
-            self.core = NULL
+        else:
+            # The table is being torn down too (garbage collection of a cycle): nothing can
+            # reach this core any more.
+            PyMem_RawFree(self.core)
+        self.core = NULL
 
     @property
     def state(self):
@@ -120,6 +149,13 @@ cdef class MemberTable(TimerSink):
         self.shards = <uint8_t*>PyMem_RawCalloc(num_shards, 1)
         if self.chunks is NULL or self.shards is NULL:
             raise MemoryError()
+        self.map = <uint64_t*>PyMem_RawCalloc(MAP_MIN_CAP, sizeof(uint64_t))
+        if self.map is NULL:
+            raise MemoryError()
+        self.map_cap = MAP_MIN_CAP
+        self.map_used = 0
+        self.map_live = 0
+        self.clock_kind = 1 if type(clock) is ManualClock else 2 if type(clock) is SystemClock else 0
         self.nchunks = 0
         self.nslots = 0
         self.num_shards = num_shards
@@ -142,6 +178,8 @@ cdef class MemberTable(TimerSink):
             PyMem_RawFree(self.chunks)
         if self.shards is not NULL:
             PyMem_RawFree(self.shards)
+        if self.map is not NULL:
+            PyMem_RawFree(self.map)
         # GroupCores are leaked on purpose only while records live; free the recycled ones.
         if self.free_cores is not None:
             for ptr in self.free_cores:
@@ -149,6 +187,118 @@ cdef class MemberTable(TimerSink):
 
     cdef inline Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil:
         return &self.chunks[slot >> SLOT_CHUNK_BITS][slot & (SLOT_CHUNK - 1)]
+
+    cdef int64_t now(self) except? -1:
+        """clock.now_ms() without a Python call for the two clocks fastcoord ships."""
+        cdef timespec ts
+        if self.clock_kind == 2:            # SystemClock: the same CLOCK_MONOTONIC
+            clock_gettime(CLOCK_MONOTONIC, &ts)
+            return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+        if self.clock_kind == 1:            # ManualClock: read its slot
+            return self.clock._now
+        return self.now_ms()
+
+    # -- the (group id, member id) -> slot map ------------------------------------------
+    cdef Py_ssize_t map_find(self, object group_id, object member_id):
+        cdef uint64_t h = fc_mix(PyObject_Hash(group_id), PyObject_Hash(member_id))
+        cdef uint64_t tag = h >> 32, e
+        cdef Py_ssize_t mask = self.map_cap - 1, i = <Py_ssize_t>(h & <uint64_t>mask), slot
+        cdef Slot* s
+        while True:
+            e = self.map[i]
+            if e == MAP_EMPTY:
+                return -1
+            if e != MAP_DELETED and (e >> 32) == tag:
+                slot = <Py_ssize_t><uint32_t>e - 2
+                s = self.slot_ptr(slot)
+                if (s.member_id == <PyObject*>member_id
+                        or PyObject_RichCompareBool(<object>s.member_id, member_id, Py_EQ)) and \
+                   (s.core.group_id == <PyObject*>group_id
+                        or PyObject_RichCompareBool(<object>s.core.group_id, group_id, Py_EQ)):
+                    return slot
+            i = (i + 1) & mask
+
+    cdef int map_insert(self, Py_ssize_t slot) except -1:
+        cdef Slot* s = self.slot_ptr(slot)
+        cdef uint64_t h, e
+        cdef Py_ssize_t mask, i
+        if (self.map_used + 1) * 2 > self.map_cap:
+            self.map_resize(max(<Py_ssize_t>MAP_MIN_CAP, self.map_cap * 2
+                                if (self.map_live + 1) * 4 > self.map_cap else self.map_cap))
+        h = fc_mix(PyObject_Hash(<object>s.core.group_id), PyObject_Hash(<object>s.member_id))
+        mask = self.map_cap - 1
+        i = <Py_ssize_t>(h & <uint64_t>mask)
+        while True:
+            e = self.map[i]
+            if e == MAP_EMPTY or e == MAP_DELETED:
+                if e == MAP_EMPTY:
+                    self.map_used += 1
+                self.map[i] = ((h >> 32) << 32) | <uint64_t>(slot + 2)
+                self.map_live += 1
+                return 0
+            i = (i + 1) & mask
+
+    cdef void map_delete(self, Py_ssize_t slot) noexcept:
+        cdef Slot* s = self.slot_ptr(slot)
+        cdef uint64_t h = fc_mix(PyObject_Hash(<object>s.core.group_id),
+                                 PyObject_Hash(<object>s.member_id))
+        cdef uint64_t want = ((h >> 32) << 32) | <uint64_t>(slot + 2), e
+        cdef Py_ssize_t mask = self.map_cap - 1, i = <Py_ssize_t>(h & <uint64_t>mask)
+        while True:
+            e = self.map[i]
+            if e == MAP_EMPTY:
+                return                       # not there (never inserted)
+            if e == want:
+                self.map[i] = MAP_DELETED
+                self.map_live -= 1
+                return
+            i = (i + 1) & mask
+
+    cdef int map_resize(self, Py_ssize_t cap) except -1:
+        cdef uint64_t* old = self.map
+        cdef Py_ssize_t old_cap = self.map_cap, j, i, mask = cap - 1
+        cdef uint64_t e, h
+        cdef Slot* s
+        cdef uint64_t* fresh = <uint64_t*>PyMem_RawCalloc(cap, sizeof(uint64_t))
+        if fresh is NULL:
+            raise MemoryError()
+        for j in range(old_cap):
+            e = old[j]
+            if e == MAP_EMPTY or e == MAP_DELETED:
+                continue
+            s = self.slot_ptr(<Py_ssize_t><uint32_t>e - 2)
+            h = fc_mix(PyObject_Hash(<object>s.core.group_id), PyObject_Hash(<object>s.member_id))
+            i = <Py_ssize_t>(h & <uint64_t>mask)
+            while fresh[i] != MAP_EMPTY:
+                i = (i + 1) & mask
+            fresh[i] = e
+        self.map = fresh
+        self.map_cap = cap
+        self.map_used = self.map_live
+        PyMem_RawFree(old)
+        return 0
+
+    cdef int bind_member(self, Py_ssize_t slot, object member_id) except -1:
+        """The slot's member has joined under `member_id`: visible to heartbeats."""
+        cdef Slot* s = self.slot_ptr(slot)
+        self.unbind_member(slot)
+        Py_INCREF(member_id)
+        s.member_id = <PyObject*>member_id
+        self.map_insert(slot)
+        (<GroupRecord>self.slot_recs[slot]).slots[member_id] = slot
+        return 0
+
+    cdef void unbind_member(self, Py_ssize_t slot) noexcept:
+        cdef Slot* s = self.slot_ptr(slot)
+        cdef PyObject* mid = s.member_id
+        if mid is NULL:
+            return
+        self.map_delete(slot)
+        rec = <GroupRecord>self.slot_recs[slot]
+        if rec.slots.get(<object>mid) == slot:
+            del rec.slots[<object>mid]
+        s.member_id = NULL
+        Py_DECREF(<object>mid)
 
     cdef GroupCore* new_core(self) except NULL:
         cdef GroupCore* core
@@ -209,10 +359,10 @@ cdef class MemberTable(TimerSink):
         s.armed = -1
         s.entry = -1
         s.session_timeout = session_timeout_ms
-        s.joined = 0 if pending else 1
+        s.member_id = NULL
         self.slot_recs[slot] = rec
         if not pending:
-            rec.slots[member_id] = slot
+            self.bind_member(slot, member_id)
         self.arm(slot, s, deadline_ms)
         return slot
 
@@ -220,8 +370,7 @@ cdef class MemberTable(TimerSink):
                 int64_t deadline_ms):
         """A pending member joined: make it visible and give it a new deadline."""
         cdef Slot* s = self.slot_ptr(slot)
-        (<GroupRecord>self.slot_recs[slot]).slots[member_id] = slot
-        s.joined = 1
+        self.bind_member(slot, member_id)
         s.session_timeout = session_timeout_ms
         self.refresh(slot, s, deadline_ms)
 
@@ -232,30 +381,24 @@ cdef class MemberTable(TimerSink):
         s = self.slot_ptr(slot)
         if s.core is NULL:
             return
-        rec = <GroupRecord>self.slot_recs[slot]
-        if member_id is not None and rec.slots.get(member_id) == slot:
-            del rec.slots[member_id]
+        self.unbind_member(slot)
         if s.armed >= 0:
             self.timer.c_cancel_id(s.entry)
         s.armed = -1
         s.core = NULL
-        s.joined = 0
         s.gen = (s.gen + 1) & 0x7FFFFFFF
         self.slot_recs[slot] = None
         self.free_slots.append(slot)
 
     def rename(self, Py_ssize_t slot, str old_id, str new_id):
-        rec = <GroupRecord>self.slot_recs[slot]
-        if rec.slots.get(old_id) == slot:
-            del rec.slots[old_id]
-        rec.slots[new_id] = slot
+        self.bind_member(slot, new_id)
 
     def set_session_timeout(self, Py_ssize_t slot, int session_timeout_ms):
         self.slot_ptr(slot).session_timeout = session_timeout_ms
 
     def touch(self, Py_ssize_t slot):
         cdef Slot* s = self.slot_ptr(slot)
-        self.refresh(slot, s, <int64_t>self.now_ms() + s.session_timeout)
+        self.refresh(slot, s, self.now() + s.session_timeout)
 
     def set_deadline(self, Py_ssize_t slot, int64_t deadline_ms):
         self.refresh(slot, self.slot_ptr(slot), deadline_ms)
@@ -307,23 +450,73 @@ cdef class MemberTable(TimerSink):
 
     def member_handle(self, group_id, member_id):
         """The member's handle for heartbeat_batch, or -1 if unknown."""
-        cdef PyObject* rec
-        cdef PyObject* slot
+        cdef Py_ssize_t slot
         if type(group_id) is not str:
             raise TypeError(f"group_id must be a str, got {type(group_id).__name__}")
         if type(member_id) is not str:
             raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
-        rec = PyDict_GetItem(self.groups, group_id)
-        if rec is NULL:
-            return -1
-        slot = PyDict_GetItem((<GroupRecord>rec).slots, member_id)
-        if slot is NULL:
-            return -1
-        return self.handle(<object>slot)
+        slot = self.map_find(group_id, member_id)
+        return -1 if slot < 0 else self.handle(slot)
 
     # -- the hot path -----------------------------------------------------------------------------
     def heartbeat(self, group_id, member_id, generation_id, group_instance_id=None):
         """heartbeat(group_id, member_id, generation_id, group_instance_id=None) -> Errors"""
+        cdef Py_ssize_t slot
+        cdef Slot* s
+        cdef GroupCore* core
+        cdef int shard_state, state
+        cdef long gen
+        if type(group_id) is not str:
+            if group_id is None:                 # a missing group id, as Kafka's null
+                return E_INVALID_GROUP
+            raise TypeError(f"group_id must be a str or None, got {type(group_id).__name__}")
+        if type(member_id) is not str:
+            raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
+        if type(generation_id) is not int:
+            raise TypeError(f"generation_id must be an int, got {type(generation_id).__name__}")
+        if group_instance_id is not None:
+            if type(group_instance_id) is not str:
+                raise TypeError("group_instance_id must be a str or None, "
+                                f"got {type(group_instance_id).__name__}")
+            return self._heartbeat_by_dict(group_id, member_id, generation_id, group_instance_id)
+        if not self.active or len(<str>group_id) == 0:
+            return self._heartbeat_by_dict(group_id, member_id, generation_id, None)
+        slot = self.map_find(group_id, member_id)
+        if slot < 0:        # unknown group or member, or a pending member: the full path
+            return self._heartbeat_by_dict(group_id, member_id, generation_id, None)
+        s = self.slot_ptr(slot)
+        core = s.core
+        shard_state = self.shards[core.shard]
+        if shard_state != SHARD_ACTIVE:
+            return E_NONE if shard_state == SHARD_LOADING else E_NOT_COORDINATOR
+        try:
+            gen = generation_id
+        except OverflowError:
+            gen = -1
+            generation_id = None
+        lock_with_gil(core)
+        try:
+            if s.core is not core or s.member_id is NULL:
+                # Freed while we waited for the lock: answer as if it were never found.
+                pthread_mutex_unlock(&core.mu)
+                core = NULL
+                return self._heartbeat_by_dict(group_id, member_id, generation_id, None)
+            state = core.state
+            if state == DEAD:
+                return E_NOT_AVAILABLE
+            if generation_id is None or gen != core.generation:
+                return E_ILLEGAL_GENERATION
+            if state == EMPTY:
+                return E_UNKNOWN
+            self.refresh(slot, s, self.now() + s.session_timeout)
+            return E_REBALANCING if state == PR else E_NONE
+        finally:
+            if core is not NULL:
+                pthread_mutex_unlock(&core.mu)
+
+    def _heartbeat_by_dict(self, group_id, member_id, generation_id, group_instance_id):
+        """The full heartbeat path through the group and member dicts (every case the map
+        does not answer: unknown group or member, pending member, static member)."""
         cdef PyObject* rec_p
         cdef PyObject* slot_p
         cdef GroupRecord rec
@@ -332,15 +525,6 @@ cdef class MemberTable(TimerSink):
         cdef Py_ssize_t slot
         cdef int shard_state, state
         cdef long gen
-        if type(group_id) is not str:
-            raise TypeError(f"group_id must be a str, got {type(group_id).__name__}")
-        if type(member_id) is not str:
-            raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
-        if type(generation_id) is not int:
-            raise TypeError(f"generation_id must be an int, got {type(generation_id).__name__}")
-        if group_instance_id is not None and type(group_instance_id) is not str:
-            raise TypeError("group_instance_id must be a str or None, "
-                            f"got {type(group_instance_id).__name__}")
         if len(<str>group_id) == 0:
             return E_INVALID_GROUP
         if not self.active:
@@ -377,7 +561,7 @@ cdef class MemberTable(TimerSink):
                 return E_UNKNOWN
             slot = <object>slot_p
             s = self.slot_ptr(slot)
-            self.refresh(slot, s, <int64_t>self.now_ms() + s.session_timeout)
+            self.refresh(slot, s, self.now() + s.session_timeout)
             return E_REBALANCING if state == PR else E_NONE
         finally:
             pthread_mutex_unlock(&core.mu)
@@ -396,7 +580,7 @@ cdef class MemberTable(TimerSink):
         cdef int64_t* hp = <int64_t*>cnp.PyArray_DATA(h_arr)
         cdef int32_t* gp = <int32_t*>cnp.PyArray_DATA(g_arr)
         cdef int16_t* op = <int16_t*>cnp.PyArray_DATA(out)
-        cdef int64_t now = self.now_ms()
+        cdef int64_t now = self.now()
         cdef Py_ssize_t* rearm = NULL
         cdef Py_ssize_t nrearm = 0, i
         if n == 0:
@@ -454,7 +638,7 @@ cdef class MemberTable(TimerSink):
             state = core.state
             if state == DEAD:
                 op[i] = C_NOT_AVAILABLE
-            elif not s.joined:
+            elif s.member_id is NULL:
                 op[i] = C_UNKNOWN
             elif gp[i] != core.generation:
                 op[i] = C_ILLEGAL_GENERATION
@@ -488,7 +672,9 @@ cdef class MemberTable(TimerSink):
 
     def stats(self):
         return {"slots": self.nslots, "free": len(self.free_slots), "groups": len(self.groups),
-                "slot_bytes": sizeof(Slot), "group_core_bytes": sizeof(GroupCore)}
+                "slot_bytes": sizeof(Slot), "group_core_bytes": sizeof(GroupCore),
+                "map_capacity": self.map_cap, "map_live": self.map_live,
+                "map_bytes_per_member": (self.map_cap * sizeof(uint64_t)) / max(self.map_live, 1)}
 
 
 cdef cnp.ndarray _check_array(str name, arr, int typenum):

@@ -213,7 +213,9 @@ class MemberTable:
     # -- the hot path ---------------------------------------------------------------
     def heartbeat(self, group_id, member_id, generation_id, group_instance_id=None):
         if type(group_id) is not str:
-            raise TypeError(f"group_id must be a str, got {type(group_id).__name__}")
+            if group_id is None:                 # a missing group id, as Kafka's null
+                return E_INVALID_GROUP
+            raise TypeError(f"group_id must be a str or None, got {type(group_id).__name__}")
         if type(member_id) is not str:
             raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
         if type(generation_id) is not int:
