@@ -39,6 +39,16 @@ cdef extern from *:
     """
     uint64_t fc_mix(Py_hash_t g, Py_hash_t m) nogil
 
+cdef extern from *:
+    """
+    #define fc_prefetch(p) __builtin_prefetch((const void*)(p), 1, 1)
+    """
+    void fc_prefetch(const void* p) nogil
+
+cdef enum:
+    PREFETCH_SLOT = 16      # handles ahead whose slot we ask the cache for
+    PREFETCH_CORE = 8       # handles ahead whose group core we ask for (slot is in by then)
+
 cdef enum:
     MAP_EMPTY = 0
     MAP_DELETED = 1
@@ -607,7 +617,21 @@ cdef class MemberTable(TimerSink):
         cdef uint32_t gen
         cdef int state, shard_state
         cdef bint active = self.active
+        cdef int64_t ahead
+        cdef Py_ssize_t nslots = self.nslots
+        cdef GroupCore* ahead_core
         for i in range(n):
+            # Random handles make this loop memory-bound: start the loads early.
+            if i + PREFETCH_SLOT < n:
+                ahead = hp[i + PREFETCH_SLOT]
+                if ahead >= 0 and <Py_ssize_t><uint32_t>ahead < nslots:
+                    fc_prefetch(self.slot_ptr(<Py_ssize_t><uint32_t>ahead))
+            if i + PREFETCH_CORE < n:
+                ahead = hp[i + PREFETCH_CORE]
+                if ahead >= 0 and <Py_ssize_t><uint32_t>ahead < nslots:
+                    ahead_core = self.slot_ptr(<Py_ssize_t><uint32_t>ahead).core
+                    if ahead_core is not NULL:
+                        fc_prefetch(ahead_core)
             h = hp[i]
             slot = <Py_ssize_t><uint32_t>h     # low 32 bits
             gen = <uint32_t>(h >> 32)
