@@ -1007,6 +1007,41 @@ class GroupLogic:
             if rec.shard == shard:
                 self.on_group_loaded(rec.group)
 
+    def install_loaded_group(self, group_id: str, record: Optional[dict], offsets: dict) -> None:
+        """Put a group read back from the store into the coordinator (its shard is loading).
+        `record` is what `_group_record` wrote (None: offsets only, an Empty group); members
+        come back Stable with their assignments; `finish_loading` then gives them fresh
+        session deadlines and rebalances a group over group.max.size, as Kafka does."""
+        if group_id in self.table.groups:
+            raise CoordinatorError(f"group {group_id} is already loaded")
+        group = self._create_group(group_id)
+        with group.rec:
+            group.offsets.update(offsets)
+            if not record or not record.get("members"):
+                if record:
+                    group.generation = record["generation"]
+                    group.rec.generation = group.generation
+                    group.protocol_type = record.get("protocol_type")
+                return
+            group.generation = record["generation"]
+            group.rec.generation = group.generation
+            group.protocol_type = record["protocol_type"]
+            group.protocol_name = record["protocol"]
+            now = self.clock.now_ms()
+            for m in record["members"]:
+                session = m["session_timeout_ms"]
+                slot = self.table.alloc(group.rec, m["member_id"], session, now + session, False)
+                member = Member(m["member_id"], m["instance_id"], m["client_id"], m["client_host"],
+                                m["rebalance_timeout_ms"], session, group.protocol_type,
+                                [(group.protocol_name, m["subscription"])], slot)
+                member.assignment = m["assignment"]
+                self.owners[slot] = (group, member.member_id)
+                group.add(member, None)
+            group.leader_id = record["leader"] if record["leader"] in group.members \
+                else next(iter(group.members))
+            group.state = STABLE          # a loaded group with members is Stable (Kafka)
+            group.rec.state = STABLE
+
     def on_group_loaded(self, group: Group) -> None:
         with group.rec:
             if len(group.members) > self.config.group_max_size:

@@ -280,6 +280,17 @@ class GroupCoordinator:
         self._logic.finish_loading(self._check_shard(shard))
         self._logic.flush()
 
+    def load_group(self, group_id: str, record: Optional[dict],
+                   offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Install a group read back from durable storage, between begin_loading(shard) and
+        finish_loading(shard) of its shard. `record` is the dict the coordinator gave
+        `store.store_group` (None for a group that has only offsets)."""
+        _check_str("group_id", group_id)
+        if record is not None and not isinstance(record, dict):
+            raise TypeError("record must be a dict or None")
+        checked = {_check_partition(tp): _check_offset(tp, om) for tp, om in offsets.items()}
+        self._logic.install_loaded_group(group_id, record, checked)
+
     def unload_shard(self, shard: int) -> None:
         self._logic.unload_shard(self._check_shard(shard))
         self._logic.flush()
