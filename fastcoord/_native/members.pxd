@@ -102,5 +102,5 @@ cdef class MemberTable(TimerSink):
     cdef int refresh(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1
     cdef int on_timer(self, int64_t tag, int64_t deadline_ms) except -1
     cdef Py_ssize_t _batch(self, int64_t* hp, int32_t* gp, int16_t* op, Py_ssize_t n,
-                           int64_t now, Py_ssize_t* rearm) noexcept nogil
+                           int64_t now) noexcept nogil
     cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1

@@ -50,6 +50,9 @@ cdef enum:
     PREFETCH_CORE = 8       # handles ahead whose group core we ask for (slot is in by then)
 
 cdef enum:
+    REARM_FLAG = 0x4000     # set in heartbeat_batch's output while the GIL is released
+
+cdef enum:
     MAP_EMPTY = 0
     MAP_DELETED = 1
     MAP_MIN_CAP = 16
@@ -591,24 +594,22 @@ cdef class MemberTable(TimerSink):
         cdef int32_t* gp = <int32_t*>cnp.PyArray_DATA(g_arr)
         cdef int16_t* op = <int16_t*>cnp.PyArray_DATA(out)
         cdef int64_t now = self.now()
-        cdef Py_ssize_t* rearm = NULL
         cdef Py_ssize_t nrearm = 0, i
         if n == 0:
             return out
-        rearm = <Py_ssize_t*>PyMem_RawCalloc(n, sizeof(Py_ssize_t))
-        if rearm is NULL:
-            raise MemoryError()
-        try:
-            with nogil:
-                nrearm = self._batch(hp, gp, op, n, now, rearm)
-            for i in range(nrearm):
-                self._rearm_if_needed(rearm[i])
-        finally:
-            PyMem_RawFree(rearm)
+        with nogil:
+            nrearm = self._batch(hp, gp, op, n, now)
+        if nrearm:
+            # Rare: members whose wheel entry must move (not armed, or deadline earlier);
+            # the loop flagged them in `out`. The wheel needs the GIL.
+            for i in range(n):
+                if op[i] & REARM_FLAG:
+                    op[i] &= ~REARM_FLAG
+                    self._rearm_if_needed(<Py_ssize_t><uint32_t>hp[i])
         return out
 
     cdef Py_ssize_t _batch(self, int64_t* hp, int32_t* gp, int16_t* op, Py_ssize_t n,
-                           int64_t now, Py_ssize_t* rearm) noexcept nogil:
+                           int64_t now) noexcept nogil:
         cdef GroupCore* held = NULL
         cdef GroupCore* core
         cdef Slot* s
@@ -670,11 +671,11 @@ cdef class MemberTable(TimerSink):
                 op[i] = C_UNKNOWN
             else:
                 deadline = now + s.session_timeout
-                if s.armed < 0 or deadline < s.armed:
-                    rearm[nrearm] = slot         # needs the wheel: done with the GIL
-                    nrearm += 1
                 s.deadline = deadline
                 op[i] = C_REBALANCING if state == PR else C_NONE
+                if s.armed < 0 or deadline < s.armed:
+                    op[i] |= REARM_FLAG          # needs the wheel: done with the GIL
+                    nrearm += 1
         if held is not NULL:
             pthread_mutex_unlock(&held.mu)
         return nrearm
