@@ -316,16 +316,23 @@ class GroupCoordinator:
         self._logic.flush()
         return fired
 
-    def start(self, poll_ms: int = 1) -> "GroupCoordinator":
-        """Start the reaper thread that fires due timers (for a SystemClock)."""
+    def start(self, max_wait_ms: int = 10) -> "GroupCoordinator":
+        """Start the reaper thread that fires due timers (for a SystemClock). It sleeps
+        until the next deadline, at most `max_wait_ms` (so a newly armed earlier deadline
+        is late by at most that much), and never spins when nothing is due."""
         if self._reaper is not None:
             return self
-        _check_int("poll_ms", poll_ms, lo=1, hi=60_000)
+        _check_int("max_wait_ms", max_wait_ms, lo=1, hi=60_000)
         self._stop.clear()
+        timer = self._logic.timer
 
         def reap():
-            while not self._stop.wait(poll_ms / 1000.0):
+            while not self._stop.is_set():
                 self.expire_due()
+                nxt = timer.next_deadline_ms()
+                wait = max_wait_ms if nxt is None else min(max(nxt - self.clock.now_ms(), 0),
+                                                             max_wait_ms)
+                self._stop.wait(wait / 1000.0 if wait > 0 else 0.0005)
 
         self._reaper = threading.Thread(target=reap, name="fastcoord-reaper", daemon=True)
         self._reaper.start()

@@ -1,0 +1,125 @@
+"""The coordinator's own API beyond the protocol: loading from a store, the reaper on a
+real clock, the command-line demo."""
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fastcoord import (CoordinatorConfig, Errors, GroupCoordinator, ManualClock, SystemClock,
+                       shard_for)
+from fastcoord.store import InMemoryStore
+
+
+def formed_group(impl, store, clock=None):
+    ids = itertools.count()
+    coord = GroupCoordinator(CoordinatorConfig(group_initial_rebalance_delay_ms=0,
+                                               group_min_session_timeout_ms=10),
+                             clock=clock or ManualClock(), store=store, impl=impl,
+                             member_id_factory=lambda p: f"m{next(ids)}")
+    joined = []
+    for _ in range(3):
+        coord.join_group("g", "", "consumer", [("range", b"sub")], session_timeout_ms=300,
+                         require_known_member_id=False, callback=joined.append)
+    coord.advance_time(0) if isinstance(coord.clock, ManualClock) else coord.expire_due()
+    return coord, joined
+
+
+def sync_all(coord, joined):
+    leader = joined[0].leader_id
+    synced = []
+    for r in joined:
+        coord.sync_group("g", r.generation_id, r.member_id,
+                         {x.member_id: x.member_id.encode() for x in joined}
+                         if r.member_id == leader else None, callback=synced.append)
+    return synced
+
+
+def test_load_group_restores_members_assignments_and_offsets(impl):
+    store = InMemoryStore()
+    coord, joined = formed_group(impl, store)
+    assert [r.error for r in sync_all(coord, joined)] == [Errors.NONE] * 3
+    assert coord.commit_offsets("g", joined[0].member_id, 1, {("t", 0): 7, ("t", 1): 9}) == \
+        {("t", 0): Errors.NONE, ("t", 1): Errors.NONE}
+
+    fresh = GroupCoordinator(CoordinatorConfig(group_min_session_timeout_ms=10),
+                             clock=ManualClock(50_000), impl=impl)
+    shard = shard_for("g")
+    fresh.begin_loading(shard)
+    fresh.load_group("g", store.groups["g"], store.offsets["g"])
+    # While loading: heartbeat answers NONE blindly, sync REBALANCE_IN_PROGRESS (Kafka).
+    assert fresh.heartbeat("g", joined[1].member_id, 1) == Errors.NONE
+    fresh.finish_loading(shard)
+    before, after = coord.describe_group("g"), fresh.describe_group("g")
+    assert after == before and after.state == "Stable"
+    assert fresh.fetch_offsets("g")[1][("t", 1)].offset == 9
+    # Loaded members get fresh deadlines (now + session): alive 299 ms later, gone at 300.
+    assert fresh.heartbeat("g", joined[2].member_id, 1) == Errors.NONE
+    fresh.advance_time(299)
+    assert len(fresh.describe_group("g").members) == 3
+    for r in joined[:2]:                          # two keep heartbeating, the third does not
+        assert fresh.heartbeat("g", r.member_id, 1) == Errors.NONE
+    fresh.advance_time(1)
+    after = fresh.describe_group("g")
+    assert after.state == "PreparingRebalance"
+    assert {m.member_id for m in after.members} == {r.member_id for r in joined[:2]}
+
+
+def test_load_group_over_max_size_rebalances(impl):
+    store = InMemoryStore()
+    coord, joined = formed_group(impl, store)
+    sync_all(coord, joined)
+    small = GroupCoordinator(CoordinatorConfig(group_max_size=2), clock=ManualClock(), impl=impl)
+    small.begin_loading(shard_for("g"))
+    small.load_group("g", store.groups["g"], {})
+    small.finish_loading(shard_for("g"))
+    assert small.describe_group("g").state == "PreparingRebalance"
+
+
+def test_load_group_twice_is_refused(impl):
+    coord = GroupCoordinator(clock=ManualClock(), impl=impl)
+    coord.load_group("g", None, {("t", 0): 1})
+    with pytest.raises(Exception, match="already loaded"):
+        coord.load_group("g", None, {})
+    assert coord.fetch_offsets("g")[1][("t", 0)].offset == 1
+
+
+def test_reaper_expires_a_member_on_a_real_clock(impl):
+    """With a SystemClock nothing calls advance_time: the reaper thread must expire the
+    member that stops heartbeating, not before its 300 ms session, and soon after it."""
+    coord, joined = formed_group(impl, InMemoryStore(), clock=SystemClock())
+    with coord:                                   # start() ... close()
+        synced = sync_all(coord, joined)
+        assert [r.error for r in synced] == [Errors.NONE] * 3
+        last_beat = time.monotonic()              # the sync refreshed every session
+        gone_after = None
+        while time.monotonic() - last_beat < 3.0:
+            for r in joined[:2]:                  # member 2 never heartbeats again
+                coord.heartbeat("g", r.member_id, 1)
+            members = {m.member_id for m in coord.describe_group("g").members}
+            if joined[2].member_id not in members:
+                gone_after = time.monotonic() - last_beat
+                break
+            time.sleep(0.01)
+    assert gone_after is not None, "the reaper never expired the silent member"
+    assert gone_after >= 0.29                     # not before the session timeout
+    assert coord._reaper is None                  # close() joined the thread
+
+
+def test_reaper_close_is_prompt(impl):
+    coord = GroupCoordinator(clock=SystemClock(), impl=impl)
+    coord.start()
+    t = time.monotonic()
+    coord.close()
+    assert time.monotonic() - t < 0.5
+
+
+def test_demo_runs_and_ends_stable():
+    out = subprocess.run([sys.executable, "-m", "fastcoord", "demo", "--groups", "30",
+                          "--seconds", "30"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "30/30 groups stable" in out.stdout
+    assert "groups by state: {'Stable': 30}" in out.stdout
