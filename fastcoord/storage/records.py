@@ -1,0 +1,288 @@
+"""The on-disk record format of a shard log (compact binary, no pickle).
+
+Frame (every record):
+
+    u32 crc32c | u32 length | payload[length]          little-endian
+
+`crc32c` (Castagnoli, the `crc32c` package) covers the length field and the
+payload, i.e. bytes [4, 8 + length) of the frame, so a flipped bit in either is
+detected. `length` is at least 9 and at most MAX_PAYLOAD.
+
+Payload (every record starts with the same 13-byte head):
+
+    u8 type | i64 write_ms | u32 group_len | group (UTF-8)
+
+`write_ms` is the store's wall-clock time (ms since the epoch) when the record
+was written; compaction uses it for tombstone and offsets retention. Strings are
+`u32 length + UTF-8` (surrogates pass through); an optional string or bytes
+field uses length 0xFFFFFFFF for None. Key of each record, as in
+`__consumer_offsets`: the group (group metadata) or (group, topic, partition)
+(one per offset entry).
+
+type 1, OFFSETS: the offsets committed by one store_offsets call
+
+    u32 n_topics | n_topics x str          topic table
+    u32 n_entries | n_entries x ENTRY      ENTRY = u32 topic_index, i32 partition,
+                                           i64 offset, i32 leader_epoch,
+                                           i64 commit_timestamp_ms, u32 metadata_len
+    metadata blob                          the entries' metadata, concatenated, in order
+                                           (metadata_len 0xFFFFFFFF: None)
+
+type 2, GROUP: a group metadata record (the dict the coordinator gives store_group)
+
+    optstr protocol_type | i32 generation | optstr protocol | optstr leader | u32 n_members
+    per member: str member_id | optstr instance_id | str client_id | str client_host |
+                i32 rebalance_timeout_ms | i32 session_timeout_ms |
+                bytes subscription | bytes assignment
+
+type 3, GROUP_TOMBSTONE: the group was deleted; removes its metadata and every
+offset of the group written before it.
+
+type 4, OFFSET_TOMBSTONES: deletes single offsets
+
+    u32 n_topics | n_topics x str | u32 n_entries | n_entries x (u32 topic_index, i32 partition)
+"""
+from __future__ import annotations
+
+import struct
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from crc32c import crc32c
+
+from ..results import OffsetAndMetadata
+
+__all__ = [
+    "OFFSETS", "GROUP", "GROUP_TOMBSTONE", "OFFSET_TOMBSTONES", "MAX_PAYLOAD",
+    "frame", "encode_offsets", "encode_group", "encode_group_tombstone",
+    "encode_offset_tombstones", "decode_group_record", "FrameError", "check_frame",
+]
+
+OFFSETS = 1
+GROUP = 2
+GROUP_TOMBSTONE = 3
+OFFSET_TOMBSTONES = 4
+RECORD_TYPES = (OFFSETS, GROUP, GROUP_TOMBSTONE, OFFSET_TOMBSTONES)
+
+FRAME = struct.Struct("<II")              # crc32c, length
+FRAME_SIZE = FRAME.size
+HEAD = struct.Struct("<BqI")              # type, write_ms, group length
+HEAD_SIZE = HEAD.size
+MIN_PAYLOAD = HEAD_SIZE
+MAX_PAYLOAD = 1 << 28                     # 256 MiB: anything longer is a corrupt length
+ENTRY = struct.Struct("<IiqiqI")
+TOMB_ENTRY = struct.Struct("<Ii")
+U32 = struct.Struct("<I")
+I32 = struct.Struct("<i")
+NONE_LEN = 0xFFFFFFFF
+_pack_u32 = U32.pack
+
+
+class FrameError(ValueError):
+    """A frame that does not check out (bad length, bad CRC, unknown type)."""
+
+
+def frame(payload: bytes) -> bytes:
+    """Length + CRC32C around a payload."""
+    length = _pack_u32(len(payload))
+    return _pack_u32(crc32c(payload, crc32c(length))) + length + payload
+
+
+def check_frame(data, pos: int, end_of_data: int) -> int:
+    """Validate the frame at `pos`; return the position after it or raise FrameError."""
+    if pos + FRAME_SIZE > end_of_data:
+        raise FrameError("truncated frame header")
+    crc, length = FRAME.unpack_from(data, pos)
+    if length < MIN_PAYLOAD or length > MAX_PAYLOAD:
+        raise FrameError(f"bad record length {length}")
+    end = pos + FRAME_SIZE + length
+    if end > end_of_data:
+        raise FrameError(f"record length {length} runs past the end of the file")
+    if crc32c(memoryview(data)[pos + 4:end]) != crc:
+        raise FrameError("CRC32C mismatch")
+    if data[pos + FRAME_SIZE] not in RECORD_TYPES:
+        raise FrameError(f"unknown record type {data[pos + FRAME_SIZE]}")
+    return end
+
+
+# -- encoding ---------------------------------------------------------------------------
+def _s(value: str) -> bytes:
+    raw = value.encode("utf-8", "surrogatepass")
+    return _pack_u32(len(raw)) + raw
+
+
+def _os(value: Optional[str]) -> bytes:
+    return _pack_u32(NONE_LEN) if value is None else _s(value)
+
+
+def _b(value) -> bytes:
+    raw = bytes(value)
+    return _pack_u32(len(raw)) + raw
+
+
+def _head(kind: int, write_ms: int, group_id: str) -> bytes:
+    raw = group_id.encode("utf-8", "surrogatepass")
+    return HEAD.pack(kind, write_ms, len(raw)) + raw
+
+
+def _topic_table(keys: Iterable[Tuple[str, int]]) -> Tuple[List[bytes], Dict[str, int]]:
+    index: Dict[str, int] = {}
+    parts: List[bytes] = []
+    for topic, _ in keys:
+        if topic not in index:
+            index[topic] = len(index)
+            parts.append(_s(topic))
+    return parts, index
+
+
+def encode_offsets(group_id: str, offsets: dict, write_ms: int) -> bytes:
+    """One OFFSETS frame for `{(topic, partition): OffsetAndMetadata}`."""
+    table, index = _topic_table(offsets)
+    entries: List[bytes] = []
+    blob: List[bytes] = []
+    pack = ENTRY.pack
+    for (topic, partition), om in offsets.items():
+        md = om.metadata
+        if md is None:
+            mlen = NONE_LEN
+        elif md:
+            raw = md.encode("utf-8", "surrogatepass")
+            mlen = len(raw)
+            blob.append(raw)
+        else:
+            mlen = 0
+        entries.append(pack(index[topic], partition, om.offset, om.leader_epoch,
+                            om.commit_timestamp_ms, mlen))
+    return frame(b"".join([_head(OFFSETS, write_ms, group_id), _pack_u32(len(table)), *table,
+                           _pack_u32(len(entries)), *entries, *blob]))
+
+
+def encode_offset_tombstones(group_id: str, partitions, write_ms: int) -> bytes:
+    """One OFFSET_TOMBSTONES frame deleting `partitions` [(topic, partition)]."""
+    partitions = list(partitions)
+    table, index = _topic_table(partitions)
+    entries = [TOMB_ENTRY.pack(index[t], p) for t, p in partitions]
+    return frame(b"".join([_head(OFFSET_TOMBSTONES, write_ms, group_id),
+                           _pack_u32(len(table)), *table, _pack_u32(len(entries)), *entries]))
+
+
+def encode_group(group_id: str, record: dict, write_ms: int) -> bytes:
+    """One GROUP frame for the coordinator's group record dict."""
+    parts = [_head(GROUP, write_ms, group_id), _os(record.get("protocol_type")),
+             I32.pack(record.get("generation", 0)), _os(record.get("protocol")),
+             _os(record.get("leader"))]
+    members = record.get("members") or []
+    parts.append(_pack_u32(len(members)))
+    for m in members:
+        parts += [_s(m["member_id"]), _os(m.get("instance_id")), _s(m.get("client_id", "")),
+                  _s(m.get("client_host", "")),
+                  struct.pack("<ii", m["rebalance_timeout_ms"], m["session_timeout_ms"]),
+                  _b(m.get("subscription", b"")), _b(m.get("assignment", b""))]
+    return frame(b"".join(parts))
+
+
+def encode_group_tombstone(group_id: str, write_ms: int) -> bytes:
+    return frame(_head(GROUP_TOMBSTONE, write_ms, group_id))
+
+
+# -- decoding ---------------------------------------------------------------------------
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data, pos: int) -> None:
+        self.data = data
+        self.pos = pos
+
+    def u32(self) -> int:
+        (value,) = U32.unpack_from(self.data, self.pos)
+        self.pos += 4
+        return value
+
+    def i32(self) -> int:
+        (value,) = I32.unpack_from(self.data, self.pos)
+        self.pos += 4
+        return value
+
+    def raw(self) -> Optional[bytes]:
+        n = self.u32()
+        if n == NONE_LEN:
+            return None
+        start = self.pos
+        self.pos = start + n
+        return bytes(self.data[start:self.pos])
+
+    def ostr(self) -> Optional[str]:
+        raw = self.raw()
+        return None if raw is None else raw.decode("utf-8", "surrogatepass")
+
+    def str(self) -> str:
+        value = self.ostr()
+        if value is None:
+            raise FrameError("a required string is null")
+        return value
+
+
+def decode_group_record(data, pos: int) -> dict:
+    """The group record dict from a GROUP payload body starting at `pos` (after the head)."""
+    r = _Reader(data, pos)
+    record = {"protocol_type": r.ostr(), "generation": r.i32(), "protocol": r.ostr(),
+              "leader": r.ostr()}
+    members = []
+    for _ in range(r.u32()):
+        member_id = r.str()
+        instance_id = r.ostr()
+        client_id = r.str()
+        client_host = r.str()
+        rebalance, session = struct.unpack_from("<ii", r.data, r.pos)
+        r.pos += 8
+        subscription = r.raw() or b""
+        assignment = r.raw() or b""
+        members.append({"member_id": member_id, "instance_id": instance_id,
+                        "client_id": client_id, "client_host": client_host,
+                        "rebalance_timeout_ms": rebalance, "session_timeout_ms": session,
+                        "subscription": subscription, "assignment": assignment})
+    record["members"] = members
+    return record
+
+
+def decode_topic_table(data, pos: int) -> Tuple[List[str], int]:
+    r = _Reader(data, pos)
+    topics = [r.str() for _ in range(r.u32())]
+    return topics, r.pos
+
+
+def decode_offsets(data, pos: int, end: int) -> Dict[Tuple[str, int], OffsetAndMetadata]:
+    """The {(topic, partition): OffsetAndMetadata} of an OFFSETS body [pos, end)."""
+    topics, pos = decode_topic_table(data, pos)
+    (n,) = U32.unpack_from(data, pos)
+    pos += 4
+    stop = pos + n * ENTRY.size
+    if stop > end:
+        raise FrameError("offset entries run past the record")
+    rows = ENTRY.iter_unpack(memoryview(data)[pos:stop])
+    oam = OffsetAndMetadata
+    if stop == end:            # no metadata blob: every metadata is "" or None
+        return {(topics[t], p): oam(o, "" if m == 0 else None, e, ts)
+                for t, p, o, e, ts, m in rows}
+    out = {}
+    cursor = stop
+    for t, p, o, e, ts, m in rows:
+        if m == 0:
+            md = ""
+        elif m == NONE_LEN:
+            md = None
+        else:
+            md = bytes(data[cursor:cursor + m]).decode("utf-8", "surrogatepass")
+            cursor += m
+        out[(topics[t], p)] = oam(o, md, e, ts)
+    if cursor != end:
+        raise FrameError("offset metadata does not fill the record")
+    return out
+
+
+def decode_offset_tombstones(data, pos: int, end: int) -> List[Tuple[str, int]]:
+    topics, pos = decode_topic_table(data, pos)
+    (n,) = U32.unpack_from(data, pos)
+    pos += 4
+    if pos + n * TOMB_ENTRY.size != end:
+        raise FrameError("offset tombstone entries do not fill the record")
+    return [(topics[t], p) for t, p in TOMB_ENTRY.iter_unpack(memoryview(data)[pos:end])]

@@ -1,0 +1,652 @@
+"""DurableStore: the coordinator's store on fsync'd, checksummed, compacted shard logs."""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+import time
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..config import shard_for
+from ..errors import Errors
+from .log import (
+    COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, find_frame_after, fsync_dir,
+    list_segments, scan_segment, segment_path,
+)
+from .records import (
+    FrameError, check_frame, encode_group, encode_group_tombstone, encode_offset_tombstones,
+    encode_offsets,
+)
+
+__all__ = ["DurableStore", "load_into", "FAULT_POINTS"]
+
+log = logging.getLogger("fastcoord.storage")
+
+Done = Callable[[Errors], None]
+META_FILE = "fastcoord-storage.meta"
+FORMAT_VERSION = 1
+# Where compaction calls `store._fault(point, shard)`: a test hook that may raise or
+# kill the process to simulate a crash at that step.
+FAULT_POINTS = ("compact_start", "after_write_before_fsync", "after_fsync_before_rename",
+                "after_rename_before_dirsync", "after_dirsync_before_delete",
+                "after_first_delete", "compact_done")
+OFFSETS_PER_COMPACTED_RECORD = 65536
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _check_int(name: str, value, lo: int, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value}")
+
+
+def _call(done: Done, error: Errors) -> None:
+    try:
+        done(error)
+    except Exception:  # a callback that raises changes nothing here
+        log.exception("store completion callback raised")
+
+
+class _ShardLog:
+    """One shard's append-only log and its writer thread (group commit)."""
+
+    def __init__(self, store: "DurableStore", shard: int) -> None:
+        self.store = store
+        self.shard = shard
+        self.directory = os.path.join(store.data_dir, f"shard-{shard:03d}")
+        self.io_lock = threading.Lock()          # file state: fd, active segment, size
+        self.compact_lock = threading.Lock()     # one compaction / load at a time
+        self.cond = threading.Condition(threading.Lock())
+        self.pending: List[Tuple[bytes, Done]] = []
+        self.closing = False
+        self.fd: Optional[int] = None
+        self.ready = False           # tail recovered; active_id/size are valid
+        self.active_id = 0
+        self.size = 0                # valid bytes of the active segment
+        self.dirty = False           # interval policy: written, not yet fsync'd
+        self.thread: Optional[threading.Thread] = None
+
+    # -- recovery -------------------------------------------------------------------------
+    def recover(self, full: bool, repair: bool) -> ShardState:
+        """Scan the segments (all, or only the last when `full` is False), truncate a torn
+        tail, refuse (CorruptLogError) or repair corruption. Caller holds io_lock."""
+        os.makedirs(self.directory, exist_ok=True)
+        ids = list_segments(self.directory)
+        state = ShardState()
+        start = 0 if full else max(len(ids) - 1, 0)
+        for i in range(start, len(ids)):
+            path = segment_path(self.directory, ids[i])
+            with open(path, "rb") as f:
+                data = f.read()
+            end, reason = scan_segment(data, state)
+            if reason is None:
+                continue
+            last = i == len(ids) - 1
+            if last and not _frame_ok(data, end) and find_frame_after(data, end) is None:
+                log.warning("shard %d: torn record at the end of %s at byte offset %d (%s): "
+                            "truncating the last %d bytes (a write that was never acknowledged)",
+                            self.shard, path, end, reason, len(data) - end)
+                self._truncate(path, end)
+            elif repair:
+                later = ids[i + 1:]
+                log.error("shard %d: REPAIR: corrupt record in %s at byte offset %d (%s): "
+                          "truncating there, dropping %d bytes of this segment and %d later "
+                          "segment(s)", self.shard, path, end, reason, len(data) - end, len(later))
+                self._truncate(path, end)
+                for sid in later:
+                    os.unlink(segment_path(self.directory, sid))
+                fsync_dir(self.directory)
+                ids = ids[:i + 1]
+                break
+            else:
+                raise CorruptLogError(path, end, reason, self.shard)
+        self._open_active(ids)
+        return state
+
+    def _truncate(self, path: str, size: int) -> None:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _open_active(self, ids: List[int]) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if ids:
+            self.active_id = ids[-1]
+            path = segment_path(self.directory, self.active_id)
+            self.fd = os.open(path, os.O_WRONLY)
+            self.size = os.fstat(self.fd).st_size
+        else:
+            self.active_id = 0
+            self.fd = self._create(0)
+            self.size = 0
+        self.ready = True
+
+    def _create(self, seg_id: int) -> int:
+        fd = os.open(segment_path(self.directory, seg_id), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                     0o644)
+        try:
+            fsync_dir(self.directory)         # the new file's directory entry is durable
+        except OSError:
+            os.close(fd)
+            raise
+        return fd
+
+    def ensure_open(self) -> None:
+        """Caller holds io_lock."""
+        if not self.ready:
+            self.recover(full=False, repair=self.store.repair)
+        elif self.fd is None:             # closed after a failed write: reopen at the good size
+            fd = os.open(segment_path(self.directory, self.active_id), os.O_WRONLY)
+            try:
+                os.ftruncate(fd, self.size)
+            except OSError:
+                os.close(fd)
+                raise
+            self.fd = fd
+
+    def roll(self) -> None:
+        """Close the active segment (fsync'd) and start the next one. Caller holds io_lock."""
+        self.store._fsync(self.fd)
+        new_fd = self._create(self.active_id + 1)
+        os.close(self.fd)
+        self.fd = new_fd
+        self.active_id += 1
+        self.size = 0
+        self.dirty = False
+        self.store._segment_rolled(self)
+
+    # -- writing ----------------------------------------------------------------------------
+    def submit(self, data: bytes, done: Done) -> None:
+        with self.cond:
+            if self.closing:
+                closed = True
+            else:
+                closed = False
+                self.pending.append((data, done))
+                if self.thread is None:
+                    self.thread = threading.Thread(
+                        target=self._run, name=f"fastcoord-store-shard-{self.shard}", daemon=True)
+                    self.thread.start()
+                self.cond.notify()
+        if closed:
+            _call(done, Errors.NOT_COORDINATOR)
+
+    def _run(self) -> None:
+        store = self.store
+        interval = store.fsync_interval_ms / 1000.0
+        last_sync = time.monotonic()
+        while True:
+            with self.cond:
+                while not self.pending and not self.closing:
+                    if self.dirty:
+                        left = last_sync + interval - time.monotonic()
+                        if left <= 0:
+                            break
+                        self.cond.wait(left)
+                    else:
+                        self.cond.wait()
+                batch = self.pending
+                self.pending = []
+                stop = self.closing and not batch
+            if batch:
+                if len(batch) == 1:
+                    error = self.append(batch[0][0])
+                else:
+                    error = self.append(b"".join([data for data, _ in batch]))
+                for _, done in batch:
+                    _call(done, error)
+            if self.dirty and (stop or time.monotonic() - last_sync >= interval):
+                self.sync()
+                last_sync = time.monotonic()
+            if stop:
+                return
+
+    def append(self, data: bytes) -> Errors:
+        """Write one batch (one write, one fsync under policy "always")."""
+        store = self.store
+        with self.io_lock:
+            try:
+                self.ensure_open()
+                if self.size and self.size + len(data) > store.segment_bytes:
+                    self.roll()
+                view = memoryview(data)
+                done = 0
+                while done < len(data):
+                    n = store._write(self.fd, view[done:], self.size + done)
+                    if n <= 0:
+                        raise OSError(errno.EIO, "write returned 0")
+                    done += n
+                if store.fsync_always:
+                    store._fsync(self.fd)
+                else:
+                    self.dirty = True
+                self.size += len(data)
+                store.bytes_written += len(data)
+                return Errors.NONE
+            except CorruptLogError as exc:
+                log.error("shard %d: not writing: %s", self.shard, exc)
+                return Errors.NOT_COORDINATOR
+            except OSError as exc:
+                log.warning("shard %d: write of %d bytes failed (%s): failing the %s with "
+                            "NOT_COORDINATOR", self.shard, len(data), exc,
+                            "batch" if store.fsync_always else "writes")
+                self._undo()
+                return Errors.NOT_COORDINATOR
+
+    def _undo(self) -> None:
+        """Cut a failed write off the file so the log stays what was acknowledged."""
+        if self.fd is None:
+            return
+        try:
+            os.ftruncate(self.fd, self.size)
+            self.store._fsync(self.fd)
+        except OSError as exc:
+            log.warning("shard %d: could not truncate after a failed write (%s); will reopen",
+                        self.shard, exc)
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+
+    def sync(self) -> None:
+        with self.io_lock:
+            if not self.dirty or self.fd is None:
+                return
+            try:
+                self.store._fsync(self.fd)
+                self.dirty = False
+            except OSError as exc:
+                log.error("shard %d: background fsync failed (%s): writes acknowledged in the "
+                          "last interval may not be durable", self.shard, exc)
+                self._undo()
+
+    def close(self) -> None:
+        with self.cond:
+            self.closing = True
+            self.cond.notify()
+            thread = self.thread
+        if thread is not None:
+            thread.join()
+        with self.io_lock:
+            if self.fd is not None:
+                if self.dirty:
+                    try:
+                        self.store._fsync(self.fd)
+                    except OSError as exc:
+                        log.error("shard %d: fsync at close failed: %s", self.shard, exc)
+                os.close(self.fd)
+                self.fd = None
+
+
+def _frame_ok(data, pos: int) -> bool:
+    try:
+        check_frame(data, pos, len(data))
+        return True
+    except (FrameError, Exception):
+        return False
+
+
+class DurableStore:
+    """The coordinator's store on disk: one append-only, CRC32C-framed log per shard
+    (shard = `shard_for(group_id, num_shards)`, Kafka's offsets-partition mapping).
+
+    fsync="always": `done(Errors.NONE)` is called only after the record is fsync'd
+    (fdatasync); a per-shard writer thread batches every write pending for its shard into
+    one write and one fsync (group commit). fsync="interval": `done` is called once the
+    record is written to the OS (it survives a crash of this process, kill -9 included)
+    and the writer fsyncs every `fsync_interval_ms`: an OS crash or power loss can lose
+    the writes acknowledged in the last interval.
+
+    A failed write or fsync (ENOSPC, EIO, ...) fails the requests of that batch with
+    Errors.NOT_COORDINATOR, cuts the partial write off the file, and the next batch tries
+    again (so writes succeed again once space returns).
+
+    Segments roll at `segment_bytes`; once a shard has `compact_after_segments` closed
+    segments a background thread compacts it (None: only explicit `compact()`).
+    """
+
+    def __init__(self, data_dir, num_shards: int = 50, *, fsync: str = "always",
+                 fsync_interval_ms: int = 1000, segment_bytes: int = 64 * 1024 * 1024,
+                 repair: bool = False, tombstone_retention_ms: int = 24 * 3600 * 1000,
+                 offsets_retention_ms: Optional[int] = 7 * 24 * 3600 * 1000,
+                 compact_after_segments: Optional[int] = 4,
+                 wall_clock_ms: Optional[Callable[[], int]] = None) -> None:
+        if not isinstance(data_dir, (str, os.PathLike)):
+            raise TypeError(f"data_dir must be a str or os.PathLike, got {type(data_dir).__name__}")
+        _check_int("num_shards", num_shards, 1)
+        if not isinstance(fsync, str):
+            raise TypeError(f"fsync must be a str, got {type(fsync).__name__}")
+        if fsync not in ("always", "interval"):
+            raise ValueError(f"fsync must be 'always' or 'interval', got {fsync!r}")
+        _check_int("fsync_interval_ms", fsync_interval_ms, 1)
+        _check_int("segment_bytes", segment_bytes, 1024)
+        if not isinstance(repair, bool):
+            raise TypeError(f"repair must be a bool, got {type(repair).__name__}")
+        _check_int("tombstone_retention_ms", tombstone_retention_ms, 0)
+        _check_int("offsets_retention_ms", offsets_retention_ms, 0, optional=True)
+        _check_int("compact_after_segments", compact_after_segments, 1, optional=True)
+        if wall_clock_ms is not None and not callable(wall_clock_ms):
+            raise TypeError("wall_clock_ms must be callable or None")
+        self.data_dir = os.fspath(data_dir)
+        self.num_shards = num_shards
+        self.fsync = fsync
+        self.fsync_always = fsync == "always"
+        self.fsync_interval_ms = fsync_interval_ms
+        self.segment_bytes = segment_bytes
+        self.repair = repair
+        self.tombstone_retention_ms = tombstone_retention_ms
+        self.offsets_retention_ms = offsets_retention_ms
+        self.compact_after_segments = compact_after_segments
+        self.wall_clock_ms = wall_clock_ms or _wall_ms
+        # Fault-injection hooks (tests): the writer's pwrite / fdatasync, and compaction's
+        # `_fault(point, shard)` called at each of FAULT_POINTS.
+        self._write = os.pwrite
+        self._fsync = getattr(os, "fdatasync", os.fsync)
+        self._fault: Optional[Callable[[str, int], None]] = None
+        self.bytes_written = 0
+        self._closed = False
+        self._lock = threading.Lock()
+        self._logs: Dict[int, _ShardLog] = {}
+        self._compactor: Optional[threading.Thread] = None
+        self._compact_queue: List[int] = []
+        self._compact_cond = threading.Condition(threading.Lock())
+        os.makedirs(self.data_dir, exist_ok=True)
+        self._check_meta()
+
+    def _check_meta(self) -> None:
+        path = os.path.join(self.data_dir, META_FILE)
+        text = f"format={FORMAT_VERSION}\nnum_shards={self.num_shards}\n"
+        try:
+            with open(path) as f:
+                found = f.read()
+        except FileNotFoundError:
+            tmp = path + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(self.data_dir)
+            return
+        if found != text:
+            raise ValueError(f"data_dir {self.data_dir!r} holds a store written with "
+                             f"{found.strip()!r}; this store has num_shards={self.num_shards} "
+                             f"(format {FORMAT_VERSION}): pass the same num_shards")
+
+    def _log(self, shard: int) -> _ShardLog:
+        lg = self._logs.get(shard)
+        if lg is None:
+            with self._lock:
+                lg = self._logs.get(shard)
+                if lg is None:
+                    lg = self._logs[shard] = _ShardLog(self, shard)
+        return lg
+
+    def _check_shard(self, shard) -> int:
+        if isinstance(shard, bool) or not isinstance(shard, int):
+            raise TypeError(f"shard must be an int, got {type(shard).__name__}")
+        if not 0 <= shard < self.num_shards:
+            raise ValueError(f"shard must be in [0, {self.num_shards}), got {shard}")
+        return shard
+
+    def shard_dir(self, shard: int) -> str:
+        return self._log(self._check_shard(shard)).directory
+
+    # -- the store interface ----------------------------------------------------------------
+    def _submit(self, group_id: str, encode, done: Done) -> None:
+        if self._closed:
+            _call(done, Errors.NOT_COORDINATOR)
+            return
+        try:
+            data = encode()
+        except Exception as exc:      # values the format cannot hold (struct.error, ...)
+            log.error("group %s: cannot encode the record: %s", group_id, exc)
+            _call(done, Errors.UNKNOWN_SERVER_ERROR)
+            return
+        self._log(shard_for(group_id, self.num_shards)).submit(data, done)
+
+    def store_group(self, group_id: str, record: Optional[dict], done: Done) -> None:
+        """Write a group's metadata record (None: a tombstone, the group was deleted and its
+        offsets with it); `done(error)` once durable."""
+        now = self.wall_clock_ms()
+        if record is None:
+            self._submit(group_id, lambda: encode_group_tombstone(group_id, now), done)
+        else:
+            self._submit(group_id, lambda: encode_group(group_id, record, now), done)
+
+    def store_offsets(self, group_id: str, offsets: dict, done: Done) -> None:
+        """Write committed offsets {(topic, partition): OffsetAndMetadata}; `done(error)`
+        once durable."""
+        now = self.wall_clock_ms()
+        self._submit(group_id, lambda: encode_offsets(group_id, offsets, now), done)
+
+    def delete_offsets(self, group_id: str, partitions, done: Done) -> None:
+        """Write tombstones for single offsets [(topic, partition)] (Kafka's OffsetDelete)."""
+        now = self.wall_clock_ms()
+        self._submit(group_id, lambda: encode_offset_tombstones(group_id, partitions, now), done)
+
+    # -- loading ------------------------------------------------------------------------------
+    def load_shard(self, shard: int, *, repair: Optional[bool] = None
+                   ) -> Tuple[Dict[str, Optional[dict]], Dict[str, dict]]:
+        """Read a shard back: (groups {group_id: record or None (offsets only)},
+        offsets {group_id: {(topic, partition): OffsetAndMetadata}}); the latest record per
+        key wins and tombstones delete. A torn last record is truncated (logged); a corrupt
+        record elsewhere raises CorruptLogError unless `repair` (default: the store's)."""
+        lg = self._log(self._check_shard(shard))
+        if repair is None:
+            repair = self.repair
+        with lg.compact_lock, lg.io_lock:
+            state = lg.recover(full=True, repair=repair)
+        return state.result()
+
+    # -- compaction ------------------------------------------------------------------------
+    def _fault_at(self, point: str, shard: int) -> None:
+        if self._fault is not None:
+            self._fault(point, shard)
+
+    def compact(self, shard: int, *, now_ms: Optional[int] = None) -> dict:
+        """Rewrite the shard's closed segments (after rolling the active one) as one segment
+        holding the latest record per key: tombstones older than tombstone_retention_ms and
+        the offsets of groups without members whose last write is older than
+        offsets_retention_ms are dropped. Atomic: write `<first>.log.compact`, fsync, rename
+        over the first segment, fsync the directory, then delete the other replaced segments
+        oldest first (any crash leaves a log that loads to the same state).
+        Returns {"segments", "bytes_before", "bytes_after", "records_before",
+        "records_after", "expired_groups"}."""
+        lg = self._log(self._check_shard(shard))
+        now = self.wall_clock_ms() if now_ms is None else now_ms
+        stats = {"segments": 0, "bytes_before": 0, "bytes_after": 0, "records_before": 0,
+                 "records_after": 0, "expired_groups": 0}
+        with lg.compact_lock:
+            with lg.io_lock:
+                lg.ensure_open()
+                if lg.size > 0:
+                    lg.roll()
+                closed = [sid for sid in list_segments(lg.directory) if sid < lg.active_id]
+            if not closed:
+                return stats
+            self._fault_at("compact_start", shard)
+            state = ShardState()
+            for sid in closed:
+                path = segment_path(lg.directory, sid)
+                with open(path, "rb") as f:
+                    data = f.read()
+                end, reason = scan_segment(data, state)
+                if reason is not None:
+                    raise CorruptLogError(path, end, reason, shard)
+            out, expired = self._compacted(state, now)
+            stats.update(segments=len(closed), bytes_before=state.bytes,
+                         records_before=state.records, records_after=len(out),
+                         bytes_after=sum(map(len, out)), expired_groups=expired)
+            first = segment_path(lg.directory, closed[0])
+            tmp = first[:-len(".log")] + COMPACT_SUFFIX
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                data = b"".join(out)
+                view = memoryview(data)
+                written = 0
+                while written < len(data):
+                    written += os.write(fd, view[written:])
+                self._fault_at("after_write_before_fsync", shard)
+                os.fsync(fd)
+            except OSError:               # e.g. ENOSPC: the old segments stay as they were
+                os.close(fd)
+                fd = -1
+                _unlink_quietly(tmp)
+                raise
+            finally:
+                if fd >= 0:
+                    os.close(fd)
+            self._fault_at("after_fsync_before_rename", shard)
+            os.replace(tmp, first)
+            self._fault_at("after_rename_before_dirsync", shard)
+            fsync_dir(lg.directory)
+            self._fault_at("after_dirsync_before_delete", shard)
+            for i, sid in enumerate(closed[1:]):    # oldest first: what is left is a suffix
+                os.unlink(segment_path(lg.directory, sid))
+                if i == 0:
+                    self._fault_at("after_first_delete", shard)
+            fsync_dir(lg.directory)
+            self._fault_at("compact_done", shard)
+        log.info("shard %d: compacted %d segment(s): %d -> %d bytes, %d -> %d records, "
+                 "%d expired group(s)", shard, len(closed), stats["bytes_before"],
+                 stats["bytes_after"], stats["records_before"], stats["records_after"], expired)
+        return stats
+
+    def _compacted(self, state: ShardState, now: int) -> Tuple[List[bytes], int]:
+        out: List[bytes] = []
+        expired = 0
+        retention = self.offsets_retention_ms
+        order = list(state.groups)
+        order += [gid for gid in state.offsets if gid not in state.groups]
+        for gid in order:
+            rec = state.groups.get(gid)
+            offsets = state.offsets.get(gid)
+            group_ms = state.group_ms.get(gid, 0)
+            offsets_ms = state.offsets_ms.get(gid, 0)
+            if rec is TOMBSTONE:
+                if now - group_ms < self.tombstone_retention_ms:
+                    out.append(encode_group_tombstone(gid, group_ms))
+                rec = None
+            if retention is not None and (rec is None or not rec.get("members")):
+                last = max(offsets_ms, group_ms if rec is not None else 0)
+                if (rec is not None or offsets) and last + retention <= now:
+                    expired += 1
+                    continue
+            if rec is not None:
+                out.append(encode_group(gid, rec, group_ms))
+            if offsets:
+                items = list(offsets.items())
+                for i in range(0, len(items), OFFSETS_PER_COMPACTED_RECORD):
+                    out.append(encode_offsets(
+                        gid, dict(items[i:i + OFFSETS_PER_COMPACTED_RECORD]), offsets_ms))
+        return out, expired
+
+    def _segment_rolled(self, lg: _ShardLog) -> None:
+        limit = self.compact_after_segments
+        if limit is None or lg.active_id < limit:
+            return
+        closed = sum(1 for sid in list_segments(lg.directory) if sid < lg.active_id)
+        if closed < limit:
+            return
+        with self._compact_cond:
+            if lg.shard not in self._compact_queue:
+                self._compact_queue.append(lg.shard)
+            if self._compactor is None:
+                self._compactor = threading.Thread(target=self._compact_loop, daemon=True,
+                                                   name="fastcoord-store-compactor")
+                self._compactor.start()
+            self._compact_cond.notify()
+
+    def _compact_loop(self) -> None:
+        while True:
+            with self._compact_cond:
+                while not self._compact_queue and not self._closed:
+                    self._compact_cond.wait()
+                if self._closed:
+                    return
+                shard = self._compact_queue.pop(0)
+            try:
+                self.compact(shard)
+            except Exception:
+                log.exception("shard %d: background compaction failed", shard)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync every shard now (policy "interval")."""
+        for lg in list(self._logs.values()):
+            lg.sync()
+
+    def close(self) -> None:
+        """Finish every pending write, fsync, close the files; later writes fail with
+        NOT_COORDINATOR."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._compact_cond:
+            self._compact_cond.notify_all()
+            compactor = self._compactor
+        if compactor is not None:
+            compactor.join()
+        for lg in list(self._logs.values()):
+            lg.close()
+
+    def __enter__(self) -> "DurableStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def load_into(coord, store: DurableStore, shards=None, *, repair: Optional[bool] = None) -> dict:
+    """Load shards from `store` into `coord`: begin_loading, load_group for every group,
+    finish_loading (loaded members get fresh session deadlines there). `shards`: default
+    every shard the coordinator owns. A shard whose log is corrupt is unloaded (it answers
+    NOT_COORDINATOR) and, after every other shard is loaded, its CorruptLogError is raised.
+    Returns {shard: (groups, offsets)} counts."""
+    if store.num_shards != coord.config.num_shards:
+        raise ValueError(f"store has num_shards={store.num_shards} but the coordinator has "
+                         f"num_shards={coord.config.num_shards}")
+    if shards is None:
+        shards = [s for s in range(store.num_shards) if coord.owns_shard(s)]
+    loaded = {}
+    failed: List[CorruptLogError] = []
+    for shard in shards:
+        coord.begin_loading(shard)
+        try:
+            groups, offsets = store.load_shard(shard, repair=repair)
+        except CorruptLogError as exc:
+            log.error("shard %d not loaded: %s", shard, exc)
+            coord.unload_shard(shard)
+            failed.append(exc)
+            continue
+        n_offsets = 0
+        for gid, record in groups.items():
+            offs = offsets.get(gid, {})
+            n_offsets += len(offs)
+            coord.load_group(gid, record, offs)
+        coord.finish_loading(shard)
+        loaded[shard] = (len(groups), n_offsets)
+    if failed:
+        raise failed[0]
+    return loaded
