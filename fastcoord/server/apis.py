@@ -1,0 +1,426 @@
+"""The request layer (Kafka's KafkaApis, coordinator-only): one handler per API.
+
+A handler gets the connection's `Session` (client id, host, principal), the decoded
+`Request` and `reply(body)`; it calls `reply` exactly once with a dict of response
+values (see `protocol.build`), at once or later (JoinGroup/SyncGroup wait on the
+coordinator's callback, Fetch waits `max_wait_ms` on a delayed operation). Everything
+runs on the event loop thread: the coordinator is only ever called from there.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Callable, Dict, List, Optional, Tuple
+
+from fastcoord import DelayedOperation, Errors, OffsetAndMetadata
+
+from .protocol import API_NAMES, Request, SASL_VERSIONS, SUPPORTED_VERSIONS
+
+log = logging.getLogger("fastcoord.server")
+
+NODE_ID = 0
+CLUSTER_ID = "fastcoord"
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUEST = 42
+UNSUPPORTED_VERSION = 35
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+SASL_AUTHENTICATION_FAILED = 58
+MAX_FETCH_WAIT_MS = 30_000
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+Reply = Callable[[dict], None]
+
+
+class Session:
+    """Per-connection facts the handlers need."""
+
+    __slots__ = ("client_id", "client_host", "principal", "sasl_mechanism", "authenticated")
+
+    def __init__(self, client_host: str) -> None:
+        self.client_id: Optional[str] = None
+        self.client_host = client_host
+        self.principal: Optional[str] = None        # "User:name" once SASL succeeded
+        self.sasl_mechanism: Optional[str] = None
+        self.authenticated = False
+
+
+class DelayedFetch(DelayedOperation):
+    """An empty fetch: nothing can ever complete it early; it answers on expiry (or
+    when the server shuts down and force-completes it)."""
+
+    def __init__(self, delay_ms: int, answer: Callable[[], None]) -> None:
+        super().__init__(delay_ms)
+        self._answer = answer
+
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        self._answer()
+
+    def on_expiration(self) -> None:
+        pass
+
+
+class KafkaApis:
+    """Dispatches decoded requests to the coordinator and builds the responses."""
+
+    def __init__(self, coordinator, topics: Dict[str, int], *, host: str, port: int,
+                 fetch_purgatory=None, security=None) -> None:
+        self.coord = coordinator
+        self.topics = dict(topics)
+        self.host = host
+        self.port = port
+        self.fetch_purgatory = fetch_purgatory
+        self.security = security            # None: no SASL, no ACLs (allow all)
+        self.versions = dict(SUPPORTED_VERSIONS)
+        if security is not None and security.sasl_enabled:
+            self.versions.update(SASL_VERSIONS)
+        self._handlers = {
+            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
+            8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
+            11: self.join_group, 12: self.heartbeat, 13: self.leave_group,
+            14: self.sync_group, 15: self.describe_groups, 16: self.list_groups,
+            17: self.sasl_handshake, 18: self.api_versions, 36: self.sasl_authenticate,
+            42: self.delete_groups,
+        }
+        self.counters: Dict[str, int] = {"requests": 0, "heartbeats": 0, "joins": 0}
+
+    # -- dispatch ------------------------------------------------------------------------
+    @staticmethod
+    def expects_response(request: Request) -> bool:
+        """Produce with acks=0 is the one request Kafka never answers."""
+        return not (request.api_key == 0 and request.body.acks == 0)
+
+    def needs_authentication(self, session: Session, request: Request) -> bool:
+        """With SASL enabled, only ApiVersions and the SASL exchange come before it."""
+        return (self.security is not None and self.security.sasl_enabled
+                and not session.authenticated and request.api_key not in (17, 18, 36))
+
+    def handle(self, session: Session, request: Request, reply: Reply) -> None:
+        self.counters["requests"] += 1
+        self._handlers[request.api_key](session, request, reply)
+
+    def _allowed(self, session: Session, operation: str, group_id: Optional[str]) -> bool:
+        if self.security is None or group_id is None:
+            return True
+        return self.security.authorize(session.principal, operation, group_id)
+
+    # -- ApiVersions, Metadata, FindCoordinator ------------------------------------------
+    def api_versions(self, session: Session, request: Request, reply: Reply) -> None:
+        keys = [{"api_key": k, "min_version": lo, "max_version": hi}
+                for k, (lo, hi) in sorted(self.versions.items())]
+        if request.body is None:   # unsupported version: a v0 body (protocol.decode_request)
+            reply({"error_code": UNSUPPORTED_VERSION, "api_keys": keys})
+            return
+        reply({"error_code": 0, "api_keys": keys})
+
+    def _partition_count(self, topic: str) -> int:
+        return self.topics.get(topic, 0)
+
+    def metadata(self, session: Session, request: Request, reply: Reply) -> None:
+        wanted = request.body.topics
+        names = sorted(self.topics) if wanted is None else [t.name for t in wanted]
+        topics = []
+        for name in names:
+            count = self.topics.get(name)
+            if count is None:
+                topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                               "partitions": []})
+                continue
+            topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": [
+                {"error_code": 0, "partition_index": p, "leader_id": NODE_ID,
+                 "leader_epoch": 0, "replica_nodes": (NODE_ID,), "isr_nodes": (NODE_ID,),
+                 "offline_replicas": ()}
+                for p in range(count)]})
+        reply({"brokers": [{"node_id": NODE_ID, "host": self.host, "port": self.port,
+                            "rack": None}],
+               "cluster_id": CLUSTER_ID, "controller_id": NODE_ID, "topics": topics})
+
+    def _coordinator_for(self, key: str, key_type: int) -> dict:
+        if key_type != 0:   # transaction coordinators are not served here
+            return {"key": key, "error_code": int(Errors.COORDINATOR_NOT_AVAILABLE),
+                    "error_message": "fastcoord serves group coordination only",
+                    "node_id": -1, "host": "", "port": -1}
+        return {"key": key, "error_code": 0, "error_message": None, "node_id": NODE_ID,
+                "host": self.host, "port": self.port}
+
+    def find_coordinator(self, session: Session, request: Request, reply: Reply) -> None:
+        body = request.body
+        key_type = getattr(body, "key_type", 0)
+        if request.api_version >= 4:
+            reply({"coordinators": [self._coordinator_for(k, key_type)
+                                    for k in body.coordinator_keys]})
+            return
+        answer = self._coordinator_for(body.key, key_type)
+        if key_type == 0 and not self._allowed(session, "Describe", body.key):
+            answer = {"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED),
+                      "error_message": None, "node_id": -1, "host": "", "port": -1}
+        reply(answer)
+
+    # -- the group membership requests ---------------------------------------------------
+    def join_group(self, session: Session, request: Request, reply: Reply) -> None:
+        body = request.body
+        version = request.api_version
+        self.counters["joins"] += 1
+        if not self._allowed(session, "Read", body.group_id):
+            reply({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED), "generation_id": -1,
+                   "protocol_name": None, "leader": "", "member_id": "", "members": []})
+            return
+        rebalance = getattr(body, "rebalance_timeout", None) if version >= 1 else None
+        session_ms = _ms(body.session_timeout)
+
+        def joined(result) -> None:
+            reply({"error_code": int(result.error), "generation_id": result.generation_id,
+                   "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
+                   "leader": result.leader_id, "skip_assignment": result.skip_assignment,
+                   "member_id": result.member_id,
+                   "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                                "metadata": m.metadata} for m in result.members]})
+
+        self.coord.join_group(
+            body.group_id, body.member_id, body.protocol_type,
+            [(p.name, p.metadata) for p in body.protocols],
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=None if rebalance is None else _ms(rebalance),
+            group_instance_id=getattr(body, "group_instance_id", None),
+            require_known_member_id=version >= 4,
+            client_id=session.client_id or "", client_host=session.client_host,
+            callback=joined)
+
+    def sync_group(self, session: Session, request: Request, reply: Reply) -> None:
+        body = request.body
+        if not self._allowed(session, "Read", body.group_id):
+            reply({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED), "assignment": b""})
+            return
+
+        def synced(result) -> None:
+            reply({"error_code": int(result.error), "protocol_type": result.protocol_type,
+                   "protocol_name": result.protocol_name, "assignment": result.assignment})
+
+        self.coord.sync_group(
+            body.group_id, body.generation_id, body.member_id,
+            {a.member_id: a.assignment for a in body.assignments},
+            group_instance_id=getattr(body, "group_instance_id", None),
+            protocol_type=getattr(body, "protocol_type", None),
+            protocol_name=getattr(body, "protocol_name", None),
+            callback=synced)
+
+    def heartbeat(self, session: Session, request: Request, reply: Reply) -> None:
+        body = request.body
+        self.counters["heartbeats"] += 1
+        if not self._allowed(session, "Read", body.group_id):
+            reply({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED)})
+            return
+        error = self.coord.heartbeat(body.group_id, body.member_id, body.generation_id,
+                                     getattr(body, "group_instance_id", None))
+        reply({"error_code": int(error)})
+
+    def leave_group(self, session: Session, request: Request, reply: Reply) -> None:
+        body = request.body
+        if request.api_version >= 3:
+            members = [(m.member_id, m.group_instance_id) for m in body.members]
+        else:
+            members = [(body.member_id, None)]
+        if not self._allowed(session, "Read", body.group_id):
+            reply({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED), "members": []})
+            return
+        result = self.coord.leave_group(body.group_id, members)
+        error = int(result.error)
+        if request.api_version < 3 and error == 0 and result.member_errors:
+            error = int(result.member_errors[0])    # v0-2 carry one member's error on top
+        reply({"error_code": error, "members": [
+            {"member_id": mid, "group_instance_id": iid, "error_code": int(err)}
+            for (mid, iid), err in zip(members, result.member_errors)]})
+
+    # -- offsets -------------------------------------------------------------------------
+    def _known_partition(self, topic: str, partition: int) -> bool:
+        return 0 <= partition < self.topics.get(topic, 0)
+
+    def offset_commit(self, session: Session, request: Request, reply: Reply) -> None:
+        body = request.body
+        requested: List[Tuple[str, int]] = []
+        offsets = {}
+        for t in body.topics:
+            for p in t.partitions:
+                tp = (t.name, p.partition_index)
+                requested.append(tp)
+                if self._known_partition(*tp):
+                    offsets[tp] = OffsetAndMetadata(
+                        p.committed_offset, p.committed_metadata or "",
+                        getattr(p, "committed_leader_epoch", -1))
+
+        def respond(errors: Dict[Tuple[str, int], int]) -> None:
+            by_topic: Dict[str, list] = {}
+            for tp in requested:
+                by_topic.setdefault(tp[0], []).append(
+                    {"partition_index": tp[1], "error_code": int(errors[tp])})
+            reply({"topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]})
+
+        if not self._allowed(session, "Read", body.group_id):
+            respond({tp: int(Errors.GROUP_AUTHORIZATION_FAILED) for tp in requested})
+            return
+        unknown = {tp: UNKNOWN_TOPIC_OR_PARTITION for tp in requested if tp not in offsets}
+        if not offsets:
+            respond(unknown)
+            return
+
+        def committed(result) -> None:
+            errors = dict(unknown)
+            errors.update({tp: int(e) for tp, e in result.items()})
+            respond(errors)
+
+        self.coord.commit_offsets(
+            body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets,
+            group_instance_id=getattr(body, "group_instance_id", None), callback=committed)
+
+    def _fetch_group_offsets(self, session: Session, group_id, topics, require_stable) -> dict:
+        """One group's OffsetFetch answer: {"error_code", "topics"}."""
+        if not self._allowed(session, "Describe", group_id):
+            return {"group_id": group_id, "error_code": int(Errors.GROUP_AUTHORIZATION_FAILED),
+                    "topics": []}
+        partitions = None
+        if topics is not None:
+            partitions = [(t.name, p) for t in topics for p in t.partition_indexes]
+        error, found = self.coord.fetch_offsets(group_id, partitions,
+                                                require_stable=require_stable)
+        by_topic: Dict[str, list] = {}
+        order = partitions if partitions is not None else sorted(found)
+        for tp in order:
+            om = found.get(tp)
+            by_topic.setdefault(tp[0], []).append({
+                "partition_index": tp[1], "error_code": 0,
+                "committed_offset": om.offset if om is not None else -1,
+                "committed_leader_epoch": om.leader_epoch if om is not None else -1,
+                "metadata": (om.metadata or "") if om is not None else ""})
+        return {"group_id": group_id, "error_code": int(error),
+                "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
+
+    def offset_fetch(self, session: Session, request: Request, reply: Reply) -> None:
+        body = request.body
+        stable = bool(getattr(body, "require_stable", False))
+        if request.api_version >= 8:
+            reply({"groups": [self._fetch_group_offsets(session, g.group_id, g.topics, stable)
+                              for g in body.groups]})
+            return
+        answer = self._fetch_group_offsets(session, body.group_id, body.topics, stable)
+        if request.api_version < 2 and answer["error_code"] != 0:
+            # v1 has no top-level error: each partition carries it
+            for t in answer["topics"]:
+                for p in t["partitions"]:
+                    p["error_code"] = answer["error_code"]
+        reply(answer)
+
+    # -- log APIs of a broker without logs -------------------------------------------------
+    def list_offsets(self, session: Session, request: Request, reply: Reply) -> None:
+        topics = []
+        for t in request.body.topics:
+            parts = []
+            for p in t.partitions:
+                known = self._known_partition(t.name, p.partition_index)
+                parts.append({"partition_index": p.partition_index,
+                              "error_code": 0 if known else UNKNOWN_TOPIC_OR_PARTITION,
+                              "timestamp": -1, "offset": 0 if known else -1,
+                              "leader_epoch": 0 if known else -1})
+            topics.append({"name": t.name, "partitions": parts})
+        reply({"topics": topics})
+
+    def fetch(self, session: Session, request: Request, reply: Reply) -> None:
+        body = request.body
+        topics = []
+        for t in body.topics:
+            parts = []
+            for p in t.partitions:
+                known = self._known_partition(t.topic, p.partition)
+                parts.append({"partition_index": p.partition,
+                              "error_code": 0 if known else UNKNOWN_TOPIC_OR_PARTITION,
+                              "high_watermark": 0, "last_stable_offset": 0,
+                              "log_start_offset": 0, "aborted_transactions": (),
+                              "preferred_read_replica": -1, "records": b""})
+            topics.append({"topic": t.topic, "partitions": parts})
+        answer = {"error_code": 0, "session_id": 0, "responses": topics}
+        wait_ms = min(max(_ms(body.max_wait), 0), MAX_FETCH_WAIT_MS)
+        if wait_ms == 0 or self.fetch_purgatory is None:
+            reply(answer)
+            return
+        self.fetch_purgatory.try_complete_else_watch(
+            DelayedFetch(wait_ms, lambda: reply(answer)), ["fetch"])
+
+    def produce(self, session: Session, request: Request, reply: Reply) -> None:
+        reply({"responses": [
+            {"name": t.name, "partition_responses": [
+                {"index": p.index, "error_code": INVALID_REQUEST, "base_offset": -1,
+                 "record_errors": (), "error_message":
+                     "fastcoord is a coordinator-only broker: it stores no records"}
+                for p in t.partition_data]}
+            for t in request.body.topic_data]})
+
+    # -- admin ---------------------------------------------------------------------------
+    def list_groups(self, session: Session, request: Request, reply: Reply) -> None:
+        states = getattr(request.body, "states_filter", ())
+        listings = self.coord.list_groups(list(states) if states else None)
+        reply({"error_code": 0, "groups": [
+            {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+             "group_state": str(g.state)}
+            for g in listings if self._allowed(session, "Describe", g.group_id)]})
+
+    def describe_groups(self, session: Session, request: Request, reply: Reply) -> None:
+        groups = []
+        for gid in request.body.groups:
+            if not self._allowed(session, "Describe", gid):
+                groups.append({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED),
+                               "group_id": gid, "group_state": "", "protocol_type": "",
+                               "protocol_data": "", "members": []})
+                continue
+            d = self.coord.describe_group(gid)
+            groups.append({
+                "error_code": int(d.error), "group_id": gid, "group_state": str(d.state),
+                "protocol_type": d.protocol_type or "", "protocol_data": d.protocol_name or "",
+                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                             "client_id": m.client_id, "client_host": m.client_host,
+                             "member_metadata": m.metadata, "member_assignment": m.assignment}
+                            for m in d.members]})
+        reply({"groups": groups})
+
+    def delete_groups(self, session: Session, request: Request, reply: Reply) -> None:
+        names = list(request.body.groups_names)
+        allowed = [g for g in names if self._allowed(session, "Delete", g)]
+        results = self.coord.delete_groups(allowed) if allowed else {}
+        reply({"results": [
+            {"group_id": g, "error_code": int(results[g]) if g in results
+             else int(Errors.GROUP_AUTHORIZATION_FAILED)} for g in names]})
+
+    # -- SASL (PLAIN) ----------------------------------------------------------------------
+    def sasl_handshake(self, session: Session, request: Request, reply: Reply) -> None:
+        mechanisms = ["PLAIN"]
+        if request.body.mechanism not in mechanisms or self.security is None:
+            reply({"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": mechanisms})
+            return
+        session.sasl_mechanism = request.body.mechanism
+        reply({"error_code": 0, "mechanisms": mechanisms})
+
+    def sasl_authenticate(self, session: Session, request: Request, reply: Reply) -> None:
+        if self.security is None or session.sasl_mechanism is None or session.authenticated:
+            reply({"error_code": ILLEGAL_SASL_STATE, "error_message": "unexpected SASL message",
+                   "auth_bytes": b""})
+            return
+        principal = self.security.authenticate_plain(request.body.auth_bytes)
+        if principal is None:
+            reply({"error_code": SASL_AUTHENTICATION_FAILED,
+                   "error_message": "Authentication failed: invalid username or password",
+                   "auth_bytes": b""})
+            return
+        session.principal = principal
+        session.authenticated = True
+        reply({"error_code": 0, "error_message": None, "auth_bytes": b""})
+
+
+def _ms(value) -> int:
+    """A kio duration (timedelta) or int as whole milliseconds."""
+    if isinstance(value, int):
+        return value
+    return value // _ONE_MS
+
+
+__all__ = ["KafkaApis", "Session", "DelayedFetch", "API_NAMES"]

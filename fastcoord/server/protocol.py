@@ -1,0 +1,311 @@
+"""Kafka wire framing and codecs for the coordinator-only broker.
+
+Message bodies are encoded and decoded by `kio` (Kafka's own JSON schemas turned into
+Python dataclasses). This module adds what kio leaves to a broker:
+
+- the table of advertised (api key, version range) pairs;
+- frame decoding: size-prefixed frame -> `Request` (header + body), with every way a
+  frame can be wrong mapped to one of two exceptions (`UnsupportedRequest`,
+  `MalformedRequest`), never anything else;
+- response encoding: a plain dict of values -> the dataclass of the request's
+  version (fields that the version does not have are dropped, error codes and
+  durations converted), then header + body, size-prefixed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import io
+import struct
+import typing
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+
+__all__ = [
+    "API_NAMES", "SUPPORTED_VERSIONS", "SASL_VERSIONS", "ProtocolError", "UnsupportedRequest",
+    "MalformedRequest", "Request", "decode_request", "encode_response", "build",
+    "request_class", "response_class", "FRAME_HEADER",
+]
+
+# Kafka's API keys that this broker knows.
+API_NAMES: Dict[int, str] = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
+    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
+    17: "SaslHandshake", 18: "ApiVersions", 36: "SaslAuthenticate", 42: "DeleteGroups",
+}
+
+# The advertised version ranges: the set verified with kafka-python, aiokafka and
+# confluent-kafka (librdkafka). ConsumerGroupHeartbeat (68, KIP-848) is deliberately
+# absent: librdkafka would switch to it.
+SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
+    0: (3, 8),      # Produce: advertised (librdkafka needs it to fetch), answered with an error
+    1: (4, 12),     # Fetch: always empty, after max_wait_ms
+    2: (1, 6),      # ListOffsets: log start = log end = 0
+    3: (1, 9),      # Metadata
+    8: (2, 7),      # OffsetCommit
+    9: (1, 7),      # OffsetFetch
+    10: (0, 3),     # FindCoordinator
+    11: (0, 7),     # JoinGroup
+    12: (0, 4),     # Heartbeat
+    13: (0, 4),     # LeaveGroup
+    14: (0, 5),     # SyncGroup
+    15: (0, 5),     # DescribeGroups
+    16: (0, 4),     # ListGroups
+    18: (0, 3),     # ApiVersions
+    42: (0, 2),     # DeleteGroups
+}
+# Advertised (and accepted) only when the server has SASL users configured.
+SASL_VERSIONS: Dict[int, Tuple[int, int]] = {17: (0, 1), 36: (0, 2)}
+
+API_VERSIONS_KEY = 18
+FRAME_HEADER = struct.Struct(">i")
+_HEADER_PREFIX = struct.Struct(">hhi")
+
+
+class ProtocolError(Exception):
+    """A frame this broker cannot serve; the connection is closed after it."""
+
+
+class UnsupportedRequest(ProtocolError):
+    """An API key or version that is not served here."""
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int):
+        name = API_NAMES.get(api_key, "unknown")
+        super().__init__(f"unsupported api key {api_key} ({name}) version {api_version}")
+        self.api_key, self.api_version, self.correlation_id = api_key, api_version, correlation_id
+
+
+class MalformedRequest(ProtocolError):
+    """A frame that does not parse as its (api key, version) says it should."""
+
+
+class Request(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: Optional[str]
+    body: Any                     # the kio request dataclass; None for an unsupported ApiVersions
+    size: int                     # frame size in bytes (without the 4-byte length prefix)
+
+
+_request_classes: Dict[Tuple[int, int], Any] = {}
+_response_classes: Dict[Tuple[int, int], Any] = {}
+_readers: Dict[Any, Any] = {}
+
+
+def request_class(api_key: int, version: int):
+    cls = _request_classes.get((api_key, version))
+    if cls is None:
+        cls = _request_classes[(api_key, version)] = load_request_schema(api_key, version)
+    return cls
+
+
+def response_class(api_key: int, version: int):
+    cls = _response_classes.get((api_key, version))
+    if cls is None:
+        cls = _response_classes[(api_key, version)] = load_response_schema(api_key, version)
+    return cls
+
+
+def _reader(cls):
+    reader = _readers.get(cls)
+    if reader is None:
+        reader = _readers[cls] = entity_reader(cls)
+    return reader
+
+
+def decode_request(frame, versions: Dict[int, Tuple[int, int]] = SUPPORTED_VERSIONS) -> Request:
+    """Decode one frame (without its length prefix).
+
+    Raises `UnsupportedRequest` for an API key or version outside `versions` (except
+    ApiVersions, which is answered whatever its version: body None) and
+    `MalformedRequest` for anything that does not parse, including trailing bytes.
+    """
+    size = len(frame)
+    if size < _HEADER_PREFIX.size:
+        raise MalformedRequest(f"frame of {size} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(frame, 0)
+    span = versions.get(api_key)
+    if span is None or not span[0] <= api_version <= span[1]:
+        if api_key == API_VERSIONS_KEY and api_version >= 0:
+            # Kafka answers any ApiVersions, an unsupported version with a v0 body
+            # and UNSUPPORTED_VERSION; the client id is of no interest then.
+            return Request(api_key, api_version, correlation_id, None, None, size)
+        raise UnsupportedRequest(api_key, api_version, correlation_id)
+    cls = request_class(api_key, api_version)
+    try:
+        header, used = _reader(cls.__header_schema__)(frame, 0)
+        body, used_body = _reader(cls)(frame, used)
+    except Exception as exc:  # kio raises assorted errors on bad bytes: all mean malformed
+        raise MalformedRequest(
+            f"{API_NAMES[api_key]} v{api_version}: {type(exc).__name__}: {exc}") from None
+    if used + used_body != size:
+        raise MalformedRequest(f"{API_NAMES[api_key]} v{api_version}: "
+                               f"{size - used - used_body} bytes after the request body")
+    return Request(api_key, api_version, correlation_id, header.client_id, body, size)
+
+
+# ---- response building -------------------------------------------------------------
+
+_ZERO = datetime.timedelta(0)
+_shapes: Dict[Any, list] = {}
+
+
+def _entity_of(tp):
+    """The kio entity class inside a field type (X, tuple[X, ...], X | None), or None."""
+    if dataclasses.is_dataclass(tp):
+        return tp
+    for arg in typing.get_args(tp):
+        found = _entity_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_nullable(tp) -> bool:
+    return type(None) in typing.get_args(tp)
+
+
+def _shape(cls) -> list:
+    shape = _shapes.get(cls)
+    if shape is not None:
+        return shape
+    hints = typing.get_type_hints(cls)
+    shape = []
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        kafka_type = f.metadata.get("kafka_type")
+        sub = _entity_of(tp)
+        is_tuple = typing.get_origin(tp) is tuple or any(
+            typing.get_origin(a) is tuple for a in typing.get_args(tp))
+        has_default = f.default is not dataclasses.MISSING or \
+            f.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+        if sub is not None:
+            kind = "entities" if is_tuple else "entity"
+        elif is_tuple:
+            kind = "array"
+        elif kafka_type == "error_code":
+            kind = "error"
+        elif kafka_type in ("timedelta_i32", "timedelta_i64"):
+            kind = "duration"
+        elif kafka_type == "string":
+            kind = "string"
+        elif kafka_type in ("bytes", "records"):
+            kind = "bytes"
+        else:
+            kind = "plain"
+        shape.append((f.name, kind, sub, has_default, _is_nullable(tp)))
+    _shapes[cls] = shape
+    return shape
+
+
+def build(cls, values: Dict[str, Any]):
+    """Make an instance of kio entity `cls` from a dict of plain values.
+
+    Keys the class does not have are ignored (one dict serves every version); missing
+    keys take the field's default (a missing required field raises KeyError, except
+    `throttle_time`, which is 0). Error codes may be ints, durations int milliseconds,
+    nested entities dicts; None in a non-nullable string or bytes field becomes empty.
+    """
+    kwargs = {}
+    for name, kind, sub, has_default, nullable in _shape(cls):
+        if name in values:
+            value = values[name]
+        elif has_default:
+            continue
+        elif name == "throttle_time":
+            value = 0
+        else:
+            raise KeyError(f"{cls.__module__}.{cls.__name__}: no value for required field {name!r}")
+        if kind == "error":
+            value = ErrorCode(int(value))
+        elif kind == "duration":
+            if isinstance(value, int):
+                value = datetime.timedelta(milliseconds=value)
+        elif kind == "entities":
+            value = tuple(build(sub, v) if isinstance(v, dict) else v for v in value)
+        elif kind == "entity":
+            if isinstance(value, dict):
+                value = build(sub, value)
+        elif kind == "array":
+            value = tuple(value) if value is not None or not nullable else None
+        elif value is None and not nullable:
+            if kind == "string":
+                value = ""
+            elif kind == "bytes":
+                value = b""
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+_writers: Dict[Any, Any] = {}
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body) -> bytes:
+    """Size-prefixed response frame: header (v0, or v1 with empty tagged fields for
+    flexible versions; ApiVersions always v0) and body. `body` is a dict (see `build`)
+    or an instance of the response class."""
+    cls = response_class(api_key, api_version)
+    if isinstance(body, dict):
+        body = build(cls, body)
+    writer = _writers.get(cls)
+    if writer is None:
+        writer = _writers[cls] = entity_writer(cls)
+    buf = io.BytesIO()
+    header_flexible = cls.__header_schema__.__flexible__
+    buf.write(struct.pack(">ii", 0, correlation_id))
+    if header_flexible:
+        buf.write(b"\x00")
+    writer(buf, body)
+    data = buf.getbuffer()
+    FRAME_HEADER.pack_into(data, 0, len(data) - 4)
+    del data
+    return buf.getvalue()
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, body,
+                   client_id: Optional[str] = "fastcoord") -> bytes:
+    """Size-prefixed request frame (used by tests and the load generator)."""
+    cls = request_class(api_key, api_version)
+    if isinstance(body, dict):
+        body = build(cls, body)
+    header_cls = cls.__header_schema__
+    header = header_cls(request_api_key=api_key, request_api_version=api_version,
+                        correlation_id=correlation_id, client_id=client_id)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    entity_writer(header_cls)(buf, header)
+    entity_writer(cls)(buf, body)
+    data = buf.getbuffer()
+    FRAME_HEADER.pack_into(data, 0, len(data) - 4)
+    del data
+    return buf.getvalue()
+
+
+def decode_response(api_key: int, api_version: int, frame) -> Tuple[int, Any]:
+    """(correlation id, response dataclass) from a frame without its length prefix."""
+    cls = response_class(api_key, api_version)
+    (correlation_id,) = struct.unpack_from(">i", frame, 0)
+    offset = 4
+    if cls.__header_schema__.__flexible__:
+        offset += 1 if frame[4] == 0 else _skip_tags(frame, 4)
+    body, used = _reader(cls)(frame, offset)
+    if offset + used != len(frame):
+        raise MalformedRequest(f"{len(frame) - offset - used} bytes after the response body")
+    return correlation_id, body
+
+
+def _skip_tags(frame, offset: int) -> int:
+    from kio.serial.readers import read_unsigned_varint
+    count, n = read_unsigned_varint(frame, offset)
+    pos = offset + n
+    for _ in range(count):
+        _tag, n = read_unsigned_varint(frame, pos)
+        pos += n
+        size, n = read_unsigned_varint(frame, pos)
+        pos += n + size
+    return pos - offset

@@ -1,0 +1,324 @@
+"""The asyncio TCP server: connections, framing, response order, time, shutdown.
+
+One event loop thread does everything: it reads frames, decodes them, calls the
+coordinator, encodes responses, and advances time (`coord.expire_due()` and the
+fetch timer every `tick_ms`, from `loop.call_later`), so no thread ever races the loop
+and coordinator callbacks, wherever they fire, run on the loop thread.
+
+Each connection keeps a queue of futures, one per request in arrival order; a
+response is written only when every earlier one has been written, so a parked
+JoinGroup holds back the responses behind it on that connection (Kafka's ordering
+guarantee) while other connections go on.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import signal
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Set
+
+from fastcoord import CoordinatorConfig, GroupCoordinator, Purgatory, SystemClock, Timer
+
+from .apis import KafkaApis, Session
+from .protocol import API_NAMES, MalformedRequest, UnsupportedRequest, decode_request, encode_response
+
+log = logging.getLogger("fastcoord.server")
+
+_SIZE = struct.Struct(">i")
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092                       # 0: any free port (announced on stdout)
+    advertised_host: Optional[str] = None  # what Metadata/FindCoordinator tell clients
+    topics: Dict[str, int] = field(default_factory=dict)
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    impl: Optional[str] = None
+    max_frame_bytes: int = 16 * 1024 * 1024
+    max_connections: int = 10_000
+    idle_timeout_ms: int = 600_000         # Kafka's connections.max.idle.ms
+    tick_ms: int = 5                       # how often time is advanced from the loop
+    write_buffer_high: int = 4 * 1024 * 1024
+    security: object = None                # fastcoord.server.security.Security or None
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: frames in, ordered responses out."""
+
+    def __init__(self, server: "CoordinatorServer") -> None:
+        self.server = server
+        self.transport: Optional[asyncio.Transport] = None
+        self.session: Optional[Session] = None
+        self.peer = "?"
+        self.closing = False
+        self.last_active = time.monotonic()
+        self._buf = bytearray()
+        self._pending: collections.deque = collections.deque()
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        host = peer[0] if peer else "?"
+        self.peer = f"{host}:{peer[1]}" if peer else "?"
+        server = self.server
+        if len(server.connections) >= server.config.max_connections:
+            log.warning("%s: refused: %d connections is the maximum", self.peer,
+                        server.config.max_connections)
+            self.closing = True
+            transport.abort()
+            return
+        server.connections.add(self)
+        self.session = Session(host)
+        transport.set_write_buffer_limits(high=server.config.write_buffer_high)
+
+    def connection_lost(self, exc) -> None:
+        self.closing = True
+        self.server.connections.discard(self)
+        for fut in self._pending:
+            fut.cancel()
+        self._pending.clear()
+
+    def pause_writing(self) -> None:
+        # The client is not reading its responses: stop reading its requests.
+        if self.transport is not None and not self.closing:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.closing:
+            self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        self.last_active = time.monotonic()
+        buf = self._buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        limit = self.server.config.max_frame_bytes
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > limit:
+                log.warning("%s: frame of %d bytes rejected (maximum %d); closing",
+                            self.peer, size, limit)
+                self.close()
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4:pos + 4 + size])
+            pos += 4 + size
+            self._on_frame(frame)
+            if self.closing:
+                return
+        if pos:
+            del buf[:pos]
+
+    # -- requests ----------------------------------------------------------------------------
+    def _on_frame(self, frame: bytes) -> None:
+        server = self.server
+        apis = server.apis
+        try:
+            request = decode_request(frame, apis.versions)
+        except UnsupportedRequest as exc:
+            log.warning("%s: %s (correlation id %d); closing", self.peer, exc, exc.correlation_id)
+            self.close()
+            return
+        except MalformedRequest as exc:
+            log.warning("%s: malformed request: %s; closing", self.peer, exc)
+            self.close()
+            return
+        session = self.session
+        if session.client_id is None:
+            session.client_id = request.client_id
+        if apis.needs_authentication(session, request):
+            log.warning("%s: %s before SASL authentication; closing", self.peer,
+                        API_NAMES[request.api_key])
+            self.close()
+            return
+        if not apis.expects_response(request):
+            reply = _ignore
+        else:
+            fut = server.loop.create_future()
+            self._pending.append(fut)
+            reply = _Reply(self, fut, request, server.request_log)
+        try:
+            apis.handle(session, request, reply)
+        except Exception:
+            log.exception("%s: %s v%d (correlation id %d) failed; closing", self.peer,
+                          API_NAMES[request.api_key], request.api_version, request.correlation_id)
+            self.close()
+
+    def _flush(self) -> None:
+        pending = self._pending
+        transport = self.transport
+        while pending and pending[0].done():
+            fut = pending.popleft()
+            if not fut.cancelled() and not self.closing:
+                transport.write(fut.result())
+
+    def close(self) -> None:
+        """Close after writing what is already queued; drop what is still parked."""
+        if self.closing:
+            return
+        self.closing = True
+        for fut in self._pending:
+            fut.cancel()
+        self._pending.clear()
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def parked(self) -> int:
+        return sum(1 for f in self._pending if not f.done())
+
+
+class _Reply:
+    """The `reply(body)` callable handed to a handler: encodes, resolves the request's
+    future and writes every response that is now at the head of the queue."""
+
+    __slots__ = ("conn", "fut", "request", "started", "request_log")
+
+    def __init__(self, conn: Connection, fut, request, request_log) -> None:
+        self.conn = conn
+        self.fut = fut
+        self.request = request
+        self.request_log = request_log
+        self.started = time.perf_counter()
+
+    def __call__(self, body: dict) -> None:
+        fut = self.fut
+        if fut.done():          # connection closed meanwhile, or a second reply
+            return
+        request = self.request
+        version = request.api_version if request.body is not None else 0
+        try:
+            data = encode_response(request.api_key, version, request.correlation_id, body)
+        except Exception:
+            log.exception("%s: encoding the %s v%d response failed; closing", self.conn.peer,
+                          API_NAMES[request.api_key], version)
+            self.conn.close()
+            return
+        fut.set_result(data)
+        self.conn._flush()
+        if self.request_log is not None:
+            self.request_log.record(self.conn, request, body,
+                                    time.perf_counter() - self.started)
+
+
+def _ignore(body: dict) -> None:
+    """Reply of a request that gets no response (Produce with acks=0)."""
+
+
+class CoordinatorServer:
+    """The coordinator-only broker. `await start()`, then `await shutdown()`."""
+
+    def __init__(self, config: ServerConfig, *, request_log=None) -> None:
+        self.config = config
+        self.clock = SystemClock()
+        self.coord = GroupCoordinator(config.coordinator, clock=self.clock, impl=config.impl)
+        self.timer = Timer(self.clock, impl=config.impl)
+        self.fetch_purgatory = Purgatory("fetch", self.timer)
+        self.connections: Set[Connection] = set()
+        self.request_log = request_log
+        self.apis: Optional[KafkaApis] = None
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.port: Optional[int] = None
+        self._server: Optional[asyncio.base_events.Server] = None
+        self._tick_handle = None
+        self._sweep_handle = None
+        self._stopped = False
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        cfg = self.config
+        self._server = await self.loop.create_server(
+            lambda: Connection(self), cfg.host, cfg.port, reuse_address=True, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        advertised = cfg.advertised_host or (
+            "127.0.0.1" if cfg.host in ("", "0.0.0.0", "::") else cfg.host)
+        self.apis = KafkaApis(self.coord, cfg.topics, host=advertised, port=self.port,
+                              fetch_purgatory=self.fetch_purgatory, security=cfg.security)
+        self._tick()
+        self._sweep()
+
+    # -- time ------------------------------------------------------------------------------
+    def _tick(self) -> None:
+        """Advance time: fire due coordinator timers and delayed fetches."""
+        try:
+            self.coord.expire_due()
+            self.timer.advance_to(self.clock.now_ms())
+        except Exception:
+            log.exception("advancing time failed")
+        if not self._stopped:
+            self._tick_handle = self.loop.call_later(self.config.tick_ms / 1000.0, self._tick)
+
+    def _sweep(self) -> None:
+        """Close idle connections (nothing received for idle_timeout_ms)."""
+        limit = self.config.idle_timeout_ms / 1000.0
+        now = time.monotonic()
+        for conn in list(self.connections):
+            if now - conn.last_active > limit and not conn.parked:
+                log.info("%s: idle for %.0f ms; closing", conn.peer, (now - conn.last_active) * 1000)
+                conn.close()
+        if not self._stopped:
+            self._sweep_handle = self.loop.call_later(min(1.0, limit / 4), self._sweep)
+
+    # -- shutdown ----------------------------------------------------------------------------
+    async def shutdown(self, drain_timeout: float = 2.0) -> None:
+        """Stop accepting, answer every parked request (joins and syncs get
+        NOT_COORDINATOR as when a broker resigns, fetches their empty answer), write
+        what is queued and close every connection."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._server is not None:
+            self._server.close()
+        for handle in (self._tick_handle, self._sweep_handle):
+            if handle is not None:
+                handle.cancel()
+        for shard in range(self.coord.config.num_shards):
+            if self.coord.owns_shard(shard):
+                self.coord.unload_shard(shard)
+        self.coord.active = False
+        for op in self.fetch_purgatory.cancel_for_key("fetch"):
+            op.force_complete()
+        for conn in list(self.connections):
+            conn._flush()
+            conn.close()
+        deadline = time.monotonic() + drain_timeout
+        while self.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.abort()
+        if self._server is not None:
+            await self._server.wait_closed()
+        if self.request_log is not None:
+            self.request_log.close()
+
+
+async def serve(config: ServerConfig, *, ready=None, request_log=None) -> int:
+    """Run until SIGTERM or SIGINT, then shut down cleanly. `ready(server)` is called
+    once listening."""
+    server = CoordinatorServer(config, request_log=request_log)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if ready is not None:
+        ready(server)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down: %d connections", len(server.connections))
+        await server.shutdown()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    return 0

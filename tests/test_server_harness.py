@@ -1,0 +1,380 @@
+"""Harness for the wire-server tests, and the tests of the harness itself.
+
+- `ServerProc`: `python -m fastcoord serve --port 0 ...` as a subprocess; the port is
+  read from its first line; stopped by PID (SIGTERM, then SIGKILL after a timeout).
+- `ClientProc`: this file run as a script: one real Kafka consumer (kafka-python,
+  aiokafka or confluent-kafka) in its own process, driven by JSON lines on stdin
+  (commit, committed, close) and reporting JSON lines on stdout (its assignment each
+  time it changes, command results).
+
+Everything is on 127.0.0.1 and every wait is bounded.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+HERE = Path(__file__).resolve()
+
+# Short timeouts so rebalances take a fraction of a second (the server is started with
+# a small group.min.session.timeout.ms and initial rebalance delay to allow them).
+SESSION_MS = 2000
+HEARTBEAT_MS = 200
+MAX_POLL_MS = 4000
+SERVER_ARGS = ["--group-min-session-timeout-ms", "500",
+               "--group-initial-rebalance-delay-ms", "100"]
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+class ServerProc:
+    """`fastcoord serve` in a subprocess on a free port of 127.0.0.1."""
+
+    def __init__(self, log_path: Path, *args: str, topics: Iterable[str] = ("orders:4",)) -> None:
+        cmd = [sys.executable, "-m", "fastcoord", "serve", "--host", "127.0.0.1", "--port", "0"]
+        for t in topics:
+            cmd += ["--topic", t]
+        cmd += list(SERVER_ARGS) + list(args)
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log,
+                                     cwd=str(HERE.parent.parent))
+        self._lines: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        try:
+            first = self._lines.get(timeout=30)
+        except queue.Empty:
+            self.stop()
+            raise RuntimeError(f"server did not start: {self.log()}") from None
+        # "fastcoord serve: listening on 127.0.0.1:PORT (...)"
+        self.port = int(first.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            self._lines.put(raw.decode(errors="replace"))
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> Optional[int]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=timeout)
+        self._log.close()
+        return self.proc.returncode
+
+
+class ClientProc:
+    """One consumer of `lib` in its own process (this file run as a script)."""
+
+    def __init__(self, lib: str, bootstrap: str, group: str, topic: str, name: str,
+                 log_dir: Path, **options) -> None:
+        self.name = name
+        self.lib = lib
+        cfg = dict(lib=lib, bootstrap=bootstrap, group=group, topic=topic, name=name,
+                   session_ms=SESSION_MS, heartbeat_ms=HEARTBEAT_MS, max_poll_ms=MAX_POLL_MS)
+        cfg.update(options)
+        self.log_path = log_dir / f"client-{name}.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, str(HERE), json.dumps(cfg)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._log)
+        self.assignment: Optional[frozenset] = None
+        self.events: "queue.Queue[dict]" = queue.Queue()
+        self.history: List[Tuple[float, frozenset]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if "assigned" in msg:
+                self.assignment = frozenset(tuple(tp) for tp in msg["assigned"])
+                self.history.append((time.monotonic(), self.assignment))
+            else:
+                self.events.put(msg)
+
+    def send(self, cmd: dict) -> None:
+        self.proc.stdin.write((json.dumps(cmd) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def request(self, cmd: dict, key: str, timeout: float = 20.0) -> dict:
+        self.send(cmd)
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"{self.name}: no {key!r} answer to {cmd} within {timeout}s; "
+                                     f"log:\n{self.log()}")
+            try:
+                msg = self.events.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if "error" in msg:
+                raise AssertionError(f"{self.name}: {cmd} failed: {msg['error']}")
+            if key in msg:
+                return msg
+
+    def commit(self, offsets: Dict[Tuple[str, int], int]) -> None:
+        self.request({"cmd": "commit", "offsets": [[t, p, o] for (t, p), o in offsets.items()]},
+                     "committed_ok")
+
+    def committed(self, partitions: Iterable[Tuple[str, int]]) -> Dict[Tuple[str, int], Optional[int]]:
+        msg = self.request({"cmd": "committed", "partitions": [list(tp) for tp in partitions]},
+                           "committed")
+        return {(t, p): o for t, p, o in msg["committed"]}
+
+    def close(self, timeout: float = 20.0) -> None:
+        """Graceful close (the consumer leaves its group), bounded."""
+        if self.proc.poll() is None:
+            try:
+                self.send({"cmd": "close"})
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.assignment = None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.assignment = None
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def cleanup(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self._log.close()
+
+
+def exact_cover(clients: List[ClientProc], partitions: Iterable[Tuple[str, int]],
+                require_all_busy: bool = True) -> bool:
+    """Every partition assigned to exactly one client (and each holds one, if asked)."""
+    seen: List[Tuple[str, int]] = []
+    for c in clients:
+        if c.assignment is None:
+            return False
+        if require_all_busy and not c.assignment:
+            return False
+        seen.extend(c.assignment)
+    return sorted(seen) == sorted(partitions)
+
+
+def describe(clients: List[ClientProc]) -> str:
+    return "; ".join(f"{c.name}: {sorted(c.assignment) if c.assignment is not None else None}"
+                     for c in clients)
+
+
+# ---- the client process ---------------------------------------------------------------------
+
+def _emit(msg: dict) -> None:
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def _stdin_commands() -> "queue.Queue[dict]":
+    commands: "queue.Queue[dict]" = queue.Queue()
+
+    def pump() -> None:
+        for line in sys.stdin:
+            line = line.strip()
+            if line:
+                commands.put(json.loads(line))
+        commands.put({"cmd": "close"})     # stdin closed: the test is gone
+
+    threading.Thread(target=pump, daemon=True).start()
+    return commands
+
+
+def _command_loop(poll, assignment, commit, committed, close) -> None:
+    """Poll, report the assignment whenever it changes, run commands from stdin."""
+    commands = _stdin_commands()
+    last = None
+    while True:
+        poll()
+        current = sorted([tp.topic, tp.partition] for tp in assignment())
+        if current != last:
+            last = current
+            _emit({"assigned": current})
+        try:
+            cmd = commands.get_nowait()
+        except queue.Empty:
+            continue
+        try:
+            if cmd["cmd"] == "close":
+                close()
+                _emit({"closed": True})
+                return
+            if cmd["cmd"] == "commit":
+                commit([tuple(x) for x in cmd["offsets"]])
+                _emit({"committed_ok": True})
+            elif cmd["cmd"] == "committed":
+                _emit({"committed": [[t, p, o] for (t, p), o in
+                                     committed([tuple(x) for x in cmd["partitions"]])]})
+        except Exception as exc:  # reported to the test, which fails with it
+            _emit({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def _run_kafka_python(cfg: dict) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    opts = dict(bootstrap_servers=cfg["bootstrap"], group_id=cfg["group"], client_id=cfg["name"],
+                enable_auto_commit=False, auto_offset_reset="earliest",
+                session_timeout_ms=cfg["session_ms"], heartbeat_interval_ms=cfg["heartbeat_ms"],
+                max_poll_interval_ms=cfg["max_poll_ms"], fetch_max_wait_ms=100,
+                request_timeout_ms=30000, retry_backoff_ms=50, reconnect_backoff_ms=50)
+    if cfg.get("instance_id"):
+        opts["group_instance_id"] = cfg["instance_id"]
+    consumer = KafkaConsumer(**opts)
+    consumer.subscribe([cfg["topic"]])
+    _command_loop(
+        poll=lambda: consumer.poll(timeout_ms=50),
+        assignment=consumer.assignment,
+        commit=lambda offsets: consumer.commit(
+            {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for t, p, o in offsets}),
+        committed=lambda tps: [(tp, consumer.committed(TopicPartition(*tp))) for tp in tps],
+        close=consumer.close)
+
+
+def _run_aiokafka(cfg: dict) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    loop = asyncio.new_event_loop()
+    run = loop.run_until_complete
+    opts = dict(bootstrap_servers=cfg["bootstrap"], group_id=cfg["group"],
+                client_id=cfg["name"], enable_auto_commit=False,
+                auto_offset_reset="earliest", session_timeout_ms=cfg["session_ms"],
+                heartbeat_interval_ms=cfg["heartbeat_ms"],
+                max_poll_interval_ms=cfg["max_poll_ms"],
+                rebalance_timeout_ms=cfg["max_poll_ms"], fetch_max_wait_ms=100,
+                retry_backoff_ms=50)
+    if cfg.get("instance_id"):
+        opts["group_instance_id"] = cfg["instance_id"]
+
+    async def make():   # the consumer binds to the running loop
+        consumer = AIOKafkaConsumer(cfg["topic"], **opts)
+        await consumer.start()
+        return consumer
+
+    consumer = run(make())
+
+    async def committed(tps):
+        return [(tp, await consumer.committed(TopicPartition(*tp))) for tp in tps]
+
+    # The loop runs (heartbeats included) while each poll waits, i.e. nearly always.
+    _command_loop(
+        poll=lambda: run(consumer.getmany(timeout_ms=50)),
+        assignment=consumer.assignment,
+        commit=lambda offsets: run(consumer.commit(
+            {TopicPartition(t, p): OffsetAndMetadata(o, "") for t, p, o in offsets})),
+        committed=lambda tps: run(committed(tps)),
+        close=lambda: run(consumer.stop()))
+
+
+def _run_confluent(cfg: dict) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    conf = {"bootstrap.servers": cfg["bootstrap"], "group.id": cfg["group"],
+            "client.id": cfg["name"], "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": cfg["session_ms"],
+            "heartbeat.interval.ms": cfg["heartbeat_ms"],
+            "max.poll.interval.ms": cfg["max_poll_ms"], "fetch.wait.max.ms": 100,
+            "broker.address.family": "v4", "reconnect.backoff.ms": 50,
+            "retry.backoff.ms": 50}
+    if cfg.get("assignor"):
+        conf["partition.assignment.strategy"] = cfg["assignor"]
+    if cfg.get("instance_id"):
+        conf["group.instance.id"] = cfg["instance_id"]
+    consumer = Consumer(conf)
+    consumer.subscribe([cfg["topic"]])
+
+    def poll() -> None:
+        msg = consumer.poll(0.05)
+        if msg is not None and msg.error() is not None:
+            sys.stderr.write(f"poll: {msg.error()}\n")
+
+    def committed(tps):
+        found = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10)
+        return [((tp.topic, tp.partition), tp.offset if tp.offset >= 0 else None) for tp in found]
+
+    _command_loop(
+        poll=poll,
+        assignment=consumer.assignment,
+        commit=lambda offsets: consumer.commit(
+            offsets=[TopicPartition(t, p, o) for t, p, o in offsets], asynchronous=False),
+        committed=committed,
+        close=consumer.close)
+
+
+def _client_main(cfg: dict) -> None:
+    import logging
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    {"kafka-python": _run_kafka_python, "aiokafka": _run_aiokafka,
+     "confluent": _run_confluent}[cfg["lib"]](cfg)
+
+
+# ---- tests of the harness ---------------------------------------------------------------------
+
+def test_serve_announces_port_and_stops_cleanly_on_sigterm(tmp_path):
+    server = ServerProc(tmp_path / "server.log")
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5):
+            pass
+    finally:
+        code = server.stop()
+    assert code == 0, server.log()
+    assert "shutting down" in server.log()
+
+
+def test_serve_rejects_a_bad_topic_declaration():
+    proc = subprocess.run([sys.executable, "-m", "fastcoord", "serve", "--port", "0",
+                           "--topic", "orders"], capture_output=True, timeout=60,
+                          cwd=str(HERE.parent.parent))
+    assert proc.returncode == 2
+    assert b"name:partitions" in proc.stderr
+
+
+if __name__ == "__main__":
+    _client_main(json.loads(sys.argv[1]))
