@@ -101,6 +101,7 @@ class ClientProc:
         cfg = dict(lib=lib, bootstrap=bootstrap, group=group, topic=topic, name=name,
                    session_ms=SESSION_MS, heartbeat_ms=HEARTBEAT_MS, max_poll_ms=MAX_POLL_MS)
         cfg.update(options)
+        cfg["max_poll_ms"] = max(cfg["max_poll_ms"], cfg["session_ms"])  # librdkafka insists
         self.log_path = log_dir / f"client-{name}.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen([sys.executable, str(HERE), json.dumps(cfg)],
