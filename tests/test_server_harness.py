@@ -204,6 +204,75 @@ def describe(clients: List[ClientProc]) -> str:
                      for c in clients)
 
 
+class RawConn:
+    """A blocking Kafka-protocol connection speaking kio-encoded frames."""
+
+    def __init__(self, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self._corr = 0
+        self.sent: Dict[int, Tuple[int, int]] = {}
+
+    def send(self, api_key: int, version: int, body, client_id: str = "raw") -> int:
+        from fastcoord.server.protocol import encode_request
+        self._corr += 1
+        self.sock.sendall(encode_request(api_key, version, self._corr, body, client_id))
+        self.sent[self._corr] = (api_key, version)
+        return self._corr
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _read(self, n: int) -> Optional[bytes]:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(n)
+            if not chunk:
+                return None
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def recv_frame(self) -> Optional[bytes]:
+        head = self._read(4)
+        if head is None:
+            return None
+        return self._read(int.from_bytes(head, "big", signed=True))
+
+    def recv(self):
+        """(correlation id, decoded response) of the next frame; the response version
+        is that of the request (v0 for an ApiVersions the server does not support)."""
+        from fastcoord.server.protocol import SUPPORTED_VERSIONS, decode_response
+        frame = self.recv_frame()
+        assert frame is not None, "connection closed by the server"
+        corr = int.from_bytes(frame[:4], "big", signed=True)
+        api_key, version = self.sent.pop(corr)
+        lo, hi = SUPPORTED_VERSIONS.get(api_key, (0, -1))
+        if api_key == 18 and not lo <= version <= hi:
+            version = 0
+        return corr, decode_response(api_key, version, frame)[1]
+
+    def call(self, api_key: int, version: int, body):
+        corr = self.send(api_key, version, body)
+        got, response = self.recv()
+        assert got == corr
+        return response
+
+    def closed_by_server(self, timeout: float = 5.0) -> bool:
+        """True if the server closes the connection (EOF or reset) within `timeout`."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                if not self.sock.recv(65536):
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 # ---- the client process ---------------------------------------------------------------------
 
 def _emit(msg: dict) -> None:

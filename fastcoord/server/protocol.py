@@ -209,7 +209,8 @@ def build(cls, values: Dict[str, Any]):
     Keys the class does not have are ignored (one dict serves every version); missing
     keys take the field's default (a missing required field raises KeyError, except
     `throttle_time`, which is 0). Error codes may be ints, durations int milliseconds,
-    nested entities dicts; None in a non-nullable string or bytes field becomes empty.
+    nested entities dicts; None in a non-nullable string, bytes or array field becomes
+    empty.
     """
     kwargs = {}
     for name, kind, sub, has_default, nullable in _shape(cls):
@@ -221,7 +222,15 @@ def build(cls, values: Dict[str, Any]):
             value = 0
         else:
             raise KeyError(f"{cls.__module__}.{cls.__name__}: no value for required field {name!r}")
-        if kind == "error":
+        if value is None:
+            if not nullable:
+                if kind == "string":
+                    value = ""
+                elif kind == "bytes":
+                    value = b""
+                elif kind in ("entities", "array"):
+                    value = ()
+        elif kind == "error":
             value = ErrorCode(int(value))
         elif kind == "duration":
             if isinstance(value, int):
@@ -232,12 +241,7 @@ def build(cls, values: Dict[str, Any]):
             if isinstance(value, dict):
                 value = build(sub, value)
         elif kind == "array":
-            value = tuple(value) if value is not None or not nullable else None
-        elif value is None and not nullable:
-            if kind == "string":
-                value = ""
-            elif kind == "bytes":
-                value = b""
+            value = tuple(value)
         kwargs[name] = value
     return cls(**kwargs)
 
