@@ -32,9 +32,17 @@ test: $(STAMP)
 test-pure: $(STAMP)
 	FASTCOORD_NO_EXTENSIONS=1 $(PY) -m pytest -q tests
 
+# Each module writes bench_results/<module>.json and its summary <module>.md; README.md indexes them.
+BENCH_MODULES := $(patsubst benchmarks/test_bench_%.py,%,$(wildcard benchmarks/test_bench_*.py))
 bench: $(STAMP)
-	$(PY) -m pytest benchmarks --benchmark-only --benchmark-json=bench_results/benchmarks.json -q
-	$(PY) benchmarks/summarize.py bench_results/benchmarks.json bench_results/README.md
+	@for m in $(BENCH_MODULES); do \
+	  echo "== benchmarks/test_bench_$$m.py"; \
+	  $(PY) -m pytest -q benchmarks/test_bench_$$m.py --benchmark-only \
+	      --benchmark-json=bench_results/$$m.json || exit 1; \
+	  $(PY) benchmarks/summarize.py bench_results/$$m.json bench_results/$$m.md \
+	      --command "make bench" || exit 1; \
+	done
+	$(PY) benchmarks/index.py bench_results
 
 clean:
 	rm -rf build $(VENV) *.egg-info fastcoord/_native/*.c fastcoord/_native/*.so fastcoord/_native/*.html

@@ -38,20 +38,25 @@ def stable(impl, groups, per_group):
     return _cache[key]
 
 
+@pytest.mark.parametrize("order", ["random", "sequential"])
 @pytest.mark.parametrize("impl", IMPLS)
-def test_heartbeat_scalar(benchmark, request, impl):
-    """coord.heartbeat(group_id, member_id, gen): string ids, 100k members in 10k groups."""
+def test_heartbeat_scalar(benchmark, request, impl, order):
+    """coord.heartbeat(group_id, member_id, gen): string ids, 100k members in 10k groups.
+    random: members in random order (every id string, map probe, slot and group cold in
+    cache: memory-bound); sequential: in creation order (ids and slots adjacent)."""
     groups, per = (100, 10) if quick(request) else (10_000, 10)
     coord, members, _, _ = stable(impl, groups, per)
-    order = np.random.default_rng(1).permutation(len(members))
-    calls = [members[i] for i in order]
+    if order == "random":
+        calls = [members[i] for i in np.random.default_rng(1).permutation(len(members))]
+    else:
+        calls = list(members)
     hb = coord.heartbeat
 
     def run():
         for g, m, gen in calls:
             hb(g, m, gen)
 
-    benchmark.group = "heartbeat-scalar-100k"
+    benchmark.group = f"heartbeat-scalar-100k-{order}"
     benchmark.extra_info.update(ops=len(calls), peer=impl)
     benchmark.pedantic(run, rounds=5 if impl == "native" else 3, iterations=1)
     assert coord.heartbeat(*calls[0]) == Errors.NONE
@@ -188,7 +193,7 @@ def test_kafka_design_heartbeat(benchmark, request, impl):
         for m in order:
             heartbeat(m)
 
-    benchmark.group = "heartbeat-scalar-100k"
+    benchmark.group = "heartbeat-scalar-100k-random"
     benchmark.extra_info.update(ops=members, peer=f"kafka-design-{impl}")
     benchmark.pedantic(run, rounds=3, iterations=1)
     assert purg.delayed == members
