@@ -74,9 +74,16 @@ class UnsupportedRequest(ProtocolError):
     """An API key or version that is not served here."""
 
     def __init__(self, api_key: int, api_version: int, correlation_id: int):
-        name = API_NAMES.get(api_key, "unknown")
+        name = API_NAMES.get(api_key) or _kio_api_name(api_key)
         super().__init__(f"unsupported api key {api_key} ({name}) version {api_version}")
         self.api_key, self.api_version, self.correlation_id = api_key, api_version, correlation_id
+
+
+def _kio_api_name(api_key: int) -> str:
+    """The name of an API this broker does not serve, from kio's table."""
+    from kio.schema.index import api_key_map
+    snake = api_key_map.get(api_key)
+    return "".join(p.capitalize() for p in snake.split("_")) if snake else "unknown"
 
 
 class MalformedRequest(ProtocolError):
