@@ -36,6 +36,11 @@ cdef enum:
     FC_KIND_FREE = -3      # on the free list
     # kind >= 0: a tag entry; kind is the index of its sink in the sink table
 
+# prev of an entry that waits in the run (a whole-due bucket sorted by deadline);
+# prev == -1: fired, cancelled, free or being moved; prev >= 0: linked in a list
+cdef enum:
+    FC_LINK_RUN = -2
+
 ctypedef union fc_payload:
     PyObject* fn           # FC_KIND_FN
     int64_t tag            # tag entries
@@ -60,7 +65,7 @@ ctypedef struct fc_bucket:
 
 ctypedef struct fc_sortitem:
     int64_t deadline
-    int32_t pos
+    int32_t pos            # arrival position: keeps a sort stable
     int32_t idx
 
 
@@ -93,6 +98,11 @@ cdef class Timer:
     cdef int32_t _heap_cap
     cdef fc_sortitem* _batch
     cdef int32_t _batch_cap
+    # the run: a whole-due bucket sorted by deadline, fired from _run[_run_pos]
+    cdef fc_sortitem* _run
+    cdef int32_t _run_cap
+    cdef int32_t _run_pos
+    cdef int32_t _run_n
     # sinks of tag entries
     cdef PyObject** _sink_obj
     cdef int64_t* _sink_live
@@ -128,6 +138,10 @@ cdef class Timer:
     cdef void _advance_wheels_u(self, int64_t rel) noexcept
     cdef void _merge_ready_u(self, fc_sortitem* batch, int32_t n) noexcept
     cdef void _flush_u(self, int32_t bid) noexcept
+    cdef int32_t _collect_u(self, int32_t bid, fc_sortitem** buf, int32_t* cap,
+                            int32_t mark) noexcept
+    cdef void _take_whole_u(self, int32_t bid) noexcept
+    cdef int32_t _run_head_u(self) noexcept
     cdef int32_t _pop_due_u(self, int64_t target) noexcept
     cdef int32_t _sink_id_u(self, object sink, list garbage) except -2
     cdef int64_t _next_deadline_u(self, bint* found) noexcept

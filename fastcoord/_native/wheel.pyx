@@ -10,8 +10,9 @@ Callbacks run without the lock, in deadline order; a callback that raises is
 logged on the ``fastcoord.timer`` logger and the other due entries still fire.
 """
 cimport cython
-from libc.stdint cimport int32_t, int64_t, INT64_MAX, INT64_MIN
+from libc.stdint cimport int32_t, int64_t, uint64_t, INT64_MAX, INT64_MIN
 from libc.stdlib cimport qsort
+from libc.string cimport memcpy, memmove, memset
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_XINCREF, Py_XDECREF
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
@@ -28,6 +29,8 @@ cdef int64_t NEVER = INT64_MAX
 cdef int64_t NO_REAPER = INT64_MIN
 cdef int32_t MAX_LEVELS = 64
 cdef int32_t MAX_CAP = 0x7FFFFFFF
+cdef int32_t RUN_KEEP = 1 << 16  # an exhausted run buffer above this is released
+cdef int32_t RUN_PREFETCH = 6    # run entries prefetched ahead of the one fired
 
 
 cdef extern from *:
@@ -45,6 +48,82 @@ cdef int _cmp_sortitem(const void* a, const void* b) noexcept nogil:
     if x.deadline > y.deadline:
         return 1
     return -1 if x.pos < y.pos else (1 if x.pos > y.pos else 0)
+
+
+cdef void _sort_items(fc_sortitem* a, int32_t n) noexcept:
+    """Sort a[0:n] by deadline, stably (a[k].pos must be k): insertion sort when
+    short, else an LSD radix sort on deadline - min (a counting pass per digit of
+    up to 16 bits; a whole-due bucket of level L spans tick_L, so usually 1-2
+    passes), qsort on (deadline, pos) when no scratch memory.  GIL held."""
+    cdef int32_t k, j, passes, dbits, nb, sh, p
+    cdef int64_t lo, hi, d
+    cdef uint64_t span, mask
+    cdef bint sorted_ = True
+    cdef fc_sortitem x
+    cdef fc_sortitem* tmp
+    cdef fc_sortitem* src
+    cdef fc_sortitem* dst
+    cdef fc_sortitem* sw
+    cdef int32_t* cnt
+    cdef int32_t c, total
+    if n < 2:
+        return
+    lo = hi = a[0].deadline
+    for k in range(1, n):
+        d = a[k].deadline
+        if d < a[k - 1].deadline:
+            sorted_ = False
+        if d < lo:
+            lo = d
+        elif d > hi:
+            hi = d
+    if sorted_:
+        return
+    if n <= 32:
+        for k in range(1, n):
+            x = a[k]
+            j = k - 1
+            while j >= 0 and a[j].deadline > x.deadline:
+                a[j + 1] = a[j]
+                j -= 1
+            a[j + 1] = x
+        return
+    span = <uint64_t>hi - <uint64_t>lo
+    dbits = 0
+    while dbits < 64 and (span >> dbits) != 0:
+        dbits += 1
+    passes = (dbits + 15) // 16 if n >= 4096 else (dbits + 10) // 11
+    dbits = (dbits + passes - 1) // passes
+    nb = 1 << dbits
+    mask = <uint64_t>(nb - 1)
+    tmp = <fc_sortitem*>PyMem_Malloc(<size_t>n * sizeof(fc_sortitem) + <size_t>nb * sizeof(int32_t))
+    if tmp == NULL:
+        qsort(a, n, sizeof(fc_sortitem), _cmp_sortitem)
+        return
+    cnt = <int32_t*>(tmp + n)
+    src = a
+    dst = tmp
+    sh = 0
+    for p in range(passes):
+        memset(cnt, 0, <size_t>nb * sizeof(int32_t))
+        for k in range(n):
+            cnt[((<uint64_t>src[k].deadline - <uint64_t>lo) >> sh) & mask] += 1
+        total = 0
+        for k in range(nb):
+            c = cnt[k]
+            cnt[k] = total
+            total += c
+        for k in range(n):
+            j = <int32_t>(((<uint64_t>src[k].deadline - <uint64_t>lo) >> sh) & mask)
+            dst[cnt[j]] = src[k]
+            cnt[j] += 1
+        sw = src
+        src = dst
+        dst = sw
+        sh += dbits
+    if src != a:
+        memcpy(a, src, <size_t>n * sizeof(fc_sortitem))
+    PyMem_Free(tmp)
 
 
 cdef int64_t _as_ms(object value, str name) except? -1:
@@ -116,6 +195,10 @@ cdef class Timer:
         self._buckets = NULL
         self._heap = NULL
         self._batch = NULL
+        self._run = NULL
+        self._run_cap = 0
+        self._run_pos = 0
+        self._run_n = 0
         self._sink_obj = NULL
         self._sink_live = NULL
         self._sink_native = NULL
@@ -194,6 +277,7 @@ cdef class Timer:
         PyMem_Free(self._buckets)
         PyMem_Free(self._heap)
         PyMem_Free(self._batch)
+        PyMem_Free(self._run)
         if self._mtx_ok:
             pthread_mutex_destroy(&self._mtx)
 
@@ -422,37 +506,180 @@ cdef class Timer:
         if n:
             self._merge_ready_u(self._batch, n)
 
+    cdef int32_t _collect_u(self, int32_t bid, fc_sortitem** buf, int32_t* cap,
+                            int32_t mark) noexcept:
+        """Empty bucket bid into (*buf)[0:n] (arrival order, pos = k), setting each
+        entry's prev to mark (next to -1); returns n.  -1: no memory, and then
+        the bucket is left exactly as it was.
+
+        The list is walked from both ends at once (head forward into b[0:h],
+        tail backward into b[cap-t:cap]): two independent chains of cache
+        misses instead of one.  The tail part is then moved after the head part."""
+        cdef fc_entry* pool = self._pool
+        cdef int32_t s = self._buckets[bid].sentinel
+        cdef int32_t i = pool[s].next
+        cdef int32_t j = pool[s].prev
+        cdef int32_t h = 0, t = 0, c = cap[0], newc, k, x, ni, pj
+        cdef fc_sortitem* b = buf[0]
+        cdef fc_sortitem* nb
+        if i == s:
+            return 0
+        while True:
+            if h + t + 2 > c:  # room for one more of each
+                newc = 256 if c < 128 else (c * 2 if c < MAX_CAP // 2 else MAX_CAP)
+                nb = NULL if newc < h + t + 2 else <fc_sortitem*>PyMem_Realloc(b, <size_t>newc * sizeof(fc_sortitem))
+                if nb == NULL:  # relink what was taken: the bucket is unchanged
+                    for k in range(h):
+                        x = b[k].idx
+                        pool[x].prev = s if k == 0 else b[k - 1].idx
+                        pool[x].next = b[k + 1].idx if k + 1 < h else i
+                    for k in range(t):  # b[c-t:c]: forward order
+                        x = b[c - t + k].idx
+                        pool[x].prev = b[c - t + k - 1].idx if k > 0 else j
+                        pool[x].next = b[c - t + k + 1].idx if k + 1 < t else s
+                    pool[i].prev = b[h - 1].idx if h else s
+                    pool[j].next = b[c - t].idx if t else s
+                    buf[0] = b
+                    return -1
+                if t:
+                    memmove(nb + newc - t, nb + c - t, <size_t>t * sizeof(fc_sortitem))
+                b = nb
+                c = newc
+                buf[0] = b
+                cap[0] = c
+            # head side
+            ni = pool[i].next
+            FC_PREFETCH(&pool[ni])
+            b[h].deadline = pool[i].deadline
+            b[h].idx = i
+            h += 1
+            pool[i].prev = mark
+            pool[i].next = -1
+            if i == j:
+                break
+            i = ni
+            # tail side
+            pj = pool[j].prev
+            FC_PREFETCH(&pool[pj])
+            t += 1
+            b[c - t].deadline = pool[j].deadline
+            b[c - t].idx = j
+            pool[j].prev = mark
+            pool[j].next = -1
+            if i == j:
+                break
+            j = pj
+        if t:
+            memmove(b + h, b + c - t, <size_t>t * sizeof(fc_sortitem))
+        for k in range(h + t):
+            b[k].pos = k
+        pool[s].next = s
+        pool[s].prev = s
+        return h + t
+
+    cdef void _take_whole_u(self, int32_t bid) noexcept:
+        """A popped bucket due as a whole: its entries, sorted by deadline, become
+        the run, or merge into the ready list while a run is being fired."""
+        cdef fc_entry* pool = self._pool
+        cdef int32_t ready = self._ready
+        cdef int32_t tail = pool[ready].prev
+        cdef int64_t exp = self._buckets[bid].expiration + self._origin
+        cdef bint to_run = self._run_pos >= self._run_n and (tail == ready or pool[tail].deadline < exp)
+        cdef int32_t n, k
+        if to_run:
+            n = self._collect_u(bid, &self._run, &self._run_cap, FC_LINK_RUN)
+        else:
+            n = self._collect_u(bid, &self._batch, &self._batch_cap, -1)
+        if n < 0:  # no memory for the batch: cascade it as a partly due bucket
+            self._flush_u(bid)
+            return
+        self._buckets[bid].expiration = -1
+        if to_run:
+            _sort_items(self._run, n)
+            self._run_pos = 0
+            self._run_n = n
+            for k in range(min(n, RUN_PREFETCH)):
+                FC_PREFETCH(&pool[self._run[k].idx])
+        else:
+            _sort_items(self._batch, n)
+            self._merge_ready_u(self._batch, n)
+
+    cdef int32_t _run_head_u(self) noexcept:
+        """The pool index of the run's first entry still waiting (cancelled ones are
+        skipped), or -1; an exhausted run is reset (a big buffer released)."""
+        cdef fc_entry* pool = self._pool
+        cdef fc_sortitem* run = self._run
+        cdef int32_t pos = self._run_pos
+        cdef int32_t n = self._run_n
+        cdef int32_t idx
+        while pos < n:
+            idx = run[pos].idx
+            if pool[idx].prev == FC_LINK_RUN:
+                self._run_pos = pos
+                return idx
+            pos += 1
+        if n:
+            self._run_pos = 0
+            self._run_n = 0
+            if self._run_cap > RUN_KEEP:
+                PyMem_Free(self._run)
+                self._run = NULL
+                self._run_cap = 0
+        return -1
+
     cdef int32_t _pop_due_u(self, int64_t target) noexcept:
         cdef fc_entry* pool = self._pool
         cdef int32_t ready = self._ready
         cdef int64_t origin = self._origin
         cdef int64_t rtarget = target - origin
-        cdef int32_t head, b
-        cdef int64_t exp
+        cdef int32_t head, b, r, e, pos
+        cdef int64_t exp, d = 0
         while True:
+            # the earlier of the run's head and the ready list's head (the run on ties)
+            r = self._run_head_u()
+            e = r
+            if r >= 0:
+                d = pool[r].deadline
             head = pool[ready].next
+            if head != ready and (r < 0 or pool[head].deadline < d):
+                e = head
+                d = pool[head].deadline
             if self._heap_n > 0:
                 b = self._heap[0]
                 exp = self._buckets[b].expiration
-                if exp <= rtarget and (head == ready or exp + origin <= pool[head].deadline):
+                if exp <= rtarget and (e < 0 or exp + origin <= d):
                     self._heap_pop_u()
                     self._advance_wheels_u(exp)
-                    self._flush_u(b)
+                    if rtarget - exp >= self._levels[b // self._size].tick - 1:
+                        self._take_whole_u(b)
+                    else:
+                        self._flush_u(b)
                     continue
-            if head != ready and pool[head].deadline <= target:
-                self._unlink_u(head)
-                return head
+            if e >= 0 and d <= target:
+                if e == r:
+                    pool[r].prev = -1
+                    pos = self._run_pos + 1
+                    self._run_pos = pos
+                    if pos + RUN_PREFETCH < self._run_n:
+                        FC_PREFETCH(&pool[self._run[pos + RUN_PREFETCH].idx])
+                else:
+                    self._unlink_u(head)
+                return e
             return -1
 
     cdef int64_t _next_deadline_u(self, bint* found) noexcept:
         cdef int64_t best = 0
         cdef int32_t head = self._pool[self._ready].next
+        cdef int32_t r = self._run_head_u()
         found[0] = False
         if self._heap_n > 0:
             best = self._buckets[self._heap[0]].expiration + self._origin
             found[0] = True
         if head != self._ready and (not found[0] or self._pool[head].deadline < best):
             best = self._pool[head].deadline
+            found[0] = True
+        if r >= 0 and (not found[0] or self._pool[r].deadline < best):
+            best = self._pool[r].deadline
             found[0] = True
         return best
 
@@ -614,7 +841,8 @@ cdef class Timer:
         if e.kind < FC_KIND_FN or e.gen != gen:
             self._release()
             return False
-        self._unlink_u(idx)
+        if e.prev >= 0:  # else it waits in the run, which skips it once freed
+            self._unlink_u(idx)
         self._count -= 1
         if e.kind == FC_KIND_FN:
             fn = e.u.fn
@@ -742,7 +970,7 @@ cdef class Timer:
         return fired
 
     def next_deadline_ms(self):
-        """The earliest bucket expiration or ready deadline, or None when empty."""
+        """The earliest bucket expiration or ready/run deadline, or None when empty."""
         cdef bint found
         cdef int64_t nd
         self._acquire()

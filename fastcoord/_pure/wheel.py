@@ -10,7 +10,24 @@ Kafka's SystemTimer uses it, with three deliberate differences:
   entries whose deadline is ``<= now`` fire.  Entries of the current, partial
   tick wait there for their exact deadline.
 * **Exact order.** Entries fire in deadline order (equal deadlines in a fixed,
-  deterministic order: the order in which they reached the ready list).
+  deterministic order: the order in which they reached the ready list or the
+  run, see below).
+* **No cascade for a bucket that is due as a whole.** When ``advance_to(t)``
+  pops a bucket whose whole range ``[expiration, expiration + tick_L)`` ends
+  at or before ``t``, every entry in it fires in this call: its entries are not
+  re-inserted level by level (the dominant cost of a big expiry: one
+  unlink/relink per level per entry) but sorted by deadline at once (a stable
+  sort: ties keep bucket order) and become the *run*, a sorted array fired
+  from its front.  Only one run exists at a time; a whole-due bucket popped
+  while a run is still being fired (or while the ready list holds a deadline
+  at or after the bucket's expiration) is sorted the same way and merged into
+  the ready list instead.  An entry waiting in the run is marked
+  (``prev is _IN_RUN``); cancelling it unmarks it and the run skips it, so
+  cancel stays O(1).  The next entry to fire is the earlier of the run's head
+  and the ready list's head (the run first on equal deadlines: its entries got
+  there first), and only if it is earlier than every bucket still in the heap
+  (a bucket whose expiration is <= it is popped first), so entries that
+  callbacks schedule inside the advanced range keep the exact order.
 * **Callbacks outside the lock.** Due entries are taken off the ready list one
   at a time under the timer lock and run after it is released, so a callback
   may schedule or cancel freely (a callback that cancels an entry still
@@ -26,8 +43,9 @@ wheel_size**L`` and covers ``interval_L = tick_L * wheel_size``.  Levels above
 linked list with a sentinel (the bucket object itself), so cancel is O(1).  A
 heap (``heapq``) holds the buckets that contain entries, keyed by
 ``(expiration, bucket id)``; advancing time pops buckets from it, moving the
-wheel clock from bucket to bucket (never tick by tick), and re-inserts ("flushes")
-their entries one level down or into the ready list.
+wheel clock from bucket to bucket (never tick by tick), and either re-inserts
+("flushes") their entries one level down or into the ready list (a bucket that
+is only partly due), or sorts them into the run (a bucket due as a whole).
 
 Times inside the wheel are relative to ``origin`` (the clock at construction,
 rounded down to a tick) so that wheel arithmetic works on non-negative numbers;
@@ -76,6 +94,11 @@ class _Bucket(_Node):
         self.prev = self.next = self
         self.expiration = -1
         self.bid = bid
+
+
+#: ``prev`` of an entry waiting in the run (entries in a list have a node there,
+#: entries fired, cancelled or never linked have None).
+_IN_RUN = _Node()
 
 
 class _Entry(_Node):
@@ -167,6 +190,8 @@ class Timer:
         self._levels = [_Level(tick_ms, wheel_size, 0, 0)]
         self._heap = []  # (expiration, bucket id, bucket)
         self._ready = _Bucket(-1)  # sorted by deadline: due now or in the current tick
+        self._run = []  # a whole-due bucket sorted by deadline, fired from _run_pos
+        self._run_pos = 0
         self._count = 0
         self._tags = {}  # entry id -> entry, for the low-level tag API
         self._ids = itertools.count(1)
@@ -253,9 +278,13 @@ class Timer:
 
     def _cancel_entry(self, e) -> bool:
         with self._lock:
-            if e.prev is None:  # fired, cancelled, or never linked
+            p = e.prev
+            if p is None:  # fired, cancelled, or never linked
                 return False
-            _unlink(e)
+            if p is _IN_RUN:
+                e.prev = None  # the run skips it
+            else:
+                _unlink(e)
             self._count -= 1
             if e.sink is not None:
                 del self._tags[e.eid]
@@ -323,23 +352,75 @@ class Timer:
         if batch:
             self._insert_ready(batch)
 
+    def _take_whole(self, b):
+        """An expired bucket due as a whole: its entries, sorted by deadline, become
+        the run, or merge into the ready list while a run is being fired."""
+        exp = b.expiration + self._origin
+        b.expiration = -1
+        tail = self._ready.prev
+        to_run = self._run_pos == len(self._run) and (tail is self._ready or tail.deadline < exp)
+        mark = _IN_RUN if to_run else None
+        e = b.next
+        b.prev = b.next = b
+        batch = []
+        while e is not b:
+            nxt = e.next
+            e.prev = mark
+            e.next = None
+            batch.append(e)
+            e = nxt
+        batch.sort(key=_deadline)  # stable: ties keep bucket order
+        if to_run:
+            self._run = batch
+            self._run_pos = 0
+        else:
+            self._insert_ready(batch)
+
+    def _run_head(self):
+        """The run's first entry still waiting (cancelled ones are skipped), or None."""
+        run = self._run
+        pos = self._run_pos
+        n = len(run)
+        while pos < n:
+            e = run[pos]
+            if e.prev is _IN_RUN:
+                self._run_pos = pos
+                return e
+            pos += 1
+        if n:
+            self._run = []
+            self._run_pos = 0
+        return None
+
     def _pop_due(self, target):
-        """Under the lock: unlink and return the next entry due at target, or None."""
+        """Under the lock: take and return the next entry due at target, or None."""
         heap = self._heap
         ready = self._ready
         origin = self._origin
+        rtarget = target - origin
         while True:
+            # the earlier of the run's head and the ready list's head (the run on ties)
+            e = self._run_head()
             head = ready.next
+            if head is not ready and (e is None or head.deadline < e.deadline):
+                e = head
             if heap:
                 exp = heap[0][0]
-                if exp + origin <= target and (head is ready or exp + origin <= head.deadline):
+                if exp <= rtarget and (e is None or exp + origin <= e.deadline):
                     b = heapq.heappop(heap)[2]
                     self._advance_wheels(exp)
-                    self._flush(b)
+                    if rtarget - exp >= self._levels[b.bid // self._size].tick - 1:
+                        self._take_whole(b)
+                    else:
+                        self._flush(b)
                     continue
-            if head is not ready and head.deadline <= target:
-                _unlink(head)
-                return head
+            if e is not None and e.deadline <= target:
+                if e is head:
+                    _unlink(e)
+                else:
+                    e.prev = None
+                    self._run_pos += 1
+                return e
             return None
 
     # ---------------------------------------------------------------- firing
@@ -387,7 +468,7 @@ class Timer:
         return fired
 
     def next_deadline_ms(self):
-        """The earliest bucket expiration or ready deadline, or None when empty."""
+        """The earliest bucket expiration or ready/run deadline, or None when empty."""
         with self._lock:
             return self._next_deadline()
 
@@ -398,6 +479,9 @@ class Timer:
         head = self._ready.next
         if head is not self._ready and (best is None or head.deadline < best):
             best = head.deadline
+        e = self._run_head()
+        if e is not None and (best is None or e.deadline < best):
+            best = e.deadline
         return best
 
     # ---------------------------------------------------------------- reaper
