@@ -51,6 +51,10 @@ def _add_serve_parser(sub) -> None:
     serve.add_argument("--max-connections", type=int, default=10_000)
     serve.add_argument("--idle-timeout-ms", type=int, default=600_000)
     serve.add_argument("--tick-ms", type=int, default=5, help="how often timers are advanced")
+    serve.add_argument("--sasl-users", default=None, metavar="FILE",
+                       help='JSON {"users": {name: password}}: require SASL/PLAIN')
+    serve.add_argument("--acls", default=None, metavar="FILE",
+                       help='JSON {"acls": [...]}: default deny what no ACL grants')
     serve.add_argument("--impl", choices=["native", "pure"], default=None)
     serve.add_argument("--log-level", default="INFO")
 
@@ -61,12 +65,18 @@ def _serve(args) -> int:
 
     try:
         from .server import ServerConfig, serve
+        from .server.security import load_security
     except ImportError as exc:  # kio missing
         print(f"fastcoord serve needs the server extra (pip install 'fastcoord[server]'): {exc}",
               file=sys.stderr)
         return 2
     from .config import CoordinatorConfig
 
+    try:
+        security = load_security(args.sasl_users, args.acls)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"fastcoord serve: bad --sasl-users/--acls file: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     coordinator = CoordinatorConfig(
@@ -77,7 +87,7 @@ def _serve(args) -> int:
         host=args.host, port=args.port, advertised_host=args.advertised_host,
         topics=dict(args.topic), coordinator=coordinator, impl=args.impl,
         max_frame_bytes=args.max_frame_bytes, max_connections=args.max_connections,
-        idle_timeout_ms=args.idle_timeout_ms, tick_ms=args.tick_ms)
+        idle_timeout_ms=args.idle_timeout_ms, tick_ms=args.tick_ms, security=security)
 
     def ready(server) -> None:
         topics = ", ".join(f"{t}:{n}" for t, n in sorted(config.topics.items())) or "none"

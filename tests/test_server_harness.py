@@ -110,6 +110,7 @@ class ClientProc:
         self.assignment: Optional[frozenset] = None
         self.events: "queue.Queue[dict]" = queue.Queue()
         self.history: List[Tuple[float, frozenset]] = []
+        self.poll_errors: List[str] = []
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -121,6 +122,8 @@ class ClientProc:
             if "assigned" in msg:
                 self.assignment = frozenset(tuple(tp) for tp in msg["assigned"])
                 self.history.append((time.monotonic(), self.assignment))
+            elif "poll_error" in msg:
+                self.poll_errors.append(msg["poll_error"])
             else:
                 self.events.put(msg)
 
@@ -299,7 +302,11 @@ def _command_loop(poll, assignment, commit, committed, close) -> None:
     commands = _stdin_commands()
     last = None
     while True:
-        poll()
+        try:
+            poll()
+        except Exception as exc:  # e.g. an authorization error: reported, and go on
+            _emit({"poll_error": f"{type(exc).__name__}: {exc}"})
+            time.sleep(0.2)
         current = sorted([tp.topic, tp.partition] for tp in assignment())
         if current != last:
             last = current
@@ -334,6 +341,9 @@ def _run_kafka_python(cfg: dict) -> None:
                 request_timeout_ms=30000, retry_backoff_ms=50, reconnect_backoff_ms=50)
     if cfg.get("instance_id"):
         opts["group_instance_id"] = cfg["instance_id"]
+    if cfg.get("user"):
+        opts.update(security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                    sasl_plain_username=cfg["user"], sasl_plain_password=cfg["password"])
     consumer = KafkaConsumer(**opts)
     consumer.subscribe([cfg["topic"]])
     _command_loop(
@@ -397,13 +407,16 @@ def _run_confluent(cfg: dict) -> None:
         conf["partition.assignment.strategy"] = cfg["assignor"]
     if cfg.get("instance_id"):
         conf["group.instance.id"] = cfg["instance_id"]
+    if cfg.get("user"):
+        conf.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+                     "sasl.username": cfg["user"], "sasl.password": cfg["password"]})
     consumer = Consumer(conf)
     consumer.subscribe([cfg["topic"]])
 
     def poll() -> None:
         msg = consumer.poll(0.05)
         if msg is not None and msg.error() is not None:
-            sys.stderr.write(f"poll: {msg.error()}\n")
+            _emit({"poll_error": f"{msg.error().name()}: {msg.error().str()}"})
 
     def committed(tps):
         found = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10)

@@ -35,7 +35,8 @@ Reply = Callable[[dict], None]
 class Session:
     """Per-connection facts the handlers need."""
 
-    __slots__ = ("client_id", "client_host", "principal", "sasl_mechanism", "authenticated")
+    __slots__ = ("client_id", "client_host", "principal", "sasl_mechanism", "authenticated",
+                 "raw_sasl", "close_after_reply")
 
     def __init__(self, client_host: str) -> None:
         self.client_id: Optional[str] = None
@@ -43,6 +44,8 @@ class Session:
         self.principal: Optional[str] = None        # "User:name" once SASL succeeded
         self.sasl_mechanism: Optional[str] = None
         self.authenticated = False
+        self.raw_sasl = False              # SaslHandshake v0: the next frame is a bare token
+        self.close_after_reply = False     # failed authentication: answer, then close
 
 
 class DelayedFetch(DelayedOperation):
@@ -398,6 +401,7 @@ class KafkaApis:
             reply({"error_code": UNSUPPORTED_SASL_MECHANISM, "mechanisms": mechanisms})
             return
         session.sasl_mechanism = request.body.mechanism
+        session.raw_sasl = request.api_version == 0
         reply({"error_code": 0, "mechanisms": mechanisms})
 
     def sasl_authenticate(self, session: Session, request: Request, reply: Reply) -> None:
@@ -407,6 +411,8 @@ class KafkaApis:
             return
         principal = self.security.authenticate_plain(request.body.auth_bytes)
         if principal is None:
+            log.warning("%s: SASL/PLAIN authentication failed", session.client_host)
+            session.close_after_reply = True
             reply({"error_code": SASL_AUTHENTICATION_FAILED,
                    "error_message": "Authentication failed: invalid username or password",
                    "auth_bytes": b""})

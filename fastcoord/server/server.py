@@ -123,6 +123,9 @@ class Connection(asyncio.Protocol):
     def _on_frame(self, frame: bytes) -> None:
         server = self.server
         apis = server.apis
+        if self.session.raw_sasl:
+            self._raw_sasl_token(frame)
+            return
         try:
             request = decode_request(frame, apis.versions)
         except UnsupportedRequest as exc:
@@ -153,6 +156,20 @@ class Connection(asyncio.Protocol):
             log.exception("%s: %s v%d (correlation id %d) failed; closing", self.peer,
                           API_NAMES[request.api_key], request.api_version, request.correlation_id)
             self.close()
+
+    def _raw_sasl_token(self, token: bytes) -> None:
+        """After a v0 SaslHandshake the client sends the PLAIN token as a bare frame
+        and gets a bare (empty) frame back on success; failure closes the connection."""
+        session = self.session
+        session.raw_sasl = False
+        principal = self.server.apis.security.authenticate_plain(token)
+        if principal is None:
+            log.warning("%s: SASL/PLAIN authentication failed; closing", self.peer)
+            self.close()
+            return
+        session.principal = principal
+        session.authenticated = True
+        self.transport.write(b"\x00\x00\x00\x00")
 
     def _flush(self) -> None:
         pending = self._pending
@@ -205,7 +222,10 @@ class _Reply:
             self.conn.close()
             return
         fut.set_result(data)
-        self.conn._flush()
+        conn = self.conn
+        conn._flush()
+        if conn.session.close_after_reply:
+            conn.close()
         if self.request_log is not None:
             self.request_log.record(self.conn, request, body,
                                     time.perf_counter() - self.started)
