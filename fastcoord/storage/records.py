@@ -22,11 +22,14 @@ field uses length 0xFFFFFFFF for None. Key of each record, as in
 type 1, OFFSETS: the offsets committed by one store_offsets call
 
     u32 n_topics | n_topics x str          topic table
-    u32 n_entries | n_entries x ENTRY      ENTRY = u32 topic_index, i32 partition,
-                                           i64 offset, i32 leader_epoch,
-                                           i64 commit_timestamp_ms, u32 metadata_len
+    u32 n                                  number of entries, then n-element columns:
+    u32 topic_index[n] | i32 partition[n] | i64 offset[n] | i32 leader_epoch[n] |
+    i64 commit_timestamp_ms[n] | u32 metadata_len[n]
     metadata blob                          the entries' metadata, concatenated, in order
                                            (metadata_len 0xFFFFFFFF: None)
+
+    Columns (not rows) so that decoding runs in C loops (array + zip + map): 1 million
+    offsets load in well under a second of pure Python.
 
 type 2, GROUP: a group metadata record (the dict the coordinator gives store_group)
 
@@ -45,6 +48,10 @@ type 4, OFFSET_TOMBSTONES: deletes single offsets
 from __future__ import annotations
 
 import struct
+import sys
+from array import array
+from functools import partial
+from itertools import repeat
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from crc32c import crc32c
@@ -69,7 +76,9 @@ HEAD = struct.Struct("<BqI")              # type, write_ms, group length
 HEAD_SIZE = HEAD.size
 MIN_PAYLOAD = HEAD_SIZE
 MAX_PAYLOAD = 1 << 28                     # 256 MiB: anything longer is a corrupt length
-ENTRY = struct.Struct("<IiqiqI")
+ENTRY_BYTES = 4 + 4 + 8 + 4 + 8 + 4       # one entry across the six columns
+_SWAP = sys.byteorder != "little"
+assert array("I").itemsize == 4 and array("i").itemsize == 4 and array("q").itemsize == 8
 TOMB_ENTRY = struct.Struct("<Ii")
 U32 = struct.Struct("<I")
 I32 = struct.Struct("<i")
@@ -134,26 +143,38 @@ def _topic_table(keys: Iterable[Tuple[str, int]]) -> Tuple[List[bytes], Dict[str
     return parts, index
 
 
+def _column(code: str, values) -> bytes:
+    col = array(code, values)
+    if _SWAP:
+        col.byteswap()
+    return col.tobytes()
+
+
 def encode_offsets(group_id: str, offsets: dict, write_ms: int) -> bytes:
     """One OFFSETS frame for `{(topic, partition): OffsetAndMetadata}`."""
     table, index = _topic_table(offsets)
-    entries: List[bytes] = []
+    keys = list(offsets)
+    values = list(offsets.values())
     blob: List[bytes] = []
-    pack = ENTRY.pack
-    for (topic, partition), om in offsets.items():
+    mlens: List[int] = []
+    for om in values:
         md = om.metadata
         if md is None:
-            mlen = NONE_LEN
+            mlens.append(NONE_LEN)
         elif md:
             raw = md.encode("utf-8", "surrogatepass")
-            mlen = len(raw)
+            mlens.append(len(raw))
             blob.append(raw)
         else:
-            mlen = 0
-        entries.append(pack(index[topic], partition, om.offset, om.leader_epoch,
-                            om.commit_timestamp_ms, mlen))
-    return frame(b"".join([_head(OFFSETS, write_ms, group_id), _pack_u32(len(table)), *table,
-                           _pack_u32(len(entries)), *entries, *blob]))
+            mlens.append(0)
+    return frame(b"".join([
+        _head(OFFSETS, write_ms, group_id), _pack_u32(len(table)), *table,
+        _pack_u32(len(keys)),
+        _column("I", [index[t] for t, _ in keys]), _column("i", [p for _, p in keys]),
+        _column("q", [om.offset for om in values]),
+        _column("i", [om.leader_epoch for om in values]),
+        _column("q", [om.commit_timestamp_ms for om in values]),
+        _column("I", mlens), *blob]))
 
 
 def encode_offset_tombstones(group_id: str, partitions, write_ms: int) -> bytes:
@@ -250,33 +271,54 @@ def decode_topic_table(data, pos: int) -> Tuple[List[str], int]:
     return topics, r.pos
 
 
+def _read_column(code: str, data, pos: int, size: int) -> array:
+    col = array(code)
+    col.frombytes(data[pos:pos + size])
+    if _SWAP:
+        col.byteswap()
+    return col
+
+
+_oam_make = partial(tuple.__new__, OffsetAndMetadata)      # a C call per entry
+
+
 def decode_offsets(data, pos: int, end: int) -> Dict[Tuple[str, int], OffsetAndMetadata]:
     """The {(topic, partition): OffsetAndMetadata} of an OFFSETS body [pos, end)."""
     topics, pos = decode_topic_table(data, pos)
     (n,) = U32.unpack_from(data, pos)
     pos += 4
-    stop = pos + n * ENTRY.size
-    if stop > end:
+    blob = pos + n * ENTRY_BYTES
+    if blob > end:
         raise FrameError("offset entries run past the record")
-    rows = ENTRY.iter_unpack(memoryview(data)[pos:stop])
-    oam = OffsetAndMetadata
-    if stop == end:            # no metadata blob: every metadata is "" or None
-        return {(topics[t], p): oam(o, "" if m == 0 else None, e, ts)
-                for t, p, o, e, ts, m in rows}
-    out = {}
-    cursor = stop
-    for t, p, o, e, ts, m in rows:
-        if m == 0:
-            md = ""
-        elif m == NONE_LEN:
-            md = None
-        else:
-            md = bytes(data[cursor:cursor + m]).decode("utf-8", "surrogatepass")
-            cursor += m
-        out[(topics[t], p)] = oam(o, md, e, ts)
-    if cursor != end:
-        raise FrameError("offset metadata does not fill the record")
-    return out
+    mv = memoryview(data)
+    tidx = _read_column("I", mv, pos, 4 * n)
+    parts = _read_column("i", mv, pos + 4 * n, 4 * n)
+    offs = _read_column("q", mv, pos + 8 * n, 8 * n)
+    epochs = _read_column("i", mv, pos + 16 * n, 4 * n)
+    stamps = _read_column("q", mv, pos + 20 * n, 8 * n)
+    mlens = _read_column("I", mv, pos + 28 * n, 4 * n)
+    if blob == end and not any(mlens):
+        metadata = repeat("")                    # the common case: no metadata at all
+    else:
+        metadata = []
+        cursor = blob
+        for m in mlens:
+            if m == 0:
+                metadata.append("")
+            elif m == NONE_LEN:
+                metadata.append(None)
+            else:
+                metadata.append(bytes(mv[cursor:cursor + m]).decode("utf-8", "surrogatepass"))
+                cursor += m
+        if cursor != end:
+            raise FrameError("offset metadata does not fill the record")
+    if len(topics) == 1:
+        keys = zip(repeat(topics[0]), parts)
+    else:
+        if n and max(tidx) >= len(topics):
+            raise FrameError("topic index out of range")
+        keys = zip(map(topics.__getitem__, tidx), parts)
+    return dict(zip(keys, map(_oam_make, zip(offs, metadata, epochs, stamps))))
 
 
 def decode_offset_tombstones(data, pos: int, end: int) -> List[Tuple[str, int]]:
