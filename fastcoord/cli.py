@@ -55,6 +55,9 @@ def _add_serve_parser(sub) -> None:
                        help='JSON {"users": {name: password}}: require SASL/PLAIN')
     serve.add_argument("--acls", default=None, metavar="FILE",
                        help='JSON {"acls": [...]}: default deny what no ACL grants')
+    serve.add_argument("--data-dir", default="data",
+                       help="where the request log (requests.jsonl, rotated) is written")
+    serve.add_argument("--no-request-log", action="store_true", help="do not write the request log")
     serve.add_argument("--impl", choices=["native", "pure"], default=None)
     serve.add_argument("--log-level", default="INFO")
 
@@ -65,6 +68,7 @@ def _serve(args) -> int:
 
     try:
         from .server import ServerConfig, serve
+        from .server.requestlog import RequestLog
         from .server.security import load_security
     except ImportError as exc:  # kio missing
         print(f"fastcoord serve needs the server extra (pip install 'fastcoord[server]'): {exc}",
@@ -96,7 +100,11 @@ def _serve(args) -> int:
         print(f"  point a consumer at it: bootstrap.servers={server.apis.host}:{server.port}",
               flush=True)
 
-    return asyncio.run(serve(config, ready=ready))
+    request_log = None
+    if not args.no_request_log:
+        import os
+        request_log = RequestLog(os.path.join(args.data_dir, "requests.jsonl"))
+    return asyncio.run(serve(config, ready=ready, request_log=request_log))
 
 
 if __name__ == "__main__":

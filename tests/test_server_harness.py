@@ -51,7 +51,8 @@ class ServerProc:
         cmd = [sys.executable, "-m", "fastcoord", "serve", "--host", "127.0.0.1", "--port", "0"]
         for t in topics:
             cmd += ["--topic", t]
-        cmd += list(SERVER_ARGS) + list(args)
+        cmd += list(SERVER_ARGS) + ["--data-dir", str(log_path.parent)] + list(args)
+        self.request_log_path = log_path.parent / "requests.jsonl"
         self.log_path = log_path
         self._log = open(log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log,

@@ -244,3 +244,44 @@ def test_shutdown_answers_parked_joins_and_fetches(tmp_path):
         assert time.monotonic() - started < 5
     finally:
         proc.stop()
+
+
+def test_request_log_has_one_json_line_per_request(server):
+    conn = RawConn(server.port)
+    try:
+        conn.call(12, 4, _sample(12, 4) | {"group_id": "logged-group", "member_id": "m-1",
+                                          "generation_id": 3})
+    finally:
+        conn.close()
+    import json
+
+    from test_server_harness import wait_until
+
+    def logged():
+        if not server.request_log_path.exists():
+            return []
+        lines = server.request_log_path.read_text().splitlines()
+        return [json.loads(x) for x in lines if '"logged-group"' in x]
+
+    assert wait_until(lambda: logged(), 5)
+    (entry,) = logged()
+    assert entry["api"] == "Heartbeat" and entry["version"] == 4
+    assert (entry["group"], entry["member"], entry["generation"], entry["error"]) == \
+        ("logged-group", "m-1", 3, 25)
+    assert entry["client"] == "raw" and entry["host"] == "127.0.0.1"
+    assert 0 <= entry["latency_ms"] < 1000 and entry["ts"] > 0
+
+
+def test_request_log_rotates_by_size(tmp_path):
+    from types import SimpleNamespace
+
+    from fastcoord.server.requestlog import RequestLog
+    request = decode_request(encode_request(12, 4, 1, _sample(12, 4))[4:])
+    conn = SimpleNamespace(session=SimpleNamespace(client_host="127.0.0.1"))
+    log = RequestLog(tmp_path / "requests.jsonl", max_bytes=1000, backups=2)
+    for _ in range(100):
+        log.record(conn, request, {"error_code": 25}, 0.001)
+    log.close()
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["requests.jsonl", "requests.jsonl.1", "requests.jsonl.2"]
+    assert all(p.stat().st_size <= 1000 + 300 for p in tmp_path.iterdir())

@@ -227,8 +227,10 @@ class _Reply:
         if conn.session.close_after_reply:
             conn.close()
         if self.request_log is not None:
-            self.request_log.record(self.conn, request, body,
-                                    time.perf_counter() - self.started)
+            try:
+                self.request_log.record(conn, request, body, time.perf_counter() - self.started)
+            except Exception:
+                log.exception("writing the request log failed")
 
 
 def _ignore(body: dict) -> None:
@@ -286,6 +288,8 @@ class CoordinatorServer:
             if now - conn.last_active > limit and not conn.parked:
                 log.info("%s: idle for %.0f ms; closing", conn.peer, (now - conn.last_active) * 1000)
                 conn.close()
+        if self.request_log is not None:
+            self.request_log.flush()
         if not self._stopped:
             self._sweep_handle = self.loop.call_later(min(1.0, limit / 4), self._sweep)
 

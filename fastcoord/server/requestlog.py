@@ -1,0 +1,66 @@
+"""The request log: one JSON line per answered request, rotated by size.
+
+Fields: ts (unix seconds), api, version, client (client id), host, group, member,
+generation, error (the top-level error code, when the response has one), latency_ms
+(from decoding the request to encoding its response, parked time included).
+Writes are buffered and flushed by the server every second and at shutdown.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+from .protocol import API_NAMES
+
+__all__ = ["RequestLog"]
+
+
+class RequestLog:
+    def __init__(self, path, *, max_bytes: int = 64 * 1024 * 1024, backups: int = 5) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self._file = open(self.path, "a", encoding="utf-8", buffering=1 << 16)
+        self._size = self._file.tell()
+
+    def record(self, conn, request, body: dict, seconds: float) -> None:
+        req = request.body
+        generation = getattr(req, "generation_id", None)
+        if generation is None:
+            generation = getattr(req, "generation_id_or_member_epoch", None)
+        line = json.dumps({
+            "ts": round(time.time(), 6), "api": API_NAMES.get(request.api_key, request.api_key),
+            "version": request.api_version, "client": request.client_id,
+            "host": conn.session.client_host if conn.session else None,
+            "group": getattr(req, "group_id", None), "member": getattr(req, "member_id", None),
+            "generation": generation,
+            "error": body.get("error_code") if isinstance(body, dict) else None,
+            "latency_ms": round(seconds * 1000, 3)}, separators=(",", ":")) + "\n"
+        self._file.write(line)
+        self._size += len(line)
+        if self._size >= self.max_bytes:
+            self._rotate()
+
+    def _rotate(self) -> None:
+        self._file.close()
+        for i in range(self.backups - 1, 0, -1):
+            older = self.path.with_name(f"{self.path.name}.{i}")
+            if older.exists():
+                os.replace(older, self.path.with_name(f"{self.path.name}.{i + 1}"))
+        if self.backups > 0:
+            os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
+        else:
+            self.path.unlink()
+        self._file = open(self.path, "a", encoding="utf-8", buffering=1 << 16)
+        self._size = 0
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
