@@ -32,15 +32,16 @@ ctypedef struct GroupCore:
     int32_t live                # 1 while a GroupRecord owns it
 
 
-# One member's heartbeat state: 48 bytes, in chunks that never move.
+# One member's heartbeat state: 40 bytes, in chunks that never move. Its wheel entry is
+# tagged with slot | gen << 32 and never cancelled: an entry whose slot was freed (gen
+# moved) or re-armed elsewhere (armed moved) is recognised as stale when it fires.
 ctypedef struct Slot:
     GroupCore* core             # NULL when the slot is free
     PyObject* member_id         # strong reference once joined; NULL while pending or free
     int64_t deadline            # session deadline (ms)
-    int64_t armed               # deadline of the slot's wheel entry, -1 if none
-    int64_t entry               # the wheel entry id
+    int64_t armed               # deadline of the slot's live wheel entry, -1 if none
     int32_t session_timeout
-    uint32_t gen                # bumped when freed: stale handles miss
+    uint32_t gen                # bumped when freed: stale handles and entries miss
 
 
 cdef enum:

@@ -370,7 +370,6 @@ cdef class MemberTable(TimerSink):
         s.core = rec.core
         s.deadline = deadline_ms
         s.armed = -1
-        s.entry = -1
         s.session_timeout = session_timeout_ms
         s.member_id = NULL
         self.slot_recs[slot] = rec
@@ -395,9 +394,7 @@ cdef class MemberTable(TimerSink):
         if s.core is NULL:
             return
         self.unbind_member(slot)
-        if s.armed >= 0:
-            self.timer.c_cancel_id(s.entry)
-        s.armed = -1
+        s.armed = -1                         # its wheel entry, if any, is now stale
         s.core = NULL
         s.gen = (s.gen + 1) & 0x7FFFFFFF
         self.slot_recs[slot] = None
@@ -421,32 +418,31 @@ cdef class MemberTable(TimerSink):
 
     cdef int refresh(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1:
         s.deadline = deadline
-        if s.armed < 0:
-            self.arm(slot, s, deadline)
-        elif deadline < s.armed:
-            # Rare (a shorter timeout): the lazy re-check would come too late.
-            self.timer.c_cancel_id(s.entry)
+        if s.armed < 0 or deadline < s.armed:
+            # Rare: not armed, or a shorter timeout (the lazy re-check would come too late).
+            # An older entry stays in the wheel and is ignored when it fires.
             self.arm(slot, s, deadline)
         return 0
 
     cdef int arm(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1:
         s.armed = deadline
-        s.entry = self.timer.c_schedule_tag_at(deadline, self, slot)
+        self.timer.c_schedule_tag_at(deadline, self, <int64_t>slot | (<int64_t>s.gen << 32))
         return 0
 
     cdef int on_timer(self, int64_t tag, int64_t deadline_ms) except -1:
-        cdef Py_ssize_t slot = tag
+        cdef Py_ssize_t slot = <Py_ssize_t><uint32_t>tag
+        cdef uint32_t gen = <uint32_t>(tag >> 32)
         cdef Slot* s
         cdef GroupCore* core
-        if slot < 0 or slot >= self.nslots:
+        if slot >= self.nslots:
             return 0
         s = self.slot_ptr(slot)
         core = s.core
-        if core is NULL or s.armed != deadline_ms:
-            return 0
+        if core is NULL or s.gen != gen or s.armed != deadline_ms:
+            return 0                         # a stale entry: freed or re-armed since
         lock_with_gil(core)
         try:
-            if s.core is not core or s.armed != deadline_ms:
+            if s.core is not core or s.gen != gen or s.armed != deadline_ms:
                 return 0
             if s.deadline > deadline_ms:        # heartbeats moved it: check again later
                 self.arm(slot, s, s.deadline)
@@ -688,8 +684,6 @@ cdef class MemberTable(TimerSink):
         lock_with_gil(core)
         try:
             if s.core is core and (s.armed < 0 or s.deadline < s.armed):
-                if s.armed >= 0:
-                    self.timer.c_cancel_id(s.entry)
                 self.arm(slot, s, s.deadline)
         finally:
             pthread_mutex_unlock(&core.mu)

@@ -68,15 +68,14 @@ class GroupRecord:
 class _Slot:
     """One member's heartbeat state."""
 
-    __slots__ = ("rec", "joined", "session_timeout_ms", "deadline_ms", "armed_ms", "entry")
+    __slots__ = ("rec", "joined", "session_timeout_ms", "deadline_ms", "armed_ms")
 
     def __init__(self, rec, joined, session_timeout_ms, deadline_ms):
         self.rec = rec
         self.joined = joined
         self.session_timeout_ms = session_timeout_ms
         self.deadline_ms = deadline_ms
-        self.armed_ms = _NOT_ARMED     # deadline of the wheel entry, or _NOT_ARMED
-        self.entry = -1                # the wheel entry id
+        self.armed_ms = _NOT_ARMED     # deadline of the live wheel entry, or _NOT_ARMED
 
 
 class MemberTable:
@@ -143,9 +142,7 @@ class MemberTable:
             return
         if member_id is not None and s.rec.slots.get(member_id) == slot:
             del s.rec.slots[member_id]
-        if s.armed_ms != _NOT_ARMED:
-            self.timer.cancel_id(s.entry)
-        self._slots[slot] = None
+        self._slots[slot] = None       # its wheel entry, if any, is now stale
         with self._alloc_lock:
             self._slot_gens[slot] = (self._slot_gens[slot] + 1) & 0x7FFFFFFF
             self._free.append(slot)
@@ -173,23 +170,24 @@ class MemberTable:
 
     def _refresh(self, slot: int, s: _Slot, deadline_ms: int) -> None:
         s.deadline_ms = deadline_ms
-        if s.armed_ms == _NOT_ARMED:
-            self._arm(slot, s, deadline_ms)
-        elif deadline_ms < s.armed_ms:
-            # Rare (a shorter timeout): the lazy re-check would come too late.
-            self.timer.cancel_id(s.entry)
+        if s.armed_ms == _NOT_ARMED or deadline_ms < s.armed_ms:
+            # Rare: not armed, or a shorter timeout (the lazy re-check would come too late).
+            # An older entry stays in the wheel and is ignored when it fires.
             self._arm(slot, s, deadline_ms)
         # else: the common case. The entry fires at the old deadline and moves on.
 
     def _arm(self, slot: int, s: _Slot, deadline_ms: int) -> None:
+        """Give the slot a wheel entry at `deadline_ms`, tagged slot | generation << 32.
+        Entries are never cancelled: a stale one is recognised when it fires."""
         s.armed_ms = deadline_ms
-        s.entry = self.timer.schedule_tag_at(deadline_ms, self, slot)
+        self.timer.schedule_tag_at(deadline_ms, self, slot | (self._slot_gens[slot] << 32))
 
-    def on_timer(self, slot: int, deadline_ms: int) -> None:
-        """The wheel entry of `slot` came due."""
+    def on_timer(self, tag: int, deadline_ms: int) -> None:
+        """A wheel entry of slot `tag & 0xFFFFFFFF` came due."""
+        slot, gen = tag & 0xFFFFFFFF, tag >> 32
         s = self._slots[slot] if slot < len(self._slots) else None
-        if s is None or s.armed_ms != deadline_ms:
-            return                                  # freed or re-armed meanwhile
+        if s is None or self._slot_gens[slot] != gen or s.armed_ms != deadline_ms:
+            return                                  # stale: freed or re-armed since
         with s.rec:
             if self._slots[slot] is not s or s.armed_ms != deadline_ms:
                 return
