@@ -58,6 +58,8 @@ def _add_serve_parser(sub) -> None:
     serve.add_argument("--data-dir", default="data",
                        help="where the request log (requests.jsonl, rotated) is written")
     serve.add_argument("--no-request-log", action="store_true", help="do not write the request log")
+    serve.add_argument("--status-interval-s", type=float, default=5.0,
+                       help="print a status line this often (0: never)")
     serve.add_argument("--impl", choices=["native", "pure"], default=None)
     serve.add_argument("--log-level", default="INFO")
 
@@ -91,7 +93,8 @@ def _serve(args) -> int:
         host=args.host, port=args.port, advertised_host=args.advertised_host,
         topics=dict(args.topic), coordinator=coordinator, impl=args.impl,
         max_frame_bytes=args.max_frame_bytes, max_connections=args.max_connections,
-        idle_timeout_ms=args.idle_timeout_ms, tick_ms=args.tick_ms, security=security)
+        idle_timeout_ms=args.idle_timeout_ms, tick_ms=args.tick_ms, security=security,
+        status_interval_s=args.status_interval_s)
 
     def ready(server) -> None:
         topics = ", ".join(f"{t}:{n}" for t, n in sorted(config.topics.items())) or "none"

@@ -45,6 +45,7 @@ class ServerConfig:
     tick_ms: int = 5                       # how often time is advanced from the loop
     write_buffer_high: int = 4 * 1024 * 1024
     security: object = None                # fastcoord.server.security.Security or None
+    status_interval_s: float = 0.0         # > 0: print a status line this often
 
 
 class Connection(asyncio.Protocol):
@@ -223,6 +224,7 @@ class _Reply:
             return
         fut.set_result(data)
         conn = self.conn
+        conn.server.latencies.append(time.perf_counter() - self.started)
         conn._flush()
         if conn.session.close_after_reply:
             conn.close()
@@ -247,6 +249,9 @@ class CoordinatorServer:
         self.timer = Timer(self.clock, impl=config.impl)
         self.fetch_purgatory = Purgatory("fetch", self.timer)
         self.connections: Set[Connection] = set()
+        self.latencies: collections.deque = collections.deque(maxlen=100_000)
+        self._status_handle = None
+        self._status_last = (time.monotonic(), 0)
         self.request_log = request_log
         self.apis: Optional[KafkaApis] = None
         self.loop: Optional[asyncio.AbstractEventLoop] = None
@@ -268,6 +273,34 @@ class CoordinatorServer:
                               fetch_purgatory=self.fetch_purgatory, security=cfg.security)
         self._tick()
         self._sweep()
+        if cfg.status_interval_s > 0:
+            self._status_handle = self.loop.call_later(cfg.status_interval_s, self._status)
+
+    def status_line(self) -> str:
+        """connections, groups by state, heartbeats/s, joins, p99 latency (since last)."""
+        now = time.monotonic()
+        beats = self.apis.counters["heartbeats"]
+        then, beats_then = self._status_last
+        self._status_last = (now, beats)
+        states: Dict[str, int] = {}
+        for g in self.coord.list_groups():
+            states[str(g.state)] = states.get(str(g.state), 0) + 1
+        lat = sorted(self.latencies)
+        self.latencies.clear()
+        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000 if lat else 0.0
+        groups = " ".join(f"{k}={v}" for k, v in sorted(states.items())) or "none"
+        return (f"status: connections={len(self.connections)} groups[{groups}] "
+                f"heartbeats/s={(beats - beats_then) / max(now - then, 1e-9):.0f} "
+                f"joins={self.apis.counters['joins']} requests={self.apis.counters['requests']} "
+                f"p99_ms={p99:.2f}")
+
+    def _status(self) -> None:
+        try:
+            print(self.status_line(), flush=True)
+        except Exception:
+            log.exception("status line failed")
+        if not self._stopped:
+            self._status_handle = self.loop.call_later(self.config.status_interval_s, self._status)
 
     # -- time ------------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -303,7 +336,7 @@ class CoordinatorServer:
         self._stopped = True
         if self._server is not None:
             self._server.close()
-        for handle in (self._tick_handle, self._sweep_handle):
+        for handle in (self._tick_handle, self._sweep_handle, self._status_handle):
             if handle is not None:
                 handle.cancel()
         for shard in range(self.coord.config.num_shards):
