@@ -1,0 +1,178 @@
+"""DurableStore benchmarks (real files, real fdatasync, in pytest's tmp dir).
+
+  storage-commit   durable offset commits/s, fsync "always", 1 / 16 / 256 concurrent
+                   committers (threads calling store_offsets and waiting for done; each
+                   committer its own group, 50 shards): group commit shares fsyncs.
+                   ops = commits per call.
+  storage-load     load_shard of one shard holding 1,000,000 offsets of 10,000 groups
+                   (each group: a 4-member group record and 100 partitions committed as
+                   4 commits of 25, as 4 consumers do), as written and after compaction.
+                   ops = offsets loaded.
+  storage-compact  compaction of a shard after 20 rounds of commits (every round each group
+                   recommits all of its partitions): ops = offset entries read; extra_info
+                   bytes on disk per live offset before / after, and per written entry.
+
+With --benchmark-disable (make test) the sizes are small so this runs as a test.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import threading
+
+import pytest
+
+from fastcoord import Errors, OffsetAndMetadata, shard_for
+from fastcoord.storage import DurableStore
+from fastcoord.storage.testing import Waiter, store_offsets_sync
+
+
+def small(request) -> bool:
+    return request.config.getoption("benchmark_disable")
+
+
+def disk_bytes(directory) -> int:
+    return sum(os.path.getsize(os.path.join(directory, n)) for n in os.listdir(directory))
+
+
+# -- durable commits -------------------------------------------------------------------------
+@pytest.mark.parametrize("committers", [1, 16, 256])
+def test_durable_commits(benchmark, request, tmp_path, committers):
+    per_committer = {1: 400, 16: 100, 256: 16}[committers]
+    if small(request):
+        per_committer = 2
+    store = DurableStore(tmp_path, num_shards=50, fsync="always")
+    groups = [f"bench-group-{i}" for i in range(committers)]
+    errors = []
+    counter = [0]
+
+    def committer(gid, base):
+        for i in range(per_committer):
+            error = store_offsets_sync(store, gid, {("events", 3): OffsetAndMetadata(base + i)})
+            if error != Errors.NONE:
+                errors.append(error)
+
+    def run():
+        counter[0] += per_committer
+        threads = [threading.Thread(target=committer, args=(g, counter[0])) for g in groups]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+
+    benchmark.group = "storage-commit"
+    benchmark.extra_info["peer"] = f"{committers}-committer" + ("s" if committers > 1 else "")
+    benchmark.extra_info["ops"] = committers * per_committer
+    benchmark.pedantic(run, rounds=1 if small(request) else 5, warmup_rounds=0)
+    store.close()
+    assert errors == []
+    _, offsets = DurableStore(tmp_path, num_shards=50).load_shard(shard_for(groups[0], 50))
+    assert offsets[groups[0]][("events", 3)].offset == counter[0] + per_committer - 1
+
+
+# -- loading -----------------------------------------------------------------------------------
+def group_record(gid):
+    return {"protocol_type": "consumer", "generation": 5, "protocol": "range",
+            "leader": f"{gid}-member-0",
+            "members": [{"member_id": f"{gid}-member-{m}", "instance_id": None,
+                         "client_id": "consumer-1", "client_host": "/10.1.2.3",
+                         "rebalance_timeout_ms": 300_000, "session_timeout_ms": 45_000,
+                         "subscription": b"s" * 40, "assignment": b"a" * 60}
+                        for m in range(4)]}
+
+
+def write_shard(path, n_groups, rounds=1):
+    """n_groups groups x 100 partitions (10 topics x 10), 4 commits of 25 per round."""
+    store = DurableStore(path, num_shards=1, fsync="interval", compact_after_segments=None)
+    last = Waiter()
+    for r in range(rounds):
+        for g in range(n_groups):
+            gid = f"consumer-group-{g:05d}"
+            if r == 0:
+                store.store_group(gid, group_record(gid), lambda e: None)
+            for m in range(4):
+                offsets = {(f"topic-{t}", p): OffsetAndMetadata(1_000_000 * r + 10 * t + p, "", 7,
+                                                                 1_700_000_000_000 + r)
+                           for t in range(10) for p in range(10) if (10 * t + p) % 4 == m}
+                store.store_offsets(gid, offsets, last if (g, m) == (n_groups - 1, 3) else
+                                    (lambda e: None))
+        assert last.wait(300) == Errors.NONE
+        last = Waiter()
+    store.close()
+    return store.shard_dir(0)
+
+
+@pytest.fixture(scope="module")
+def loaded_shard(request, tmp_path_factory):
+    n_groups = 100 if small(request) else 10_000
+    path = tmp_path_factory.mktemp("load")
+    write_shard(path, n_groups)
+    compacted = tmp_path_factory.mktemp("load-compacted")
+    shutil.copytree(path, compacted, dirs_exist_ok=True)
+    store = DurableStore(compacted, num_shards=1, compact_after_segments=None)
+    store.compact(0)
+    store.close()
+    return n_groups, path, compacted
+
+
+@pytest.mark.parametrize("form", ["as-written", "compacted"])
+def test_load_shard(benchmark, request, loaded_shard, form):
+    n_groups, path, compacted = loaded_shard
+    directory = path if form == "as-written" else compacted
+    store = DurableStore(directory, num_shards=1, compact_after_segments=None)
+    result = {}
+
+    def setup():                  # free the previous round's state outside the timing
+        result.clear()
+        gc.collect()
+        return (), {}
+
+    def run():
+        result["groups"], result["offsets"] = store.load_shard(0)
+
+    benchmark.group = "storage-load"
+    benchmark.extra_info["peer"] = f"1M offsets, {form}" if not small(request) else form
+    benchmark.extra_info["ops"] = n_groups * 100
+    benchmark.extra_info["groups"] = n_groups
+    benchmark.extra_info["mb_on_disk"] = round(disk_bytes(store.shard_dir(0)) / 1e6, 1)
+    benchmark.pedantic(run, setup=setup, rounds=1 if small(request) else 3, warmup_rounds=0)
+    store.close()
+    assert len(result["groups"]) == n_groups
+    assert sum(map(len, result["offsets"].values())) == n_groups * 100
+
+
+# -- compaction ----------------------------------------------------------------------------------
+def test_compaction_bytes_per_offset(benchmark, request, tmp_path):
+    n_groups, rounds = (20, 3) if small(request) else (1_000, 20)
+    pristine = tmp_path / "pristine"
+    write_shard(pristine, n_groups, rounds)
+    shard = os.path.join(pristine, "shard-000")
+    before = disk_bytes(shard)
+    live = n_groups * 100
+    written = live * rounds
+    copies = iter(range(10**6))
+    holder = {}
+
+    def setup():
+        work = tmp_path / f"work-{next(copies)}"
+        shutil.copytree(pristine, work)
+        holder["store"] = DurableStore(work, num_shards=1, compact_after_segments=None)
+        return (), {}
+
+    def run():
+        holder["stats"] = holder["store"].compact(0)
+
+    benchmark.group = "storage-compact"
+    benchmark.extra_info["peer"] = f"{n_groups} groups x 100 offsets x {rounds} rounds"
+    benchmark.extra_info["ops"] = written
+    benchmark.pedantic(run, setup=setup, rounds=1 if small(request) else 3, warmup_rounds=0)
+    store = holder["store"]
+    after = disk_bytes(store.shard_dir(0))
+    _, offsets = store.load_shard(0)
+    store.close()
+    assert sum(map(len, offsets.values())) == live
+    assert after < before
+    benchmark.extra_info["bytes_per_written_offset"] = round(before / written, 1)
+    benchmark.extra_info["bytes_per_live_offset_before"] = round(before / live, 1)
+    benchmark.extra_info["bytes_per_live_offset_after"] = round(after / live, 1)
