@@ -43,6 +43,14 @@ def test_durable_commits(benchmark, request, tmp_path, committers):
     if small(request):
         per_committer = 2
     store = DurableStore(tmp_path, num_shards=50, fsync="always")
+    fsyncs = [0]
+    real_fsync = store._fsync
+
+    def counted_fsync(fd):        # the real fdatasync, counted: how many commits share one
+        fsyncs[0] += 1
+        real_fsync(fd)
+
+    store._fsync = counted_fsync
     groups = [f"bench-group-{i}" for i in range(committers)]
     errors = []
     counter = [0]
@@ -67,6 +75,8 @@ def test_durable_commits(benchmark, request, tmp_path, committers):
     benchmark.pedantic(run, rounds=1 if small(request) else 5, warmup_rounds=0)
     store.close()
     assert errors == []
+    commits = (counter[0] // per_committer) * committers * per_committer   # rounds x ops
+    benchmark.extra_info["commits_per_fsync"] = round(commits / max(fsyncs[0], 1), 2)
     _, offsets = DurableStore(tmp_path, num_shards=50).load_shard(shard_for(groups[0], 50))
     assert offsets[groups[0]][("events", 3)].offset == counter[0] + per_committer - 1
 

@@ -226,6 +226,7 @@ def test_group_tombstone_and_group_records_survive_reopen(tmp_path):
     (dict(tombstone_retention_ms=-1), ValueError, "tombstone_retention_ms"),
     (dict(offsets_retention_ms=-5), ValueError, "offsets_retention_ms"),
     (dict(compact_after_segments=0), ValueError, "compact_after_segments"),
+    (dict(writer_threads=0), ValueError, "writer_threads"),
     (dict(wall_clock_ms=3), TypeError, "wall_clock_ms"),
 ])
 def test_bad_constructor_arguments_name_the_argument(tmp_path, kwargs, exc, name):

@@ -70,7 +70,7 @@ def _call(done: Done, error: Errors) -> None:
 
 
 class _ShardLog:
-    """One shard's append-only log and its writer thread (group commit)."""
+    """One shard's append-only log (its file state; writes come from a _Writer)."""
 
     def __init__(self, store: "DurableStore", shard: int) -> None:
         self.store = store
@@ -78,15 +78,11 @@ class _ShardLog:
         self.directory = os.path.join(store.data_dir, f"shard-{shard:03d}")
         self.io_lock = threading.Lock()          # file state: fd, active segment, size
         self.compact_lock = threading.Lock()     # one compaction / load at a time
-        self.cond = threading.Condition(threading.Lock())
-        self.pending: List[Tuple[bytes, Done]] = []
-        self.closing = False
         self.fd: Optional[int] = None
         self.ready = False           # tail recovered; active_id/size are valid
         self.active_id = 0
         self.size = 0                # valid bytes of the active segment
         self.dirty = False           # interval policy: written, not yet fsync'd
-        self.thread: Optional[threading.Thread] = None
 
     # -- recovery -------------------------------------------------------------------------
     def recover(self, full: bool, repair: bool) -> ShardState:
@@ -183,51 +179,6 @@ class _ShardLog:
         self.store._segment_rolled(self)
 
     # -- writing ----------------------------------------------------------------------------
-    def submit(self, data: bytes, done: Done) -> None:
-        with self.cond:
-            if self.closing:
-                closed = True
-            else:
-                closed = False
-                self.pending.append((data, done))
-                if self.thread is None:
-                    self.thread = threading.Thread(
-                        target=self._run, name=f"fastcoord-store-shard-{self.shard}", daemon=True)
-                    self.thread.start()
-                self.cond.notify()
-        if closed:
-            _call(done, Errors.NOT_COORDINATOR)
-
-    def _run(self) -> None:
-        store = self.store
-        interval = store.fsync_interval_ms / 1000.0
-        last_sync = time.monotonic()
-        while True:
-            with self.cond:
-                while not self.pending and not self.closing:
-                    if self.dirty:
-                        left = last_sync + interval - time.monotonic()
-                        if left <= 0:
-                            break
-                        self.cond.wait(left)
-                    else:
-                        self.cond.wait()
-                batch = self.pending
-                self.pending = []
-                stop = self.closing and not batch
-            if batch:
-                if len(batch) == 1:
-                    error = self.append(batch[0][0])
-                else:
-                    error = self.append(b"".join([data for data, _ in batch]))
-                for _, done in batch:
-                    _call(done, error)
-            if self.dirty and (stop or time.monotonic() - last_sync >= interval):
-                self.sync()
-                last_sync = time.monotonic()
-            if stop:
-                return
-
     def append(self, data: bytes) -> Errors:
         """Write one batch (one write, one fsync under policy "always")."""
         store = self.store
@@ -289,12 +240,7 @@ class _ShardLog:
                 self._undo()
 
     def close(self) -> None:
-        with self.cond:
-            self.closing = True
-            self.cond.notify()
-            thread = self.thread
-        if thread is not None:
-            thread.join()
+        """Close the file (fsync'd); the writer threads have drained already."""
         with self.io_lock:
             if self.fd is not None:
                 if self.dirty:
@@ -304,6 +250,82 @@ class _ShardLog:
                         log.error("shard %d: fsync at close failed: %s", self.shard, exc)
                 os.close(self.fd)
                 self.fd = None
+
+
+class _Writer:
+    """A writer thread (group commit): takes every write pending for its shards, appends
+    each shard's writes with one write + one fsync, then answers them all."""
+
+    def __init__(self, store: "DurableStore", index: int) -> None:
+        self.store = store
+        self.index = index
+        self.cond = threading.Condition(threading.Lock())
+        self.pending: List[Tuple[_ShardLog, bytes, Done]] = []
+        self.closing = False
+        self.thread: Optional[threading.Thread] = None
+        self.logs: Dict[int, _ShardLog] = {}       # the shards it has written (interval fsync)
+
+    def submit(self, lg: _ShardLog, data: bytes, done: Done) -> None:
+        with self.cond:
+            if self.closing:
+                closed = True
+            else:
+                closed = False
+                self.pending.append((lg, data, done))
+                if self.thread is None:
+                    self.thread = threading.Thread(
+                        target=self._run, name=f"fastcoord-store-writer-{self.index}", daemon=True)
+                    self.thread.start()
+                self.cond.notify()
+        if closed:
+            _call(done, Errors.NOT_COORDINATOR)
+
+    def _dirty(self) -> bool:
+        return any(lg.dirty for lg in self.logs.values())
+
+    def _run(self) -> None:
+        interval = self.store.fsync_interval_ms / 1000.0
+        last_sync = time.monotonic()
+        while True:
+            with self.cond:
+                while not self.pending and not self.closing:
+                    if self._dirty():
+                        left = last_sync + interval - time.monotonic()
+                        if left <= 0:
+                            break
+                        self.cond.wait(left)
+                    else:
+                        self.cond.wait()
+                batch = self.pending
+                self.pending = []
+                stop = self.closing and not batch
+            by_log: Dict[_ShardLog, Tuple[List[bytes], List[Done]]] = {}
+            for lg, data, done in batch:
+                entry = by_log.get(lg)
+                if entry is None:
+                    entry = by_log[lg] = ([], [])
+                    self.logs[lg.shard] = lg
+                entry[0].append(data)
+                entry[1].append(done)
+            for lg, (datas, dones) in by_log.items():
+                error = lg.append(datas[0] if len(datas) == 1 else b"".join(datas))
+                for done in dones:
+                    _call(done, error)
+            if stop or time.monotonic() - last_sync >= interval:
+                for lg in list(self.logs.values()):
+                    if lg.dirty:
+                        lg.sync()
+                last_sync = time.monotonic()
+            if stop:
+                return
+
+    def close(self) -> None:
+        with self.cond:
+            self.closing = True
+            self.cond.notify()
+            thread = self.thread
+        if thread is not None:
+            thread.join()
 
 
 def _frame_ok(data, pos: int) -> bool:
@@ -319,8 +341,9 @@ class DurableStore:
     (shard = `shard_for(group_id, num_shards)`, Kafka's offsets-partition mapping).
 
     fsync="always": `done(Errors.NONE)` is called only after the record is fsync'd
-    (fdatasync); a per-shard writer thread batches every write pending for its shard into
-    one write and one fsync (group commit). fsync="interval": `done` is called once the
+    (fdatasync). Group commit: `writer_threads` writer threads (default 1; shard s goes to
+    writer s % writer_threads) each take every write pending for their shards and append
+    each shard's share with one write and one fsync, then answer them all. fsync="interval": `done` is called once the
     record is written to the OS (it survives a crash of this process, kill -9 included)
     and the writer fsyncs every `fsync_interval_ms`: an OS crash or power loss can lose
     the writes acknowledged in the last interval.
@@ -337,7 +360,7 @@ class DurableStore:
                  fsync_interval_ms: int = 1000, segment_bytes: int = 64 * 1024 * 1024,
                  repair: bool = False, tombstone_retention_ms: int = 24 * 3600 * 1000,
                  offsets_retention_ms: Optional[int] = 7 * 24 * 3600 * 1000,
-                 compact_after_segments: Optional[int] = 4,
+                 compact_after_segments: Optional[int] = 4, writer_threads: int = 1,
                  wall_clock_ms: Optional[Callable[[], int]] = None) -> None:
         if not isinstance(data_dir, (str, os.PathLike)):
             raise TypeError(f"data_dir must be a str or os.PathLike, got {type(data_dir).__name__}")
@@ -353,6 +376,7 @@ class DurableStore:
         _check_int("tombstone_retention_ms", tombstone_retention_ms, 0)
         _check_int("offsets_retention_ms", offsets_retention_ms, 0, optional=True)
         _check_int("compact_after_segments", compact_after_segments, 1, optional=True)
+        _check_int("writer_threads", writer_threads, 1)
         if wall_clock_ms is not None and not callable(wall_clock_ms):
             raise TypeError("wall_clock_ms must be callable or None")
         self.data_dir = os.fspath(data_dir)
@@ -365,6 +389,7 @@ class DurableStore:
         self.tombstone_retention_ms = tombstone_retention_ms
         self.offsets_retention_ms = offsets_retention_ms
         self.compact_after_segments = compact_after_segments
+        self._writers = [_Writer(self, i) for i in range(min(writer_threads, num_shards))]
         self.wall_clock_ms = wall_clock_ms or _wall_ms
         # Fault-injection hooks (tests): the writer's pwrite / fdatasync, and compaction's
         # `_fault(point, shard)` called at each of FAULT_POINTS.
@@ -431,7 +456,8 @@ class DurableStore:
             log.error("group %s: cannot encode the record: %s", group_id, exc)
             _call(done, Errors.UNKNOWN_SERVER_ERROR)
             return
-        self._log(shard_for(group_id, self.num_shards)).submit(data, done)
+        shard = shard_for(group_id, self.num_shards)
+        self._writers[shard % len(self._writers)].submit(self._log(shard), data, done)
 
     def store_group(self, group_id: str, record: Optional[dict], done: Done) -> None:
         """Write a group's metadata record (None: a tombstone, the group was deleted and its
@@ -617,6 +643,8 @@ class DurableStore:
             compactor = self._compactor
         if compactor is not None:
             compactor.join()
+        for writer in self._writers:
+            writer.close()
         for lg in list(self._logs.values()):
             lg.close()
 
