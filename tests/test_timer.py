@@ -224,6 +224,110 @@ def test_callback_may_cancel_a_due_entry(impl):
     assert len(t) == 0
 
 
+# ----------------------------------------------- whole-due buckets (the run)
+def big_bucket_scenario(impl, n=20_000, seed=11):
+    """n entries in one level-3 bucket ([8000, 16000) with tick 1, size 20) plus a
+    few elsewhere, a quarter cancelled before the advance; during the one advance
+    callbacks schedule entries inside the advanced range and cancel later ones.
+    Returns the (key, deadline) firing sequence and len(t) after it."""
+    rng = random.Random(seed)
+    clock, t = make(impl, tick_ms=1, wheel_size=20)
+    fired = []
+    handles = {}
+
+    def fn(key):
+        def run():
+            d = handles[key].deadline_ms
+            fired.append((key, d))
+            # what a callback does depends on its key only (not on the firing order of ties)
+            if key[0] == "e" and key[1] % 7 == 0:
+                k = ("c", key[1])
+                handles[k] = t.schedule((0, 1, 5, 300, 4000, 30_000)[key[1] % 6], fn(k))
+            if key[0] == "e" and key[1] % 11 == 0:
+                victim = handles[("e", key[1] * 7919 % n)]
+                if victim.deadline_ms > d:
+                    victim.cancel()
+        return run
+
+    for i in range(n):
+        d = rng.randrange(8000, 16000) if i % 10 else rng.choice([rng.randrange(0, 8000), rng.randrange(16000, 40000)])
+        handles[("e", i)] = t.schedule_at(d, fn(("e", i)))
+    for i in range(0, n, 4):
+        handles[("e", i)].cancel()
+    assert t.advance_to(20_000) == len(fired)
+    return fired, len(t)
+
+
+def test_big_whole_bucket_fires_in_exact_order_with_callbacks(impl):
+    fired, left = big_bucket_scenario(impl)
+    deadlines = [d for _, d in fired]
+    assert deadlines == sorted(deadlines)
+    assert all(d <= 20_000 for d in deadlines)
+    assert len(set(k for k, _ in fired)) == len(fired)  # each at most once
+    assert not any(k[0] == "e" and k[1] % 4 == 0 for k, _ in fired)  # cancelled before
+    assert any(k[0] == "c" and 8000 <= d < 16000 for k, d in fired)  # scheduled inside the run
+    assert left > 0  # children and entries beyond the target
+
+
+@pytest.mark.skipif(not _compat.NATIVE_AVAILABLE, reason="needs the native twin")
+def test_big_whole_bucket_twins_fire_identically():
+    assert big_bucket_scenario("native") == big_bucket_scenario("pure")
+
+
+@pytest.mark.skipif(not _compat.NATIVE_AVAILABLE, reason="needs the native twin")
+@pytest.mark.parametrize("collect_cap,radix_n", [(256, None), (600, None), (None, 40), (300, 100)])
+def test_native_without_memory_for_a_whole_bucket_falls_back(collect_cap, radix_n):
+    """Out of memory for a bucket's batch: the bucket is cascaded as before (left
+    exactly as it was); no scratch for the radix sort: qsort (stable on position)."""
+    from fastcoord._native.wheel import Timer as NativeTimer
+    expect, expect_left = big_bucket_scenario("pure", n=5000)
+    NativeTimer._test_alloc_limits(collect_cap, radix_n)
+    try:
+        got, left = big_bucket_scenario("native", n=5000)
+    finally:
+        NativeTimer._test_alloc_limits()
+    assert sorted(got) == sorted(expect) and left == expect_left
+    deadlines = [d for _, d in got]
+    assert deadlines == sorted(deadlines)
+    if collect_cap is None:  # only the sort changed: stable, so the same ties
+        assert got == expect
+
+
+def test_cancel_of_an_entry_waiting_in_the_run(impl):
+    clock, t = make(impl, tick_ms=1, wheel_size=4)  # levels of 1, 4, 16, 64 ms
+    fired = []
+    hs = {}
+    nexts = []
+
+    def first():
+        fired.append(100)
+        assert hs[102].cancel() is True   # waits in the run: cancelled, skipped
+        assert hs[102].cancel() is False
+        assert hs[100].cancel() is False  # fired
+        nexts.append(t.next_deadline_ms())
+        assert len(t) == 2
+
+    hs[100] = t.schedule_at(100, first)
+    for d in (102, 105):
+        hs[d] = t.schedule_at(d, lambda d=d: fired.append(d))
+    assert t.advance_to(200) == 2
+    assert fired == [100, 105]
+    assert nexts == [105]
+    assert len(t) == 0
+
+
+def test_entry_scheduled_inside_the_run_before_its_next_entry(impl):
+    clock, t = make(impl, tick_ms=1, wheel_size=20)
+    fired = []
+    t.schedule_at(9000, lambda: (fired.append(9000), t.schedule(1, lambda: fired.append(9001)),
+                                 t.schedule(0, lambda: fired.append("9000b"))))
+    t.schedule_at(9002, lambda: fired.append(9002))
+    t.schedule_at(9001, lambda: fired.append("9001a"))
+    t.schedule_at(15999, lambda: fired.append(15999))
+    assert t.advance_to(16000) == 6
+    assert fired == [9000, "9000b", "9001a", 9001, 9002, 15999]
+
+
 def test_raising_callback_is_logged_and_others_fire(impl, caplog):
     clock, t = make(impl)
     fired = []

@@ -1,5 +1,6 @@
 """Property tests: both twins against a trivially correct model (a sorted list),
 and native vs pure on the same random stream."""
+import itertools
 import random
 
 import pytest
@@ -164,3 +165,128 @@ def test_tag_entries_match_model(impl):
             assert [d for d, _ in sink.got] == sorted(d for d, _ in sink.got)
             live = {k: v for k, v in live.items() if v[0] > target}
         assert len(t) == len(live)
+
+
+# ------------------------------------------- large advances with callbacks
+# Entries spread over many levels are fired by a few large advance_to calls; a
+# firing callback schedules children (delay counted from its own deadline, some
+# inside the advanced range so they fire in the same call, some beyond it), a
+# child may schedule a grandchild, and a callback may cancel an entry that is
+# due later.  The model is an event simulation on a sorted list.
+delay_strategy = st.one_of(st.integers(0, 30), st.integers(0, 3000), st.integers(0, 2 * 10 ** 6))
+child_strategy = st.tuples(delay_strategy, st.one_of(st.none(), delay_strategy))
+entry_strategy = st.tuples(
+    st.one_of(st.integers(-20, 60), st.integers(0, 8000), st.integers(0, 3 * 10 ** 6)),  # deadline
+    st.lists(child_strategy, max_size=3),                                                 # children
+    st.one_of(st.none(), st.integers(0, 10 ** 6)),                                       # cancel target
+)
+
+
+def run_callback_model(entries, advances):
+    """Sorted-list model: list of (target, fired keys with their deadlines) per advance."""
+    live = {}  # key -> deadline
+    for i, (d, _, _) in enumerate(entries):
+        live[(i,)] = d
+    now = 0  # the timer's current time: the clock stays at 0
+    out = []
+    for target in advances:
+        target = max(target, now)
+        fired = []
+        while True:
+            due = [(d, k) for k, d in live.items() if d <= target]
+            if not due:
+                break
+            d = min(due)[0]
+            # all entries with this deadline (they fire before any child of theirs
+            # with delay 0, which has a larger key path; the check below is by set)
+            for dd, k in sorted(due):
+                if dd != d or k not in live:
+                    continue
+                del live[k]
+                fired.append((k, d))
+                now = max(now, d)  # a past deadline fires at the current time
+                for key, deadline in callback_effects(entries, k, now, live):
+                    live[key] = deadline
+        now = target
+        out.append((fired, dict(live)))
+    return out
+
+
+def callback_effects(entries, key, now, live):
+    """What the callback of key does at time now (model side): new (key, deadline)
+    pairs; cancels in live."""
+    new = []
+    if len(key) == 1:
+        _, children, cancel = entries[key[0]]
+        for c, (delay, _) in enumerate(children):
+            new.append((key + (c,), now + delay))
+        if cancel is not None:
+            victim = (cancel % len(entries),)
+            if live.get(victim, now) > now:  # only entries due strictly later
+                del live[victim]
+    elif len(key) == 2:
+        grand = entries[key[0]][1][key[1]][1]
+        if grand is not None:
+            new.append((key + (0,), now + grand))
+    return new
+
+
+def run_callback_timer(impl, tick, size, entries, advances):
+    clock = ManualClock(0)
+    t = Timer(clock, tick_ms=tick, wheel_size=size, impl=impl)
+    handles = {}
+    fired = []
+
+    def make_fn(key):
+        def fn():
+            d = handles[key].deadline_ms
+            fired.append((key, d))
+            now = t.current_ms()
+            assert now == max(d, 0)  # the firing deadline (the clock stays at 0)
+            if len(key) == 1:
+                _, children, cancel = entries[key[0]]
+                for c, (delay, _) in enumerate(children):
+                    k = key + (c,)
+                    handles[k] = t.schedule(delay, make_fn(k))
+                if cancel is not None:
+                    victim = (cancel % len(entries),)
+                    h = handles[victim]
+                    if h.deadline_ms > now:
+                        h.cancel()  # False when it already fired at an earlier advance
+            elif len(key) == 2:
+                grand = entries[key[0]][1][key[1]][1]
+                if grand is not None:
+                    k = key + (0,)
+                    handles[k] = t.schedule(grand, make_fn(k))
+        return fn
+
+    for i, (d, _, _) in enumerate(entries):
+        handles[(i,)] = t.schedule_at(d, make_fn((i,)))
+    out = []
+    for target in advances:
+        fired.clear()
+        n = t.advance_to(target)
+        assert n == len(fired)
+        out.append((list(fired), len(t)))
+    return out
+
+
+@pytest.mark.parametrize("tick,size", [(1, 2), (1, 4), (1, 20), (3, 4), (10, 2), (7, 3)])
+@settings(max_examples=30, deadline=None)
+@given(entries=st.lists(entry_strategy, min_size=1, max_size=120),
+       advances=st.lists(st.one_of(st.integers(0, 100), st.integers(0, 5 * 10 ** 6)), min_size=1, max_size=3))
+def test_large_advances_with_callbacks_match_model(impl, tick, size, entries, advances):
+    """One advance crosses many levels (whole buckets are taken at once) while
+    callbacks schedule entries inside the advanced range and cancel later ones."""
+    targets = list(itertools.accumulate(advances))  # non-decreasing absolute targets
+    model = run_callback_model(entries, targets)
+    got = run_callback_timer(impl, tick, size, entries, targets)
+    for target, (m_fired, m_live), (t_fired, t_len) in zip(targets, model, got):
+        assert sorted(t_fired) == sorted(m_fired)  # the same entries, at the same deadlines
+        deadlines = [d for _, d in t_fired]
+        assert deadlines == sorted(deadlines)  # exact deadline order
+        assert all(d <= target for d in deadlines)  # never early
+        assert t_len == len(m_live)
+    if _compat.NATIVE_AVAILABLE and impl == "native":
+        # ties included, the twins fire in the same order
+        assert got == run_callback_timer("pure", tick, size, entries, targets)

@@ -31,6 +31,9 @@ cdef int32_t MAX_LEVELS = 64
 cdef int32_t MAX_CAP = 0x7FFFFFFF
 cdef int32_t RUN_KEEP = 1 << 16  # an exhausted run buffer above this is released
 cdef int32_t RUN_PREFETCH = 6    # run entries prefetched ahead of the one fired
+# test hooks (Timer._test_alloc_limits): simulate running out of memory
+cdef int32_t _collect_cap_limit = 0x7FFFFFFF  # collect buffers never grow past this
+cdef int32_t _radix_n_limit = 0x7FFFFFFF      # longer sorts get no scratch (qsort)
 
 
 cdef extern from *:
@@ -96,7 +99,9 @@ cdef void _sort_items(fc_sortitem* a, int32_t n) noexcept:
     dbits = (dbits + passes - 1) // passes
     nb = 1 << dbits
     mask = <uint64_t>(nb - 1)
-    tmp = <fc_sortitem*>PyMem_Malloc(<size_t>n * sizeof(fc_sortitem) + <size_t>nb * sizeof(int32_t))
+    tmp = NULL
+    if n <= _radix_n_limit:
+        tmp = <fc_sortitem*>PyMem_Malloc(<size_t>n * sizeof(fc_sortitem) + <size_t>nb * sizeof(int32_t))
     if tmp == NULL:
         qsort(a, n, sizeof(fc_sortitem), _cmp_sortitem)
         return
@@ -527,7 +532,9 @@ cdef class Timer:
         while True:
             if h + t + 2 > c:  # room for one more of each
                 newc = 256 if c < 128 else (c * 2 if c < MAX_CAP // 2 else MAX_CAP)
-                nb = NULL if newc < h + t + 2 else <fc_sortitem*>PyMem_Realloc(b, <size_t>newc * sizeof(fc_sortitem))
+                nb = NULL
+                if newc >= h + t + 2 and newc <= _collect_cap_limit:
+                    nb = <fc_sortitem*>PyMem_Realloc(b, <size_t>newc * sizeof(fc_sortitem))
                 if nb == NULL:  # relink what was taken: the bucket is unchanged
                     for k in range(h):
                         x = b[k].idx
@@ -1050,3 +1057,12 @@ cdef class Timer:
     @staticmethod
     def _entry_size():
         return sizeof(fc_entry)
+
+    @staticmethod
+    def _test_alloc_limits(collect_cap=None, radix_n=None):
+        """Tests only (module-wide): collect buffers fail to grow past collect_cap
+        items (the bucket is cascaded instead) and sorts longer than radix_n get no
+        scratch memory (qsort).  None: no limit."""
+        global _collect_cap_limit, _radix_n_limit
+        _collect_cap_limit = MAX_CAP if collect_cap is None else collect_cap
+        _radix_n_limit = MAX_CAP if radix_n is None else radix_n
