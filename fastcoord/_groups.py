@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -248,6 +249,14 @@ class GroupLogic:
         for shard in range(config.num_shards):
             active = owned is None or shard in owned
             self.table.set_shard_state(shard, SHARD_ACTIVE if active else SHARD_NOT_OWNED)
+
+    def commit_time_ms(self) -> int:
+        """The commit timestamp stored with offsets: wall-clock time (what survives a
+        restart and what offsets retention counts from), except on a ManualClock, whose
+        time is the only one a deterministic replay may see."""
+        if getattr(self.clock, "is_manual", False):
+            return self.clock.now_ms()
+        return time.time_ns() // 1_000_000
 
     # ======================================================================
     # outbox: user callbacks and store writes run outside every group lock
@@ -885,7 +894,7 @@ class GroupLogic:
 
     def _store_offsets(self, group: Group, offsets: dict, done) -> None:
         limit = self.config.offset_metadata_max_bytes
-        now = self.clock.now_ms()
+        now = self.commit_time_ms()
         results: Dict[Tuple[str, int], Errors] = {}
         accepted: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         for tp, om in offsets.items():
