@@ -174,6 +174,7 @@ cdef class TimerHandle:
     def entry_id(self):
         return self._eid
 
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
     def cancel(self):
         """Remove the entry; True only if it was still scheduled. O(1)."""
         return self._timer.c_cancel_id(self._eid)
@@ -880,6 +881,7 @@ cdef class Timer:
     def __len__(self):
         return self._count
 
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
     def schedule(self, delay_ms, fn):
         """Run fn() at current_ms() + delay_ms (delay <= 0: at the next advance_to)."""
         cdef int64_t delay = _as_ms(delay_ms, "delay_ms")
@@ -890,6 +892,7 @@ cdef class Timer:
             raise ValueError(f"delay_ms out of range: the deadline {deadline} is beyond 2**62")
         return _new_handle(self, self.c_schedule_at(deadline, fn), deadline)
 
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
     def schedule_at(self, deadline_ms, fn):
         """Run fn() at the absolute time deadline_ms."""
         cdef int64_t deadline = _as_ms(deadline_ms, "deadline_ms")
@@ -897,6 +900,7 @@ cdef class Timer:
             raise TypeError(f"fn must be callable, got {type(fn).__name__}")
         return _new_handle(self, self.c_schedule_at(deadline, fn), deadline)
 
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
     def schedule_tag_at(self, deadline_ms, sink, tag):
         """Low-level: at deadline_ms call sink.on_timer(tag, deadline_ms). Returns an entry id."""
         cdef int64_t deadline = _as_ms(deadline_ms, "deadline_ms")
@@ -908,6 +912,7 @@ cdef class Timer:
             raise TypeError(f"sink must have an on_timer(tag, deadline_ms) method, got {type(sink).__name__}")
         return self.c_schedule_tag_at(deadline, sink, tag)
 
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
     def cancel_id(self, entry_id):
         """Cancel an entry by id; True only if it was still scheduled."""
         if isinstance(entry_id, bool) or not isinstance(entry_id, int):
