@@ -1,0 +1,176 @@
+"""The trace format: one row per coordinator request, as a pyarrow schema (Parquet).
+
+| column               | type           | meaning                                                        |
+|----------------------|----------------|----------------------------------------------------------------|
+| seq                  | int64          | ordinal of the row in its source (tie-break for equal times)   |
+| time_ms              | int64          | when the request reached the coordinator (ms, any epoch)       |
+| group_id             | string         | the consumer group                                             |
+| member_id            | string         | the client's identity for this incarnation: the member id the  |
+|                      |                | coordinator gave it ("" allowed on a first join)               |
+| instance_id          | string, null   | group.instance.id of a static member, null for dynamic ones    |
+| event                | string         | join, sync, heartbeat, leave, commit                           |
+| session_timeout_ms   | int32, null    | join only                                                      |
+| rebalance_timeout_ms | int32, null    | join only (null: the session timeout)                          |
+| generation           | int32, null    | the generation the client sent (informational: replay uses the |
+|                      |                | generation its own coordinator answered)                       |
+| protocol_type        | string, null   | join only ("consumer")                                         |
+| protocols            | list<string>   | join only: assignor names in preference order                  |
+| client_id            | string, null   | the client.id                                                  |
+| error                | int16, null    | the error code the source saw (informational)                  |
+
+Validation (`validate`) never drops a row silently and never raises on bad data: rows
+with a null time/group/member or an unknown event are counted (`malformed`,
+`unknown_event`) and set aside; rows whose time goes backwards within a group are
+counted (`out_of_order`) and kept (replay sorts by time); missing columns are reported
+(`missing_columns`) and filled with nulls.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+EVENTS = ("join", "sync", "heartbeat", "leave", "commit")
+
+TRACE_SCHEMA = pa.schema([
+    ("seq", pa.int64()),
+    ("time_ms", pa.int64()),
+    ("group_id", pa.string()),
+    ("member_id", pa.string()),
+    ("instance_id", pa.string()),
+    ("event", pa.string()),
+    ("session_timeout_ms", pa.int32()),
+    ("rebalance_timeout_ms", pa.int32()),
+    ("generation", pa.int32()),
+    ("protocol_type", pa.string()),
+    ("protocols", pa.list_(pa.string())),
+    ("client_id", pa.string()),
+    ("error", pa.int16()),
+])
+
+REQUIRED = ("time_ms", "group_id", "member_id", "event")
+
+
+@dataclass
+class IngestStats:
+    """Counts of what ingest saw; every input row lands in exactly one of rows_ok,
+    malformed, unknown_event (out_of_order rows are also in rows_ok)."""
+    rows_in: int = 0
+    rows_ok: int = 0
+    malformed: int = 0
+    unknown_event: int = 0
+    out_of_order: int = 0
+    missing_columns: List[str] = field(default_factory=list)
+    examples: List[str] = field(default_factory=list)
+
+    def note(self, kind: str, example: str) -> None:
+        setattr(self, kind, getattr(self, kind) + 1)
+        if len(self.examples) < 20:
+            self.examples.append(f"{kind}: {example[:200]}")
+
+    def merge(self, other: "IngestStats") -> "IngestStats":
+        for name in ("rows_in", "rows_ok", "malformed", "unknown_event", "out_of_order"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.missing_columns = sorted(set(self.missing_columns) | set(other.missing_columns))
+        self.examples = (self.examples + other.examples)[:20]
+        return self
+
+    def as_dict(self) -> Dict:
+        return {"rows_in": self.rows_in, "rows_ok": self.rows_ok, "malformed": self.malformed,
+                "unknown_event": self.unknown_event, "out_of_order": self.out_of_order,
+                "missing_columns": list(self.missing_columns), "examples": list(self.examples)}
+
+
+def from_rows(rows: List[dict]) -> pa.Table:
+    """Rows (dicts with trace columns; missing keys are null) -> a trace table. `seq`
+    defaults to the row's position."""
+    cols = {name: [] for name in TRACE_SCHEMA.names}
+    for i, row in enumerate(rows):
+        for name in TRACE_SCHEMA.names:
+            cols[name].append(row.get(name, i if name == "seq" else None))
+    return pa.table(cols, schema=TRACE_SCHEMA)
+
+
+def validate(table: pa.Table, stats: IngestStats = None):
+    """Conform `table` to TRACE_SCHEMA and split off bad rows. Returns (good, stats)."""
+    stats = stats or IngestStats()
+    n = table.num_rows
+    stats.rows_in += n
+    cols = {}
+    for f in TRACE_SCHEMA:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            try:
+                col = col.cast(f.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                col = pa.array([_coerce(v, f.type) for v in col.to_pylist()], type=f.type)
+            cols[f.name] = col
+        elif f.name == "seq":
+            cols[f.name] = pa.array(range(n), type=pa.int64())
+        else:
+            if f.name not in stats.missing_columns:
+                stats.missing_columns.append(f.name)
+            cols[f.name] = pa.nulls(n, type=f.type)
+    t = pa.table(cols, schema=TRACE_SCHEMA)
+    bad_null = None
+    for name in REQUIRED:
+        isn = pc.is_null(t.column(name))
+        bad_null = isn if bad_null is None else pc.or_(bad_null, isn)
+    bad_null = bad_null.combine_chunks() if hasattr(bad_null, "combine_chunks") else bad_null
+    known = pc.is_in(t.column("event"), value_set=pa.array(EVENTS))
+    unknown = pc.and_(pc.invert(bad_null), pc.invert(pc.fill_null(known, False)))
+    for kind, mask in (("malformed", bad_null), ("unknown_event", unknown)):
+        idx = pc.indices_nonzero(mask).to_pylist()
+        setattr(stats, kind, getattr(stats, kind) + len(idx))
+        for i in idx[: max(0, 20 - len(stats.examples))]:
+            stats.examples.append(f"{kind}: {str(t.slice(i, 1).to_pylist()[0])[:200]}")
+    good = t.filter(pc.invert(pc.or_(bad_null, unknown)))
+    stats.rows_ok += good.num_rows
+    stats.out_of_order += _count_out_of_order(good)
+    return good, stats
+
+
+def _coerce(value, typ):
+    try:
+        if value is None:
+            return None
+        if pa.types.is_integer(typ):
+            return int(value)
+        if pa.types.is_string(typ):
+            return str(value)
+        if pa.types.is_list(typ):
+            return [str(v) for v in value]
+    except (TypeError, ValueError):
+        return None
+    return None
+
+
+def _count_out_of_order(t: pa.Table) -> int:
+    """Rows whose time is earlier than an earlier row (by seq) of the same group."""
+    if t.num_rows == 0:
+        return 0
+    s = t.select(["group_id", "seq", "time_ms"]).sort_by([("group_id", "ascending"),
+                                                          ("seq", "ascending")])
+    groups = s.column("group_id").to_pylist()
+    times = s.column("time_ms").to_pylist()
+    count, prev_g, high = 0, None, None
+    for g, tm in zip(groups, times):
+        if g != prev_g:
+            prev_g, high = g, tm
+        elif tm < high:
+            count += 1
+        else:
+            high = tm
+    return count
+
+
+def read_trace(path) -> pa.Table:
+    import pyarrow.parquet as pq
+    return pq.read_table(path)
+
+
+def write_trace(table: pa.Table, path) -> None:
+    import pyarrow.parquet as pq
+    pq.write_table(table, path)
