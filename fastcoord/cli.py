@@ -15,9 +15,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     demo.add_argument("--seconds", type=int, default=60, help="simulated seconds of heartbeats")
     demo.add_argument("--impl", choices=["native", "pure"], default=None)
     _add_serve_parser(sub)
+    _add_loadgen_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "loadgen":
+        return _loadgen(args)
     if args.command == "demo":
         from .demo import run_demo
         return run_demo(groups=args.groups, members=args.members, seconds=args.seconds,
@@ -55,8 +58,22 @@ def _add_serve_parser(sub) -> None:
                        help='JSON {"users": {name: password}}: require SASL/PLAIN')
     serve.add_argument("--acls", default=None, metavar="FILE",
                        help='JSON {"acls": [...]}: default deny what no ACL grants')
-    serve.add_argument("--data-dir", default="data",
-                       help="where the request log (requests.jsonl, rotated) is written")
+    serve.add_argument("--data-dir", default=None,
+                       help="where group state (DIR/groups) and the request log "
+                            "(requests.jsonl, rotated) are kept (default: ./data for the "
+                            "request log, group state in memory)")
+    serve.add_argument("--store", choices=["durable", "memory"], default=None,
+                       help="where group metadata and committed offsets live (default: "
+                            "durable when --data-dir is given, else memory)")
+    serve.add_argument("--fsync", choices=["always", "interval"], default="always",
+                       help="durable store: acknowledge after fsync (always) or after the "
+                            "write, fsync'ing every --fsync-interval-ms (interval)")
+    serve.add_argument("--fsync-interval-ms", type=int, default=1000)
+    serve.add_argument("--num-shards", type=int, default=50,
+                       help="offsets partitions (offsets.topic.num.partitions); fixed per data dir")
+    serve.add_argument("--repair", action="store_true",
+                       help="durable store: truncate a corrupt shard log at the bad record "
+                            "instead of refusing to load that shard")
     serve.add_argument("--no-request-log", action="store_true", help="do not write the request log")
     serve.add_argument("--status-interval-s", type=float, default=5.0,
                        help="print a status line this often (0: never)")
@@ -67,6 +84,7 @@ def _add_serve_parser(sub) -> None:
 def _serve(args) -> int:
     import asyncio
     import logging
+    import os
 
     try:
         from .server import ServerConfig, serve
@@ -88,26 +106,66 @@ def _serve(args) -> int:
     coordinator = CoordinatorConfig(
         group_min_session_timeout_ms=args.group_min_session_timeout_ms,
         group_max_session_timeout_ms=args.group_max_session_timeout_ms,
-        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms)
+        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+        num_shards=args.num_shards)
+    store = args.store or ("durable" if args.data_dir is not None else "memory")
+    if store == "durable" and args.data_dir is None:
+        print("fastcoord serve: --store durable needs --data-dir", file=sys.stderr)
+        return 2
+    data_dir = args.data_dir if args.data_dir is not None else "data"
     config = ServerConfig(
         host=args.host, port=args.port, advertised_host=args.advertised_host,
         topics=dict(args.topic), coordinator=coordinator, impl=args.impl,
         max_frame_bytes=args.max_frame_bytes, max_connections=args.max_connections,
         idle_timeout_ms=args.idle_timeout_ms, tick_ms=args.tick_ms, security=security,
-        status_interval_s=args.status_interval_s)
+        status_interval_s=args.status_interval_s, data_dir=data_dir, store=store,
+        fsync=args.fsync, fsync_interval_ms=args.fsync_interval_ms, repair=args.repair)
 
     def ready(server) -> None:
         topics = ", ".join(f"{t}:{n}" for t, n in sorted(config.topics.items())) or "none"
         print(f"fastcoord serve: listening on {config.host}:{server.port} "
-              f"(coordinator {server.coord.impl}; topics {topics})", flush=True)
+              f"(coordinator {server.coord.impl}; topics {topics}; store {config.store}"
+              + (f" in {os.path.join(data_dir, 'groups')}, fsync {config.fsync}"
+                 if config.store == "durable" else "") + ")", flush=True)
         print(f"  point a consumer at it: bootstrap.servers={server.apis.host}:{server.port}",
               flush=True)
 
     request_log = None
     if not args.no_request_log:
-        import os
-        request_log = RequestLog(os.path.join(args.data_dir, "requests.jsonl"))
-    return asyncio.run(serve(config, ready=ready, request_log=request_log))
+        request_log = RequestLog(os.path.join(data_dir, "requests.jsonl"))
+    try:
+        return asyncio.run(serve(config, ready=ready, request_log=request_log))
+    except ValueError as exc:    # e.g. a data dir written with another --num-shards
+        print(f"fastcoord serve: {exc}", file=sys.stderr)
+        return 2
+
+
+# -- fastcoord loadgen ---------------------------------------------------------------------
+
+def _add_loadgen_parser(sub) -> None:
+    lg = sub.add_parser("loadgen", help="heartbeat load against a fastcoord serve; prints JSON")
+    lg.add_argument("--host", default="127.0.0.1")
+    lg.add_argument("--port", type=int, default=9092)
+    lg.add_argument("--connections", type=int, default=100)
+    lg.add_argument("--members", type=int, default=1000, help="group members in all")
+    lg.add_argument("--groups", type=int, default=100)
+    lg.add_argument("--duration-s", type=float, default=10.0, help="measured seconds")
+    lg.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured seconds first")
+    lg.add_argument("--pipeline", type=int, default=4,
+                    help="heartbeat requests in flight per connection")
+    lg.add_argument("--heartbeat-version", type=int, default=4, choices=range(5))
+    lg.add_argument("--session-timeout-ms", type=int, default=300_000)
+    lg.add_argument("--setup-timeout-s", type=float, default=600.0)
+
+
+def _loadgen(args) -> int:
+    try:
+        from .server.loadgen import main as loadgen_main
+    except ImportError as exc:  # kio missing
+        print(f"fastcoord loadgen needs the server extra (pip install 'fastcoord[server]'): "
+              f"{exc}", file=sys.stderr)
+        return 2
+    return loadgen_main(args)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
 class ServerProc:
     """`fastcoord serve` in a subprocess on a free port of 127.0.0.1."""
 
-    def __init__(self, log_path: Path, *args: str, topics: Iterable[str] = ("orders:4",)) -> None:
+    def __init__(self, log_path: Path, *args: str, topics: Iterable[str] = ("orders:4",),
+                 wait_loaded: bool = True) -> None:
         cmd = [sys.executable, "-m", "fastcoord", "serve", "--host", "127.0.0.1", "--port", "0"]
         for t in topics:
             cmd += ["--topic", t]
@@ -65,7 +66,21 @@ class ServerProc:
             self.stop()
             raise RuntimeError(f"server did not start: {self.log()}") from None
         # "fastcoord serve: listening on 127.0.0.1:PORT (...)"
+        self.first_line = first
         self.port = int(first.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+        # With the durable store (the default with --data-dir), groups answer
+        # COORDINATOR_LOAD_IN_PROGRESS until the store is loaded: wait for that.
+        self.loaded_line = None
+        if wait_loaded and "store durable" in first:
+            deadline = time.monotonic() + 30
+            while self.loaded_line is None:
+                try:
+                    line = self._lines.get(timeout=max(0.01, deadline - time.monotonic()))
+                except queue.Empty:
+                    self.stop()
+                    raise RuntimeError(f"server did not load its store: {self.log()}") from None
+                if line.startswith("fastcoord serve: load"):
+                    self.loaded_line = line
         self.bootstrap = f"127.0.0.1:{self.port}"
 
     def _read(self) -> None:

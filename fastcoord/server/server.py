@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import signal
 import struct
 import time
@@ -46,6 +47,11 @@ class ServerConfig:
     write_buffer_high: int = 4 * 1024 * 1024
     security: object = None                # fastcoord.server.security.Security or None
     status_interval_s: float = 0.0         # > 0: print a status line this often
+    data_dir: Optional[str] = None         # the durable store lives in data_dir/groups
+    store: str = "memory"                  # "durable" (needs data_dir) or "memory"
+    fsync: str = "always"                  # DurableStore policy: "always" or "interval"
+    fsync_interval_ms: int = 1000
+    repair: bool = False                   # truncate a corrupt shard log at the bad record
 
 
 class Connection(asyncio.Protocol):
@@ -235,6 +241,38 @@ class _Reply:
                 log.exception("writing the request log failed")
 
 
+class LoopStore:
+    """The durable store as the coordinator sees it from the server: every completion
+    (fired on a writer thread once the write is on disk) is handed to the event loop
+    thread, so the coordinator callbacks it triggers (the leader's SyncGroup answer,
+    each OffsetCommit answer) run on the loop like everything else."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+
+    def _on_loop(self, done):
+        loop = self.loop
+        if loop is None:
+            return done
+
+        def fire(error) -> None:
+            try:
+                loop.call_soon_threadsafe(done, error)
+            except RuntimeError:        # the loop is gone (after shutdown): answer here
+                done(error)
+        return fire
+
+    def store_group(self, group_id: str, record, done) -> None:
+        self.store.store_group(group_id, record, self._on_loop(done))
+
+    def store_offsets(self, group_id: str, offsets, done) -> None:
+        self.store.store_offsets(group_id, offsets, self._on_loop(done))
+
+    def delete_offsets(self, group_id: str, partitions, done) -> None:
+        self.store.delete_offsets(group_id, partitions, self._on_loop(done))
+
+
 def _ignore(body: dict) -> None:
     """Reply of a request that gets no response (Produce with acks=0)."""
 
@@ -245,7 +283,24 @@ class CoordinatorServer:
     def __init__(self, config: ServerConfig, *, request_log=None) -> None:
         self.config = config
         self.clock = SystemClock()
-        self.coord = GroupCoordinator(config.coordinator, clock=self.clock, impl=config.impl)
+        self.store = None                  # the DurableStore, when config.store == "durable"
+        self._loop_store: Optional[LoopStore] = None
+        self._load_task: Optional[asyncio.Task] = None
+        self.loaded: Optional[dict] = None  # {shard: (groups, offsets)} once loading is done
+        if config.store == "durable":
+            if not config.data_dir:
+                raise ValueError("store='durable' needs a data_dir")
+            from fastcoord.storage import DurableStore
+            self.store = DurableStore(os.path.join(config.data_dir, "groups"),
+                                      num_shards=config.coordinator.num_shards,
+                                      fsync=config.fsync,
+                                      fsync_interval_ms=config.fsync_interval_ms,
+                                      repair=config.repair)
+            self._loop_store = LoopStore(self.store)
+        elif config.store != "memory":
+            raise ValueError(f"store must be 'durable' or 'memory', got {config.store!r}")
+        self.coord = GroupCoordinator(config.coordinator, clock=self.clock, impl=config.impl,
+                                      store=self._loop_store)
         self.timer = Timer(self.clock, impl=config.impl)
         self.fetch_purgatory = Purgatory("fetch", self.timer)
         self.connections: Set[Connection] = set()
@@ -264,6 +319,12 @@ class CoordinatorServer:
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         cfg = self.config
+        if self.store is not None:
+            # Until its shard is loaded, a group answers COORDINATOR_LOAD_IN_PROGRESS.
+            self._loop_store.loop = self.loop
+            for shard in range(self.coord.config.num_shards):
+                if self.coord.owns_shard(shard):
+                    self.coord.begin_loading(shard)
         self._server = await self.loop.create_server(
             lambda: Connection(self), cfg.host, cfg.port, reuse_address=True, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
@@ -273,8 +334,34 @@ class CoordinatorServer:
                               fetch_purgatory=self.fetch_purgatory, security=cfg.security)
         self._tick()
         self._sweep()
+        if self.store is not None:
+            self._load_task = self.loop.create_task(self._load())
         if cfg.status_interval_s > 0:
             self._status_handle = self.loop.call_later(cfg.status_interval_s, self._status)
+
+    async def _load(self) -> None:
+        """Load every owned shard from the durable store (a worker thread reads and
+        decodes the logs; the coordinator is thread-safe), then serve those groups."""
+        from fastcoord.storage import load_into
+        started = time.monotonic()
+        try:
+            self.loaded = await self.loop.run_in_executor(None, load_into, self.coord, self.store)
+        except Exception as exc:   # a corrupt shard: it answers NOT_COORDINATOR, the rest serve
+            log.error("loading %s failed: %s (that shard answers NOT_COORDINATOR; "
+                      "--repair truncates a corrupt log at the bad record)",
+                      self.store.data_dir, exc)
+            self.loaded = {}
+            print(f"fastcoord serve: loading failed: {exc}", flush=True)
+            return
+        groups = sum(g for g, _ in self.loaded.values())
+        offsets = sum(o for _, o in self.loaded.values())
+        print(f"fastcoord serve: loaded {len(self.loaded)} shards ({groups} groups, {offsets} "
+              f"offsets) from {self.store.data_dir} in {time.monotonic() - started:.3f} s",
+              flush=True)
+
+    async def wait_loaded(self) -> None:
+        if self._load_task is not None:
+            await asyncio.shield(self._load_task)
 
     def status_line(self) -> str:
         """connections, groups by state, heartbeats/s, joins, p99 latency (since last)."""
@@ -339,6 +426,17 @@ class CoordinatorServer:
         for handle in (self._tick_handle, self._sweep_handle, self._status_handle):
             if handle is not None:
                 handle.cancel()
+        if self.store is not None:
+            # Finish (fsync) every pending write and answer its request before the
+            # connections close; later writes fail with NOT_COORDINATOR.
+            if self._load_task is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(self._load_task), 30)
+                except Exception:
+                    log.exception("loading did not finish before shutdown")
+            await self.loop.run_in_executor(None, self.store.close)
+            for _ in range(3):
+                await asyncio.sleep(0)      # run the completions handed to the loop
         for shard in range(self.coord.config.num_shards):
             if self.coord.owns_shard(shard):
                 self.coord.unload_shard(shard)
