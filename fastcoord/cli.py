@@ -15,8 +15,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     demo.add_argument("--seconds", type=int, default=60, help="simulated seconds of heartbeats")
     demo.add_argument("--impl", choices=["native", "pure"], default=None)
     _add_serve_parser(sub)
+    from .pipeline.cli import COMMANDS as _PIPELINE, add_parsers as _add_pipeline_parsers
+    _add_pipeline_parsers(sub)
     _add_loadgen_parser(sub)
     args = parser.parse_args(argv)
+    if args.command in _PIPELINE:
+        from .pipeline.cli import run as _run_pipeline
+        return _run_pipeline(args)
     if args.command == "serve":
         return _serve(args)
     if args.command == "loadgen":

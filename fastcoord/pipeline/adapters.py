@@ -1,0 +1,145 @@
+"""Adapters: request logs -> traces. Each returns (table, IngestStats); a line that
+cannot be parsed is counted as malformed (with an example), never dropped silently
+and never fatal.
+
+- `from_fastcoord_log`: the JSON lines `fastcoord serve` writes (requestlog.py): ts,
+  api, version, client, host, group, member, generation, error, latency_ms. The log
+  does not carry the member id a first join was given; a join with member "" takes
+  the id of the next request from the same (group, client, host) that has one.
+- `from_kafka_log`: Apache Kafka's `kafka.request.logger` lines at DEBUG:
+  "... Completed request:{"requestHeader":{"requestApiKey":11,...,"clientId":...},
+  "request":{...},"response":{...},...}". JoinGroup (11), SyncGroup (14),
+  Heartbeat (12), LeaveGroup (13) and OffsetCommit (8) become events; other APIs are
+  counted as unknown_event. The time is the log line's timestamp when it has one
+  ("[2024-05-01 10:00:00,123]"), else the request's "startTimeMs".
+"""
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from typing import Iterable, List, Tuple
+
+import pyarrow as pa
+
+from .trace import IngestStats, from_rows, validate
+
+_API_EVENTS = {"JoinGroup": "join", "SyncGroup": "sync", "Heartbeat": "heartbeat",
+               "LeaveGroup": "leave", "OffsetCommit": "commit"}
+_KEY_EVENTS = {11: "join", 14: "sync", 12: "heartbeat", 13: "leave", 8: "commit"}
+
+
+def _lines(source) -> Iterable[str]:
+    if isinstance(source, (list, tuple)):
+        yield from source
+    else:
+        with open(source, encoding="utf-8", errors="replace") as f:
+            yield from f
+
+
+def _finish(rows: List[dict], stats: IngestStats) -> Tuple[pa.Table, IngestStats]:
+    good, stats = validate(from_rows(rows), stats)
+    return good, stats
+
+
+def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
+    stats = IngestStats()
+    rows: List[dict] = []
+    pending = {}     # (group, client, host) -> index of a join with member ""
+    for line in _lines(source):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not an object")
+            ts = rec["ts"]
+            api = rec["api"]
+        except (ValueError, KeyError, TypeError):
+            stats.rows_in += 1
+            stats.note("malformed", line.strip())
+            continue
+        event = _API_EVENTS.get(api)
+        if event is None:
+            stats.rows_in += 1
+            stats.note("unknown_event", line.strip())
+            continue
+        try:
+            t = int(round(float(ts) * 1000))
+        except (TypeError, ValueError):
+            stats.rows_in += 1
+            stats.note("malformed", line.strip())
+            continue
+        member = rec.get("member")
+        key = (rec.get("group"), rec.get("client"), rec.get("host"))
+        row = {"seq": len(rows), "time_ms": t, "group_id": rec.get("group"),
+               "member_id": member, "event": event, "generation": rec.get("generation"),
+               "client_id": rec.get("client"), "error": rec.get("error"),
+               "protocol_type": "consumer" if event == "join" else None}
+        if event == "join":
+            row["session_timeout_ms"] = rec.get("session_timeout_ms", 10_000)
+            row["rebalance_timeout_ms"] = rec.get("rebalance_timeout_ms")
+            row["protocols"] = rec.get("protocols", ["range"])
+        if member:
+            i = pending.pop(key, None)
+            if i is not None:
+                rows[i]["member_id"] = member
+        elif event == "join" and member == "":
+            pending[key] = len(rows)
+        rows.append(row)
+    return _finish(rows, stats)
+
+
+_TS = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+
+
+def from_kafka_log(source) -> Tuple[pa.Table, IngestStats]:
+    stats = IngestStats()
+    rows: List[dict] = []
+    for line in _lines(source):
+        if not line.strip():
+            continue
+        at = line.find("Completed request:")
+        if at < 0:
+            stats.rows_in += 1
+            stats.note("malformed", line.strip())
+            continue
+        try:
+            rec = json.loads(line[at + len("Completed request:"):])
+            header = rec["requestHeader"]
+            key = int(header["requestApiKey"])
+            req = rec.get("request") or {}
+            resp = rec.get("response") or {}
+            m = _TS.search(line[:at])
+            if m:
+                dt = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
+                t = int(dt.replace(tzinfo=timezone.utc).timestamp() * 1000)
+            else:
+                t = int(rec["startTimeMs"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            stats.rows_in += 1
+            stats.note("malformed", line.strip())
+            continue
+        event = _KEY_EVENTS.get(key)
+        if event is None:
+            stats.rows_in += 1
+            stats.note("unknown_event", line.strip())
+            continue
+        member = req.get("memberId")
+        instance = req.get("groupInstanceId")
+        if event == "leave" and member is None and req.get("members"):
+            first = req["members"][0]
+            member, instance = first.get("memberId"), first.get("groupInstanceId")
+        if event == "join" and not member and resp.get("memberId"):
+            member = resp["memberId"]        # the id the broker gave this first join
+        row = {"seq": len(rows), "time_ms": t, "group_id": req.get("groupId"),
+               "member_id": member, "instance_id": instance, "event": event,
+               "generation": req.get("generationId", req.get("generationIdOrMemberEpoch")),
+               "client_id": header.get("clientId"), "error": resp.get("errorCode")}
+        if event == "join":
+            row["session_timeout_ms"] = req.get("sessionTimeoutMs")
+            row["rebalance_timeout_ms"] = req.get("rebalanceTimeoutMs")
+            row["protocol_type"] = req.get("protocolType")
+            row["protocols"] = [p.get("name") for p in req.get("protocols") or []]
+        rows.append(row)
+    return _finish(rows, stats)

@@ -1,0 +1,144 @@
+"""Golden traces through the single-process replay, native vs pure on synthetic traces,
+the generator's determinism and trace validation."""
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("pyarrow")
+from fastcoord import shard_for
+from fastcoord.pipeline.gen import generate
+from fastcoord.pipeline.replay import replay_local
+from fastcoord.pipeline.trace import from_rows, validate
+
+J = dict(session_timeout_ms=10_000, protocol_type="consumer", protocols=["range"])
+
+
+def _start(rows, group, members, static=()):
+    """Members join at 0 (dynamic ones twice: "" then their id) and sync at 3001."""
+    for m in members:
+        inst = f"i-{m}" if m in static else None
+        rows.append(dict(time_ms=0, group_id=group, member_id=m, instance_id=inst, event="join", **J))
+        if m not in static:
+            rows.append(dict(time_ms=0, group_id=group, member_id=m, event="join", **J))
+    for m in members:
+        rows.append(dict(time_ms=3001, group_id=group, member_id=m,
+                         instance_id=f"i-{m}" if m in static else None, event="sync"))
+
+
+def _hb(rows, group, member, times, inst=None):
+    rows += [dict(time_ms=t, group_id=group, member_id=member, instance_id=inst,
+                  event="heartbeat") for t in times]
+
+
+def crash_trace():
+    rows = []
+    _start(rows, "g", "ab")
+    _hb(rows, "g", "a", range(6000, 21001, 3000))
+    _hb(rows, "g", "b", range(6000, 12001, 3000))       # b crashes after 12000
+    for m in "a":                                          # a rejoins on REBALANCE_IN_PROGRESS
+        rows.append(dict(time_ms=24000, group_id="g", member_id=m, event="join", **J))
+        rows.append(dict(time_ms=24001, group_id="g", member_id=m, event="sync"))
+    _hb(rows, "g", "a", range(27000, 45001, 3000))
+    return from_rows(rows)
+
+
+def leave_trace():
+    rows = []
+    _start(rows, "g", "ab")
+    _hb(rows, "g", "a", range(6000, 30001, 3000))
+    _hb(rows, "g", "b", range(6000, 9001, 3000))
+    rows.append(dict(time_ms=10000, group_id="g", member_id="b", event="leave"))
+    rows.append(dict(time_ms=12000, group_id="g", member_id="a", event="join", **J))
+    rows.append(dict(time_ms=12001, group_id="g", member_id="a", event="sync"))
+    return from_rows(rows)
+
+
+def static_restart_trace():
+    rows = []
+    _start(rows, "g", "ab", static="b")
+    _hb(rows, "g", "a", range(6000, 45001, 3000))
+    _hb(rows, "g", "b", range(6000, 15001, 3000), inst="i-b")
+    # b restarts as a new incarnation b2 with the same instance id, 5 s later: no rebalance
+    rows.append(dict(time_ms=20000, group_id="g", member_id="b2", instance_id="i-b", event="join", **J))
+    rows.append(dict(time_ms=20001, group_id="g", member_id="b2", instance_id="i-b", event="sync"))
+    _hb(rows, "g", "b2", range(23000, 45001, 3000), inst="i-b")
+    return from_rows(rows)
+
+
+def _rebalances(out):
+    return [(r["start_ms"], r["end_ms"], r["cause"], r["members_before"], r["members_after"],
+             r["generation"]) for r in out["rebalances"].to_pylist()]
+
+
+def _expirations(out):
+    return [(r["member_id"], r["time_ms"], r["reason"], r["last_heartbeat_ms"])
+            for r in out["expirations"].to_pylist()]
+
+
+def test_golden_crash(impl):
+    out = replay_local(crash_trace(), impl=impl)
+    # initial: both join at 0, the initial delay restarts at the 2nd join -> 6000
+    # b's last heartbeat 12000 + 10 s session -> expired at exactly 22000
+    assert _expirations(out) == [("b", 22000, "session", 12000)]
+    assert _rebalances(out) == [(0, 6000, "member-join", 0, 2, 1),
+                                (22000, 24001, "session-timeout", 2, 1, 2)]
+    errs = {(r["member_id"], r["time_ms"]): r["error"] for r in out["responses"].to_pylist()}
+    assert errs[("a", 21000)] == 0 and errs[("a", 24000)] == 0 and errs[("a", 27000)] == 0
+
+
+def test_golden_leave(impl):
+    out = replay_local(leave_trace(), impl=impl)
+    assert _expirations(out) == []
+    assert _rebalances(out) == [(0, 6000, "member-join", 0, 2, 1),
+                                (10000, 12001, "leave", 2, 1, 2)]
+
+
+def test_golden_static_restart_no_rebalance(impl):
+    out = replay_local(static_restart_trace(), impl=impl)
+    assert _expirations(out) == []
+    assert _rebalances(out) == [(0, 6000, "member-join", 0, 2, 1)]
+    b2 = [r for r in out["responses"].to_pylist() if r["member_id"] == "b2"]
+    assert {r["error"] for r in b2} == {0}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_native_equals_pure(seed):
+    import fastcoord
+    if not fastcoord.NATIVE_AVAILABLE:
+        pytest.skip("native core not built")
+    trace = generate(groups=12, members=6, duration_s=240, seed=seed)
+    a = replay_local(trace, impl="native")
+    b = replay_local(trace, impl="pure")
+    for name in a:
+        assert a[name].to_pylist() == b[name].to_pylist(), name
+    assert a["responses"].num_rows == trace.num_rows
+    assert a["rebalances"].num_rows > 0
+
+
+def test_generator_deterministic_and_varied():
+    a = generate(groups=8, members=6, duration_s=200, seed=7)
+    b = generate(groups=8, members=6, duration_s=200, seed=7)
+    c = generate(groups=8, members=6, duration_s=200, seed=8)
+    assert a.equals(b) and not a.equals(c)
+    events = set(a.column("event").to_pylist())
+    assert {"join", "sync", "heartbeat", "commit"} <= events
+    assert a.column("instance_id").null_count < a.num_rows        # some static members
+    good, stats = validate(a)
+    assert good.num_rows == a.num_rows and stats.malformed == stats.unknown_event == 0
+
+
+def test_validate_counts_bad_rows():
+    t = pa.table({"time_ms": [5, 3, None, 7, 8], "group_id": ["g", "g", "g", "g", None],
+                  "member_id": ["a", "a", "a", "a", "a"],
+                  "event": ["heartbeat", "heartbeat", "join", "bogus", "sync"]})
+    good, stats = validate(t)
+    assert stats.rows_in == 5
+    assert stats.malformed == 2 and stats.unknown_event == 1
+    assert stats.out_of_order == 1 and good.num_rows == 2
+    assert "session_timeout_ms" in stats.missing_columns
+    assert stats.rows_ok + stats.malformed + stats.unknown_event == stats.rows_in
+
+
+def test_shard_is_java_hashcode():
+    # "polygenelubricants".hashCode() == Integer.MIN_VALUE -> Kafka's abs gives 0
+    assert shard_for("polygenelubricants") == 0
+    assert shard_for("abc") == 96354 % 50        # "abc".hashCode() == 96354
