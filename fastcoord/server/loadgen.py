@@ -1,0 +1,394 @@
+"""`fastcoord loadgen`: heartbeat load against a `fastcoord serve` on loopback.
+
+Opens `connections` TCP connections, makes `members` real group members in `groups`
+groups with real protocol bytes (kio-encoded JoinGroup/SyncGroup: MEMBER_ID_REQUIRED,
+rejoin, the leader's assignment, followers' syncs; members spread round-robin over
+the connections), then, for `duration_s`, keeps `pipeline` Heartbeat requests in
+flight on every connection, each connection cycling through its members. It measures
+heartbeats answered per second and the latency of each (send to response, in the
+client) and returns / prints a JSON summary with p50/p99/p999.
+
+Heartbeat frames are encoded by kio once per member; only the correlation id is
+patched per request (Kafka's header layout: size, api key, api version, correlation
+id). The response's correlation id and error code are read at their fixed offsets,
+and every 1024th response is also decoded by kio and compared.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import struct
+import time
+from typing import Dict, List, Optional
+
+from .protocol import decode_response, encode_request
+
+JOIN, SYNC, HEARTBEAT = 11, 14, 12
+JOIN_VERSION, SYNC_VERSION = 7, 5
+MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, COORDINATOR_LOAD_IN_PROGRESS = 79, 27, 14
+_I32 = struct.Struct(">i")
+_H16 = struct.Struct(">h")
+_SIZE = struct.Struct(">i")
+
+
+def _subscription(topic: str) -> bytes:
+    """ConsumerProtocol Subscription v0: version, [topics], user data (null)."""
+    t = topic.encode()
+    return _H16.pack(0) + _I32.pack(1) + _H16.pack(len(t)) + t + _I32.pack(-1)
+
+
+# ConsumerProtocol Assignment v0 with no partitions: version, [], user data (null).
+_ASSIGNMENT = _H16.pack(0) + _I32.pack(0) + _I32.pack(-1)
+
+
+class LoadgenError(RuntimeError):
+    pass
+
+
+class _Conn(asyncio.Protocol):
+    """One connection: request/response calls during setup, then pipelined heartbeats."""
+
+    def __init__(self, gen: "_Loadgen", index: int) -> None:
+        self.gen = gen
+        self.index = index
+        self.transport: Optional[asyncio.Transport] = None
+        self._buf = bytearray()
+        self._corr = 0
+        self._calls: Dict[int, tuple] = {}
+        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+        # heartbeat phase
+        self.beating = False
+        self.frames: List[tuple] = []       # (prefix, suffix) around the correlation id
+        self._next = 0
+        self._sent: collections.deque = collections.deque()   # (correlation id, send time)
+        self.inflight = 0
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        for fut, _, _ in self._calls.values():
+            if not fut.done():
+                fut.set_exception(LoadgenError(f"connection {self.index} closed: {exc}"))
+        self._calls.clear()
+        if not self.closed.done():
+            self.closed.set_result(exc)
+        if self.beating and not self.gen.stopping:
+            self.gen.lost += 1
+
+    def call(self, api_key: int, version: int, body) -> asyncio.Future:
+        self._corr += 1
+        fut = asyncio.get_running_loop().create_future()
+        self._calls[self._corr] = (fut, api_key, version)
+        self.transport.write(encode_request(api_key, version, self._corr, body,
+                                            client_id="fastcoord-loadgen"))
+        return fut
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos, end = 0, len(buf)
+        beats = 0
+        now = time.perf_counter()
+        gen = self.gen
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if end - pos - 4 < size:
+                break
+            start = pos + 4
+            pos = start + size
+            (corr,) = _I32.unpack_from(buf, start)
+            if self.beating and self._sent and corr == self._sent[0][0]:
+                _, sent_at = self._sent.popleft()
+                self.inflight -= 1
+                (err,) = _H16.unpack_from(buf, start + gen.error_offset)
+                gen.record(now - sent_at, err)
+                if gen.checked % 1024 == 0:
+                    gen.check(bytes(buf[start:pos]), err)
+                gen.checked += 1
+                beats += 1
+                continue
+            call = self._calls.pop(corr, None)
+            if call is None:
+                gen.fail(LoadgenError(f"connection {self.index}: unexpected correlation id {corr}"))
+                return
+            fut, api_key, version = call
+            if not fut.done():
+                try:
+                    fut.set_result(decode_response(api_key, version, bytes(buf[start:pos]))[1])
+                except Exception as exc:   # a response kio cannot decode is a server bug
+                    fut.set_exception(exc)
+        if pos:
+            del buf[:pos]
+        if beats and self.beating and not gen.stopping:
+            self.send_beats(beats)
+
+    def send_beats(self, n: int) -> None:
+        frames = self.frames
+        count = len(frames)
+        nxt = self._next
+        corr = self._corr
+        sent = self._sent
+        now = time.perf_counter()
+        out = []
+        for _ in range(n):
+            corr += 1
+            prefix, suffix = frames[nxt]
+            out.append(prefix)
+            out.append(_I32.pack(corr))
+            out.append(suffix)
+            sent.append((corr, now))
+            nxt += 1
+            if nxt == count:
+                nxt = 0
+        self._corr = corr
+        self._next = nxt
+        self.inflight += n
+        self.transport.write(b"".join(out))
+
+
+class _Loadgen:
+    def __init__(self, host: str, port: int, *, connections: int, members: int, groups: int,
+                 duration_s: float, pipeline: int, warmup_s: float, heartbeat_version: int,
+                 session_timeout_ms: int, setup_timeout_s: float, topic: str) -> None:
+        if connections < 1 or members < 1 or groups < 1 or pipeline < 1:
+            raise ValueError("connections, members, groups and pipeline must be >= 1")
+        if members < connections:
+            raise ValueError("members must be >= connections (each connection beats for "
+                             "at least one member)")
+        if groups > members:
+            raise ValueError("groups must be <= members")
+        if not 0 <= heartbeat_version <= 4:
+            raise ValueError("heartbeat_version must be in 0..4")
+        self.host, self.port = host, port
+        self.connections, self.members, self.groups = connections, members, groups
+        self.duration_s, self.pipeline, self.warmup_s = duration_s, pipeline, warmup_s
+        self.hb_version = heartbeat_version
+        self.session_timeout_ms = session_timeout_ms
+        self.setup_timeout_s = setup_timeout_s
+        self.topic = topic
+        flexible = heartbeat_version >= 4
+        # response: correlation id, [header tags], [throttle_time_ms], error_code
+        self.error_offset = 4 + (1 if flexible else 0) + (4 if heartbeat_version >= 1 else 0)
+        self.conns: List[_Conn] = []
+        self.measuring = False
+        self.stopping = False
+        self.latencies: List[float] = []
+        self.errors: Dict[int, int] = collections.Counter()
+        self.answered = 0
+        self.checked = 0
+        self.lost = 0
+        self._failure: Optional[BaseException] = None
+        self.generation: Dict[str, int] = {}      # member id -> generation
+        self.member_group: Dict[str, str] = {}
+        self.rejoins = 0
+
+    # -- bookkeeping -------------------------------------------------------------------------
+    def record(self, latency: float, err: int) -> None:
+        if self.measuring:
+            self.latencies.append(latency)
+            self.answered += 1
+            if err:
+                self.errors[err] += 1
+
+    def check(self, frame: bytes, err: int) -> None:
+        _, resp = decode_response(HEARTBEAT, self.hb_version, frame)
+        if int(resp.error_code) != err:
+            self.fail(LoadgenError(f"error code read at offset {self.error_offset} ({err}) "
+                                   f"differs from kio's ({int(resp.error_code)})"))
+
+    def fail(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+
+    # -- setup -------------------------------------------------------------------------------
+    async def connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        sem = asyncio.Semaphore(200)
+
+        async def one(i: int) -> _Conn:
+            async with sem:
+                _, conn = await loop.create_connection(lambda: _Conn(self, i), self.host,
+                                                       self.port)
+                return conn
+        self.conns = list(await asyncio.gather(*(one(i) for i in range(self.connections))))
+
+    async def _join_member(self, conn: _Conn, group: str, member_id: str) -> tuple:
+        body = {"group_id": group, "session_timeout": self.session_timeout_ms,
+                "rebalance_timeout": self.session_timeout_ms, "member_id": member_id,
+                "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": _subscription(self.topic)}],
+                "reason": None}
+        for _ in range(100):
+            resp = await conn.call(JOIN, JOIN_VERSION, body)
+            err = int(resp.error_code)
+            if err == MEMBER_ID_REQUIRED:
+                body["member_id"] = resp.member_id
+                continue
+            if err == COORDINATOR_LOAD_IN_PROGRESS:
+                await asyncio.sleep(0.05)
+                continue
+            if err:
+                raise LoadgenError(f"JoinGroup {group}: error {err}")
+            return resp
+        raise LoadgenError(f"JoinGroup {group}: no answer after 100 attempts")
+
+    async def _member(self, conn: _Conn, group: str, member_id: str = "") -> None:
+        """Join (and rejoin until a sync succeeds); record the member's generation."""
+        for _ in range(50):
+            joined = await self._join_member(conn, group, member_id)
+            member_id = joined.member_id
+            assignments = []
+            if joined.leader == member_id:
+                assignments = [{"member_id": m.member_id, "assignment": _ASSIGNMENT}
+                               for m in joined.members]
+            synced = await conn.call(SYNC, SYNC_VERSION, {
+                "group_id": group, "generation_id": joined.generation_id,
+                "member_id": member_id, "group_instance_id": None,
+                "protocol_type": "consumer", "protocol_name": joined.protocol_name,
+                "assignments": assignments})
+            err = int(synced.error_code)
+            if err == 0:
+                self.generation[member_id] = joined.generation_id
+                self.member_group[member_id] = group
+                conn.frames.append(member_id)
+                return
+            if err not in (REBALANCE_IN_PROGRESS, 22, 25):
+                raise LoadgenError(f"SyncGroup {group}: error {err}")
+            if err == 25:
+                member_id = ""
+            self.rejoins += 1
+        raise LoadgenError(f"member of {group} never completed a rebalance")
+
+    async def setup(self) -> None:
+        """Every group's members join together (groups in waves, so that a group's
+        initial rebalance delay sees all of them), then all members are checked with one
+        heartbeat each: whoever sees a rebalance rejoins, until every member is in a
+        stable generation."""
+        by_group: Dict[int, List[int]] = collections.defaultdict(list)
+        for m in range(self.members):
+            by_group[m % self.groups].append(m)
+        wave = max(1, 20_000 // max(1, self.members // self.groups))
+        sem = asyncio.Semaphore(wave)
+
+        async def group(g: int) -> None:
+            async with sem:
+                await asyncio.gather(*(self._member(self.conns[m % self.connections],
+                                                    f"loadgen-{g}") for m in by_group[g]))
+        await asyncio.gather(*(group(g) for g in by_group))
+        for _ in range(20):
+            stale = await self._check_generations()
+            if not stale:
+                break
+            await asyncio.gather(*(self._member(conn, self.member_group[mid], mid)
+                                   for conn, mid in stale))
+        else:
+            raise LoadgenError("groups did not settle")
+        # each connection's heartbeat frames, encoded once by kio
+        for conn in self.conns:
+            frames = []
+            for mid in conn.frames:
+                data = encode_request(HEARTBEAT, self.hb_version, 0, {
+                    "group_id": self.member_group[mid], "generation_id": self.generation[mid],
+                    "member_id": mid, "group_instance_id": None}, client_id="fastcoord-loadgen")
+                frames.append((data[:8], data[12:]))   # size, key, version | corr | rest
+            conn.frames = frames
+
+    async def _check_generations(self) -> list:
+        stale = []
+
+        async def one(conn: _Conn, mid: str) -> None:
+            resp = await conn.call(HEARTBEAT, self.hb_version, {
+                "group_id": self.member_group[mid], "generation_id": self.generation[mid],
+                "member_id": mid, "group_instance_id": None})
+            if int(resp.error_code) != 0:
+                stale.append((conn, mid))
+        await asyncio.gather(*(one(conn, mid) for conn in self.conns for mid in conn.frames))
+        for conn, mid in stale:
+            conn.frames.remove(mid)
+        return stale
+
+    # -- the measurement -----------------------------------------------------------------------
+    async def beat(self) -> None:
+        loop = asyncio.get_running_loop()
+        for conn in self.conns:
+            conn.beating = True
+        for conn in self.conns:
+            conn.send_beats(self.pipeline)
+        await asyncio.sleep(self.warmup_s)
+        self.measuring = True
+        started = time.perf_counter()
+        await asyncio.sleep(self.duration_s)
+        self.measuring = False
+        self.elapsed = time.perf_counter() - started
+        self.stopping = True
+        deadline = loop.time() + 10
+        while any(c.inflight for c in self.conns) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def close(self) -> None:
+        self.stopping = True
+        for conn in self.conns:
+            if conn.transport is not None:
+                conn.transport.close()
+        if self.conns:
+            await asyncio.wait([c.closed for c in self.conns], timeout=10)
+
+    def summary(self, setup_s: float) -> dict:
+        import numpy as np
+        lat = np.asarray(self.latencies, dtype=np.float64) * 1000.0
+        pct = (lambda q: round(float(np.percentile(lat, q)), 3)) if len(lat) else (lambda q: None)
+        return {
+            "connections": self.connections, "members": self.members, "groups": self.groups,
+            "pipeline": self.pipeline, "heartbeat_version": self.hb_version,
+            "duration_s": round(self.elapsed, 3), "heartbeats": self.answered,
+            "heartbeats_per_s": round(self.answered / self.elapsed, 1) if self.elapsed else 0.0,
+            "p50_ms": pct(50), "p99_ms": pct(99), "p999_ms": pct(99.9),
+            "max_ms": round(float(lat.max()), 3) if len(lat) else None,
+            "errors": {str(k): v for k, v in sorted(self.errors.items())},
+            "connections_lost": self.lost, "setup_s": round(setup_s, 3),
+            "setup_rejoins": self.rejoins,
+        }
+
+
+async def run_loadgen(host: str = "127.0.0.1", port: int = 9092, *, connections: int = 100,
+                      members: int = 1000, groups: int = 100, duration_s: float = 10.0,
+                      pipeline: int = 4, warmup_s: float = 1.0, heartbeat_version: int = 4,
+                      session_timeout_ms: int = 300_000, setup_timeout_s: float = 600.0,
+                      topic: str = "loadgen") -> dict:
+    """Run the load and return the summary dict (see the module docstring)."""
+    gen = _Loadgen(host, port, connections=connections, members=members, groups=groups,
+                   duration_s=duration_s, pipeline=pipeline, warmup_s=warmup_s,
+                   heartbeat_version=heartbeat_version, session_timeout_ms=session_timeout_ms,
+                   setup_timeout_s=setup_timeout_s, topic=topic)
+    try:
+        started = time.perf_counter()
+        await asyncio.wait_for(gen.connect(), setup_timeout_s)
+        await asyncio.wait_for(gen.setup(), setup_timeout_s)
+        setup_s = time.perf_counter() - started
+        await gen.beat()
+    finally:
+        await gen.close()
+    if gen._failure is not None:
+        raise gen._failure
+    return gen.summary(setup_s)
+
+
+def main(args) -> int:
+    """The `fastcoord loadgen` command (args from fastcoord.cli)."""
+    import sys
+    try:
+        result = asyncio.run(run_loadgen(
+            args.host, args.port, connections=args.connections, members=args.members,
+            groups=args.groups, duration_s=args.duration_s, pipeline=args.pipeline,
+            warmup_s=args.warmup_s, heartbeat_version=args.heartbeat_version,
+            session_timeout_ms=args.session_timeout_ms, setup_timeout_s=args.setup_timeout_s))
+    except (OSError, LoadgenError, ValueError, asyncio.TimeoutError) as exc:
+        print(f"fastcoord loadgen: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+__all__ = ["run_loadgen", "LoadgenError"]
