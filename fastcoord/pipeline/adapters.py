@@ -90,6 +90,7 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
     return _finish(rows, stats)
 
 
+_DECODER = json.JSONDecoder()
 _TS = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 
 
@@ -105,7 +106,7 @@ def from_kafka_log(source) -> Tuple[pa.Table, IngestStats]:
             stats.note("malformed", line.strip())
             continue
         try:
-            rec = json.loads(line[at + len("Completed request:"):])
+            rec, _ = _DECODER.raw_decode(line[at + len("Completed request:"):].lstrip())
             header = rec["requestHeader"]
             key = int(header["requestApiKey"])
             req = rec.get("request") or {}

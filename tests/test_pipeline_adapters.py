@@ -1,0 +1,75 @@
+"""Request-log adapters on real-format lines, and malformed-input accounting."""
+import json
+
+import pytest
+
+pytest.importorskip("pyarrow")
+from fastcoord.pipeline.adapters import from_fastcoord_log, from_kafka_log
+from fastcoord.pipeline.replay import replay_local
+
+KAFKA_LINES = [
+    '[2024-05-01 10:00:00,000] DEBUG Completed request:{"requestHeader":{"requestApiKey":11,'
+    '"requestApiVersion":5,"correlationId":3,"clientId":"c1"},"request":{"groupId":"orders",'
+    '"sessionTimeoutMs":10000,"rebalanceTimeoutMs":30000,"memberId":"","groupInstanceId":null,'
+    '"protocolType":"consumer","protocols":[{"name":"range","metadata":"AAE="}]},'
+    '"response":{"throttleTimeMs":0,"errorCode":79,"generationId":-1,"protocolName":null,'
+    '"leader":"","memberId":"c1-aaa","members":[]},"connection":"127.0.0.1:9092-127.0.0.1:5000-0",'
+    '"totalTimeMs":0.5,"requestQueueTimeMs":0.1,"localTimeMs":0.2,"remoteTimeMs":0.0,'
+    '"throttleTimeMs":0,"responseQueueTimeMs":0.1,"sendTimeMs":0.1,"securityProtocol":"PLAINTEXT",'
+    '"principal":"User:ANONYMOUS","listener":"PLAINTEXT","clientInformation":{"softwareName":"apache-kafka-java","softwareVersion":"3.7.0"}} (kafka.request.logger)',
+    '[2024-05-01 10:00:00,010] DEBUG Completed request:{"requestHeader":{"requestApiKey":11,'
+    '"requestApiVersion":5,"correlationId":4,"clientId":"c1"},"request":{"groupId":"orders",'
+    '"sessionTimeoutMs":10000,"rebalanceTimeoutMs":30000,"memberId":"c1-aaa","groupInstanceId":null,'
+    '"protocolType":"consumer","protocols":[{"name":"range","metadata":"AAE="}]},'
+    '"response":{"errorCode":0,"generationId":1,"leader":"c1-aaa","memberId":"c1-aaa"}} (kafka.request.logger)',
+    '[2024-05-01 10:00:03,020] DEBUG Completed request:{"requestHeader":{"requestApiKey":14,'
+    '"requestApiVersion":3,"correlationId":5,"clientId":"c1"},"request":{"groupId":"orders",'
+    '"generationId":1,"memberId":"c1-aaa","groupInstanceId":null,"assignments":[]},'
+    '"response":{"errorCode":0,"assignment":""}} (kafka.request.logger)',
+    '[2024-05-01 10:00:06,000] DEBUG Completed request:{"requestHeader":{"requestApiKey":12,'
+    '"requestApiVersion":4,"correlationId":6,"clientId":"c1"},"request":{"groupId":"orders",'
+    '"generationId":1,"memberId":"c1-aaa","groupInstanceId":null},"response":{"errorCode":0}} (kafka.request.logger)',
+    '[2024-05-01 10:00:07,000] DEBUG Completed request:{"requestHeader":{"requestApiKey":8,'
+    '"requestApiVersion":8,"correlationId":7,"clientId":"c1"},"request":{"groupId":"orders",'
+    '"generationIdOrMemberEpoch":1,"memberId":"c1-aaa","topics":[]},"response":{"topics":[]}} (kafka.request.logger)',
+    '[2024-05-01 10:00:08,000] DEBUG Completed request:{"requestHeader":{"requestApiKey":13,'
+    '"requestApiVersion":4,"correlationId":8,"clientId":"c1"},"request":{"groupId":"orders",'
+    '"members":[{"memberId":"c1-aaa","groupInstanceId":null}]},"response":{"errorCode":0,"members":[]}} (kafka.request.logger)',
+    # an API the trace has no event for, a truncated line, and noise
+    '[2024-05-01 10:00:08,500] DEBUG Completed request:{"requestHeader":{"requestApiKey":3,'
+    '"requestApiVersion":12,"correlationId":9,"clientId":"c1"},"request":{"topics":[]},"response":{}} (kafka.request.logger)',
+    '[2024-05-01 10:00:09,000] DEBUG Completed request:{"requestHeader":{"requestApiKey":12,',
+    'this is not a request log line',
+]
+
+
+def test_kafka_request_log_adapter():
+    table, stats = from_kafka_log(KAFKA_LINES)
+    rows = table.to_pylist()
+    assert [r["event"] for r in rows] == ["join", "join", "sync", "heartbeat", "commit", "leave"]
+    assert {r["member_id"] for r in rows} == {"c1-aaa"}        # the first join takes its given id
+    assert rows[0]["session_timeout_ms"] == 10000 and rows[0]["rebalance_timeout_ms"] == 30000
+    assert rows[0]["protocols"] == ["range"] and rows[0]["error"] == 79
+    assert rows[3]["time_ms"] - rows[0]["time_ms"] == 6000
+    assert stats.unknown_event == 1 and stats.malformed == 2 and stats.rows_in == 9
+    out = replay_local(table)
+    errs = [r["error"] for r in out["responses"].to_pylist()]
+    assert errs == [79, 0, 0, 0, 0, 0]
+
+
+def test_fastcoord_request_log_adapter():
+    def line(ts, api, member, gen=None, error=0):
+        return json.dumps({"ts": ts, "api": api, "version": 5, "client": "c1", "host": "127.0.0.1",
+                           "group": "g", "member": member, "generation": gen, "error": error,
+                           "latency_ms": 0.2})
+    lines = [line(100.0, "JoinGroup", "", error=79), line(100.001, "JoinGroup", "m-1"),
+             line(103.5, "SyncGroup", "m-1", 1), line(106.0, "Heartbeat", "m-1", 1),
+             line(107.0, "Metadata", None), "{not json", json.dumps({"api": "Heartbeat"}),
+             line(108.0, "LeaveGroup", "m-1")]
+    table, stats = from_fastcoord_log(lines)
+    rows = table.to_pylist()
+    assert [r["event"] for r in rows] == ["join", "join", "sync", "heartbeat", "leave"]
+    assert rows[0]["member_id"] == "m-1" and rows[0]["time_ms"] == 100_000
+    assert stats.malformed == 2 and stats.unknown_event == 1 and stats.rows_ok == 5
+    out = replay_local(table)
+    assert [r["error"] for r in out["responses"].to_pylist()] == [79, 0, 0, 0, 0]

@@ -1,0 +1,72 @@
+"""The replay on real Spark (local[2]): golden traces, and Spark == single-process."""
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("pyspark")
+from fastcoord.pipeline.gen import generate
+from fastcoord.pipeline.replay import replay_local
+from fastcoord.pipeline.spark import replay_spark
+from fastcoord.pipeline.trace import write_trace
+
+from test_pipeline_replay import crash_trace, leave_trace, static_restart_trace
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+    s = (SparkSession.builder.master("local[2]").appName("fastcoord-tests")
+         .config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2")
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+         .getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()
+
+
+def test_golden_traces_through_spark(spark, tmp_path):
+    import pyarrow as pa
+    # three golden groups in one trace (renamed apart), replayed by Spark
+    tables = []
+    for name, make in (("crash", crash_trace), ("leave", leave_trace),
+                       ("static", static_restart_trace)):
+        t = make()
+        tables.append(t.set_column(t.schema.get_field_index("group_id"), "group_id",
+                                   pa.array([name] * t.num_rows, pa.string())))
+    trace = pa.concat_tables(tables)
+    trace = trace.set_column(0, "seq", pa.array(range(trace.num_rows), pa.int64()))
+    path = str(tmp_path / "golden.parquet")
+    write_trace(trace, path)
+    out = replay_spark(spark, path, str(tmp_path / "out"))
+    exp = {(r["group_id"], r["member_id"], r["time_ms"], r["reason"])
+           for r in out["expirations"].to_pylist()}
+    # the leave group's trace stops at 30000 while the whole trace runs to 45000: its
+    # last member (last heartbeat 30000) expires at 40000 inside the replay horizon
+    assert exp == {("crash", "b", 22000, "session"), ("leave", "a", 40000, "session")}
+    reb = sorted((r["group_id"], r["start_ms"], r["end_ms"], r["cause"])
+                 for r in out["rebalances"].to_pylist())
+    assert reb == [("crash", 0, 6000, "member-join"), ("crash", 22000, 24001, "session-timeout"),
+                   ("leave", 0, 6000, "member-join"), ("leave", 10000, 12001, "leave"),
+                   ("static", 0, 6000, "member-join")]
+    for name in ("responses", "rebalances", "expirations", "groups"):
+        assert os.path.isdir(tmp_path / "out" / name)
+    local = replay_local(trace)
+    for name in out:
+        assert out[name].to_pylist() == local[name].to_pylist(), name
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_spark_equals_single_process(spark, tmp_path, seed):
+    trace = generate(groups=15, members=6, duration_s=240, seed=seed)
+    path = str(tmp_path / "t.parquet")
+    write_trace(trace, path)
+    got = replay_spark(spark, path)
+    want = replay_local(trace)
+    for name in want:
+        assert got[name].to_pylist() == want[name].to_pylist(), name
+    assert got["responses"].num_rows == trace.num_rows
+    assert len(set(got["responses"].column("shard").to_pylist())) > 2
