@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fastcoord-built
 SOURCES := setup.py pyproject.toml $(wildcard fastcoord/_native/*.pyx fastcoord/_native/*.pxd)
 
-.PHONY: run test test-pure bench build clean valgrind bench-baseline
+.PHONY: run test test-pure bench build clean valgrind bench-baseline profile
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,12 @@ valgrind:
 # Rewrite the instruction-count baselines the gate compares against (a deliberate change).
 bench-baseline: $(STAMP) valgrind
 	$(PY) benchmarks/profile_workloads.py baseline
+
+# Callgrind counts per op (native vs pure), top functions, a py-spy flame graph of the
+# pure heartbeat path, and a summary: bench_results/profiles/.
+profile: $(STAMP) valgrind
+	$(PY) -m pip install --quiet py-spy || echo "py-spy did not install: no flame graph"
+	$(PY) benchmarks/profile_report.py bench_results/profiles
 
 clean:
 	rm -rf build $(VENV) *.egg-info fastcoord/_native/*.c fastcoord/_native/*.so fastcoord/_native/*.html

@@ -264,6 +264,18 @@ def child(impl: str, paths: List[str]) -> None:
     print("LABELS " + json.dumps(labels), flush=True)
 
 
+def spin(impl: str, path: str, seconds: float) -> None:
+    """Run a path over and over for `seconds` (no callgrind: for a sampling profiler)."""
+    import time
+    n = PATHS[path][impl]
+    w = WORKLOADS[path](impl)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        w.prepare(n)
+        w.measure(n)
+        w.cleanup()
+
+
 # ---------------------------------------------------------------- parent side
 def valgrind() -> Optional[str]:
     return shutil.which("valgrind")
@@ -293,8 +305,8 @@ def count(impl: str, paths: Optional[List[str]] = None, keep: Optional[pathlib.P
         env.pop("FASTCOORD_NO_EXTENSIONS", None)
     with tempfile.TemporaryDirectory(prefix="fastcoord-cg-") as tmp:
         out = pathlib.Path(tmp) / "cg.out"
-        cmd = [vg, "--tool=callgrind", f"--callgrind-out-file={out}", f"--dump-before={MARKER}",
-               "--dump-line=no", python, str(HERE / "profile_workloads.py"), "child", impl,
+        cmd = [vg, "--tool=callgrind", f"--callgrind-out-file={out}", f"--dump-before={MARKER}", "--compress-strings=no",
+               python, str(HERE / "profile_workloads.py"), "child", impl,
                ",".join(paths)]
         proc = subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True)
         line = next((l for l in proc.stdout.splitlines() if l.startswith("LABELS ")), None)
@@ -337,6 +349,9 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "child":
         child(argv[1], argv[2].split(","))
+        return 0
+    if argv and argv[0] == "spin":          # spin IMPL PATH SECONDS: for py-spy
+        spin(argv[1], argv[2], float(argv[3]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cmd", choices=["measure", "baseline"])
