@@ -157,7 +157,11 @@ def _add_loadgen_parser(sub) -> None:
     lg.add_argument("--duration-s", type=float, default=10.0, help="measured seconds")
     lg.add_argument("--warmup-s", type=float, default=1.0, help="unmeasured seconds first")
     lg.add_argument("--pipeline", type=int, default=4,
-                    help="heartbeat requests in flight per connection")
+                    help="heartbeat requests in flight per connection (closed loop), or at "
+                         "most in flight per connection (with --rate)")
+    lg.add_argument("--rate", type=float, default=0.0,
+                    help="open loop: this many heartbeats/s in all (0: closed loop, as fast "
+                         "as the server answers)")
     lg.add_argument("--heartbeat-version", type=int, default=4, choices=range(5))
     lg.add_argument("--session-timeout-ms", type=int, default=300_000)
     lg.add_argument("--setup-timeout-s", type=float, default=600.0)

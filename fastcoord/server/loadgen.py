@@ -20,6 +20,7 @@ import collections
 import json
 import struct
 import time
+import uuid
 from typing import Dict, List, Optional
 
 from .protocol import decode_response, encode_request
@@ -49,7 +50,7 @@ class LoadgenError(RuntimeError):
 class _Conn(asyncio.Protocol):
     """One connection: request/response calls during setup, then pipelined heartbeats."""
 
-    def __init__(self, gen: "_Loadgen", index: int) -> None:
+    def __init__(self, gen: "Loadgen", index: int) -> None:
         self.gen = gen
         self.index = index
         self.transport: Optional[asyncio.Transport] = None
@@ -121,7 +122,7 @@ class _Conn(asyncio.Protocol):
                     fut.set_exception(exc)
         if pos:
             del buf[:pos]
-        if beats and self.beating and not gen.stopping:
+        if beats and self.beating and not gen.stopping and gen.rate is None:
             self.send_beats(beats)
 
     def send_beats(self, n: int) -> None:
@@ -148,10 +149,14 @@ class _Conn(asyncio.Protocol):
         self.transport.write(b"".join(out))
 
 
-class _Loadgen:
-    def __init__(self, host: str, port: int, *, connections: int, members: int, groups: int,
-                 duration_s: float, pipeline: int, warmup_s: float, heartbeat_version: int,
-                 session_timeout_ms: int, setup_timeout_s: float, topic: str) -> None:
+class Loadgen:
+    """`async with Loadgen(...) as gen:` connects and sets up every member; then
+    `await gen.measure(duration_s, warmup_s, rate)` as often as wanted."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 9092, *, connections: int = 100,
+                 members: int = 1000, groups: int = 100, pipeline: int = 4,
+                 heartbeat_version: int = 4, session_timeout_ms: int = 300_000,
+                 setup_timeout_s: float = 600.0, topic: str = "loadgen") -> None:
         if connections < 1 or members < 1 or groups < 1 or pipeline < 1:
             raise ValueError("connections, members, groups and pipeline must be >= 1")
         if members < connections:
@@ -163,7 +168,7 @@ class _Loadgen:
             raise ValueError("heartbeat_version must be in 0..4")
         self.host, self.port = host, port
         self.connections, self.members, self.groups = connections, members, groups
-        self.duration_s, self.pipeline, self.warmup_s = duration_s, pipeline, warmup_s
+        self.pipeline = pipeline
         self.hb_version = heartbeat_version
         self.session_timeout_ms = session_timeout_ms
         self.setup_timeout_s = setup_timeout_s
@@ -183,6 +188,13 @@ class _Loadgen:
         self.generation: Dict[str, int] = {}      # member id -> generation
         self.member_group: Dict[str, str] = {}
         self.rejoins = 0
+        self.rate: Optional[float] = None
+        # group names unique to this run: a second run against the same server does not
+        # join (and wait on) the groups of the first, whose members never left
+        self.run_id = uuid.uuid4().hex[:8]
+        self.unsent = 0
+        self.elapsed = 0.0
+        self.setup_s = 0.0
 
     # -- bookkeeping -------------------------------------------------------------------------
     def record(self, latency: float, err: int) -> None:
@@ -201,6 +213,20 @@ class _Loadgen:
     def fail(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = exc
+
+    async def __aenter__(self) -> "Loadgen":
+        started = time.perf_counter()
+        try:
+            await asyncio.wait_for(self.connect(), self.setup_timeout_s)
+            await asyncio.wait_for(self.setup(), self.setup_timeout_s)
+        except BaseException:
+            await self.close()
+            raise
+        self.setup_s = time.perf_counter() - started
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
 
     # -- setup -------------------------------------------------------------------------------
     async def connect(self) -> None:
@@ -275,7 +301,8 @@ class _Loadgen:
         async def group(g: int) -> None:
             async with sem:
                 await asyncio.gather(*(self._member(self.conns[m % self.connections],
-                                                    f"loadgen-{g}") for m in by_group[g]))
+                                                    f"loadgen-{self.run_id}-{g}")
+                                     for m in by_group[g]))
         await asyncio.gather(*(group(g) for g in by_group))
         for _ in range(20):
             stale = await self._check_generations()
@@ -310,22 +337,78 @@ class _Loadgen:
         return stale
 
     # -- the measurement -----------------------------------------------------------------------
-    async def beat(self) -> None:
+    async def measure(self, duration_s: float, warmup_s: float = 0.0,
+                      rate: Optional[float] = None) -> dict:
+        """One measurement on the connections and members set up: closed loop
+        (`rate` None: every connection keeps `pipeline` heartbeats in flight, a response
+        sends the next) or open loop (`rate` heartbeats/s in all, spread round-robin over
+        the connections, at most `pipeline` in flight on each; what cannot be sent
+        because every connection is full counts as `unsent`)."""
         loop = asyncio.get_running_loop()
+        self.latencies = []
+        self.errors = collections.Counter()
+        self.answered = 0
+        self.unsent = 0
+        self.rate = rate
+        self.stopping = False
         for conn in self.conns:
             conn.beating = True
-        for conn in self.conns:
-            conn.send_beats(self.pipeline)
-        await asyncio.sleep(self.warmup_s)
+        pacer = None
+        if rate is None:
+            for conn in self.conns:
+                conn.send_beats(self.pipeline)
+        else:
+            pacer = loop.create_task(self._pace(rate))
+        await asyncio.sleep(warmup_s)
         self.measuring = True
         started = time.perf_counter()
-        await asyncio.sleep(self.duration_s)
+        await asyncio.sleep(duration_s)
         self.measuring = False
         self.elapsed = time.perf_counter() - started
         self.stopping = True
+        if pacer is not None:
+            await pacer
         deadline = loop.time() + 10
         while any(c.inflight for c in self.conns) and loop.time() < deadline:
             await asyncio.sleep(0.01)
+        if any(c.inflight for c in self.conns):
+            raise LoadgenError("heartbeats still unanswered 10 s after the run")
+        if self.lost:
+            raise LoadgenError(f"{self.lost} connections closed by the server during the run")
+        if self._failure is not None:
+            raise self._failure
+        return self.summary()
+
+    async def _pace(self, rate: float) -> None:
+        conns = self.conns
+        count = len(conns)
+        cap = self.pipeline
+        i = 0
+        issued = 0
+        start = time.perf_counter()
+        while not self.stopping:
+            due = int(rate * (time.perf_counter() - start)) - issued
+            if due > 0:
+                batch: Dict[_Conn, int] = {}
+                full = 0
+                while due > 0 and full < count:
+                    conn = conns[i]
+                    i = i + 1 if i + 1 < count else 0
+                    n = batch.get(conn, 0)
+                    if conn.inflight + n < cap:
+                        batch[conn] = n + 1
+                        due -= 1
+                        issued += 1
+                        full = 0
+                    else:
+                        full += 1
+                if due > 0:              # every connection has `pipeline` in flight
+                    if self.measuring:
+                        self.unsent += due
+                    issued += due
+                for conn, n in batch.items():
+                    conn.send_beats(n)
+            await asyncio.sleep(0.0005)
 
     async def close(self) -> None:
         self.stopping = True
@@ -335,44 +418,36 @@ class _Loadgen:
         if self.conns:
             await asyncio.wait([c.closed for c in self.conns], timeout=10)
 
-    def summary(self, setup_s: float) -> dict:
+    def summary(self) -> dict:
         import numpy as np
         lat = np.asarray(self.latencies, dtype=np.float64) * 1000.0
         pct = (lambda q: round(float(np.percentile(lat, q)), 3)) if len(lat) else (lambda q: None)
         return {
             "connections": self.connections, "members": self.members, "groups": self.groups,
             "pipeline": self.pipeline, "heartbeat_version": self.hb_version,
+            "mode": "closed loop" if self.rate is None else f"open loop at {self.rate:g}/s",
+            "unsent": self.unsent,
             "duration_s": round(self.elapsed, 3), "heartbeats": self.answered,
             "heartbeats_per_s": round(self.answered / self.elapsed, 1) if self.elapsed else 0.0,
             "p50_ms": pct(50), "p99_ms": pct(99), "p999_ms": pct(99.9),
             "max_ms": round(float(lat.max()), 3) if len(lat) else None,
             "errors": {str(k): v for k, v in sorted(self.errors.items())},
-            "connections_lost": self.lost, "setup_s": round(setup_s, 3),
+            "setup_s": round(self.setup_s, 3),
             "setup_rejoins": self.rejoins,
         }
 
 
 async def run_loadgen(host: str = "127.0.0.1", port: int = 9092, *, connections: int = 100,
                       members: int = 1000, groups: int = 100, duration_s: float = 10.0,
-                      pipeline: int = 4, warmup_s: float = 1.0, heartbeat_version: int = 4,
-                      session_timeout_ms: int = 300_000, setup_timeout_s: float = 600.0,
-                      topic: str = "loadgen") -> dict:
-    """Run the load and return the summary dict (see the module docstring)."""
-    gen = _Loadgen(host, port, connections=connections, members=members, groups=groups,
-                   duration_s=duration_s, pipeline=pipeline, warmup_s=warmup_s,
-                   heartbeat_version=heartbeat_version, session_timeout_ms=session_timeout_ms,
-                   setup_timeout_s=setup_timeout_s, topic=topic)
-    try:
-        started = time.perf_counter()
-        await asyncio.wait_for(gen.connect(), setup_timeout_s)
-        await asyncio.wait_for(gen.setup(), setup_timeout_s)
-        setup_s = time.perf_counter() - started
-        await gen.beat()
-    finally:
-        await gen.close()
-    if gen._failure is not None:
-        raise gen._failure
-    return gen.summary(setup_s)
+                      pipeline: int = 4, warmup_s: float = 1.0, rate: Optional[float] = None,
+                      heartbeat_version: int = 4, session_timeout_ms: int = 300_000,
+                      setup_timeout_s: float = 600.0, topic: str = "loadgen") -> dict:
+    """Set up, run one measurement and return its summary (see the module docstring)."""
+    async with Loadgen(host, port, connections=connections, members=members, groups=groups,
+                       pipeline=pipeline, heartbeat_version=heartbeat_version,
+                       session_timeout_ms=session_timeout_ms, setup_timeout_s=setup_timeout_s,
+                       topic=topic) as gen:
+        return await gen.measure(duration_s, warmup_s, rate)
 
 
 def main(args) -> int:
@@ -382,7 +457,8 @@ def main(args) -> int:
         result = asyncio.run(run_loadgen(
             args.host, args.port, connections=args.connections, members=args.members,
             groups=args.groups, duration_s=args.duration_s, pipeline=args.pipeline,
-            warmup_s=args.warmup_s, heartbeat_version=args.heartbeat_version,
+            warmup_s=args.warmup_s, rate=args.rate or None,
+            heartbeat_version=args.heartbeat_version,
             session_timeout_ms=args.session_timeout_ms, setup_timeout_s=args.setup_timeout_s))
     except (OSError, LoadgenError, ValueError, asyncio.TimeoutError) as exc:
         print(f"fastcoord loadgen: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -391,4 +467,4 @@ def main(args) -> int:
     return 0
 
 
-__all__ = ["run_loadgen", "LoadgenError"]
+__all__ = ["run_loadgen", "Loadgen", "LoadgenError"]

@@ -1,0 +1,135 @@
+"""Wire-server benchmark: `fastcoord serve` (a subprocess) under `fastcoord loadgen`.
+
+The server runs on core 0 (`taskset -c 0`), the load generator in this process on
+core 1 (when the machine has two cores and taskset). The load generator connects
+`connections` sockets, makes `members` real members of `groups` groups (JoinGroup,
+SyncGroup, kio-encoded), then measures Heartbeat requests:
+
+  server-heartbeat  closed-pN: every connection keeps N heartbeats in flight (the
+                    server's saturation throughput; latency is then queueing:
+                    in-flight / throughput, Little's law).
+                    open-R: R heartbeats/s in all, spread over the connections (at most
+                    8 in flight on each), latency at that offered load.
+                    ops = heartbeats answered in the measured window (one call);
+                    extra_info: heartbeats_per_s, p50_ms, p99_ms, p999_ms, unsent.
+
+Server: memory store, no request log (the hot path only: heartbeats touch neither),
+native coordinator. Full size: 1,000 connections, 100,000 members in 1,000 groups,
+10 s per case after 2 s warm-up (the issue's target: >= 100,000 heartbeats/s with
+p99 <= 5 ms). With --benchmark-disable (make test): 20 connections, 400 members,
+about 0.5 s per case.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("kio")
+
+from fastcoord.server.loadgen import Loadgen  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FULL = dict(connections=1000, members=100_000, groups=1000, duration_s=10.0, warmup_s=2.0)
+QUICK = dict(connections=20, members=400, groups=20, duration_s=0.5, warmup_s=0.1)
+# (case, pipeline, offered rate at full size, offered rate in quick mode)
+CASES = [("closed-p1", 1, None, None), ("closed-p8", 8, None, None),
+         ("open-50000", 8, 50_000, 2_000), ("open-100000", 8, 100_000, 4_000)]
+
+
+def _pinned() -> bool:
+    return (shutil.which("taskset") is not None and hasattr(os, "sched_setaffinity")
+            and len(os.sched_getaffinity(0)) >= 2)
+
+
+class _Server:
+    """`fastcoord serve --port 0` pinned to core 0, stopped by PID."""
+
+    def __init__(self, log_path: Path) -> None:
+        cmd = [sys.executable, "-m", "fastcoord", "serve", "--host", "127.0.0.1", "--port", "0",
+               "--store", "memory", "--no-request-log", "--status-interval-s", "0",
+               "--group-initial-rebalance-delay-ms", "500", "--max-connections", "20000",
+               "--log-level", "WARNING"]
+        if _pinned():
+            cmd = ["taskset", "-c", "0"] + cmd
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, cwd=str(ROOT))
+        lines: "queue.Queue[str]" = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(x.decode()) for x in self.proc.stdout],
+                         daemon=True).start()
+        try:
+            first = lines.get(timeout=60)
+        except queue.Empty:
+            self.stop()
+            raise RuntimeError(f"server did not start: {log_path.read_text()}") from None
+        self.port = int(first.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self._log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def loaded(request, tmp_path_factory):
+    """A server and a load generator with every member set up, shared by the cases."""
+    quick = request.config.getoption("benchmark_disable")
+    size = QUICK if quick else FULL
+    server = _Server(tmp_path_factory.mktemp("server") / "server.log")
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    if _pinned():
+        os.sched_setaffinity(0, {1})
+    loop = asyncio.new_event_loop()
+    gen = Loadgen("127.0.0.1", server.port, connections=size["connections"],
+                  members=size["members"], groups=size["groups"], pipeline=8,
+                  setup_timeout_s=300)
+    try:
+        loop.run_until_complete(gen.__aenter__())
+        yield gen, loop, size, quick
+    finally:
+        loop.run_until_complete(gen.__aexit__(None, None, None))
+        loop.close()
+        if affinity is not None:
+            os.sched_setaffinity(0, affinity)
+        code = server.stop()
+        assert code == 0, server.log_path.read_text()[-3000:]
+
+
+@pytest.mark.parametrize("case,pipeline,rate,quick_rate", CASES, ids=[c[0] for c in CASES])
+def test_server_heartbeats(benchmark, loaded, case, pipeline, rate, quick_rate):
+    gen, loop, size, quick = loaded
+    gen.pipeline = pipeline
+    offered = quick_rate if quick else rate
+    loop.run_until_complete(gen.measure(size["warmup_s"], 0.0, offered))     # warm-up
+    results = []
+    benchmark.group = "server-heartbeat"
+    benchmark.pedantic(lambda: results.append(
+        loop.run_until_complete(gen.measure(size["duration_s"], 0.0, offered))),
+        rounds=1, iterations=1)
+    summary = results[-1]
+    assert summary["heartbeats"] > 0
+    assert summary["errors"] == {}, summary       # every member stays in its generation
+    benchmark.extra_info.update({
+        "peer": "native", "case": case, "ops": summary["heartbeats"],
+        "heartbeats_per_s": summary["heartbeats_per_s"], "p50_ms": summary["p50_ms"],
+        "p99_ms": summary["p99_ms"], "p999_ms": summary["p999_ms"],
+        "connections": size["connections"], "members": size["members"],
+        "pipeline": pipeline, "offered_per_s": offered or 0, "unsent": summary["unsent"],
+        "pinned": int(_pinned()),
+    })
+    print(f"\n{case}: {summary}")
