@@ -56,10 +56,13 @@ bench-baseline: $(STAMP) valgrind
 	$(PY) benchmarks/profile_workloads.py baseline
 
 # Callgrind counts per op (native vs pure), top functions, a py-spy flame graph of the
-# pure heartbeat path, and a summary: bench_results/profiles/.
+# pure heartbeat path, and a summary: bench_results/profiles/; then the scaling plots
+# (bench_results/scaling-*.png) and the index that embeds them.
 profile: $(STAMP) valgrind
 	$(PY) -m pip install --quiet py-spy || echo "py-spy did not install: no flame graph"
 	$(PY) benchmarks/profile_report.py bench_results/profiles
+	$(PY) benchmarks/profile_scaling.py bench_results
+	$(PY) benchmarks/index.py bench_results
 
 clean:
 	rm -rf build $(VENV) *.egg-info fastcoord/_native/*.c fastcoord/_native/*.so fastcoord/_native/*.html

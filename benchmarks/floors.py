@@ -131,12 +131,18 @@ def _build():
                           or pathlib.Path(tempfile.gettempdir()) / "fastcoord-floors")
     folder.mkdir(parents=True, exist_ok=True)
     found = list(folder.glob(f"{name}*.so"))
-    if not found:
+    if not found:                      # build privately, then rename: safe when racing
+        import shutil
         import cffi
         ffi = cffi.FFI()
         ffi.cdef(CDEF)
         ffi.set_source(name, SOURCE, extra_compile_args=["-O2"])
-        ffi.compile(tmpdir=str(folder), verbose=False)
+        work = tempfile.mkdtemp(prefix="build-", dir=folder)
+        try:
+            built = pathlib.Path(ffi.compile(tmpdir=work, verbose=False))
+            os.replace(built, folder / built.name)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
         found = list(folder.glob(f"{name}*.so"))
     spec = importlib.util.spec_from_file_location(name, found[0])
     mod = importlib.util.module_from_spec(spec)

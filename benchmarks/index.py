@@ -7,7 +7,12 @@ from __future__ import annotations
 import pathlib
 import sys
 
-ORDER = ["coordinator", "timer", "storage"]
+ORDER = ["coordinator", "floors", "timer", "storage"]
+PLOT_TITLES = {
+    "scaling-heartbeats": "Heartbeats/s against member count (scalar and batch, native, pure, C floors)",
+    "scaling-threads": "heartbeat_batch: 1 vs 2 threads",
+    "scaling-rebalance": "Rebalance time against group size (10 to 10,000 members)",
+}
 
 
 def main(argv=None) -> int:
@@ -20,6 +25,18 @@ def main(argv=None) -> int:
            "is a shared 2-core VM, so compare ratios rather than absolute numbers across runs.", ""]
     for p in parts:
         out.append(f"- [{p.stem}]({p.name}) (raw: [{p.stem}.json]({p.stem}.json))")
+    if (folder / "profiles" / "summary.md").exists():
+        out.append("- [profiles](profiles/summary.md): instructions per op, native vs pure, "
+                   "top functions, flame graph (`make profile`)")
+    if (folder / "instructions.json").exists():
+        out.append("- [instructions.json](instructions.json): the CI gate's baselines "
+                   "(`make bench-baseline`)")
+    plots = sorted(folder.glob("*.png"))
+    if plots:
+        out += ["", "# Plots", ""]
+        for png in plots:
+            title = PLOT_TITLES.get(png.stem, png.stem)
+            out += [f"## {title}", "", f"![{title}]({png.name})", ""]
     for p in parts:
         body = p.read_text().splitlines()
         out += ["", f"# {p.stem}", ""] + [line for line in body if not line.startswith("# ")]
