@@ -137,56 +137,35 @@ def plot(data, folder: pathlib.Path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    hb = data["heartbeats"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for name, pts in hb["series"].items():
-        if name.startswith("threads:"):
-            continue
-        xs = sorted(int(k) for k in pts)
-        style = "--" if name.startswith("C floor") else "-"
-        ax.plot(xs, [pts[x] for x in xs], style, marker="o", label=name)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("members")
-    ax.set_ylabel("heartbeats / s")
-    ax.set_title("Heartbeat throughput vs member count (random order)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(folder / "scaling-heartbeats.png", dpi=100)
-    plt.close(fig)
+    def chart(name, title, xlabel, ylabel, lines, logy=True):
+        """lines: [(label, {x: y}, style)] -> folder/name.png"""
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        for label, pts, style in lines:
+            xs = sorted(pts, key=int)
+            ax.plot([int(x) for x in xs], [pts[x] for x in xs], style, marker="o", label=label)
+        ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(folder / f"{name}.png", dpi=100)
+        plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for name in ("threads: 1 thread", "threads: 2 threads"):
-        pts = hb["series"].get(name)
-        if pts:
-            xs = sorted(int(k) for k in pts)
-            ax.plot(xs, [pts[x] for x in xs], marker="o", label=name.split(": ")[1])
-    ax.set_xscale("log")
-    ax.set_xlabel("members")
-    ax.set_ylabel("heartbeats / s")
-    ax.set_title("heartbeat_batch (native, GIL released): 1 vs 2 threads")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(folder / "scaling-threads.png", dpi=100)
-    plt.close(fig)
-
-    rb = data["rebalance"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for impl, pts in rb["series"].items():
-        xs = sorted(int(k) for k in pts)
-        ax.plot(xs, [pts[x] * 1e3 for x in xs], marker="o", label=impl)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("group size (members)")
-    ax.set_ylabel("rebalance time (ms)")
-    ax.set_title("Full rebalance (joins + rebalance + syncs) vs group size")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(folder / "scaling-rebalance.png", dpi=100)
-    plt.close(fig)
+    series = data["heartbeats"]["series"]
+    chart("scaling-heartbeats", "Heartbeat throughput vs member count (random order)",
+          "members", "heartbeats / s",
+          [(k, v, "--" if k.startswith("C floor") else "-") for k, v in series.items()
+           if not k.startswith("threads:")])
+    chart("scaling-threads", "heartbeat_batch (native, GIL released): 1 vs 2 threads",
+          "members", "heartbeats / s",
+          [(k.split(": ")[1], v, "-") for k, v in series.items() if k.startswith("threads:")],
+          logy=False)
+    chart("scaling-rebalance", "Full rebalance (joins + rebalance + syncs) vs group size",
+          "group size (members)", "rebalance time (ms)",
+          [(impl, {x: t * 1e3 for x, t in pts.items()}, "-")
+           for impl, pts in data["rebalance"]["series"].items()])
 
 
 def main(argv=None) -> int:
