@@ -45,9 +45,12 @@ CASES = [("closed-p1", 1, None, None), ("closed-p8", 8, None, None),
          ("open-50000", 8, 50_000, 2_000), ("open-100000", 8, 100_000, 4_000)]
 
 
+PINNED = (shutil.which("taskset") is not None and hasattr(os, "sched_setaffinity")
+          and len(os.sched_getaffinity(0)) >= 2)
+
+
 def _pinned() -> bool:
-    return (shutil.which("taskset") is not None and hasattr(os, "sched_setaffinity")
-            and len(os.sched_getaffinity(0)) >= 2)
+    return PINNED
 
 
 class _Server:

@@ -5,7 +5,7 @@ coordinator, encodes responses, and advances time (`coord.expire_due()` and the
 fetch timer every `tick_ms`, from `loop.call_later`), so no thread ever races the loop
 and coordinator callbacks, wherever they fire, run on the loop thread.
 
-Each connection keeps a queue of futures, one per request in arrival order; a
+Each connection keeps a queue of replies, one per request in arrival order; a
 response is written only when every earlier one has been written, so a parked
 JoinGroup holds back the responses behind it on that connection (Kafka's ordering
 guarantee) while other connections go on.
@@ -66,6 +66,7 @@ class Connection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self._buf = bytearray()
         self._pending: collections.deque = collections.deque()
+        self._out: Optional[list] = None     # responses held back while corked
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -87,8 +88,8 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closing = True
         self.server.connections.discard(self)
-        for fut in self._pending:
-            fut.cancel()
+        for reply in self._pending:
+            reply.cancelled = True
         self._pending.clear()
 
     def pause_writing(self) -> None:
@@ -104,6 +105,17 @@ class Connection(asyncio.Protocol):
         if self.closing:
             return
         self.last_active = time.monotonic()
+        # Cork: the responses answered while these frames are handled go out in one
+        # write (one send() for a pipelined batch instead of one per response).
+        self._out = out = []
+        try:
+            self._frames(data)
+        finally:
+            self._out = None
+            if out and not self.closing:
+                self.transport.write(b"".join(out))
+
+    def _frames(self, data: bytes) -> None:
         buf = self._buf
         buf += data
         pos = 0
@@ -154,9 +166,8 @@ class Connection(asyncio.Protocol):
         if not apis.expects_response(request):
             reply = _ignore
         else:
-            fut = server.loop.create_future()
-            self._pending.append(fut)
-            reply = _Reply(self, fut, request, server.request_log)
+            reply = _Reply(self, request, server.request_log)
+            self._pending.append(reply)
         try:
             apis.handle(session, request, reply)
         except Exception:
@@ -181,43 +192,52 @@ class Connection(asyncio.Protocol):
     def _flush(self) -> None:
         pending = self._pending
         transport = self.transport
-        while pending and pending[0].done():
-            fut = pending.popleft()
-            if not fut.cancelled() and not self.closing:
-                transport.write(fut.result())
+        out = self._out
+        while pending and pending[0].data is not None:
+            reply = pending.popleft()
+            if not reply.cancelled and not self.closing:
+                if out is not None:
+                    out.append(reply.data)
+                else:
+                    transport.write(reply.data)
 
     def close(self) -> None:
         """Close after writing what is already queued; drop what is still parked."""
         if self.closing:
             return
+        out = self._out
+        if out and self.transport is not None:    # corked responses go first
+            self.transport.write(b"".join(out))
+            out.clear()
         self.closing = True
-        for fut in self._pending:
-            fut.cancel()
+        for reply in self._pending:
+            reply.cancelled = True
         self._pending.clear()
         if self.transport is not None:
             self.transport.close()
 
     @property
     def parked(self) -> int:
-        return sum(1 for f in self._pending if not f.done())
+        return sum(1 for r in self._pending if r.data is None)
 
 
 class _Reply:
-    """The `reply(body)` callable handed to a handler: encodes, resolves the request's
-    future and writes every response that is now at the head of the queue."""
+    """The `reply(body)` callable handed to a handler, and the request's place in its
+    connection's queue: encodes the response, keeps it, and writes every response that
+    is now at the head of the queue."""
 
-    __slots__ = ("conn", "fut", "request", "started", "request_log")
+    __slots__ = ("conn", "data", "cancelled", "request", "started", "request_log")
 
-    def __init__(self, conn: Connection, fut, request, request_log) -> None:
+    def __init__(self, conn: Connection, request, request_log) -> None:
         self.conn = conn
-        self.fut = fut
+        self.data: Optional[bytes] = None    # the encoded response, once answered
+        self.cancelled = False               # the connection closed first
         self.request = request
         self.request_log = request_log
         self.started = time.perf_counter()
 
     def __call__(self, body: dict) -> None:
-        fut = self.fut
-        if fut.done():          # connection closed meanwhile, or a second reply
+        if self.data is not None or self.cancelled:   # a second reply, or closed meanwhile
             return
         request = self.request
         version = request.api_version if request.body is not None else 0
@@ -228,7 +248,7 @@ class _Reply:
                           API_NAMES[request.api_key], version)
             self.conn.close()
             return
-        fut.set_result(data)
+        self.data = data
         conn = self.conn
         conn.server.latencies.append(time.perf_counter() - self.started)
         conn._flush()
