@@ -82,6 +82,9 @@ def _add_serve_parser(sub) -> None:
     serve.add_argument("--no-request-log", action="store_true", help="do not write the request log")
     serve.add_argument("--status-interval-s", type=float, default=5.0,
                        help="print a status line this often (0: never)")
+    serve.add_argument("--metrics-port", type=int, default=None,
+                       help="serve the status counters in Prometheus' text format on "
+                            "http://HOST:PORT/metrics (0: any free port, printed)")
     serve.add_argument("--impl", choices=["native", "pure"], default=None)
     serve.add_argument("--log-level", default="INFO")
 
@@ -124,14 +127,17 @@ def _serve(args) -> int:
         max_frame_bytes=args.max_frame_bytes, max_connections=args.max_connections,
         idle_timeout_ms=args.idle_timeout_ms, tick_ms=args.tick_ms, security=security,
         status_interval_s=args.status_interval_s, data_dir=data_dir, store=store,
-        fsync=args.fsync, fsync_interval_ms=args.fsync_interval_ms, repair=args.repair)
+        fsync=args.fsync, fsync_interval_ms=args.fsync_interval_ms, repair=args.repair,
+        metrics_port=args.metrics_port)
 
     def ready(server) -> None:
         topics = ", ".join(f"{t}:{n}" for t, n in sorted(config.topics.items())) or "none"
         print(f"fastcoord serve: listening on {config.host}:{server.port} "
               f"(coordinator {server.coord.impl}; topics {topics}; store {config.store}"
               + (f" in {os.path.join(data_dir, 'groups')}, fsync {config.fsync}"
-                 if config.store == "durable" else "") + ")", flush=True)
+                 if config.store == "durable" else "")
+              + (f"; metrics on http://{config.host}:{server.metrics_port}/metrics"
+                 if server.metrics_port is not None else "") + ")", flush=True)
         print(f"  point a consumer at it: bootstrap.servers={server.apis.host}:{server.port}",
               flush=True)
 

@@ -52,6 +52,7 @@ class ServerConfig:
     fsync: str = "always"                  # DurableStore policy: "always" or "interval"
     fsync_interval_ms: int = 1000
     repair: bool = False                   # truncate a corrupt shard log at the bad record
+    metrics_port: Optional[int] = None     # Prometheus text on GET /metrics (0: any free port)
 
 
 class Connection(asyncio.Protocol):
@@ -326,6 +327,8 @@ class CoordinatorServer:
         self.connections: Set[Connection] = set()
         self.latencies: collections.deque = collections.deque(maxlen=100_000)
         self._status_handle = None
+        self._metrics_server = None
+        self.metrics_port: Optional[int] = None
         self._status_last = (time.monotonic(), 0)
         self.request_log = request_log
         self.apis: Optional[KafkaApis] = None
@@ -358,6 +361,10 @@ class CoordinatorServer:
             self._load_task = self.loop.create_task(self._load())
         if cfg.status_interval_s > 0:
             self._status_handle = self.loop.call_later(cfg.status_interval_s, self._status)
+        if cfg.metrics_port is not None:
+            self._metrics_server = await asyncio.start_server(
+                self._metrics_client, cfg.host, cfg.metrics_port, reuse_address=True)
+            self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
 
     async def _load(self) -> None:
         """Load every owned shard from the durable store (a worker thread reads and
@@ -383,23 +390,81 @@ class CoordinatorServer:
         if self._load_task is not None:
             await asyncio.shield(self._load_task)
 
+    def _groups_by_state(self) -> Dict[str, int]:
+        states: Dict[str, int] = {}
+        for g in self.coord.list_groups():
+            states[str(g.state)] = states.get(str(g.state), 0) + 1
+        return states
+
+    def _p99_seconds(self) -> float:
+        lat = sorted(self.latencies)
+        return lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0
+
     def status_line(self) -> str:
         """connections, groups by state, heartbeats/s, joins, p99 latency (since last)."""
         now = time.monotonic()
         beats = self.apis.counters["heartbeats"]
         then, beats_then = self._status_last
         self._status_last = (now, beats)
-        states: Dict[str, int] = {}
-        for g in self.coord.list_groups():
-            states[str(g.state)] = states.get(str(g.state), 0) + 1
-        lat = sorted(self.latencies)
+        states = self._groups_by_state()
+        p99 = self._p99_seconds() * 1000
         self.latencies.clear()
-        p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000 if lat else 0.0
         groups = " ".join(f"{k}={v}" for k, v in sorted(states.items())) or "none"
         return (f"status: connections={len(self.connections)} groups[{groups}] "
                 f"heartbeats/s={(beats - beats_then) / max(now - then, 1e-9):.0f} "
                 f"joins={self.apis.counters['joins']} requests={self.apis.counters['requests']} "
                 f"p99_ms={p99:.2f}")
+
+    def metrics_text(self) -> str:
+        """The status line's counters in Prometheus' text format (version 0.0.4)."""
+        counters = self.apis.counters
+        lines = [
+            "# HELP fastcoord_connections Open client connections.",
+            "# TYPE fastcoord_connections gauge",
+            f"fastcoord_connections {len(self.connections)}",
+            "# HELP fastcoord_groups Consumer groups by state.",
+            "# TYPE fastcoord_groups gauge",
+        ]
+        states = self._groups_by_state()
+        for state in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"):
+            lines.append(f'fastcoord_groups{{state="{state}"}} {states.get(state, 0)}')
+        for name, key, text in (("requests", "requests", "Requests handled."),
+                                ("heartbeats", "heartbeats", "Heartbeat requests."),
+                                ("joins", "joins", "JoinGroup requests.")):
+            lines += [f"# HELP fastcoord_{name}_total {text}",
+                      f"# TYPE fastcoord_{name}_total counter",
+                      f"fastcoord_{name}_total {counters[key]}"]
+        lines += ["# HELP fastcoord_request_latency_p99_seconds 99th percentile of the "
+                  "request latency (receipt to response) since the last status line.",
+                  "# TYPE fastcoord_request_latency_p99_seconds gauge",
+                  f"fastcoord_request_latency_p99_seconds {self._p99_seconds():.6f}"]
+        if self.store is not None:
+            lines += ["# HELP fastcoord_store_loaded 1 once every owned shard is loaded.",
+                      "# TYPE fastcoord_store_loaded gauge",
+                      f"fastcoord_store_loaded {int(self.loaded is not None)}"]
+        return "\n".join(lines) + "\n"
+
+    async def _metrics_client(self, reader, writer) -> None:
+        """A minimal HTTP/1.x responder: GET /metrics (or /) gets the text format."""
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            parts = head.split(b"\r\n", 1)[0].split()
+            if len(parts) >= 2 and parts[0] == b"GET" and \
+                    parts[1].split(b"?", 1)[0] in (b"/metrics", b"/"):
+                status, body = "200 OK", self.metrics_text().encode()
+            else:
+                status, body = "404 Not Found", b"try GET /metrics\n"
+            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; "
+                         f"charset=utf-8\r\nContent-Length: {len(body)}\r\n"
+                         f"Connection: close\r\n\r\n".encode() + body)
+            await asyncio.wait_for(writer.drain(), 5)
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                ConnectionError):
+            pass
+        except Exception:
+            log.exception("metrics request failed")
+        finally:
+            writer.close()
 
     def _status(self) -> None:
         try:
@@ -443,6 +508,8 @@ class CoordinatorServer:
         self._stopped = True
         if self._server is not None:
             self._server.close()
+        if self._metrics_server is not None:
+            self._metrics_server.close()
         for handle in (self._tick_handle, self._sweep_handle, self._status_handle):
             if handle is not None:
                 handle.cancel()

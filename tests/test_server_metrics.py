@@ -1,0 +1,103 @@
+"""`fastcoord serve --metrics-port`: the status counters in Prometheus' text format,
+scraped over HTTP; and `fastcoord loadgen` against a real server."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+from test_server_harness import HERE, RawConn, ServerProc, wait_until
+
+
+def _metrics_url(server: ServerProc) -> str:
+    found = re.search(r"metrics on (http://\S+/metrics)", server.first_line)
+    assert found, server.first_line
+    return found.group(1)
+
+
+def _scrape(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.status == 200
+        assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = resp.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line:
+            continue
+        name, value = line.rsplit(" ", 1)
+        samples[name] = float(value)
+    # every sample has HELP and TYPE lines
+    for name in samples:
+        base = name.split("{", 1)[0]
+        assert f"# TYPE {base} " in text, base
+    return samples
+
+
+def test_metrics_endpoint_counts_requests_heartbeats_groups(tmp_path):
+    server = ServerProc(tmp_path / "server.log", "--metrics-port", "0", "--store", "memory")
+    try:
+        url = _metrics_url(server)
+        before = _scrape(url)
+        assert before["fastcoord_heartbeats_total"] == 0
+        assert before["fastcoord_connections"] == 0
+        assert before['fastcoord_groups{state="Stable"}'] == 0
+        conn = RawConn(server.port)
+        joined = conn.call(11, 3, {"group_id": "m", "session_timeout": 10_000,
+                                   "rebalance_timeout": 10_000, "member_id": "",
+                                   "protocol_type": "consumer",
+                                   "protocols": [{"name": "range", "metadata": b""}]})
+        assert joined.error_code == 0
+        for _ in range(3):
+            conn.call(12, 4, {"group_id": "m", "generation_id": joined.generation_id,
+                              "member_id": joined.member_id})
+        after = _scrape(url)
+        assert after["fastcoord_connections"] == 1
+        assert after["fastcoord_heartbeats_total"] == 3
+        assert after["fastcoord_joins_total"] == 1
+        assert after["fastcoord_requests_total"] == 4
+        assert after['fastcoord_groups{state="CompletingRebalance"}'] == 1
+        assert after["fastcoord_request_latency_p99_seconds"] > 0
+        conn.close()
+        assert wait_until(lambda: _scrape(url)["fastcoord_connections"] == 0, 10)
+        # anything but GET /metrics is a 404
+        try:
+            urllib.request.urlopen(url.replace("/metrics", "/nope"), timeout=10)
+            raise AssertionError("expected a 404")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 404
+    finally:
+        assert server.stop() == 0, server.log()
+    assert "Traceback" not in server.log()
+
+
+def test_metrics_report_the_durable_store_loaded(tmp_path):
+    server = ServerProc(tmp_path / "server.log", "--metrics-port", "0")
+    try:
+        assert _scrape(_metrics_url(server))["fastcoord_store_loaded"] == 1
+    finally:
+        assert server.stop() == 0
+
+
+def test_loadgen_command_against_a_server(tmp_path):
+    """`fastcoord loadgen` sets up real groups and prints a JSON summary of answered
+    heartbeats; the server saw them."""
+    server = ServerProc(tmp_path / "server.log", "--metrics-port", "0", "--store", "memory",
+                        "--no-request-log")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "fastcoord", "loadgen", "--port", str(server.port),
+             "--connections", "4", "--members", "40", "--groups", "4", "--duration-s", "0.5",
+             "--warmup-s", "0.1", "--pipeline", "4", "--setup-timeout-s", "30"],
+            capture_output=True, timeout=60, cwd=str(HERE.parent.parent))
+        assert proc.returncode == 0, proc.stderr.decode()
+        summary = json.loads(proc.stdout)
+        assert summary["heartbeats"] > 0 and summary["errors"] == {}
+        assert summary["p50_ms"] <= summary["p99_ms"] <= summary["p999_ms"]
+        beats = _scrape(_metrics_url(server))["fastcoord_heartbeats_total"]
+        assert beats >= summary["heartbeats"]
+        assert _scrape(_metrics_url(server))['fastcoord_groups{state="Stable"}'] == 4
+    finally:
+        assert server.stop() == 0, server.log()
