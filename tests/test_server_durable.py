@@ -184,3 +184,72 @@ def test_load_in_progress_on_the_wire(tmp_path):
         conn.close()
     finally:
         assert server.stop() == 0, server.log()
+
+
+def test_acknowledged_commits_survive_repeated_sigkill(tmp_path):
+    """Four connections commit offsets as fast as the server answers (each its own
+    simple group); the server is SIGKILLed at a random moment, restarted on the same data
+    dir, and every acknowledged commit must be there (the value read back is the last
+    acknowledged one, or the one in flight at the kill). Repeated CYCLES times."""
+    import random
+    import threading
+
+    CYCLES = 6
+    rng = random.Random(7)
+    acked = {f"crash-{i}": -1 for i in range(4)}      # group -> last acknowledged offset
+    for cycle in range(CYCLES):
+        server = ServerProc(tmp_path / f"server-{cycle}.log", "--status-interval-s", "0",
+                            "--no-request-log", topics=[f"{TOPIC}:4"])
+        try:
+            check = RawConn(server.port)
+            for group, last in acked.items():
+                resp = check.call(9, 7, {"group_id": group, "topics": [
+                    {"name": TOPIC, "partition_indexes": [0]}], "require_stable": False})
+                assert resp.error_code == 0
+                got = resp.topics[0].partitions[0].committed_offset
+                assert got in (last, last + 1), (cycle, group, got, last)
+                acked[group] = got
+            check.close()
+            stop = threading.Event()
+            errors = []
+
+            def commit_loop(group: str) -> None:
+                try:
+                    conn = RawConn(server.port, timeout=5)
+                except OSError:
+                    return
+                offset = acked[group]
+                try:
+                    while not stop.is_set():
+                        offset += 1
+                        resp = conn.call(8, 7, {
+                            "group_id": group, "generation_id_or_member_epoch": -1,
+                            "member_id": "", "group_instance_id": None, "topics": [
+                                {"name": TOPIC, "partitions": [
+                                    {"partition_index": 0, "committed_offset": offset,
+                                     "committed_leader_epoch": -1,
+                                     "committed_metadata": ""}]}]})
+                        err = resp.topics[0].partitions[0].error_code
+                        if err != 0:
+                            errors.append((group, offset, err))
+                            return
+                        acked[group] = offset
+                except (OSError, AssertionError):
+                    pass                 # the server was killed mid-request
+                finally:
+                    conn.close()
+
+            threads = [threading.Thread(target=commit_loop, args=(g,)) for g in acked]
+            for t in threads:
+                t.start()
+            time.sleep(rng.uniform(0.3, 0.8))
+            os.kill(server.proc.pid, signal.SIGKILL)
+            server.proc.wait(timeout=10)
+            stop.set()
+            for t in threads:
+                t.join(timeout=10)
+                assert not t.is_alive()
+            assert not errors, errors
+        finally:
+            server.stop()
+    assert min(acked.values()) > 0        # commits were acknowledged along the way
