@@ -61,11 +61,13 @@ def procs(tmp_path):
         p.stop_all()
 
 
-def _restart_cycle(procs: _Procs, stop) -> None:
+def _restart_cycle(procs: _Procs, stop, *args: str) -> None:
     """Commit with one consumer, stop the server with `stop(server)`, restart it on the
     same data dir and read the offsets back with a new consumer of the group."""
-    first = procs.server()
+    first = procs.server(*args)
     assert "store durable" in first.first_line, first.first_line
+    if "--fsync" in args:
+        assert "fsync interval" in first.first_line, first.first_line
     a = procs.client(first, "a")
     offsets = {tp: 1000 + 7 * i for i, tp in enumerate(PARTITIONS)}
     a.commit(offsets)                       # answered only once fsync'd
@@ -73,7 +75,7 @@ def _restart_cycle(procs: _Procs, stop) -> None:
     offsets[PARTITIONS[0]] = 4242
     stop(first)
     a.kill()
-    second = procs.server()
+    second = procs.server(*args)
     assert "loaded 50 shards (1 groups, 4 offsets)" in second.loaded_line, second.log()
     b = procs.client(second, "b")
     assert b.committed(PARTITIONS) == offsets
@@ -82,13 +84,21 @@ def _restart_cycle(procs: _Procs, stop) -> None:
     assert c.committed(PARTITIONS[:1]) == {PARTITIONS[0]: None}
 
 
+def _kill(server: ServerProc) -> None:
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(timeout=10)
+    assert server.proc.returncode == -signal.SIGKILL
+    server.stop()     # closes its log file; the process is gone
+
+
 def test_committed_offsets_survive_sigkill(procs):
-    def kill(server: ServerProc) -> None:
-        os.kill(server.proc.pid, signal.SIGKILL)
-        server.proc.wait(timeout=10)
-        assert server.proc.returncode == -signal.SIGKILL
-        server.stop()     # closes its log file; the process is gone
-    _restart_cycle(procs, kill)
+    _restart_cycle(procs, _kill)
+
+
+def test_fsync_interval_survives_sigkill_too(procs):
+    """--fsync interval acknowledges once written to the OS: a killed process loses
+    nothing (only an OS crash could lose the last interval)."""
+    _restart_cycle(procs, _kill, "--fsync", "interval", "--fsync-interval-ms", "60000")
 
 
 def test_committed_offsets_survive_a_clean_sigterm_restart(procs):
