@@ -149,3 +149,46 @@ def test_heartbeat_request_decoder_on_mutated_frames():
         got = _fast(data, version)
         if got is not None:
             assert got == _kio_decode(data, version), (version, frame, data)
+
+
+def test_request_log_lines_are_the_json_of_their_fields(tmp_path):
+    """The hand-formatted request log line is exactly json.dumps of its fields."""
+    import json
+    from types import SimpleNamespace
+
+    from fastcoord import Errors
+    from fastcoord.server.protocol import HeartbeatBody, Request
+    from fastcoord.server.requestlog import RequestLog
+
+    log = RequestLog(tmp_path / "requests.jsonl")
+    conn = SimpleNamespace(session=SimpleNamespace(client_host="127.0.0.1"))
+    cases = [
+        (Request(12, 4, 1, "c\u00e9\"\\\n", HeartbeatBody("g\u6f22", 3, "m-1", None), 30),
+         {"error_code": int(Errors.REBALANCE_IN_PROGRESS)}),
+        (Request(12, 0, 2, None, HeartbeatBody("", -1, "", None), 18),
+         {"error_code": Errors.NONE}),
+        (Request(18, 3, 3, "x", None, 10), {"error_code": 0, "api_keys": []}),
+        (Request(8, 7, 4, "y", SimpleNamespace(group_id="g", member_id="m",
+                                               generation_id_or_member_epoch=-1), 40),
+         {"topics": []}),
+        (Request(99, 0, 5, "z", None, 8), {"error_code": 35}),
+    ]
+    for request, body in cases:
+        log.record(conn, request, body, 0.0012345)
+    log.close()
+    lines = (tmp_path / "requests.jsonl").read_text().splitlines()
+    assert len(lines) == len(cases)
+    for line, (request, body) in zip(lines, cases):
+        record = json.loads(line)
+        req = request.body
+        generation = getattr(req, "generation_id", None)
+        if generation is None:
+            generation = getattr(req, "generation_id_or_member_epoch", None)
+        expected = {
+            "ts": record["ts"], "api": {12: "Heartbeat", 18: "ApiVersions",
+                                        8: "OffsetCommit"}.get(request.api_key, 99),
+            "version": request.api_version, "client": request.client_id,
+            "host": "127.0.0.1", "group": getattr(req, "group_id", None),
+            "member": getattr(req, "member_id", None), "generation": generation,
+            "error": body.get("error_code"), "latency_ms": 1.234}
+        assert line == json.dumps(expected, separators=(",", ":"))
