@@ -263,3 +263,65 @@ def test_acknowledged_commits_survive_repeated_sigkill(tmp_path):
         finally:
             server.stop()
     assert min(acked.values()) > 0        # commits were acknowledged along the way
+
+
+def test_corrupt_shard_is_refused_then_repaired(tmp_path):
+    """A bit flip in the middle of a shard's log: the server reports it, that shard's
+    groups answer NOT_COORDINATOR (nothing silently wrong), other shards serve; with
+    --repair the log is truncated at the bad record and the shard loads."""
+    from fastcoord import shard_for
+
+    _fill(tmp_path, 100)
+    shard_dir = tmp_path / "groups" / f"shard-{shard_for('slow', 50):03d}"
+    (segment,) = sorted(shard_dir.glob("*.log"))
+    data = bytearray(segment.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    segment.write_bytes(bytes(data))
+    other = "other"
+    assert shard_for(other, 50) != shard_for("slow", 50)
+
+    def fetch(conn: RawConn, group: str):
+        return conn.call(9, 7, {"group_id": group, "topics": [
+            {"name": TOPIC, "partition_indexes": [0]}], "require_stable": False})
+
+    server = ServerProc(tmp_path / "server-1.log", "--status-interval-s", "0",
+                        topics=[f"{TOPIC}:4"])
+    try:
+        assert server.loaded_line.startswith("fastcoord serve: loading failed"), \
+            server.loaded_line
+        assert str(segment.name) in server.log() or "corrupt" in server.log().lower()
+        conn = RawConn(server.port)
+        assert fetch(conn, "slow").error_code == 16          # NOT_COORDINATOR
+        resp = fetch(conn, other)
+        assert resp.error_code == 0
+        assert resp.topics[0].partitions[0].committed_offset == -1
+        conn.close()
+    finally:
+        assert server.stop() == 0, server.log()
+
+    server = ServerProc(tmp_path / "server-2.log", "--status-interval-s", "0", "--repair",
+                        topics=[f"{TOPIC}:4"])
+    try:
+        assert server.loaded_line.startswith("fastcoord serve: loaded 50 shards (1 groups"), \
+            server.loaded_line
+        conn = RawConn(server.port)
+        resp = fetch(conn, "slow")
+        assert resp.error_code == 0
+        offset = resp.topics[0].partitions[0].committed_offset
+        assert 0 <= offset < 100 and offset % 4 == 0    # an earlier commit of partition 0
+        conn.close()
+    finally:
+        assert server.stop() == 0, server.log()
+
+
+def test_data_dir_of_another_shard_count_is_refused(tmp_path):
+    import subprocess
+    import sys
+
+    from test_server_harness import HERE
+    _fill(tmp_path, 1)        # a store written with 50 shards
+    proc = subprocess.run([sys.executable, "-m", "fastcoord", "serve", "--port", "0",
+                           "--data-dir", str(tmp_path), "--num-shards", "10"],
+                          capture_output=True, timeout=60, cwd=str(HERE.parent.parent))
+    assert proc.returncode == 2
+    assert b"num_shards" in proc.stderr, proc.stderr
