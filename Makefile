@@ -44,6 +44,7 @@ bench: $(STAMP)
 	  $(PY) benchmarks/summarize.py bench_results/$$m.json bench_results/$$m.md \
 	      --command "make bench" || exit 1; \
 	done
+	$(PY) benchmarks/profile_scaling.py bench_results
 	$(PY) benchmarks/index.py bench_results
 
 valgrind:
