@@ -85,8 +85,27 @@ def _add_serve_parser(sub) -> None:
     serve.add_argument("--metrics-port", type=int, default=None,
                        help="serve the status counters in Prometheus' text format on "
                             "http://HOST:PORT/metrics (0: any free port, printed)")
+    serve.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
+                       help="asyncio's own event loop or uvloop (auto: uvloop when installed)")
     serve.add_argument("--impl", choices=["native", "pure"], default=None)
     serve.add_argument("--log-level", default="INFO")
+
+
+def _use_event_loop(choice: str) -> bool:
+    """Install uvloop's event loop policy when asked (or, with "auto", when installed)."""
+    if choice == "asyncio":
+        return True
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            print("--event-loop uvloop: uvloop is not installed (pip install 'fastcoord[server]')",
+                  file=sys.stderr)
+            return False
+        return True
+    import asyncio
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return True
 
 
 def _serve(args) -> int:
@@ -134,6 +153,7 @@ def _serve(args) -> int:
         topics = ", ".join(f"{t}:{n}" for t, n in sorted(config.topics.items())) or "none"
         print(f"fastcoord serve: listening on {config.host}:{server.port} "
               f"(coordinator {server.coord.impl}; topics {topics}; store {config.store}"
+              + f"; event loop {type(server.loop).__module__.split('.')[0]}"
               + (f" in {os.path.join(data_dir, 'groups')}, fsync {config.fsync}"
                  if config.store == "durable" else "")
               + (f"; metrics on http://{config.host}:{server.metrics_port}/metrics"
@@ -144,6 +164,8 @@ def _serve(args) -> int:
     request_log = None
     if not args.no_request_log:
         request_log = RequestLog(os.path.join(data_dir, "requests.jsonl"))
+    if not _use_event_loop(args.event_loop):
+        return 2
     try:
         return asyncio.run(serve(config, ready=ready, request_log=request_log))
     except ValueError as exc:    # e.g. a data dir written with another --num-shards
@@ -171,6 +193,8 @@ def _add_loadgen_parser(sub) -> None:
     lg.add_argument("--heartbeat-version", type=int, default=4, choices=range(5))
     lg.add_argument("--session-timeout-ms", type=int, default=300_000)
     lg.add_argument("--setup-timeout-s", type=float, default=600.0)
+    lg.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
+                    help="asyncio's own event loop or uvloop (auto: uvloop when installed)")
 
 
 def _loadgen(args) -> int:
@@ -179,6 +203,8 @@ def _loadgen(args) -> int:
     except ImportError as exc:  # kio missing
         print(f"fastcoord loadgen needs the server extra (pip install 'fastcoord[server]'): "
               f"{exc}", file=sys.stderr)
+        return 2
+    if not _use_event_loop(args.event_loop):
         return 2
     return loadgen_main(args)
 

@@ -9,6 +9,8 @@ import sys
 import urllib.error
 import urllib.request
 
+import pytest
+
 from test_server_harness import HERE, RawConn, ServerProc, wait_until
 
 
@@ -81,16 +83,21 @@ def test_metrics_report_the_durable_store_loaded(tmp_path):
         assert server.stop() == 0
 
 
-def test_loadgen_command_against_a_server(tmp_path):
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_loadgen_command_against_a_server(tmp_path, event_loop):
     """`fastcoord loadgen` sets up real groups and prints a JSON summary of answered
-    heartbeats; the server saw them."""
+    heartbeats; the server saw them. On asyncio's own event loop and on uvloop."""
+    if event_loop == "uvloop":
+        pytest.importorskip("uvloop")
     server = ServerProc(tmp_path / "server.log", "--metrics-port", "0", "--store", "memory",
-                        "--no-request-log")
+                        "--no-request-log", "--event-loop", event_loop)
+    assert f"event loop {event_loop}" in server.first_line, server.first_line
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "fastcoord", "loadgen", "--port", str(server.port),
              "--connections", "4", "--members", "40", "--groups", "4", "--duration-s", "0.5",
-             "--warmup-s", "0.1", "--pipeline", "4", "--setup-timeout-s", "30"],
+             "--warmup-s", "0.1", "--pipeline", "4", "--setup-timeout-s", "30",
+             "--event-loop", event_loop],
             capture_output=True, timeout=60, cwd=str(HERE.parent.parent))
         assert proc.returncode == 0, proc.stderr.decode()
         summary = json.loads(proc.stdout)
