@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fastcoord-built
 SOURCES := setup.py pyproject.toml $(wildcard fastcoord/_native/*.pyx fastcoord/_native/*.pxd)
 
-.PHONY: run test test-pure bench build clean valgrind bench-baseline profile
+.PHONY: run demo test test-pure bench build clean valgrind bench-baseline profile
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,14 @@ $(STAMP): $(VENV)/bin/python $(SOURCES)
 
 build: $(STAMP)
 
+# The main job: the coordinator behind the Kafka wire protocol, in the foreground, on the
+# embedded defaults of serve.toml (127.0.0.1:9092, topics orders/payments/clicks, durable
+# state in ./data, metrics on :9095). Ctrl-C stops it cleanly.
 run: $(STAMP)
+	$(PY) -m fastcoord serve --config serve.toml
+
+# Simulated consumer groups on a ManualClock: what happened and the heartbeat rate.
+demo: $(STAMP)
 	$(PY) -m fastcoord demo
 
 # Every behavioural test runs against both twins (the impl fixture); then the

@@ -14,11 +14,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     demo.add_argument("--members", type=int, default=10, help="members per group")
     demo.add_argument("--seconds", type=int, default=60, help="simulated seconds of heartbeats")
     demo.add_argument("--impl", choices=["native", "pure"], default=None)
-    _add_serve_parser(sub)
+    serve_parser = _add_serve_parser(sub)
     from .pipeline.cli import COMMANDS as _PIPELINE, add_parsers as _add_pipeline_parsers
     _add_pipeline_parsers(sub)
     _add_loadgen_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "serve" and args.config is not None:
+        # The file's options go in as words before the user's, so argparse checks them
+        # like flags and the command line wins.
+        from .server.config_file import ConfigFileError, config_argv
+        words = list(sys.argv[1:] if argv is None else argv)
+        at = words.index("serve") + 1
+        try:
+            extra = config_argv(args.config, serve_parser._option_string_actions)
+        except ConfigFileError as exc:
+            serve_parser.error(str(exc))
+        args = parser.parse_args(words[:at] + extra + words[at:])
     if args.command in _PIPELINE:
         from .pipeline.cli import run as _run_pipeline
         return _run_pipeline(args)
@@ -43,8 +54,11 @@ def _topic(spec: str):
     return name, int(count)
 
 
-def _add_serve_parser(sub) -> None:
+def _add_serve_parser(sub) -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the coordinator behind the Kafka wire protocol")
+    serve.add_argument("--config", default=None, metavar="FILE",
+                       help="serve options from a TOML/JSON file (flags named without dashes, "
+                            "a [topics] table); the command line wins")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=int, default=9092,
                        help="port to listen on (0: any free port, printed when listening)")
@@ -89,6 +103,7 @@ def _add_serve_parser(sub) -> None:
                        help="asyncio's own event loop or uvloop (auto: uvloop when installed)")
     serve.add_argument("--impl", choices=["native", "pure"], default=None)
     serve.add_argument("--log-level", default="INFO")
+    return serve
 
 
 def _use_event_loop(choice: str) -> bool:
@@ -158,8 +173,13 @@ def _serve(args) -> int:
                  if config.store == "durable" else "")
               + (f"; metrics on http://{config.host}:{server.metrics_port}/metrics"
                  if server.metrics_port is not None else "") + ")", flush=True)
-        print(f"  point a consumer at it: bootstrap.servers={server.apis.host}:{server.port}",
-              flush=True)
+        bootstrap = f"{server.apis.host}:{server.port}"
+        topic = min(config.topics) if config.topics else "TOPIC"
+        print(f"  point a consumer at it: bootstrap.servers={bootstrap}\n"
+              f"    e.g. python -c \"from kafka import KafkaConsumer; "
+              f"c = KafkaConsumer('{topic}', bootstrap_servers='{bootstrap}', "
+              f"group_id='demo'); c.poll(5000); print(c.assignment())\"\n"
+              f"  Ctrl-C (SIGINT) or SIGTERM stops it cleanly", flush=True)
 
     request_log = None
     if not args.no_request_log:
