@@ -53,6 +53,7 @@ bench: $(STAMP)
 	done
 	$(PY) benchmarks/profile_scaling.py bench_results
 	$(PY) benchmarks/index.py bench_results
+	$(PY) benchmarks/headline.py bench_results README.md
 
 valgrind:
 	@command -v valgrind >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
