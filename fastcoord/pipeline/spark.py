@@ -2,19 +2,39 @@
 ShardReplay inside a Python worker (`groupBy("shard").applyInPandas`), write the same
 tables as the single-process replay.
 
-`session(master)` makes a SparkSession with PYSPARK_PYTHON set to this interpreter
-(so the workers import the same fastcoord, compiled extension included).
+`session(master)` makes a SparkSession.
+
+- local masters (`local`, `local[N]`, `local[*]`): the Python workers run this very
+  interpreter (PYSPARK_PYTHON = sys.executable), so they import the same fastcoord.
+- any other master (`spark://host:7077`, `yarn`, `k8s://...`, `local-cluster[...]`): the
+  executors have their own Python, which need not have fastcoord. The installed
+  fastcoord package (compiled extension included) is zipped, cached by content hash
+  (`package_archive`), and shipped with `spark.archives` as `<zip>#fastcoord`: every
+  executor unpacks it into its SparkFiles directory as `fastcoord/`, and PySpark's
+  worker puts that directory at the front of sys.path before it unpickles a UDF, so
+  `import fastcoord` finds the shipped copy. (`--py-files` cannot do this: a .so inside
+  a zip on sys.path does not import; an unpacked archive is a plain directory.) The
+  executors' Python is PYSPARK_PYTHON (or `executor_python=`), else Spark's default
+  `python3`; it needs the pandas-UDF baseline (numpy, pandas < 3, pyarrow) and the
+  driver's Python version and platform, since the extension is built for it.
+- `sc://` (Spark Connect) is refused: see SPARK_CONNECT_UNSUPPORTED.
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
+import shutil
 import sys
-from typing import Dict, Optional
+import tempfile
+import zipfile
+from typing import Dict, List, Optional
 
 import pandas as pd
 import pyarrow as pa
 
-from .replay import NUM_SHARDS, TABLES, canonical, replay_shard_table
+from .replay import NUM_SHARDS, TABLES, ShardReplay, canonical
 
 # One wide row type carries the four tables out of the workers ("table" says which).
 _WIDE: Dict[str, pa.DataType] = {"table": pa.string()}
@@ -26,18 +46,96 @@ WIDE_SCHEMA = pa.schema(list(_WIDE.items()))
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string"}
 WIDE_DDL = ", ".join(f"{n} {_SPARK_TYPES[t]}" for n, t in _WIDE.items())
 
+# Each worker call also sends one "_runtime" row: where fastcoord came from and which
+# twin ran, so a cluster run can be checked (runtime.json) without a second job. The
+# values ride in string columns of the wide row.
+RUNTIME_TABLE = "_runtime"
+_RUNTIME_COLUMNS = {"fastcoord": "group_id", "python": "member_id", "impl": "event",
+                    "host": "instance_id"}
+
+SHIP_NAME = "fastcoord"           # the directory the archive unpacks to on executors
+# What an executor needs of the package: sources, the compiled modules, type stubs.
+# Cython sources and generated C are build inputs, not runtime files.
+_SHIP_SUFFIXES = (".py", ".so", ".pyd", ".pyi", "py.typed")
+
+SPARK_CONNECT_UNSUPPORTED = "sc:// (Spark Connect) is not supported"
+
+
+def is_local(master: str) -> bool:
+    """A master whose Python workers are children of this machine's JVM, started with
+    this interpreter (so they see this interpreter's fastcoord)."""
+    return master == "local" or master.startswith("local[")
+
+
+def _package_files(root: str) -> List[str]:
+    out = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+        for f in sorted(files):
+            if f.endswith(_SHIP_SUFFIXES):
+                out.append(os.path.relpath(os.path.join(d, f), root))
+    return out
+
+
+def package_archive(cache_dir: Optional[str] = None) -> str:
+    """The installed fastcoord package (whatever `import fastcoord` loads here, compiled
+    extension included) as a zip whose root is the package directory. Cached under
+    `cache_dir` (default FASTCOORD_SHIP_CACHE or ~/.cache/fastcoord/ship) by a hash of
+    the files' names and bytes, so an unchanged package is zipped once. Zipping the
+    installed package rather than building a wheel needs no compiler or source tree on
+    the driver and works the same for editable and wheel installs."""
+    import fastcoord
+    root = os.path.dirname(os.path.abspath(fastcoord.__file__))
+    files = _package_files(root)
+    digest = hashlib.sha256()
+    for rel in files:
+        with open(os.path.join(root, rel), "rb") as f:
+            data = f.read()
+        digest.update(rel.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    cache_dir = cache_dir or os.environ.get("FASTCOORD_SHIP_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "fastcoord", "ship")
+    os.makedirs(cache_dir, exist_ok=True)
+    path = os.path.join(cache_dir, f"fastcoord-{digest.hexdigest()[:20]}.zip")
+    if not os.path.exists(path):
+        # written aside and renamed: a concurrent driver never ships a half-written zip
+        fd, tmp = tempfile.mkstemp(suffix=".zip.tmp", dir=cache_dir)
+        os.close(fd)
+        try:
+            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+                for rel in files:
+                    z.write(os.path.join(root, rel), rel)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return path
+
 
 def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool = False,
-            shuffle_partitions: Optional[int] = None):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            shuffle_partitions: Optional[int] = None, executor_python: Optional[str] = None,
+            conf: Optional[Dict[str, str]] = None):
+    """A SparkSession for the replay on `master` (see the module doc for shipping).
+    `conf`: extra Spark settings (e.g. spark.executor.memory)."""
+    if master.startswith("sc://"):
+        raise ValueError(SPARK_CONNECT_UNSUPPORTED)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     b = (SparkSession.builder.master(master).appName(app)
          .config("spark.ui.enabled", "true" if ui else "false")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable))
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+    if is_local(master):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        b = b.config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+    else:
+        # PySpark reads the executors' interpreter from PYSPARK_PYTHON when the context
+        # starts; unset, the executors run Spark's default `python3`, never our venv.
+        if executor_python:
+            os.environ["PYSPARK_PYTHON"] = executor_python
+        b = b.config("spark.archives", f"{package_archive()}#{SHIP_NAME}")
     if shuffle_partitions:
         b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
     return b.getOrCreate()
 
 
@@ -51,6 +149,29 @@ def _shard_udf(num_shards: int):
     return shard
 
 
+def _wide_frame(name: str, t: pa.Table) -> pd.DataFrame:
+    cols = {}
+    for fname, ftype in _WIDE.items():
+        if fname == "table":
+            cols[fname] = pa.array([name] * t.num_rows, pa.string())
+        elif fname in t.column_names:
+            cols[fname] = t.column(fname).cast(ftype)
+        else:
+            cols[fname] = pa.nulls(t.num_rows, ftype)
+    return pa.table(cols, schema=WIDE_SCHEMA).to_pandas()
+
+
+def _runtime_row(shard: int, impl: str) -> pa.Table:
+    import socket
+
+    import fastcoord
+    values = {"fastcoord": os.path.dirname(os.path.abspath(fastcoord.__file__)),
+              "python": sys.executable, "impl": impl, "host": socket.gethostname()}
+    cols = {"shard": pa.array([shard], pa.int32())}
+    cols.update({col: pa.array([values[k]], pa.string()) for k, col in _RUNTIME_COLUMNS.items()})
+    return pa.table(cols)
+
+
 def _run_shard_fn(impl, end_ms, num_shards):
     def run(pdf):
         from .trace import TRACE_SCHEMA
@@ -58,18 +179,11 @@ def _run_shard_fn(impl, end_ms, num_shards):
         table = pa.Table.from_pandas(pdf.drop(columns=["shard"]), preserve_index=False)
         table = pa.table({f.name: table.column(f.name).cast(f.type) for f in TRACE_SCHEMA},
                          schema=TRACE_SCHEMA)
-        out = replay_shard_table(table, shard, impl=impl, end_ms=end_ms, num_shards=num_shards)
-        frames = []
-        for name, t in out.items():
-            cols = {}
-            for fname, ftype in _WIDE.items():
-                if fname == "table":
-                    cols[fname] = pa.array([name] * t.num_rows, pa.string())
-                elif fname in t.column_names:
-                    cols[fname] = t.column(fname)
-                else:
-                    cols[fname] = pa.nulls(t.num_rows, ftype)
-            frames.append(pa.table(cols, schema=WIDE_SCHEMA).to_pandas())
+        replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
+        out = replay.run(table, end_ms)
+        used = replay.coord.impl if replay.coord is not None else "none"
+        frames = [_wide_frame(name, t) for name, t in out.items()]
+        frames.append(_wide_frame(RUNTIME_TABLE, _runtime_row(shard, used)))
         return pd.concat(frames, ignore_index=True)
     return run
 
@@ -83,10 +197,43 @@ def replay_dataframe(spark, df, *, impl=None, num_shards: int = NUM_SHARDS):
         _run_shard_fn(impl, end_ms, num_shards), schema=WIDE_DDL)
 
 
+def _collect(part) -> pa.Table:
+    return part.toArrow() if hasattr(part, "toArrow") else pa.Table.from_pandas(
+        part.toPandas(), preserve_index=False)
+
+
 def replay_spark(spark, trace_path: str, out_dir: Optional[str] = None, *, impl=None,
                  num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
     """Replay a Parquet trace on Spark. With `out_dir`, each table is written there as
-    Parquet (out_dir/<table>/) by Spark; returns the tables collected (canonical order)."""
+    Parquet (out_dir/<table>/) by Spark, and runtime.json lists, per shard, the executor
+    Python, where it imported fastcoord from and which twin ran; returns the tables
+    collected (canonical order)."""
+    with _visible(trace_path) as path:
+        return _replay_spark(spark, path, out_dir, impl=impl, num_shards=num_shards)
+
+
+@contextlib.contextmanager
+def _visible(path: str):
+    """`path`, or a hard link (else a copy) of it under a name Spark will read: Spark's
+    file listing skips names starting with "_" or "." even when named explicitly (the
+    CLI stages its validated trace as out/_trace.parquet). The link sits beside the
+    file, so it is on the same (shared) storage the executors read."""
+    d, base = os.path.split(os.path.abspath(path))
+    if not base.startswith(("_", ".")) or os.path.isdir(path):
+        yield path
+        return
+    alias = os.path.join(d, f"replay-input-{os.getpid()}-{base.lstrip('_.')}")
+    try:
+        os.link(path, alias)
+    except OSError:
+        shutil.copyfile(path, alias)
+    try:
+        yield alias
+    finally:
+        os.unlink(alias)
+
+
+def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards):
     wide = replay_dataframe(spark, spark.read.parquet(trace_path), impl=impl,
                             num_shards=num_shards).cache()
     result = {}
@@ -94,8 +241,13 @@ def replay_spark(spark, trace_path: str, out_dir: Optional[str] = None, *, impl=
         part = wide.filter(wide.table == name).select(*schema.names)
         if out_dir is not None:
             part.write.mode("overwrite").parquet(os.path.join(out_dir, name))
-        table = part.toArrow() if hasattr(part, "toArrow") else pa.Table.from_pandas(
-            part.toPandas(), preserve_index=False)
-        result[name] = canonical(table, name)
+        result[name] = canonical(_collect(part), name)
+    if out_dir is not None:
+        runtime = _collect(wide.filter(wide.table == RUNTIME_TABLE).select(
+            "shard", *_RUNTIME_COLUMNS.values())).sort_by("shard").to_pylist()
+        rows = [{"shard": r["shard"], **{k: r[c] for k, c in _RUNTIME_COLUMNS.items()}}
+                for r in runtime]
+        with open(os.path.join(out_dir, "runtime.json"), "w") as f:
+            json.dump(rows, f, indent=2)
     wide.unpersist()
     return result
