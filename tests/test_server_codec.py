@@ -115,6 +115,21 @@ def _random_frames(rng, count: int):
                                       client_id=client)[4:]
 
 
+def mutate(rng, frame: bytes) -> bytes:
+    """The frame truncated, extended with random bytes, or with a few bits flipped."""
+    data = bytearray(frame)
+    kind = rng.randrange(3)
+    if kind == 0 and len(data) > 8:
+        del data[rng.randrange(8, len(data)):]
+    elif kind == 1:
+        data += bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
+    else:
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(8, len(data))
+            data[i] ^= 1 << rng.randrange(8)
+    return bytes(data)
+
+
 def test_heartbeat_request_decoder_matches_kio():
     import random
     rng = random.Random(4)
@@ -135,17 +150,7 @@ def test_heartbeat_request_decoder_on_mutated_frames():
     import random
     rng = random.Random(5)
     for version, frame in _random_frames(rng, 3000):
-        data = bytearray(frame)
-        kind = rng.randrange(3)
-        if kind == 0 and len(data) > 8:
-            del data[rng.randrange(8, len(data)):]
-        elif kind == 1:
-            data += bytes(rng.randrange(256) for _ in range(rng.randint(1, 4)))
-        else:
-            for _ in range(rng.randint(1, 3)):
-                i = rng.randrange(8, len(data))
-                data[i] ^= 1 << rng.randrange(8)
-        data = bytes(data)
+        data = mutate(rng, frame)
         got = _fast(data, version)
         if got is not None:
             assert got == _kio_decode(data, version), (version, frame, data)

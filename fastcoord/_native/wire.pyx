@@ -1,0 +1,197 @@
+# cython: language_level=3
+"""The server's hot path: a run of plain Heartbeat frames answered in one C loop.
+
+`heartbeat_run` walks the connection's receive buffer from `pos`, and for each whole
+frame that is a Heartbeat request in the plain form the Python decoder
+(`server.protocol.decode_heartbeat_request`) accepts, calls `heartbeat(group, member,
+generation, instance)` and appends the encoded response to `out`. It stops, returning
+the position reached, at the first frame it does not answer (another API, an unusual
+or malformed form, an oversized or incomplete frame): the caller's per-frame path
+handles that one exactly as before, so behaviour never depends on which path ran.
+
+The pure twin is fastcoord/_pure/wire.py (the same function over the Python decoder).
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int16_t, int32_t, uint8_t, uint32_t
+
+cdef enum:
+    HEARTBEAT_KEY = 12
+
+
+cdef inline int32_t _i32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
+                     | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int16_t _i16(const uint8_t* p) noexcept nogil:
+    return <int16_t>((p[0] << 8) | p[1])
+
+
+cdef inline void _put_i32(char* p, int32_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = <char>(u >> 24)
+    p[1] = <char>(u >> 16)
+    p[2] = <char>(u >> 8)
+    p[3] = <char>u
+
+
+# A string field: [start, start + length) of the frame, or length -1 for null.
+cdef struct Field:
+    Py_ssize_t start
+    Py_ssize_t length
+
+
+cdef inline Py_ssize_t _str16(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
+                              bint nullable, Field* out) noexcept nogil:
+    """An int16-length string at f[pos]: the position after it, or -1 to decline."""
+    cdef int16_t n
+    if pos + 2 > end:
+        return -1
+    n = _i16(f + pos)
+    if n < 0:
+        if n == -1 and nullable:
+            out.start = pos + 2
+            out.length = -1
+            return pos + 2
+        return -1
+    if pos + 2 + n > end:
+        return -1
+    out.start = pos + 2
+    out.length = n
+    return pos + 2 + n
+
+
+cdef inline Py_ssize_t _compact(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
+                                bint nullable, Field* out) noexcept nogil:
+    """A compact string with a one-byte length at f[pos]: the next position, or -1."""
+    cdef int n
+    if pos + 1 > end:
+        return -1
+    n = <int>f[pos] - 1
+    if n < 0:
+        if not nullable:
+            return -1
+        out.start = pos + 1
+        out.length = -1
+        return pos + 1
+    if n >= 127 or pos + 1 + n > end:       # a multi-byte varint length, or cut short
+        return -1
+    out.start = pos + 1
+    out.length = n
+    return pos + 1 + n
+
+
+cdef inline Py_ssize_t _string(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
+                               bint nullable, bint compact, Field* out) noexcept nogil:
+    """A string field of either encoding (flexible versions use compact strings)."""
+    if compact:
+        return _compact(f, pos, end, nullable, out)
+    return _str16(f, pos, end, nullable, out)
+
+
+cdef inline object _text(const uint8_t* f, Field field):
+    if field.length < 0:
+        return None
+    return PyUnicode_DecodeUTF8(<const char*>(f + field.start), field.length, "strict")
+
+
+def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_version,
+                  int max_version, heartbeat, list out, list log=None):
+    """heartbeat_run(buf, pos, max_frame, min_version, max_version, heartbeat, out, log=None) -> int
+
+    Answer the consecutive plain Heartbeat frames of `buf` from `pos`; return the
+    position of the first frame not answered (== len(buf) when all were). `log`, when a
+    list, receives (api_version, client_id, group_id, member_id, generation, error) per
+    answered request, for the request log."""
+    cdef Py_ssize_t end = len(buf), fpos, fend, p
+    cdef const uint8_t* b
+    cdef const uint8_t* f
+    cdef int32_t size, correlation, generation
+    cdef int version, error
+    cdef bint flexible
+    cdef Field client, group, member, instance
+    cdef bytes response
+    cdef char* r
+    if pos < 0 or pos > end:
+        raise ValueError(f"pos must be within the buffer, got {pos}")
+    while end - pos >= 4:
+        # Re-read the buffer's address each frame: heartbeat() runs Python code, which
+        # never resizes this buffer (the caller owns it) but costs nothing to be safe.
+        b = <const uint8_t*>(<char*>buf)
+        size = _i32(b + pos)
+        if size < 8 or size > max_frame or end - pos - 4 < size:
+            break
+        fpos = pos + 4
+        fend = fpos + size
+        f = b
+        if _i16(f + fpos) != HEARTBEAT_KEY:
+            break
+        version = _i16(f + fpos + 2)
+        if version < min_version or version > max_version or version > 4:
+            break
+        correlation = _i32(f + fpos + 4)
+        p = _str16(f, fpos + 8, fend, True, &client)
+        if p < 0:
+            break
+        instance.length = -1
+        flexible = version >= 4
+        if flexible:
+            if p >= fend or f[p] != 0:               # header tagged fields
+                break
+            p += 1
+        p = _string(f, p, fend, False, flexible, &group)
+        if p < 0 or p + 4 > fend:
+            break
+        generation = _i32(f + p)
+        p = _string(f, p + 4, fend, False, flexible, &member)
+        if p < 0:
+            break
+        if version >= 3:
+            p = _string(f, p, fend, True, flexible, &instance)
+            if p < 0:
+                break
+        if flexible:
+            if p >= fend or f[p] != 0:               # body tagged fields
+                break
+            p += 1
+        if p != fend:                                  # bytes left over
+            break
+        try:
+            group_id = _text(f, group)
+            member_id = _text(f, member)
+            instance_id = _text(f, instance)
+        except UnicodeDecodeError:
+            break
+        error = heartbeat(group_id, member_id, generation, instance_id)
+        if version >= 4:
+            response = PyBytes_FromStringAndSize(NULL, 16)
+            r = PyBytes_AS_STRING(response)
+            _put_i32(r, 12)
+            _put_i32(r + 4, correlation)
+            r[8] = 0                                   # header tagged fields
+            _put_i32(r + 9, 0)                         # throttle
+            r[13] = <char>(error >> 8)
+            r[14] = <char>error
+            r[15] = 0                                  # body tagged fields
+        elif version >= 1:
+            response = PyBytes_FromStringAndSize(NULL, 14)
+            r = PyBytes_AS_STRING(response)
+            _put_i32(r, 10)
+            _put_i32(r + 4, correlation)
+            _put_i32(r + 8, 0)                         # throttle
+            r[12] = <char>(error >> 8)
+            r[13] = <char>error
+        else:
+            response = PyBytes_FromStringAndSize(NULL, 10)
+            r = PyBytes_AS_STRING(response)
+            _put_i32(r, 6)
+            _put_i32(r + 4, correlation)
+            r[8] = <char>(error >> 8)
+            r[9] = <char>error
+        out.append(response)
+        if log is not None:
+            log.append((version, _text(<const uint8_t*>(<char*>buf), client), group_id,
+                        member_id, generation, error))
+        pos = fend
+    return pos

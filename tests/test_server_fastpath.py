@@ -1,0 +1,223 @@
+"""The server's heartbeat fast path (`wire.heartbeat_run`): both twins, against kio and
+the per-frame path, on random and mutated buffers, with a real coordinator, and over a
+socket with the fast path on and off (same bytes, same request log)."""
+from __future__ import annotations
+
+import json
+import random
+import socket
+import struct
+
+import pytest
+
+pytest.importorskip("kio")
+
+import fastcoord  # noqa: E402
+from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock  # noqa: E402
+from fastcoord._compat import module  # noqa: E402
+from fastcoord.server.protocol import (  # noqa: E402
+    SUPPORTED_VERSIONS, encode_request, encode_response,
+)
+from test_server_codec import ERRORS, _kio_decode, _random_frames, mutate  # noqa: E402
+from test_server_harness import ServerProc  # noqa: E402
+
+LO, HI = SUPPORTED_VERSIONS[12]
+MAX_FRAME = 1 << 20
+
+
+class Recorder:
+    """A heartbeat callable that records its calls and answers an error derived from
+    its arguments, so a wrong argument shows up in the responses too."""
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def __call__(self, group, member, generation, instance):
+        self.calls.append((group, member, generation, instance))
+        return ERRORS[(len(group) * 7 + len(member) + generation) % len(ERRORS)]
+
+
+def _run(impl, buf: bytes, pos: int = 0, log: bool = True):
+    fast = module(impl, "wire").heartbeat_run
+    rec, out = Recorder(), []
+    entries = [] if log else None
+    end = fast(bytearray(buf), pos, MAX_FRAME, LO, HI, rec, out, entries)
+    return end, out, entries, rec.calls
+
+
+def _framed(frame: bytes) -> bytes:
+    return struct.pack(">i", len(frame)) + frame
+
+
+def _random_buffer(rng, n: int) -> bytes:
+    frames = []
+    for version, frame in _random_frames(rng, n):
+        roll = rng.random()
+        if roll < 0.08:
+            frame = mutate(rng, frame)
+        elif roll < 0.10:
+            frame = encode_request(18, 3, rng.randrange(1000), {
+                "client_software_name": "x", "client_software_version": "1"})[4:]
+        frames.append(_framed(frame))
+    buf = b"".join(frames)
+    if rng.random() < 0.3:                      # a frame cut short by the end of a read
+        buf = buf[:rng.randrange(len(buf) + 1)]
+    return buf
+
+
+needs_native = pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE,
+                                  reason="compares the native twin, which is not built")
+
+
+@needs_native
+def test_twins_agree_on_random_and_mutated_buffers():
+    rng = random.Random(11)
+    answered = 0
+    for _ in range(300):
+        buf = _random_buffer(rng, rng.randint(1, 12))
+        start = rng.choice([0, 0, 0, min(len(buf), rng.randrange(len(buf) + 1))])
+        native = _run("native", buf, start)
+        pure = _run("pure", buf, start)
+        assert native == pure, buf
+        answered += len(native[1])
+    assert answered > 300    # runs stop at the first declined frame; still, many are answered
+
+
+def test_answered_frames_are_what_kio_reads_and_encodes(impl):
+    """Every answered frame: the coordinator got exactly kio's reading of it, and the
+    response is exactly what the general encoder makes."""
+    rng = random.Random(12)
+    for version, frame in _random_frames(rng, 800):
+        end, out, entries, calls = _run(impl, _framed(frame))
+        if not out:                              # declined: long strings etc.
+            assert end == 0 and not calls
+            continue
+        client, group, generation, member, instance = _kio_decode(frame, version)
+        assert calls == [(group, member, generation, instance)]
+        error = Recorder()(group, member, generation, instance)
+        correlation = struct.unpack_from(">i", frame, 4)[0]
+        assert out == [encode_response(12, version, correlation, {"error_code": error})]
+        assert entries == [(version, client, group, member, generation, error)]
+        assert end == len(frame) + 4
+
+
+def test_stops_at_the_first_frame_it_does_not_answer(impl):
+    hb = _framed(encode_request(12, 4, 7, {"group_id": "g", "generation_id": 1,
+                                           "member_id": "m", "group_instance_id": None})[4:])
+    api_versions = _framed(encode_request(18, 0, 8, {})[4:])
+    end, out, _, calls = _run(impl, hb + hb + api_versions + hb)
+    assert (end, len(out), len(calls)) == (2 * len(hb), 2, 2)
+    # Starting after the ApiVersions frame answers the last heartbeat.
+    end, out, _, _ = _run(impl, hb + hb + api_versions + hb, 2 * len(hb) + len(api_versions))
+    assert (end, len(out)) == (3 * len(hb) + len(api_versions), 1)
+    # Incomplete, oversized, negative and too-short frames are left to the per-frame path.
+    assert _run(impl, hb + hb[:-1])[0] == len(hb)
+    assert _run(impl, struct.pack(">i", MAX_FRAME + 1) + b"\0" * 12)[0] == 0
+    assert _run(impl, struct.pack(">i", -1) + hb)[0] == 0
+    assert _run(impl, struct.pack(">i", 4) + b"\0\x0c\0\0")[0] == 0
+    # A version outside what is advertised is left alone too.
+    v9 = bytearray(hb)
+    v9[6:8] = (9).to_bytes(2, "big")
+    assert _run(impl, bytes(v9))[0] == 0
+    assert _run(impl, b"")[0] == 0
+    # No log list: nothing logged, same answers.
+    assert _run(impl, hb, log=False)[1:3] == (_run(impl, hb)[1], None)
+
+
+def test_bad_arguments(impl):
+    fast = module(impl, "wire").heartbeat_run
+    with pytest.raises(TypeError):
+        fast(b"\0\0\0\0", 0, MAX_FRAME, LO, HI, Recorder(), [], None)
+    with pytest.raises(ValueError, match="pos"):
+        fast(bytearray(4), 5, MAX_FRAME, LO, HI, Recorder(), [], None)
+
+
+def test_with_a_real_coordinator(impl):
+    """The errors answered are the coordinator's: NONE for the member, ILLEGAL_GENERATION
+    for a stale generation, UNKNOWN_MEMBER_ID for a stranger; the heartbeat refreshed the
+    session (the member survives past its first deadline)."""
+    clock = ManualClock()
+    coord = GroupCoordinator(CoordinatorConfig(group_initial_rebalance_delay_ms=0),
+                             clock=clock, impl=impl)
+    joined = []
+    coord.join_group("g", "", "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     rebalance_timeout_ms=10_000, callback=joined.append)
+    member = joined[-1].member_id
+    coord.join_group("g", member, "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     rebalance_timeout_ms=10_000, callback=joined.append)
+    coord.advance_time(1)
+    generation = joined[-1].generation_id
+    synced = []
+    coord.sync_group("g", generation, member, {member: b""}, callback=synced.append)
+    assert synced and synced[-1].error == Errors.NONE
+    frames = b"".join(_framed(encode_request(12, v, v, {
+        "group_id": "g", "generation_id": gen, "member_id": mid, "group_instance_id": None})[4:])
+        for v, gen, mid in [(0, generation, member), (4, generation + 1, member),
+                            (2, generation, "stranger")])
+    coord.advance_time(9_000)
+    out = []
+    end = module(impl, "wire").heartbeat_run(bytearray(frames), 0, MAX_FRAME, LO, HI,
+                                             coord.heartbeat, out, None)
+    assert end == len(frames)
+    # The error is the response's last field (v4: before the trailing tagged-fields byte).
+    errors = [int.from_bytes(out[0][-2:], "big"), int.from_bytes(out[1][-3:-1], "big"),
+              int.from_bytes(out[2][-2:], "big")]
+    assert errors == [Errors.NONE, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID]
+    coord.advance_time(5_000)      # past the first deadline (10 s), within the refreshed one
+    assert coord.heartbeat("g", member, generation) == Errors.NONE
+
+
+def _exchange(port: int, frames: bytes, count: int) -> list:
+    got, data = [], b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(frames)
+        while len(got) < count:
+            chunk = sock.recv(65536)
+            assert chunk, f"closed after {len(got)} responses"
+            data += chunk
+            while len(data) >= 4 and len(data) >= 4 + int.from_bytes(data[:4], "big"):
+                size = int.from_bytes(data[:4], "big")
+                got.append(data[4:4 + size])
+                data = data[4 + size:]
+    return got
+
+
+def test_server_answers_and_logs_the_same_with_and_without_the_fast_path(tmp_path):
+    """Over a socket: an ApiVersions, then heartbeats of every version (some with an
+    instance id), a JoinGroup in the middle, more heartbeats: the same response bytes and
+    the same request-log lines (but their time fields) with the fast path on and off."""
+    rng = random.Random(13)
+    frames = [encode_request(18, 0, 1, {})]
+    for i in range(60):
+        version = rng.randint(LO, HI)
+        frames.append(encode_request(12, version, 100 + i, {
+            "group_id": rng.choice(["g1", "g2", "é漢"]), "generation_id": rng.randint(-1, 3),
+            "member_id": rng.choice(["m", ""]),
+            "group_instance_id": rng.choice([None, "i-1"]) if version >= 3 else None},
+            client_id="client-é"))
+        if i == 30:
+            # A join answered at once (session timeout out of bounds): a new member's
+            # id is random, which would make the two runs differ for no reason.
+            frames.append(encode_request(11, 5, 500, {
+                "group_id": "g3", "session_timeout": 1, "rebalance_timeout": 6000,
+                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b""}]}, client_id="client-é"))
+    payload = b"".join(frames)
+    results = []
+    for flag in ([], ["--no-heartbeat-fast-path"]):
+        (tmp_path / str(len(results))).mkdir()
+        server = ServerProc(tmp_path / str(len(results)) / "server.log", "--store", "memory",
+                            *flag)
+        try:
+            responses = _exchange(server.port, payload, len(frames))
+        finally:
+            assert server.stop() == 0, server.log()
+        lines = [json.loads(line) for line in server.request_log_path.read_text().splitlines()]
+        for line in lines:
+            del line["ts"], line["latency_ms"]
+        results.append((responses, lines))
+    assert results[0] == results[1]
+    responses, lines = results[0]
+    assert [int.from_bytes(r[:4], "big", signed=True) for r in responses] == \
+        [1] + [100 + i for i in range(31)] + [500] + [100 + i for i in range(31, 60)]
+    assert sum(1 for line in lines if line["api"] == "Heartbeat") == 60
