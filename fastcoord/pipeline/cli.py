@@ -1,11 +1,51 @@
-"""The pipeline's subcommands of `fastcoord`: trace gen / trace convert / replay."""
+"""The pipeline's subcommands of `fastcoord`: trace gen / trace convert / replay / whatif /
+report."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
+import time
 
-COMMANDS = ("trace", "replay")
+COMMANDS = ("trace", "replay", "whatif", "report")
+# the validated trace handed to Spark (its name must not start with "_" or ".":
+# Spark skips such files)
+CLEAN_TRACE = "clean_trace.parquet"
+
+
+def _durations(text: str) -> list:
+    """'10s,30s,45s' -> [10000, 30000, 45000] (ms, s, m suffixes; bare numbers are ms)."""
+    from .whatif import parse_duration
+    try:
+        values = [parse_duration(v) for v in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"repeated value in {text!r}")
+    return values
+
+
+def _optional_durations(text: str) -> list:
+    """Like _durations; 'trace' stands for each consumer's own value from the trace."""
+    out = []
+    for part in text.split(","):
+        out.extend([None] if part.strip() == "trace" else _durations(part))
+    return out
+
+
+def _statics(text: str) -> list:
+    values = [v.strip() for v in text.split(",")]
+    bad = [v for v in values if v not in ("on", "off", "trace")]
+    if bad or not values or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of on, off, trace (each once), got {text!r}")
+    return values
+
+
+def _stage(command: str, text: str) -> None:
+    """A progress line on stderr (stdout keeps the final summary)."""
+    print(f"fastcoord {command}: {text}", file=sys.stderr, flush=True)
 
 
 def add_parsers(sub) -> None:
@@ -22,21 +62,71 @@ def add_parsers(sub) -> None:
     conv.add_argument("log")
     conv.add_argument("out")
     conv.add_argument("--format", choices=["fastcoord", "kafka"], default="fastcoord")
-    rep = sub.add_parser("replay", help="replay a trace through the coordinator, per shard")
-    rep.add_argument("trace", help="Parquet trace")
-    rep.add_argument("--out", required=True, help="directory for the result tables")
-    rep.add_argument("--master", default="local[*]",
-                     help="Spark master (local[*], spark://host:7077), or 'none' for one process")
-    rep.add_argument("--impl", choices=["native", "pure"], default=None)
+    _job_parser(sub, "replay", "replay a trace through the coordinator, per shard")
+    wi = _job_parser(sub, "whatif", "closed-loop simulation of the trace's consumers under a "
+                                    "grid of group settings")
+    wi.add_argument("--session-timeout", type=_durations, default=_durations("10s,30s,45s"),
+                    metavar="LIST", help="session timeouts to try, e.g. 10s,30s,45s "
+                                         "(suffix ms, s or m; default 10s,30s,45s)")
+    wi.add_argument("--static", type=_statics, default=["on", "off"], metavar="LIST",
+                    help="static membership: on (every consumer gets a group.instance.id), "
+                         "off, trace (as recorded); default on,off")
+    wi.add_argument("--rebalance-timeout", type=_optional_durations, default=[None],
+                    metavar="LIST", help="max.poll.interval.ms to try (default: trace, each "
+                                         "consumer's own)")
+    wi.add_argument("--heartbeat-interval", type=_optional_durations, default=[None],
+                    metavar="LIST", help="heartbeat.interval.ms to try (default: trace)")
+    rp = sub.add_parser("report", help="a self-contained HTML report of a replay (and what-if) "
+                                       "output directory")
+    rp.add_argument("dir", help="replay output directory (report.html is written there)")
+    rp.add_argument("--whatif", default=None, metavar="DIR",
+                    help="what-if output directory (default: DIR/whatif when it exists)")
+    rp.add_argument("--top", type=int, default=20, help="groups in the top-groups table")
+
+
+def _job_parser(sub, name: str, help: str):
+    """A job over a trace: the trace, --out, --master, --impl."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("trace", help="Parquet trace")
+    p.add_argument("--out", required=True, help="directory for the result tables")
+    p.add_argument("--master", default="local[*]",
+                   help="Spark master (local[*], spark://host:7077), or 'none' for one process")
+    p.add_argument("--impl", choices=["native", "pure"], default=None)
+    return p
+
+
+def _spark_session(master: str):
+    """A session, and whether this command started it (only then does it stop it: a
+    session already running in this process belongs to its owner)."""
+    from pyspark.sql import SparkSession
+
+    from . import spark as sp
+    existing = SparkSession.getActiveSession()
+    return sp.session(master), existing is None
 
 
 def run(args) -> int:
     try:
         from . import adapters, gen, replay, trace
+        if args.command == "whatif":
+            from . import whatif  # noqa: F401
+        if args.command == "report":
+            from . import report
     except ImportError as exc:
         print(f"fastcoord {args.command} needs the spark extra (pip install 'fastcoord[spark]'): "
               f"{exc}", file=sys.stderr)
         return 2
+    if args.command == "whatif":
+        return _run_whatif(args)
+    if args.command == "report":
+        try:
+            path = report.write_report(args.dir, whatif_dir=args.whatif, top=args.top,
+                                       progress=lambda text: _stage("report", text))
+        except FileNotFoundError as exc:
+            print(f"fastcoord report: {exc}", file=sys.stderr)
+            return 2
+        print(f"fastcoord report: {path}")
+        return 0
     if args.command == "trace":
         if args.trace_command == "gen":
             table = gen.generate(groups=args.groups, members=args.members,
@@ -51,25 +141,89 @@ def run(args) -> int:
         print(json.dumps(stats.as_dict(), indent=2))
         return 0
     os.makedirs(args.out, exist_ok=True)
-    good, stats = trace.validate(trace.read_trace(args.trace))
-    with open(os.path.join(args.out, "ingest.json"), "w") as f:
-        json.dump(stats.as_dict(), f, indent=2)
+    good, stats = _ingest(args, trace)
     if args.master == "none":
         import pyarrow.parquet as pq
+        _stage("replay", "replaying every shard in this process")
         tables = replay.replay_local(good, impl=args.impl)
         for name, t in tables.items():
             os.makedirs(os.path.join(args.out, name), exist_ok=True)
             pq.write_table(t, os.path.join(args.out, name, "part-0.parquet"))
     else:
         from . import spark as sp
-        session = sp.session(args.master)
-        clean = os.path.join(args.out, "_trace.parquet")
-        trace.write_trace(good, clean)
-        try:
-            tables = sp.replay_spark(session, clean, args.out, impl=args.impl)
-        finally:
-            session.stop()
+        tables = _on_spark(args, good, "replaying the shards as Spark tasks",
+                           lambda session, path: sp.replay_spark(session, path, args.out,
+                                                                 impl=args.impl))
     print(f"fastcoord replay: {good.num_rows} events ({stats.malformed} malformed, "
           f"{stats.unknown_event} unknown, {stats.out_of_order} out of order); "
           + ", ".join(f"{n} {t.num_rows}" for n, t in tables.items()) + f" -> {args.out}")
+    return 0
+
+
+def _on_spark(args, good, what: str, job):
+    """Hand the validated trace to Spark and run `job(session, trace_path)` with its
+    progress on stderr; the session is stopped only if this command started it."""
+    from .trace import write_trace
+    from .whatif import SparkProgress
+    clean = os.path.join(args.out, CLEAN_TRACE)
+    write_trace(good, clean)
+    _stage(args.command, f"starting Spark ({args.master})")
+    session, owned = _spark_session(args.master)
+    try:
+        _stage(args.command, what)
+        with SparkProgress(session, args.command):
+            return job(session, clean)
+    finally:
+        if owned:
+            session.stop()
+
+
+def _ingest(args, trace):
+    """Read and validate the trace; the counts go to OUT/ingest.json."""
+    _stage(args.command, f"reading {args.trace}")
+    good, stats = trace.validate(trace.read_trace(args.trace))
+    with open(os.path.join(args.out, "ingest.json"), "w") as f:
+        json.dump(stats.as_dict(), f, indent=2)
+    _stage(args.command, f"{good.num_rows} valid events ({stats.malformed} malformed, "
+                         f"{stats.unknown_event} unknown)")
+    return good, stats
+
+
+def _run_whatif(args) -> int:
+    from . import trace, whatif
+    from .._progress import Progress
+    os.makedirs(args.out, exist_ok=True)
+    configs = whatif.make_grid(args.session_timeout, args.static, args.rebalance_timeout,
+                               args.heartbeat_interval)
+    good, stats = _ingest(args, trace)
+    _stage("whatif", f"{len(configs)} configurations: " + "; ".join(c.label for c in configs))
+    t0 = time.perf_counter()
+    if args.master == "none":
+        bar = None
+
+        def progress(done: int, total: int) -> None:
+            nonlocal bar
+            if bar is None:
+                bar = Progress(total, "whatif (configuration x shard)")
+            bar.update(done)
+
+        tables = whatif.whatif_local(good, configs, impl=args.impl, progress=progress)
+        if bar is not None:
+            bar.close()
+    else:
+        tables = _on_spark(args, good, "simulating (configuration, shard) pairs as Spark tasks",
+                           lambda session, path: whatif.whatif_spark(session, path, configs,
+                                                                     impl=args.impl))
+    whatif.write_results(tables, args.out, configs,
+                         meta={"trace": os.path.abspath(args.trace), "impl": args.impl,
+                               "master": args.master, "ingest": stats.as_dict(),
+                               "seconds": round(time.perf_counter() - t0, 3)})
+    print(f"fastcoord whatif: {len(configs)} configurations, {good.num_rows} events -> {args.out}")
+    for row in tables["summary"].to_pylist():
+        p50, p99 = row["crash_detect_p50_ms"], row["crash_detect_p99_ms"]
+        print(f"  {row['label']:<40} rebalances/h {row['rebalances_per_hour']:8.1f}  "
+              f"rebalancing {row['rebalancing_ms'] / 1000:8.1f}s  false expirations "
+              f"{row['false_expirations']:4d}  crash detection p50/p99 "
+              f"{p50 / 1000 if p50 >= 0 else float('nan'):.1f}/"
+              f"{p99 / 1000 if p99 >= 0 else float('nan'):.1f}s")
     return 0
