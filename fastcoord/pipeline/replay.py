@@ -33,6 +33,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, shard_for
 
@@ -67,10 +68,12 @@ _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
 
 class _Member:
     __slots__ = ("tid", "group", "inst", "rid", "gen", "joining", "pending_sync", "session",
-                 "last_touch", "check_at", "leader_members", "leaving", "replaced", "handle")
+                 "last_touch", "check_at", "leader_members", "leaving", "replaced", "handle",
+                 "view")
 
-    def __init__(self, tid, group, inst):
+    def __init__(self, tid, group, inst, view):
         self.tid, self.group, self.inst = tid, group, inst
+        self.view = view
         self.rid = None
         self.gen = -1
         self.joining = False
@@ -118,7 +121,11 @@ class ShardReplay:
         self.groups: Dict[str, _GroupView] = {}
         self.checks: list = []
         self._check_seq = 0
-        self.responses: List[list] = []
+        # responses: one slot per trace row in replay order; the other columns of the
+        # table are the sorted trace's own (see tables())
+        self.errors: List[int] = []
+        self.answered: List[int] = []
+        self._sorted: Optional[pa.Table] = None
         self.rebalances: List[tuple] = []
         self.expirations: List[tuple] = []
 
@@ -146,7 +153,7 @@ class ShardReplay:
         key = (gid, tid)
         m = self.members.get(key)
         if m is None:
-            m = self.members[key] = _Member(tid, gid, inst)
+            m = self.members[key] = _Member(tid, gid, inst, self._view(gid))
         return m
 
     # -- time ----------------------------------------------------------------------------
@@ -236,9 +243,8 @@ class ShardReplay:
         self._arm(m)
 
     def _respond(self, idx: int, error: int) -> None:
-        row = self.responses[idx]
-        row[6] = int(error)
-        row[7] = self.clock.now_ms()
+        self.errors[idx] = int(error)
+        self.answered[idx] = self.clock.now_ms()
 
     def _join(self, m: _Member, idx: int, row) -> None:
         (_, _, gid, _, inst, _, session, rebalance, _, ptype, protocols, client, _) = row
@@ -348,27 +354,40 @@ class ShardReplay:
             self._touch(m)
 
     def _heartbeats(self, batch: list) -> None:
-        """batch: [(member, response index)], all at the current time."""
+        """batch: [(member, response index)], all at the current time. Most batches hold
+        one or two heartbeats, so this stays in lists until the one batch call."""
         coord = self.coord
-        handles = np.empty(len(batch), np.int64)
-        gens = np.empty(len(batch), np.int32)
-        for i, (m, _) in enumerate(batch):
-            if m.rid is not None and m.handle < 0:
-                m.handle = coord.member_handle(m.group, m.rid)
-            handles[i] = m.handle if m.rid is not None else -1
-            gens[i] = m.gen
-        live = handles >= 0
-        errs = np.full(len(batch), _UNKNOWN, np.int32)
-        if live.all():
-            errs[:] = coord.heartbeat_batch(handles, gens)
-        elif live.any():
-            errs[live] = coord.heartbeat_batch(handles[live], gens[live])
+        handles = []
+        gens = []
+        all_live = True
+        for m, _ in batch:
+            if m.rid is None:
+                h = -1
+            else:
+                h = m.handle
+                if h < 0:
+                    h = m.handle = coord.member_handle(m.group, m.rid)
+            if h < 0:
+                all_live = False
+            handles.append(h)
+            gens.append(m.gen)
+        if all_live:
+            errs = coord.heartbeat_batch(np.array(handles, np.int64),
+                                         np.array(gens, np.int32)).tolist()
+        else:
+            # a member without a live handle is unknown to the coordinator: it is not sent
+            live = [i for i, h in enumerate(handles) if h >= 0]
+            errs = [_UNKNOWN] * len(batch)
+            if live:
+                got = coord.heartbeat_batch(np.array([handles[i] for i in live], np.int64),
+                                            np.array([gens[i] for i in live], np.int32))
+                for i, e in zip(live, got.tolist()):
+                    errs[i] = e
         now = self.now
-        responses = self.responses
-        for (m, idx), err in zip(batch, errs.tolist()):
-            row = responses[idx]
-            row[6] = err
-            row[7] = now
+        errors, answered = self.errors, self.answered
+        for (m, idx), err in zip(batch, errs):
+            errors[idx] = err
+            answered[idx] = now
             if err == 0 or err == 27:
                 m.last_touch = now
                 if m.check_at is None:
@@ -379,37 +398,49 @@ class ShardReplay:
         from .trace import TRACE_SCHEMA
         table = table.select(TRACE_SCHEMA.names).sort_by([("time_ms", "ascending"),
                                                           ("seq", "ascending")])
-        cols = [table.column(n).to_pylist() for n in TRACE_SCHEMA.names]
-        rows = list(zip(*cols))
-        if not rows:
+        self._sorted = table
+        n = table.num_rows
+        if not n:
             return self.tables()
-        self._start(rows[0][1])
-        responses = self.responses
-        shard = self.shard
+        # Python values only for the columns every event needs; a join's full row is
+        # built from the join rows alone (they are a small share of a trace)
+        seqs, times, gids, tids, insts, events = (
+            table.column(c).to_pylist()
+            for c in ("seq", "time_ms", "group_id", "member_id", "instance_id", "event"))
+        join_at = pc.indices_nonzero(pc.equal(table.column("event"), "join")).to_pylist()
+        join_rows = dict(zip(join_at, zip(*(table.column(c).take(join_at).to_pylist()
+                                            for c in TRACE_SCHEMA.names))))
+        self.errors = [-1] * n
+        self.answered = [-1] * n
+        self._start(times[0])
+        members = self.members
+        checks = self.checks
         batch: list = []
         batch_t = None
-        for row in rows:
-            seq, t, gid, tid, inst, event = row[:6]
+        for idx in range(n):
+            t = times[idx]
+            event = events[idx]
             if batch and (event != "heartbeat" or t != batch_t):
                 self._heartbeats(batch)
                 batch = []
-            if t > self.now or (self.checks and self.checks[0][0] <= t):
+            if t > self.now or (checks and checks[0][0] <= t):
                 self.advance_to(t)
-            m = self._member(gid, tid, inst)
-            self._view(gid).events += 1
-            idx = len(responses)
-            responses.append([shard, seq, t, gid, tid, event, -1, -1])
+            gid = gids[idx]
+            m = members.get((gid, tids[idx]))
+            if m is None:
+                m = self._member(gid, tids[idx], insts[idx])
+            m.view.events += 1
             if event == "heartbeat":
                 batch.append((m, idx))
                 batch_t = t
             elif event == "join":
-                self._join(m, idx, row)
+                self._join(m, idx, join_rows[idx])
             elif event == "sync":
                 self._sync(m, idx)
             elif event == "leave":
                 self._leave(m, idx)
             elif event == "commit":
-                self._commit(m, idx, seq)
+                self._commit(m, idx, seqs[idx])
         if batch:
             self._heartbeats(batch)
         if end_ms is not None and end_ms > self.now:
@@ -422,14 +453,25 @@ class ShardReplay:
         groups = [(self.shard, g.gid, g.events, g.rebalances, g.expirations, g.generation,
                    g.state, len(g.members), g.rebalancing_ms)
                   for g in sorted(self.groups.values(), key=lambda g: g.gid)]
-        out = {}
-        for name, rows in (("responses", self.responses), ("rebalances", self.rebalances),
+        out = {"responses": self._responses_table()}
+        for name, rows in (("rebalances", self.rebalances),
                            ("expirations", self.expirations), ("groups", groups)):
             schema = TABLES[name]
             cols = list(zip(*rows)) if rows else [[] for _ in schema.names]
             out[name] = pa.table([pa.array(list(c), type=f.type) for c, f in zip(cols, schema)],
                                  schema=schema)
         return out
+
+    def _responses_table(self) -> pa.Table:
+        t = self._sorted
+        if t is None:
+            return RESPONSES_SCHEMA.empty_table()
+        cols = {"shard": pa.array(np.full(t.num_rows, self.shard, np.int32))}
+        for c in ("seq", "time_ms", "group_id", "member_id", "event"):
+            cols[c] = t.column(c)
+        cols["error"] = pa.array(self.errors, pa.int32())
+        cols["answered_ms"] = pa.array(self.answered, pa.int64())
+        return pa.table(cols).cast(RESPONSES_SCHEMA)
 
 
 def shard_column(group_ids, num_shards: int = NUM_SHARDS) -> List[int]:
