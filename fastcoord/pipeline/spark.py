@@ -17,7 +17,7 @@ tables as the single-process replay.
   executors' Python is PYSPARK_PYTHON (or `executor_python=`), else Spark's default
   `python3`; it needs the pandas-UDF baseline (numpy, pandas < 3, pyarrow) and the
   driver's Python version and platform, since the extension is built for it.
-- `sc://` (Spark Connect) is refused: see SPARK_CONNECT_UNSUPPORTED.
+- `sc://` (Spark Connect) is refused: see SPARK_CONNECT_UNSUPPORTED for why.
 """
 from __future__ import annotations
 
@@ -58,7 +58,11 @@ SHIP_NAME = "fastcoord"           # the directory the archive unpacks to on exec
 # Cython sources and generated C are build inputs, not runtime files.
 _SHIP_SUFFIXES = (".py", ".so", ".pyd", ".pyi", "py.typed")
 
-SPARK_CONNECT_UNSUPPORTED = "sc:// (Spark Connect) is not supported"
+SPARK_CONNECT_UNSUPPORTED = (
+    "sc:// (Spark Connect) is not supported: the executors import fastcoord from an archive "
+    "shipped with spark.archives, a launch-time setting a Connect client cannot set; the "
+    "Connect way (spark.addArtifacts(..., archive=True)) is not implemented or tested. Use "
+    "the cluster's master URL (spark://, yarn, k8s://) instead.")
 
 
 def is_local(master: str) -> bool:
@@ -132,8 +136,10 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
         if executor_python:
             os.environ["PYSPARK_PYTHON"] = executor_python
         b = b.config("spark.archives", f"{package_archive()}#{SHIP_NAME}")
-    if shuffle_partitions:
-        b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    # the replay's shuffle has one key per coordinator shard: Spark's default of 200
+    # partitions leaves most of them empty and costs every later job (the per-table
+    # writes and collects) 200 tasks each
+    b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions or NUM_SHARDS))
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     return b.getOrCreate()
