@@ -50,6 +50,52 @@ cdef enum:
     MAX_CHUNKS = 65536          # 268 M members at most
 
 
+cdef extern from "Python.h":
+    # The str object's cached hash (-1 until computed): read directly for exact str,
+    # whose hash is by definition the cached one.
+    ctypedef struct PyASCIIObject:
+        Py_hash_t hash
+    Py_hash_t PyObject_Hash(object o) except? -1
+    bint PyUnicode_CheckExact(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    unsigned int PyUnicode_KIND(object o)
+    void* PyUnicode_DATA(object o)
+    int PyObject_RichCompareBool(object a, object b, int op) except -1
+    int Py_EQ
+
+cdef extern from "<string.h>" nogil:
+    int memcmp(const void* a, const void* b, size_t n)
+
+
+cdef inline Py_hash_t id_hash(object s) except? -1:
+    """hash(s), without a call for an exact str whose hash is already cached."""
+    cdef Py_hash_t h
+    if PyUnicode_CheckExact(s):
+        h = (<PyASCIIObject*><PyObject*>s).hash
+        if h != -1:
+            return h
+    return PyObject_Hash(s)
+
+
+cdef inline bint id_equal(PyObject* stored, object given) except -1:
+    """stored == given for ids: identity, then (exact str) length, kind and bytes: the
+    ids a server decodes from the wire are equal to the stored ones but never the same
+    object, so this is the common case, not PyObject_RichCompare's general dispatch."""
+    cdef object s
+    cdef Py_ssize_t n
+    cdef unsigned int kind
+    if stored == <PyObject*>given:
+        return True
+    s = <object>stored
+    if PyUnicode_CheckExact(s) and PyUnicode_CheckExact(given):
+        n = PyUnicode_GET_LENGTH(s)
+        kind = PyUnicode_KIND(s)
+        if n != PyUnicode_GET_LENGTH(given) or kind != PyUnicode_KIND(given):
+            return False    # canonical (PEP 393) strings of different kinds differ
+        return memcmp(PyUnicode_DATA(s), PyUnicode_DATA(given), <size_t>n * kind) == 0
+    return PyObject_RichCompareBool(s, given, Py_EQ)
+
+
 cdef inline void lock_with_gil(GroupCore* core) noexcept:
     # Never block on a group lock while holding the GIL: the holder may need the GIL.
     if pthread_mutex_trylock(&core.mu) != 0:
@@ -74,6 +120,7 @@ cdef class MemberTable(TimerSink):
     cdef Py_ssize_t map_used        # live + deleted entries
     cdef Py_ssize_t map_live
     cdef int clock_kind             # 0: call clock.now_ms(); 1: ManualClock; 2: SystemClock
+    cdef Py_ssize_t clock_slot      # ManualClock: offset of its `_now` slot (-1: use getattr)
     cdef Slot** chunks
     cdef Py_ssize_t nchunks
     cdef Py_ssize_t nslots          # slots handed out so far (high-water mark)

@@ -13,7 +13,8 @@ per run of consecutive handles of that group.
 cimport cython
 from cpython.mem cimport PyMem_RawCalloc, PyMem_RawFree
 from cpython.dict cimport PyDict_GetItem
-from cpython.object cimport PyObject, PyObject_Hash, PyObject_RichCompareBool, Py_EQ
+from cpython.object cimport PyObject
+from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLong
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_XDECREF
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t, uintptr_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
@@ -38,6 +39,32 @@ cdef extern from *:
     }
     """
     uint64_t fc_mix(Py_hash_t g, Py_hash_t m) nogil
+
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        int type
+        Py_ssize_t offset
+    int T_OBJECT_EX
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+
+
+cdef Py_ssize_t _manual_clock_slot() except? -2:
+    """Where a ManualClock keeps `_now` (it has __slots__): the offset of that object
+    pointer in the instance, so the hot path reads the time without an attribute lookup.
+    -1 when the class is not laid out as expected (then the lookup is used)."""
+    descr = ManualClock.__dict__.get("_now")
+    if type(descr).__name__ != "member_descriptor":
+        return -1
+    cdef PyMemberDef* member = (<PyMemberDescrObject*><PyObject*>descr).d_member
+    if member is NULL or member.type != T_OBJECT_EX:
+        return -1
+    return member.offset
+
+cdef Py_ssize_t MANUAL_CLOCK_SLOT = _manual_clock_slot()
+
 
 cdef extern from *:
     """
@@ -169,6 +196,7 @@ cdef class MemberTable(TimerSink):
         self.map_used = 0
         self.map_live = 0
         self.clock_kind = 1 if type(clock) is ManualClock else 2 if type(clock) is SystemClock else 0
+        self.clock_slot = MANUAL_CLOCK_SLOT if self.clock_kind == 1 else -1
         self.nchunks = 0
         self.nslots = 0
         self.num_shards = num_shards
@@ -207,13 +235,18 @@ cdef class MemberTable(TimerSink):
         if self.clock_kind == 2:            # SystemClock: the same CLOCK_MONOTONIC
             clock_gettime(CLOCK_MONOTONIC, &ts)
             return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+        cdef PyObject* value
         if self.clock_kind == 1:            # ManualClock: read its slot
+            if self.clock_slot >= 0:
+                value = (<PyObject**>((<char*><PyObject*>self.clock) + self.clock_slot))[0]
+                if value is not NULL and PyLong_CheckExact(<object>value):
+                    return PyLong_AsLongLong(<object>value)
             return self.clock._now
         return self.now_ms()
 
     # -- the (group id, member id) -> slot map ------------------------------------------
     cdef Py_ssize_t map_find(self, object group_id, object member_id):
-        cdef uint64_t h = fc_mix(PyObject_Hash(group_id), PyObject_Hash(member_id))
+        cdef uint64_t h = fc_mix(id_hash(group_id), id_hash(member_id))
         cdef uint64_t tag = h >> 32, e
         cdef Py_ssize_t mask = self.map_cap - 1, i = <Py_ssize_t>(h & <uint64_t>mask), slot
         cdef Slot* s
@@ -224,10 +257,7 @@ cdef class MemberTable(TimerSink):
             if e != MAP_DELETED and (e >> 32) == tag:
                 slot = <Py_ssize_t><uint32_t>e - 2
                 s = self.slot_ptr(slot)
-                if (s.member_id == <PyObject*>member_id
-                        or PyObject_RichCompareBool(<object>s.member_id, member_id, Py_EQ)) and \
-                   (s.core.group_id == <PyObject*>group_id
-                        or PyObject_RichCompareBool(<object>s.core.group_id, group_id, Py_EQ)):
+                if id_equal(s.member_id, member_id) and id_equal(s.core.group_id, group_id):
                     return slot
             i = (i + 1) & mask
 
@@ -238,7 +268,7 @@ cdef class MemberTable(TimerSink):
         if (self.map_used + 1) * 2 > self.map_cap:
             self.map_resize(max(<Py_ssize_t>MAP_MIN_CAP, self.map_cap * 2
                                 if (self.map_live + 1) * 4 > self.map_cap else self.map_cap))
-        h = fc_mix(PyObject_Hash(<object>s.core.group_id), PyObject_Hash(<object>s.member_id))
+        h = fc_mix(id_hash(<object>s.core.group_id), id_hash(<object>s.member_id))
         mask = self.map_cap - 1
         i = <Py_ssize_t>(h & <uint64_t>mask)
         while True:
@@ -253,8 +283,8 @@ cdef class MemberTable(TimerSink):
 
     cdef void map_delete(self, Py_ssize_t slot) noexcept:
         cdef Slot* s = self.slot_ptr(slot)
-        cdef uint64_t h = fc_mix(PyObject_Hash(<object>s.core.group_id),
-                                 PyObject_Hash(<object>s.member_id))
+        cdef uint64_t h = fc_mix(id_hash(<object>s.core.group_id),
+                                 id_hash(<object>s.member_id))
         cdef uint64_t want = ((h >> 32) << 32) | <uint64_t>(slot + 2), e
         cdef Py_ssize_t mask = self.map_cap - 1, i = <Py_ssize_t>(h & <uint64_t>mask)
         while True:
@@ -280,7 +310,7 @@ cdef class MemberTable(TimerSink):
             if e == MAP_EMPTY or e == MAP_DELETED:
                 continue
             s = self.slot_ptr(<Py_ssize_t><uint32_t>e - 2)
-            h = fc_mix(PyObject_Hash(<object>s.core.group_id), PyObject_Hash(<object>s.member_id))
+            h = fc_mix(id_hash(<object>s.core.group_id), id_hash(<object>s.member_id))
             i = <Py_ssize_t>(h & <uint64_t>mask)
             while fresh[i] != MAP_EMPTY:
                 i = (i + 1) & mask
@@ -468,6 +498,7 @@ cdef class MemberTable(TimerSink):
         return -1 if slot < 0 else self.handle(slot)
 
     # -- the hot path -----------------------------------------------------------------------------
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
     def heartbeat(self, group_id, member_id, generation_id, group_instance_id=None):
         """heartbeat(group_id, member_id, generation_id, group_instance_id=None) -> Errors"""
         cdef Py_ssize_t slot
