@@ -946,6 +946,12 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
 
     grid = spark.createDataFrame([(i,) for i in range(len(configs))], "config int")
     tasks = df.withColumn("shard", shard_of(F.col("group_id"))).crossJoin(F.broadcast(grid))
+    # The rows are few but each (configuration, shard) group is a long computation: an
+    # explicit partition count keeps adaptive execution from coalescing the groups into
+    # as few tasks as their bytes would suggest (the groupBy reuses this partitioning).
+    slots = spark.sparkContext.defaultParallelism
+    tasks = tasks.repartition(max(1, min(len(configs) * num_shards, 4 * slots)),
+                              "config", "shard")
     result = tasks.groupBy("config", "shard").applyInPandas(
         _task_fn(list(configs), int(hi), impl, num_shards), schema=_TASK_DDL).collect()
     parts: Dict[str, List[pa.Table]] = defaultdict(list)
