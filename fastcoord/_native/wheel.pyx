@@ -159,8 +159,8 @@ cdef class TimerSink:
 
 
 @cython.freelist(256)
-@cython.no_gc
-cdef class TimerHandle:
+@cython.no_gc_clear     # traversed (it keeps its Timer alive) but never cleared: _timer
+cdef class TimerHandle: # stays valid for cancel(); the cycle breaks elsewhere (the callback)
     """What schedule/schedule_at return: cancel() and deadline_ms."""
 
     def __init__(self):
@@ -775,6 +775,7 @@ cdef class Timer:
         e.deadline = deadline
         e.kind = kind
         if kind == FC_KIND_FN:
+            Py_XINCREF(fn)      # owned from the moment the entry holds it (GC traverses)
             e.u.fn = fn
         else:
             e.u.tag = tag
@@ -786,10 +787,10 @@ cdef class Timer:
             self._merge_ready_u(&one, 1)
         elif r < 0:
             self._free_slot_u(idx)
+            if kind == FC_KIND_FN:
+                Py_XDECREF(fn)
             return -1
-        if kind == FC_KIND_FN:
-            Py_XINCREF(fn)
-        else:
+        if kind != FC_KIND_FN:
             self._sink_live[kind] += 1
         self._count += 1
         eid[0] = <int64_t>idx | (<int64_t>self._pool[idx].gen << 32)
@@ -1071,3 +1072,42 @@ cdef class Timer:
         global _collect_cap_limit, _radix_n_limit
         _collect_cap_limit = MAX_CAP if collect_cap is None else collect_cap
         _radix_n_limit = MAX_CAP if radix_n is None else radix_n
+
+
+# -- the cycle collector -------------------------------------------------------------------
+# The callbacks and sinks a Timer holds live in C arrays, which Cython's generated
+# tp_traverse does not see. Without them a cycle through a Timer (a callback that closes
+# over its timer, or keeps its own handle) would never be collected. This traverse
+# reports them, then Cython's for the attributes. (No tp_clear of our own: clearing the
+# callback, closure or handle side of such a cycle breaks it, and the Timer's dealloc
+# then releases its entries.) It runs with the GIL, and the pool is only changed with
+# the GIL held, so it sees a consistent pool.
+cdef extern from "Python.h":
+    ctypedef int (*visitproc)(PyObject*, void*) noexcept
+    ctypedef int (*traverseproc)(PyObject*, visitproc, void*) noexcept
+    ctypedef struct PyTypeObject:
+        traverseproc tp_traverse
+
+cdef traverseproc _attribute_traverse = (<PyTypeObject*>Timer).tp_traverse
+
+
+cdef int _timer_traverse(PyObject* o, visitproc visit, void* arg) noexcept:
+    cdef fc_entry* pool = (<Timer>o)._pool
+    cdef PyObject** sinks = (<Timer>o)._sink_obj
+    cdef int32_t i, r
+    if pool != NULL:
+        for i in range((<Timer>o)._cap):
+            if pool[i].kind == FC_KIND_FN and pool[i].u.fn != NULL:
+                r = visit(pool[i].u.fn, arg)
+                if r:
+                    return r
+    if sinks != NULL:
+        for i in range((<Timer>o)._nsinks):
+            if sinks[i] != NULL:
+                r = visit(sinks[i], arg)
+                if r:
+                    return r
+    return _attribute_traverse(o, visit, arg) if _attribute_traverse != NULL else 0
+
+
+(<PyTypeObject*>Timer).tp_traverse = _timer_traverse
