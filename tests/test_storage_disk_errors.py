@@ -193,3 +193,66 @@ def test_real_enospc_on_a_full_tmpfs(small_tmpfs):
         acked[("t", i % 8)] = i
     store.close()
     assert offsets_of(DurableStore(data_dir, num_shards=1)) == {"g": acked}
+
+
+def test_batch_over_many_shards_syncs_them_together_and_fails_only_the_broken_one(tmp_path):
+    """One writer batch holding commits for 8 shards: their fsyncs run at the same time
+    (more than one thread), an EIO on one shard's fsync fails only that shard's commit
+    (NOT_COORDINATOR) and cuts it off its file; the other seven are acknowledged and
+    load back."""
+    import threading
+
+    from fastcoord import shard_for
+    from fastcoord.storage.testing import Waiter
+
+    shards = 8
+    groups = {}
+    i = 0
+    while len(groups) < shards:
+        g = f"group-{i}"
+        groups.setdefault(shard_for(g, shards), g)
+        i += 1
+    broken_shard = 5
+    store = DurableStore(tmp_path, num_shards=shards, fsync="always")
+    real_fsync = store._fsync
+    gate = threading.Event()
+    first = threading.Event()
+    threads = set()
+
+    def fsync(fd):
+        if not first.is_set():          # hold the writer in its first fsync meanwhile
+            first.set()
+            assert gate.wait(10)
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        threads.add(threading.get_ident())
+        if f"shard-{broken_shard:03d}" in path:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_fsync(fd)
+
+    store._fsync = fsync
+    warm = Waiter()
+    store.store_offsets(groups[0], {("t", 0): OffsetAndMetadata(1)}, warm)
+    assert first.wait(10)
+    waiters = {}
+    for shard, g in groups.items():
+        waiters[shard] = Waiter()
+        store.store_offsets(g, {("t", 0): OffsetAndMetadata(100 + shard)}, waiters[shard])
+    threads.clear()
+    gate.set()
+    assert warm.wait() == NONE
+    results = {shard: w.wait() for shard, w in waiters.items()}
+    store.close()
+    assert results == {s: (NOT_COORDINATOR if s == broken_shard else NONE) for s in groups}
+    assert len(threads) > 1, "the batch's fsyncs ran one after another on one thread"
+    reopened = DurableStore(tmp_path, num_shards=shards)
+    for shard, g in groups.items():
+        _, offsets = reopened.load_shard(shard)
+        got = {gid: o[("t", 0)].offset for gid, o in offsets.items()}
+        expected = 100 + shard if shard != broken_shard else None
+        if shard == 0:
+            assert got.get(g) == 100      # the warm commit was superseded
+        elif expected is None:
+            assert g not in got
+        else:
+            assert got[g] == expected
+    reopened.close()

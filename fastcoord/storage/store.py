@@ -8,6 +8,7 @@ import logging
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..config import shard_for
@@ -34,6 +35,8 @@ FAULT_POINTS = ("compact_start", "after_write_before_fsync", "after_fsync_before
                 "after_rename_before_dirsync", "after_dirsync_before_delete",
                 "after_first_delete", "compact_done")
 OFFSETS_PER_COMPACTED_RECORD = 65536
+# fsyncs of one writer batch in flight at once (one per shard file the batch touched).
+SYNC_THREADS = 16
 
 
 @contextlib.contextmanager
@@ -83,6 +86,7 @@ class _ShardLog:
         self.active_id = 0
         self.size = 0                # valid bytes of the active segment
         self.dirty = False           # interval policy: written, not yet fsync'd
+        self.unsynced = 0            # policy always: bytes written, awaiting their fsync
 
     # -- recovery -------------------------------------------------------------------------
     def recover(self, full: bool, repair: bool) -> ShardState:
@@ -181,35 +185,61 @@ class _ShardLog:
     # -- writing ----------------------------------------------------------------------------
     def append(self, data: bytes) -> Errors:
         """Write one batch (one write, one fsync under policy "always")."""
-        store = self.store
         with self.io_lock:
+            error = self.write(data)
+            if error is not Errors.NONE or not self.unsynced:
+                return error
             try:
-                self.ensure_open()
-                if self.size and self.size + len(data) > store.segment_bytes:
-                    self.roll()
-                view = memoryview(data)
-                done = 0
-                while done < len(data):
-                    n = store._write(self.fd, view[done:], self.size + done)
-                    if n <= 0:
-                        raise OSError(errno.EIO, "write returned 0")
-                    done += n
-                if store.fsync_always:
-                    store._fsync(self.fd)
-                else:
-                    self.dirty = True
-                self.size += len(data)
-                store.bytes_written += len(data)
-                return Errors.NONE
-            except CorruptLogError as exc:
-                log.error("shard %d: not writing: %s", self.shard, exc)
-                return Errors.NOT_COORDINATOR
+                self.store._fsync(self.fd)
             except OSError as exc:
-                log.warning("shard %d: write of %d bytes failed (%s): failing the %s with "
-                            "NOT_COORDINATOR", self.shard, len(data), exc,
-                            "batch" if store.fsync_always else "writes")
-                self._undo()
-                return Errors.NOT_COORDINATOR
+                return self.finish(exc)
+            return self.finish(None)
+
+    def write(self, data: bytes) -> Errors:
+        """Write one batch at the end of the log. Under policy "always" it is not yet
+        acknowledged: `unsynced` says how many bytes wait for an fsync of `fd`, and
+        `finish` must follow. Caller holds io_lock (until `finish`)."""
+        store = self.store
+        try:
+            self.ensure_open()
+            if self.size and self.size + len(data) > store.segment_bytes:
+                self.roll()
+            view = memoryview(data)
+            done = 0
+            while done < len(data):
+                n = store._write(self.fd, view[done:], self.size + done)
+                if n <= 0:
+                    raise OSError(errno.EIO, "write returned 0")
+                done += n
+        except CorruptLogError as exc:
+            log.error("shard %d: not writing: %s", self.shard, exc)
+            return Errors.NOT_COORDINATOR
+        except OSError as exc:
+            return self._failed(len(data), exc)
+        if store.fsync_always:
+            self.unsynced = len(data)
+        else:
+            self.dirty = True
+            self.size += len(data)
+            store.bytes_written += len(data)
+        return Errors.NONE
+
+    def finish(self, fsync_error: Optional[OSError]) -> Errors:
+        """After the fsync of a `write` under policy "always": acknowledge the bytes, or
+        cut them off if the fsync failed. Caller holds io_lock."""
+        n, self.unsynced = self.unsynced, 0
+        if fsync_error is not None:
+            return self._failed(n, fsync_error)
+        self.size += n
+        self.store.bytes_written += n
+        return Errors.NONE
+
+    def _failed(self, nbytes: int, exc: OSError) -> Errors:
+        log.warning("shard %d: write of %d bytes failed (%s): failing the %s with "
+                    "NOT_COORDINATOR", self.shard, nbytes, exc,
+                    "batch" if self.store.fsync_always else "writes")
+        self._undo()
+        return Errors.NOT_COORDINATOR
 
     def _undo(self) -> None:
         """Cut a failed write off the file so the log stays what was acknowledged."""
@@ -307,10 +337,8 @@ class _Writer:
                     self.logs[lg.shard] = lg
                 entry[0].append(data)
                 entry[1].append(done)
-            for lg, (datas, dones) in by_log.items():
-                error = lg.append(datas[0] if len(datas) == 1 else b"".join(datas))
-                for done in dones:
-                    _call(done, error)
+            if by_log:
+                self._append_all(by_log)
             if stop or time.monotonic() - last_sync >= interval:
                 for lg in list(self.logs.values()):
                     if lg.dirty:
@@ -318,6 +346,32 @@ class _Writer:
                 last_sync = time.monotonic()
             if stop:
                 return
+
+    def _append_all(self, by_log: "Dict[_ShardLog, Tuple[List[bytes], List[Done]]]") -> None:
+        """One write per shard log, then their fsyncs at the same time (the file system
+        commits concurrent fdatasyncs of many files together: on ext4 here 15-20x the
+        syncs per second of one after another), then every answer. Each log's io_lock is
+        held from its write to its acknowledgement; the answers run after, unlocked."""
+        store = self.store
+        logs = list(by_log)
+        errors: Dict[_ShardLog, Errors] = {}
+        waiting: List[_ShardLog] = []
+        for lg in logs:
+            lg.io_lock.acquire()
+        try:
+            for lg in logs:
+                datas = by_log[lg][0]
+                errors[lg] = lg.write(datas[0] if len(datas) == 1 else b"".join(datas))
+                if errors[lg] is Errors.NONE and lg.unsynced:
+                    waiting.append(lg)
+            for lg, exc in zip(waiting, store._fsync_all([lg.fd for lg in waiting])):
+                errors[lg] = lg.finish(exc)
+        finally:
+            for lg in logs:
+                lg.io_lock.release()
+        for lg in logs:
+            for done in by_log[lg][1]:
+                _call(done, errors[lg])
 
     def close(self) -> None:
         with self.cond:
@@ -342,8 +396,9 @@ class DurableStore:
 
     fsync="always": `done(Errors.NONE)` is called only after the record is fsync'd
     (fdatasync). Group commit: `writer_threads` writer threads (default 1; shard s goes to
-    writer s % writer_threads) each take every write pending for their shards and append
-    each shard's share with one write and one fsync, then answer them all. fsync="interval": `done` is called once the
+    writer s % writer_threads) each take every write pending for their shards, append
+    each shard's share with one write, fsync those shards' files at the same time (up
+    to SYNC_THREADS at once), then answer them all. fsync="interval": `done` is called once the
     record is written to the OS (it survives a crash of this process, kill -9 included)
     and the writer fsyncs every `fsync_interval_ms`: an OS crash or power loss can lose
     the writes acknowledged in the last interval.
@@ -396,6 +451,8 @@ class DurableStore:
         self._write = os.pwrite
         self._fsync = getattr(os, "fdatasync", os.fsync)
         self._fault: Optional[Callable[[str, int], None]] = None
+        self._sync_pool: Optional[ThreadPoolExecutor] = None   # concurrent fsyncs of a batch
+        self._sync_pool_lock = threading.Lock()
         self.bytes_written = 0
         self._closed = False
         self._lock = threading.Lock()
@@ -632,6 +689,27 @@ class DurableStore:
         for lg in list(self._logs.values()):
             lg.sync()
 
+    def _fsync_all(self, fds: List[int]) -> List[Optional[OSError]]:
+        """fsync every fd, at the same time when there are several (the writer's batch
+        spans shards); the error of each, or None."""
+        def one(fd: int) -> Optional[OSError]:
+            try:
+                self._fsync(fd)
+            except OSError as exc:
+                return exc
+            return None
+        if len(fds) <= 1:
+            return [one(fd) for fd in fds]
+        with self._sync_pool_lock:
+            if self._sync_pool is None:
+                self._sync_pool = ThreadPoolExecutor(
+                    max_workers=min(SYNC_THREADS, self.num_shards),
+                    thread_name_prefix="fastcoord-store-fsync")
+            pool = self._sync_pool
+        # The calling writer syncs the first itself: one fewer hand-off for small batches.
+        rest = [pool.submit(one, fd) for fd in fds[1:]]
+        return [one(fds[0])] + [f.result() for f in rest]
+
     def close(self) -> None:
         """Finish every pending write, fsync, close the files; later writes fail with
         NOT_COORDINATOR."""
@@ -645,6 +723,10 @@ class DurableStore:
             compactor.join()
         for writer in self._writers:
             writer.close()
+        with self._sync_pool_lock:
+            pool, self._sync_pool = self._sync_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
         for lg in list(self._logs.values()):
             lg.close()
 
