@@ -221,9 +221,9 @@ def replay_spark(spark, trace_path: str, out_dir: Optional[str] = None, *, impl=
 @contextlib.contextmanager
 def _visible(path: str):
     """`path`, or a hard link (else a copy) of it under a name Spark will read: Spark's
-    file listing skips names starting with "_" or "." even when named explicitly (the
-    CLI stages its validated trace as out/_trace.parquet). The link sits beside the
-    file, so it is on the same (shared) storage the executors read."""
+    file listing skips names starting with "_" or "." even when named explicitly (it
+    takes them for metadata), which would fail the job on a valid file. The link sits
+    beside the file, so it is on the same (shared) storage the executors read."""
     d, base = os.path.split(os.path.abspath(path))
     if not base.startswith(("_", ".")) or os.path.isdir(path):
         yield path

@@ -1,0 +1,177 @@
+"""The Spark pipeline on a 10-million-event synthetic trace (100k members in 10k groups).
+
+- replay stage, one core: every shard's `replay_shard_table` in turn in this process
+  (pinned to one CPU), the partitioning done beforehand: events/s per core.
+- stage scaling: the same stage as a Spark job (`replay_dataframe`, run to completion
+  by a no-op write) on local[1] and local[2], session start excluded.
+- end to end: `fastcoord replay TRACE --out DIR --master local[2]` as a user runs it
+  (JVM start, validation, replay, Parquet writes, collecting the tables).
+
+The trace is generated once (gen.generate, seed 1) and cached as Parquet under
+FASTCOORD_BENCH_CACHE (default: the temp dir), keyed by its parameters and the
+generator's source. `make test` runs each once on a small trace (--benchmark-disable).
+"""
+from __future__ import annotations
+
+import gc
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+import pytest
+
+pytest.importorskip("pyspark")
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import fastcoord
+from fastcoord.pipeline import gen
+from fastcoord.pipeline.replay import replay_shard_table, shard_column
+from fastcoord.pipeline.trace import read_trace, write_trace
+
+# ~10 M events: 10k groups of mean size ~10 (about 100k members: the sizes are a floored
+# Pareto draw, hence 10.6) for 170 s of trace time. Measured mix of this trace kind:
+# heartbeats ~60%, commits ~25%, joins + syncs ~15% (every membership change makes the
+# whole group rejoin)
+FULL = dict(groups=10_000, members=10.6, duration_s=170, seed=1)
+QUICK = dict(groups=30, members=6, duration_s=60, seed=1)
+
+
+def quick(request) -> bool:
+    return bool(request.config.getoption("benchmark_disable"))
+
+
+def trace_path(params) -> str:
+    with open(gen.__file__, "rb") as f:
+        src = hashlib.sha256(f.read()).hexdigest()[:12]
+    d = os.environ.get("FASTCOORD_BENCH_CACHE") or os.path.join(tempfile.gettempdir(),
+                                                                "fastcoord-bench")
+    os.makedirs(d, exist_ok=True)
+    name = "-".join(f"{k}{v}" for k, v in sorted(params.items()))
+    path = os.path.join(d, f"trace-{name}-{src}.parquet")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        write_trace(gen.generate(**params), tmp)
+        os.replace(tmp, path)
+    return path
+
+
+_shards: dict = {}
+
+
+def shards(params):
+    """(trace rows, end_ms, [(shard, table)]): the partitioning the stage starts from."""
+    key = tuple(sorted(params.items()))
+    if key not in _shards:
+        _shards.clear()
+        gc.collect()
+        table = read_trace(trace_path(params))
+        ids = pa.array(shard_column(table.column("group_id").to_pylist()), pa.int32())
+        order = pc.sort_indices(ids)
+        table, ids = table.take(order), ids.take(order)
+        parts, start = [], 0
+        counts = defaultdict(int)
+        for s in ids.to_pylist():
+            counts[s] += 1
+        for s in sorted(counts):
+            parts.append((s, table.slice(start, counts[s])))
+            start += counts[s]
+        _shards[key] = (table.num_rows, pc.max(table.column("time_ms")).as_py(), parts)
+    return _shards[key]
+
+
+def _one_cpu():
+    """Pin this process to one CPU for a single-core measurement (restored after)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    return before
+
+
+def test_replay_stage_one_core(benchmark, request):
+    params = QUICK if quick(request) else FULL
+    load = os.getloadavg()[0]    # other processes' share of the CPUs when we start
+    n, end_ms, parts = shards(params)
+    counts = {}
+    took = []
+
+    def run():
+        t0 = time.perf_counter()
+        for s, t in parts:
+            out = replay_shard_table(t, s, end_ms=end_ms)
+            counts[s] = out["responses"].num_rows
+        took.append(time.perf_counter() - t0)
+
+    benchmark.group = "pipeline-replay-stage-one-core"    # read when the run is recorded
+    before = _one_cpu()
+    try:
+        benchmark.pedantic(run, rounds=1, iterations=1)
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
+    benchmark.extra_info.update(load_1m=round(load, 1), ops=n, peer=fastcoord.IMPLEMENTATION,
+                                shards=len(parts),
+                                events_per_s_per_core=round(n / sorted(took)[len(took) // 2]))
+    assert sum(counts.values()) == n            # one response row per event
+
+
+def _stage(spark, path, took) -> None:
+    from fastcoord.pipeline.spark import replay_dataframe
+    t0 = time.perf_counter()
+    # a no-op sink runs every shard's replay to completion without writing anything
+    replay_dataframe(spark, spark.read.parquet(path)).write.format("noop").mode(
+        "overwrite").save()
+    took.append(time.perf_counter() - t0)
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_replay_stage_scaling(benchmark, request, cores):
+    from fastcoord.pipeline.spark import session
+    params = QUICK if quick(request) else FULL
+    load = os.getloadavg()[0]    # other processes' share of the CPUs when we start
+    path = trace_path(params)
+    n = read_trace(path).num_rows
+    spark = session(f"local[{cores}]", app=f"bench-stage-{cores}")
+    spark.sparkContext.setLogLevel("ERROR")
+    took = []
+    benchmark.group = "pipeline-replay-stage-spark"
+    try:
+        benchmark.pedantic(_stage, args=(spark, path, took), rounds=1, iterations=1)
+    finally:
+        spark.stop()
+    benchmark.extra_info.update(load_1m=round(load, 1), ops=n, peer=f"local[{cores}]",
+                                events_per_s=round(n / took[0]))
+
+
+def test_end_to_end_local2(benchmark, request, tmp_path):
+    params = QUICK if quick(request) else FULL
+    load = os.getloadavg()[0]    # other processes' share of the CPUs when we start
+    path = trace_path(params)
+    n = read_trace(path).num_rows
+    out = tmp_path / "out"
+    env = dict(os.environ)
+    # the CLI collects the result tables into the driver: 10 M response rows want more
+    # than Spark's 1 GiB default driver heap
+    env["PYSPARK_SUBMIT_ARGS"] = "--driver-memory 6g pyspark-shell"
+    cmd = [sys.executable, "-m", "fastcoord", "replay", path, "--out", str(out),
+           "--master", "local[2]"]
+    result = {}
+
+    def run():
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+        result.update(rc=proc.returncode, log=proc.stdout + proc.stderr[-3000:],
+                      s=time.perf_counter() - t0)
+
+    benchmark.group = "pipeline-end-to-end-local2"
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    assert result["rc"] == 0, result["log"]
+    assert f"responses {n}" in result["log"]
+    benchmark.extra_info.update(load_1m=round(load, 1), ops=n,
+                                peer="fastcoord replay --master local[2]",
+                                events_per_s=round(n / result["s"]))
