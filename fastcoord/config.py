@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import FrozenSet, Optional
 
 __all__ = ["CoordinatorConfig", "shard_for", "java_string_hashcode"]
@@ -77,6 +78,13 @@ def shard_for(group_id: str, num_shards: int = 50) -> int:
         raise TypeError(f"group_id must be a str, got {type(group_id).__name__}")
     if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards <= 0:
         raise ValueError(f"num_shards must be a positive int, got {num_shards!r}")
+    return _shard_of(group_id, num_shards)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _shard_of(group_id: str, num_shards: int) -> int:
+    # Every request maps its group to a shard; the Java hash walks the string in Python,
+    # so the answer for the groups in use is remembered.
     h = java_string_hashcode(group_id)
     h = 0 if h == -(2**31) else abs(h)
     return h % num_shards

@@ -223,17 +223,23 @@ class GroupCoordinator:
                                        group_instance_id, callback)
             self._logic.flush()
             return None
+        # Usually answered before flush() returns (an in-memory store, or an error): an
+        # Event is made only when the answer is still to come from a store's thread.
         box: list = []
-        done = threading.Event()
+        waiter: list = []
 
         def answered(result):
             box.append(result)
-            done.set()
+            if waiter:
+                waiter[0].set()
 
         self._logic.commit_offsets(group_id, member_id, generation_id, checked,
                                    group_instance_id, answered)
         self._logic.flush()
-        done.wait()
+        if not box:
+            waiter.append(threading.Event())
+            if not box:           # not answered between the two checks
+                waiter[0].wait()
         return box[0]
 
     def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[TopicPartition]] = None,
