@@ -81,22 +81,25 @@ def test_live_timer_and_its_callbacks_survive_collection(impl):
 
 def test_collection_while_other_threads_schedule_and_fire(impl):
     """gc.collect() in a loop while two threads schedule, cancel and fire: no crash,
-    every scheduled-and-not-cancelled callback fires exactly once."""
+    every callback whose cancel() did not succeed fires exactly once, and none whose
+    cancel() did. (The other thread may fire an entry before it is cancelled: then
+    cancel() answers False and the entry counts as fired.)"""
     clock = ManualClock()
     t = Timer(clock, impl=impl)
     fired = []
     lock = threading.Lock()
     stop = threading.Event()
     expected = [0]
+    cancelled = set()
 
     def worker(base):
         for round_ in range(200):
             hs = [t.schedule(1 + (i % 7), (lambda k=(base, round_, i): fired.append(k)))
                   for i in range(20)]
-            for h in hs[::4]:
-                h.cancel()
+            gone = {(base, round_, i) for i in range(0, 20, 4) if hs[i].cancel()}
             with lock:
-                expected[0] += 15
+                cancelled.update(gone)
+                expected[0] += 20 - len(gone)
                 clock.advance(10)
                 t.advance_to(clock.now_ms())
 
@@ -117,5 +120,7 @@ def test_collection_while_other_threads_schedule_and_fire(impl):
         clock.advance(100)
         t.advance_to(clock.now_ms())
     assert not any(w.is_alive() for w in workers)
-    assert len(fired) == expected[0] == 2 * 200 * 15
+    assert len(fired) == expected[0]
+    assert 2 * 200 * 15 <= expected[0] <= 2 * 200 * 20
     assert len(set(fired)) == len(fired)
+    assert not cancelled & set(fired)
