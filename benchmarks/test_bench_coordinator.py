@@ -112,6 +112,48 @@ def test_heartbeat_batch_threads(benchmark, request, threads):
     benchmark.pedantic(run, rounds=7, iterations=1)
 
 
+def test_heartbeat_batch_thread_scaling(benchmark, request):
+    """2 threads vs 1 as a ratio measured in pairs: each pair runs the same work on one
+    thread, then on two, back to back, so the drift of a shared VM's speed (the same
+    single-thread run varies by +-30% here from minute to minute) falls on both sides
+    of each ratio; extra_info holds the median ratio of the pairs."""
+    if not fastcoord.NATIVE_AVAILABLE:
+        pytest.skip("the native core is not built")
+    members, repeat, pairs = (1000, 2, 3) if quick(request) else (200_000, 100, 15)
+    coord, _, handles, gens = stable("native", members // 10, 10)
+    half = len(handles) // 2
+    parts = [(np.ascontiguousarray(handles[:half]), np.ascontiguousarray(gens[:half])),
+             (np.ascontiguousarray(handles[half:]), np.ascontiguousarray(gens[half:]))]
+
+    def work(part):
+        for _ in range(repeat):
+            coord.heartbeat_batch(*part)
+
+    ratios = []
+
+    def run():
+        for _ in range(pairs):
+            t0 = time.perf_counter()
+            for part in parts:
+                work(part)
+            one = time.perf_counter() - t0
+            ts = [threading.Thread(target=work, args=(p,)) for p in parts]
+            t0 = time.perf_counter()
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            ratios.append(one / (time.perf_counter() - t0))
+
+    benchmark.group = "heartbeat-batch-thread-scaling"
+    benchmark.extra_info.update(ops=pairs * 2 * repeat * len(handles), peer="native-1-vs-2-paired")
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info["median_ratio_2_vs_1"] = round(float(np.median(ratios)), 2)
+    benchmark.extra_info["min_ratio"] = round(min(ratios), 2)
+    benchmark.extra_info["max_ratio"] = round(max(ratios), 2)
+    assert len(ratios) == pairs and all(r > 0 for r in ratios)
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 def test_memory_per_member(benchmark, request, impl):
     """Bytes per member: the C slot (core state) and everything tracemalloc sees."""
