@@ -120,7 +120,6 @@ cdef class MemberTable(TimerSink):
     cdef Py_ssize_t map_used        # live + deleted entries
     cdef Py_ssize_t map_live
     cdef int clock_kind             # 0: call clock.now_ms(); 1: ManualClock; 2: SystemClock
-    cdef Py_ssize_t clock_slot      # ManualClock: offset of its `_now` slot (-1: use getattr)
     cdef Slot** chunks
     cdef Py_ssize_t nchunks
     cdef Py_ssize_t nslots          # slots handed out so far (high-water mark)

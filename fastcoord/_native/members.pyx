@@ -196,7 +196,6 @@ cdef class MemberTable(TimerSink):
         self.map_used = 0
         self.map_live = 0
         self.clock_kind = 1 if type(clock) is ManualClock else 2 if type(clock) is SystemClock else 0
-        self.clock_slot = MANUAL_CLOCK_SLOT if self.clock_kind == 1 else -1
         self.nchunks = 0
         self.nslots = 0
         self.num_shards = num_shards
@@ -237,8 +236,8 @@ cdef class MemberTable(TimerSink):
             return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
         cdef PyObject* value
         if self.clock_kind == 1:            # ManualClock: read its slot
-            if self.clock_slot >= 0:
-                value = (<PyObject**>((<char*><PyObject*>self.clock) + self.clock_slot))[0]
+            if MANUAL_CLOCK_SLOT >= 0:
+                value = (<PyObject**>((<char*><PyObject*>self.clock) + MANUAL_CLOCK_SLOT))[0]
                 if value is not NULL and PyLong_CheckExact(<object>value):
                     return PyLong_AsLongLong(<object>value)
             return self.clock._now

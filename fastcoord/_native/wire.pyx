@@ -96,6 +96,29 @@ cdef inline object _text(const uint8_t* f, Field field):
     return PyUnicode_DecodeUTF8(<const char*>(f + field.start), field.length, "strict")
 
 
+cdef bytes _response(int version, int32_t correlation, int error):
+    """The Heartbeat response frame: size, correlation id, [v4+: header tags], [v1+:
+    throttle 0], error, [v4+: body tags] (byte for byte what protocol.py encodes)."""
+    cdef bint flexible = version >= 4
+    cdef Py_ssize_t n = 10 + (4 if version >= 1 else 0) + (2 if flexible else 0)
+    cdef bytes response = PyBytes_FromStringAndSize(NULL, n)
+    cdef char* r = PyBytes_AS_STRING(response)
+    cdef Py_ssize_t p = 8
+    _put_i32(r, <int32_t>(n - 4))
+    _put_i32(r + 4, correlation)
+    if flexible:
+        r[p] = 0                                  # header tagged fields
+        p += 1
+    if version >= 1:
+        _put_i32(r + p, 0)                        # throttle
+        p += 4
+    r[p] = <char>(error >> 8)
+    r[p + 1] = <char>error
+    if flexible:
+        r[p + 2] = 0                              # body tagged fields
+    return response
+
+
 def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_version,
                   int max_version, heartbeat, list out, list log=None):
     """heartbeat_run(buf, pos, max_frame, min_version, max_version, heartbeat, out, log=None) -> int
@@ -105,26 +128,22 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
     list, receives (api_version, client_id, group_id, member_id, generation, error) per
     answered request, for the request log."""
     cdef Py_ssize_t end = len(buf), fpos, fend, p
-    cdef const uint8_t* b
     cdef const uint8_t* f
     cdef int32_t size, correlation, generation
     cdef int version, error
     cdef bint flexible
     cdef Field client, group, member, instance
-    cdef bytes response
-    cdef char* r
     if pos < 0 or pos > end:
         raise ValueError(f"pos must be within the buffer, got {pos}")
     while end - pos >= 4:
         # Re-read the buffer's address each frame: heartbeat() runs Python code, which
         # never resizes this buffer (the caller owns it) but costs nothing to be safe.
-        b = <const uint8_t*>(<char*>buf)
-        size = _i32(b + pos)
+        f = <const uint8_t*>(<char*>buf)
+        size = _i32(f + pos)
         if size < 8 or size > max_frame or end - pos - 4 < size:
             break
         fpos = pos + 4
         fend = fpos + size
-        f = b
         if _i16(f + fpos) != HEARTBEAT_KEY:
             break
         version = _i16(f + fpos + 2)
@@ -164,32 +183,7 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
         except UnicodeDecodeError:
             break
         error = heartbeat(group_id, member_id, generation, instance_id)
-        if version >= 4:
-            response = PyBytes_FromStringAndSize(NULL, 16)
-            r = PyBytes_AS_STRING(response)
-            _put_i32(r, 12)
-            _put_i32(r + 4, correlation)
-            r[8] = 0                                   # header tagged fields
-            _put_i32(r + 9, 0)                         # throttle
-            r[13] = <char>(error >> 8)
-            r[14] = <char>error
-            r[15] = 0                                  # body tagged fields
-        elif version >= 1:
-            response = PyBytes_FromStringAndSize(NULL, 14)
-            r = PyBytes_AS_STRING(response)
-            _put_i32(r, 10)
-            _put_i32(r + 4, correlation)
-            _put_i32(r + 8, 0)                         # throttle
-            r[12] = <char>(error >> 8)
-            r[13] = <char>error
-        else:
-            response = PyBytes_FromStringAndSize(NULL, 10)
-            r = PyBytes_AS_STRING(response)
-            _put_i32(r, 6)
-            _put_i32(r + 4, correlation)
-            r[8] = <char>(error >> 8)
-            r[9] = <char>error
-        out.append(response)
+        out.append(_response(version, correlation, error))
         if log is not None:
             log.append((version, _text(<const uint8_t*>(<char*>buf), client), group_id,
                         member_id, generation, error))

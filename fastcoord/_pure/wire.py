@@ -35,8 +35,7 @@ def heartbeat_run(buf: bytearray, pos: int, max_frame: int, min_version: int,
         api_key, version, correlation = _KEY_VERSION.unpack_from(buf, pos + 4)
         if api_key != HEARTBEAT_KEY or not min_version <= version <= min(max_version, 4):
             break
-        request = decode_heartbeat_request(bytes(buf[pos + 4:pos + 4 + size]), version,
-                                           correlation)
+        request = decode_heartbeat_request(buf[pos + 4:pos + 4 + size], version, correlation)
         if request is None:                         # an unusual form: the full decoder's
             break
         body = request.body

@@ -28,8 +28,9 @@ Tables (see the *_SCHEMA constants):
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import defaultdict
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -131,17 +132,11 @@ class ShardReplay:
 
     # -- setup -------------------------------------------------------------------------
     def _start(self, t0: int) -> None:
-        counter = [0]
-
-        def member_id_factory(prefix: str) -> str:
-            counter[0] += 1
-            return f"{prefix or 'member'}-{self.shard}-{counter[0]}"
-
         self.clock = ManualClock(t0)
         self.now = t0
         self.coord = GroupCoordinator(CoordinatorConfig(num_shards=self.num_shards),
                                       clock=self.clock, impl=self.impl,
-                                      member_id_factory=member_id_factory)
+                                      member_id_factory=member_ids(self.shard))
 
     def _view(self, gid: str) -> _GroupView:
         gv = self.groups.get(gid)
@@ -456,10 +451,7 @@ class ShardReplay:
         out = {"responses": self._responses_table()}
         for name, rows in (("rebalances", self.rebalances),
                            ("expirations", self.expirations), ("groups", groups)):
-            schema = TABLES[name]
-            cols = list(zip(*rows)) if rows else [[] for _ in schema.names]
-            out[name] = pa.table([pa.array(list(c), type=f.type) for c, f in zip(cols, schema)],
-                                 schema=schema)
+            out[name] = rows_table(rows, TABLES[name])
         return out
 
     def _responses_table(self) -> pa.Table:
@@ -475,14 +467,7 @@ class ShardReplay:
 
 
 def shard_column(group_ids, num_shards: int = NUM_SHARDS) -> List[int]:
-    cache: Dict[str, int] = {}
-    out = []
-    for g in group_ids:
-        s = cache.get(g)
-        if s is None:
-            s = cache[g] = shard_for(g, num_shards)
-        out.append(s)
-    return out
+    return [shard_for(g, num_shards) for g in group_ids]    # shard_for remembers groups
 
 
 def replay_shard_table(table: pa.Table, shard: int, *, impl=None, end_ms=None,
@@ -509,7 +494,28 @@ def replay_local(table: pa.Table, *, impl=None, num_shards: int = NUM_SHARDS) ->
 
 def canonical(table: pa.Table, name: str) -> pa.Table:
     """The table in its documented schema and a total order (for comparisons)."""
-    schema = TABLES[name]
+    return sort_canonical(table, TABLES[name], SORT_KEYS[name])
+
+
+def sort_canonical(table: pa.Table, schema: pa.Schema, keys: List[str]) -> pa.Table:
+    """`table` in `schema`, sorted by `keys` then by every other column: a total order."""
     table = table.select(schema.names).cast(schema)
-    keys = SORT_KEYS[name] + [n for n in schema.names if n not in SORT_KEYS[name]]
+    keys = keys + [n for n in schema.names if n not in keys]
     return table.sort_by([(k, "ascending") for k in keys])
+
+
+def rows_table(rows: List[tuple], schema: pa.Schema) -> pa.Table:
+    """Row tuples (in `schema`'s column order) as a table of `schema`."""
+    cols = list(zip(*rows)) if rows else [[] for _ in schema.names]
+    return pa.table([pa.array(list(c), type=f.type) for c, f in zip(cols, schema)],
+                    schema=schema)
+
+
+def member_ids(*scope) -> Callable[[str], str]:
+    """A deterministic member_id_factory: "<prefix>-<scope...>-<n>", n = 1, 2, ..."""
+    tag = "-".join(str(s) for s in scope)
+    counter = itertools.count(1)
+
+    def member_id_factory(prefix: str) -> str:
+        return f"{prefix or 'member'}-{tag}-{next(counter)}"
+    return member_id_factory

@@ -145,7 +145,7 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
     return b.getOrCreate()
 
 
-def _shard_udf(num_shards: int):
+def shard_udf(num_shards: int):
     from pyspark.sql.functions import pandas_udf
 
     @pandas_udf("int")
@@ -198,7 +198,7 @@ def replay_dataframe(spark, df, *, impl=None, num_shards: int = NUM_SHARDS):
     """A trace DataFrame -> the wide result DataFrame (column `table` names the table)."""
     from pyspark.sql import functions as F
     end_ms = df.agg(F.max("time_ms")).collect()[0][0]
-    with_shard = df.withColumn("shard", _shard_udf(num_shards)(F.col("group_id")))
+    with_shard = df.withColumn("shard", shard_udf(num_shards)(F.col("group_id")))
     return with_shard.groupBy("shard").applyInPandas(
         _run_shard_fn(impl, end_ms, num_shards), schema=WIDE_DDL)
 

@@ -70,7 +70,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
-from .replay import NUM_SHARDS, shard_column
+from .replay import NUM_SHARDS, member_ids, rows_table, shard_column, sort_canonical
 
 PAUSE_FACTOR = 1.5           # a contact gap longer than this many heartbeat intervals
 CRASH_FACTOR = 2             # silent this many heartbeat intervals before the end: crashed
@@ -707,12 +707,6 @@ class ShardSimulation:
         if not incs:
             return self.tables()
         t0 = min(i.start_ms for i in incs)
-        counter = [0]
-
-        def member_id_factory(prefix: str) -> str:
-            counter[0] += 1
-            return f"{prefix or 'member'}-{self.config_id}-{self.shard}-{counter[0]}"
-
         self.now = t0
         self._dirty: set = set()
         # the what-if's session timeout is the point: let the coordinator accept it
@@ -723,7 +717,7 @@ class ShardSimulation:
             group_initial_rebalance_delay_ms=INITIAL_DELAY_MS,
             new_member_join_timeout_ms=NEW_MEMBER_JOIN_TIMEOUT_MS)
         self.coord = GroupCoordinator(config, clock=ManualClock(t0), impl=self.impl,
-                                      member_id_factory=member_id_factory)
+                                      member_id_factory=member_ids(self.config_id, self.shard))
         for gid in sorted(self.behaviour):
             self.groups[gid] = _Group(gid)
         for inc in incs:
@@ -788,15 +782,9 @@ class ShardSimulation:
                            per_group[gid][0], per_group[gid][1], s["false_expirations"],
                            s["crashes"], s["crashes_detected"], s["poll_timeouts"], s["leaves"],
                            s["fenced"], s["requests"]))
-        return {"rebalances": _table(self.rebalances, REBALANCES_SCHEMA),
-                "removals": _table(self.removals, REMOVALS_SCHEMA),
-                "groups": _table(groups, GROUPS_SCHEMA)}
-
-
-def _table(rows: List[tuple], schema: pa.Schema) -> pa.Table:
-    cols = list(zip(*rows)) if rows else [[] for _ in schema.names]
-    return pa.table([pa.array(list(c), type=f.type) for c, f in zip(cols, schema)],
-                    schema=schema)
+        return {"rebalances": rows_table(self.rebalances, REBALANCES_SCHEMA),
+                "removals": rows_table(self.removals, REMOVALS_SCHEMA),
+                "groups": rows_table(groups, GROUPS_SCHEMA)}
 
 
 def simulate_shard(table: pa.Table, config: WhatIfConfig, *, config_id: int = 0,
@@ -819,10 +807,8 @@ def nearest_rank(values: Sequence[int], p: float) -> int:
 
 
 def canonical(table: pa.Table, name: str) -> pa.Table:
-    schema = SUMMARY_SCHEMA if name == "summary" else TABLES[name]
-    table = table.select(schema.names).cast(schema)
-    keys = SORT_KEYS[name] + [n for n in schema.names if n not in SORT_KEYS[name]]
-    return table.sort_by([(k, "ascending") for k in keys])
+    return sort_canonical(table, SUMMARY_SCHEMA if name == "summary" else TABLES[name],
+                          SORT_KEYS[name])
 
 
 def summarize(tables: Dict[str, pa.Table], configs: Sequence[WhatIfConfig], start_ms: int,
@@ -928,9 +914,9 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
                  impl: Optional[str] = None, num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
     """The grid on Spark: one task group per (configuration, shard), results gathered and
     summarized on the driver (the same tables as `whatif_local`)."""
-    import pandas as pd
     from pyspark.sql import functions as F
-    from pyspark.sql.functions import pandas_udf
+
+    from .spark import shard_udf
 
     df = spark.read.parquet(trace_path)
     df = df.select(*[c for c in COLUMNS if c in df.columns])
@@ -938,14 +924,9 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
     if lo is None:
         return _finish(defaultdict(list), configs, 0, 0)
 
-    def shard_of(groups):
-        return pd.Series(shard_column(groups.tolist(), num_shards), dtype="int32")
-    # real types: this module's postponed (string) annotations would not resolve here
-    shard_of.__annotations__ = {"groups": pd.Series, "return": pd.Series}
-    shard_of = pandas_udf(shard_of, "int")
-
     grid = spark.createDataFrame([(i,) for i in range(len(configs))], "config int")
-    tasks = df.withColumn("shard", shard_of(F.col("group_id"))).crossJoin(F.broadcast(grid))
+    tasks = (df.withColumn("shard", shard_udf(num_shards)(F.col("group_id")))
+             .crossJoin(F.broadcast(grid)))
     # The rows are few but each (configuration, shard) group is a long computation: an
     # explicit partition count keeps adaptive execution from coalescing the groups into
     # as few tasks as their bytes would suggest (the groupBy reuses this partitioning).

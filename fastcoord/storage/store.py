@@ -183,22 +183,11 @@ class _ShardLog:
         self.store._segment_rolled(self)
 
     # -- writing ----------------------------------------------------------------------------
-    def append(self, data: bytes) -> Errors:
-        """Write one batch (one write, one fsync under policy "always")."""
-        with self.io_lock:
-            error = self.write(data)
-            if error is not Errors.NONE or not self.unsynced:
-                return error
-            try:
-                self.store._fsync(self.fd)
-            except OSError as exc:
-                return self.finish(exc)
-            return self.finish(None)
-
     def write(self, data: bytes) -> Errors:
         """Write one batch at the end of the log. Under policy "always" it is not yet
         acknowledged: `unsynced` says how many bytes wait for an fsync of `fd`, and
-        `finish` must follow. Caller holds io_lock (until `finish`)."""
+        `finish` must follow (the writer fsyncs a batch's logs together in between).
+        Caller holds io_lock (until `finish`)."""
         store = self.store
         try:
             self.ensure_open()
