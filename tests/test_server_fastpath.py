@@ -20,6 +20,7 @@ from fastcoord.server.protocol import (  # noqa: E402
 )
 from test_server_codec import ERRORS, _kio_decode, _random_frames, mutate  # noqa: E402
 from test_server_harness import ServerProc  # noqa: E402
+from test_server_metrics import _metrics_url, _scrape  # noqa: E402
 
 LO, HI = SUPPORTED_VERSIONS[12]
 MAX_FRAME = 1 << 20
@@ -204,12 +205,16 @@ def test_server_answers_and_logs_the_same_with_and_without_the_fast_path(tmp_pat
                 "protocols": [{"name": "range", "metadata": b""}]}, client_id="client-é"))
     payload = b"".join(frames)
     results = []
+    fast_answered = []
     for flag in ([], ["--no-heartbeat-fast-path"]):
         (tmp_path / str(len(results))).mkdir()
         server = ServerProc(tmp_path / str(len(results)) / "server.log", "--store", "memory",
-                            *flag)
+                            "--metrics-port", "0", *flag)
         try:
             responses = _exchange(server.port, payload, len(frames))
+            samples = _scrape(_metrics_url(server))
+            fast_answered.append(samples["fastcoord_heartbeats_fast_path_total"])
+            assert samples["fastcoord_heartbeats_total"] == 60
         finally:
             assert server.stop() == 0, server.log()
         lines = [json.loads(line) for line in server.request_log_path.read_text().splitlines()]
@@ -217,6 +222,9 @@ def test_server_answers_and_logs_the_same_with_and_without_the_fast_path(tmp_pat
             del line["ts"], line["latency_ms"]
         results.append((responses, lines))
     assert results[0] == results[1]
+    # The comparison means something only if the first server really took the fast path
+    # (all but the heartbeats read together with the ApiVersions/JoinGroup before them).
+    assert fast_answered[0] > 0 and fast_answered[1] == 0
     responses, lines = results[0]
     assert [int.from_bytes(r[:4], "big", signed=True) for r in responses] == \
         [1] + [100 + i for i in range(31)] + [500] + [100 + i for i in range(31, 60)]

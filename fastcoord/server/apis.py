@@ -88,7 +88,10 @@ class KafkaApis:
             17: self.sasl_handshake, 18: self.api_versions, 36: self.sasl_authenticate,
             42: self.delete_groups,
         }
-        self.counters: Dict[str, int] = {"requests": 0, "heartbeats": 0, "joins": 0}
+        # heartbeats_fast_path: the heartbeats (counted in `heartbeats` too) that the
+        # server's wire fast path answered
+        self.counters: Dict[str, int] = {"requests": 0, "heartbeats": 0, "joins": 0,
+                                         "heartbeats_fast_path": 0}
 
     # -- dispatch ------------------------------------------------------------------------
     @staticmethod

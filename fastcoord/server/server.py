@@ -126,7 +126,7 @@ class Connection(asyncio.Protocol):
         pos = 0
         end = len(buf)
         limit = self.server.config.max_frame_bytes
-        fast = self.server.heartbeat_run if self._fast_path_allowed() else None
+        fast = self._fast_path()
         while end - pos >= 4:
             if fast is not None and not self._pending:
                 # Nothing is waiting to go out before them, so answering a run of plain
@@ -149,22 +149,25 @@ class Connection(asyncio.Protocol):
             self._on_frame(frame)
             if self.closing:
                 return
+            fast = self._fast_path()    # that frame may have changed the session
         if pos:
             del buf[:pos]
 
     # -- requests ----------------------------------------------------------------------------
-    def _fast_path_allowed(self) -> bool:
-        """The heartbeat fast path skips only what cannot apply to this connection now:
-        SASL before authentication, ACL checks, a close after the next reply."""
+    def _fast_path(self):
+        """The heartbeat fast path, or None where it would skip something that applies to
+        this connection in its current state: the first request (it records the client
+        id), SASL before authentication, ACL checks, a close after the next reply."""
         server = self.server
-        if server.heartbeat_run is None:
-            return False
         session = self.session
-        if session.raw_sasl or session.client_id is None or session.close_after_reply:
-            return False
+        if (server.heartbeat_run is None or session.raw_sasl or session.client_id is None
+                or session.close_after_reply):
+            return None
         security = server.apis.security
-        return security is None or (security.acls is None
-                                    and (not security.sasl_enabled or session.authenticated))
+        if security is None or (security.acls is None
+                                and (not security.sasl_enabled or session.authenticated)):
+            return server.heartbeat_run
+        return None
 
     def _heartbeat_run(self, fast, buf: bytearray, pos: int, limit: int) -> int:
         server = self.server
@@ -185,6 +188,7 @@ class Connection(asyncio.Protocol):
             seconds = time.perf_counter() - started     # each was answered within the run
             apis.counters["requests"] += answered
             apis.counters["heartbeats"] += answered
+            apis.counters["heartbeats_fast_path"] += answered
             server.latencies.extend(itertools.repeat(seconds, answered))
             if entries:
                 record = server.request_log.record_heartbeat
@@ -489,6 +493,8 @@ class CoordinatorServer:
             lines.append(f'fastcoord_groups{{state="{state}"}} {states.get(state, 0)}')
         for name, key, text in (("requests", "requests", "Requests handled."),
                                 ("heartbeats", "heartbeats", "Heartbeat requests."),
+                                ("heartbeats_fast_path", "heartbeats_fast_path",
+                                 "Heartbeat requests answered by the wire fast path."),
                                 ("joins", "joins", "JoinGroup requests.")):
             lines += [f"# HELP fastcoord_{name}_total {text}",
                       f"# TYPE fastcoord_{name}_total counter",
