@@ -10,7 +10,7 @@ Callbacks run without the lock, in deadline order; a callback that raises is
 logged on the ``fastcoord.timer`` logger and the other due entries still fire.
 """
 cimport cython
-from libc.stdint cimport int32_t, int64_t, uint64_t, INT64_MAX, INT64_MIN
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, INT64_MAX, INT64_MIN
 from libc.stdlib cimport qsort
 from libc.string cimport memcpy, memmove, memset
 from cpython.object cimport PyObject
@@ -840,7 +840,8 @@ cdef class Timer:
         cdef PyObject* fn = NULL
         if entry_id < 0:
             return False
-        idx = <int32_t>(entry_id & 0xFFFFFFFF)
+        # the low 32 bits (a C cast: `& 0xFFFFFFFF` made Cython box a Python int per call)
+        idx = <int32_t><uint32_t>entry_id
         gen = <int32_t>(entry_id >> 32)
         self._acquire()
         if idx >= self._cap:
