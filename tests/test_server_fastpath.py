@@ -169,18 +169,9 @@ def test_with_a_real_coordinator(impl):
 
 
 def _exchange(port: int, frames: bytes, count: int) -> list:
-    got, data = [], b""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(frames)
-        while len(got) < count:
-            chunk = sock.recv(65536)
-            assert chunk, f"closed after {len(got)} responses"
-            data += chunk
-            while len(data) >= 4 and len(data) >= 4 + int.from_bytes(data[:4], "big"):
-                size = int.from_bytes(data[:4], "big")
-                got.append(data[4:4 + size])
-                data = data[4 + size:]
-    return got
+        return _read_responses(sock, count)
 
 
 def test_server_answers_and_logs_the_same_with_and_without_the_fast_path(tmp_path):
@@ -229,3 +220,140 @@ def test_server_answers_and_logs_the_same_with_and_without_the_fast_path(tmp_pat
     assert [int.from_bytes(r[:4], "big", signed=True) for r in responses] == \
         [1] + [100 + i for i in range(31)] + [500] + [100 + i for i in range(31, 60)]
     assert sum(1 for line in lines if line["api"] == "Heartbeat") == 60
+
+
+# -- the per-read fast path (wire.HeartbeatReader) -------------------------------------------
+
+class Writes(list):
+    """A transport.write stand-in that keeps every call's bytes."""
+
+    def __call__(self, data: bytes) -> None:
+        assert type(data) is bytes
+        self.append(data)
+
+
+def _read(impl, data: bytes, heartbeat=None, latencies=None):
+    import collections
+    latencies = collections.deque() if latencies is None else latencies
+    reader = module(impl, "wire").HeartbeatReader(heartbeat or Recorder(), MAX_FRAME, LO, HI,
+                                                  latencies)
+    writes = Writes()
+    used = reader(data, writes)
+    return used, writes, reader.answered, len(latencies)
+
+
+def test_reader_answers_what_heartbeat_run_answers_in_one_write(impl):
+    """On random and mutated reads: the bytes consumed, the calls made and the responses
+    are heartbeat_run's from position 0, all in one write (none when nothing was
+    answered); the counter and the latency samples count the answers."""
+    rng = random.Random(14)
+    answered = 0
+    for _ in range(300):
+        data = _random_buffer(rng, rng.randint(1, 12))
+        end, out, _, calls = _run(impl, data, 0, log=False)
+        rec = Recorder()
+        used, writes, count, samples = _read(impl, data, rec)
+        assert used == end
+        assert rec.calls == calls
+        assert writes == ([b"".join(out)] if out else [])
+        assert count == samples == len(out)
+        answered += len(out)
+    assert answered > 300
+
+
+@needs_native
+def test_reader_twins_agree():
+    rng = random.Random(15)
+    for _ in range(200):
+        data = _random_buffer(rng, rng.randint(1, 12))
+        assert _read("native", data)[:3] == _read("pure", data)[:3]
+
+
+def test_reader_writes_what_it_answered_before_a_heartbeat_raised(impl):
+    hb = [_framed(encode_request(12, 4, c, {"group_id": g, "generation_id": 1,
+                                            "member_id": "m", "group_instance_id": None})[4:])
+          for c, g in ((1, "g"), (2, "boom"), (3, "g"))]
+
+    def heartbeat(group, member, generation, instance):
+        if group == "boom":
+            raise RuntimeError("coordinator failure")
+        return 0
+
+    reader = module(impl, "wire").HeartbeatReader(heartbeat, MAX_FRAME, LO, HI)
+    writes = Writes()
+    with pytest.raises(RuntimeError, match="coordinator failure"):
+        reader(b"".join(hb), writes)
+    assert writes == [encode_response(12, 4, 1, {"error_code": 0})]
+    assert reader.answered == 1
+
+
+def test_reader_bad_arguments(impl):
+    reader_type = module(impl, "wire").HeartbeatReader
+    with pytest.raises(TypeError, match="heartbeat"):
+        reader_type(None, MAX_FRAME, LO, HI)
+    with pytest.raises(ValueError, match="max_frame"):
+        reader_type(Recorder(), 4, LO, HI)
+    reader = reader_type(Recorder(), MAX_FRAME, LO, HI)
+    with pytest.raises(TypeError):
+        reader(bytearray(8), Writes())
+    assert reader.answered == 0
+
+
+def test_server_per_read_fast_path_answers_as_the_general_path(tmp_path):
+    """No request log (where the per-read path applies): heartbeats sent one per read
+    and in pipelined bursts, a JoinGroup among them, a frame split across two sends:
+    the same response bytes with the fast path on and off, and with it on, the
+    per-read path answered heartbeats (the metric counts them)."""
+    def hb(corr, version=4, group="g1"):
+        return encode_request(12, version, corr, {
+            "group_id": group, "generation_id": 1, "member_id": "m",
+            "group_instance_id": None}, client_id="c")
+
+    join = encode_request(11, 5, 900, {
+        "group_id": "g3", "session_timeout": 1, "rebalance_timeout": 6000,
+        "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": b""}]}, client_id="c")
+    # (bytes of one send, responses it completes)
+    sends = [(encode_request(18, 0, 1, {}, client_id="c"), 1)]
+    sends += [(hb(10 + i, version=i % 5), 1) for i in range(20)]             # one per read
+    sends += [(b"".join(hb(40 + i) for i in range(8)), 8)]                  # a burst
+    sends += [(hb(60) + join + hb(61), 3)]
+    sends += [(hb(70 + i, group="é漢"), 1) for i in range(5)]
+    split = hb(80)
+    sends += [(split[:9], 0), (split[9:] + hb(81), 2)]                      # split mid-frame
+    results, fast = [], []
+    for flag in ([], ["--no-heartbeat-fast-path"]):
+        (tmp_path / str(len(results))).mkdir()
+        server = ServerProc(tmp_path / str(len(results)) / "server.log", "--store", "memory",
+                            "--no-request-log", "--metrics-port", "0", *flag)
+        got = []
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+                for payload, expect in sends:
+                    sock.sendall(payload)
+                    got += _read_responses(sock, expect)
+            samples = _scrape(_metrics_url(server))
+            fast.append(samples["fastcoord_heartbeats_fast_path_total"])
+            assert samples["fastcoord_heartbeats_total"] == 37
+        finally:
+            assert server.stop() == 0, server.log()
+        results.append(got)
+    assert results[0] == results[1]
+    assert [int.from_bytes(r[:4], "big") for r in results[0]] == (
+        [1] + list(range(10, 30)) + list(range(40, 48)) + [60, 900, 61]
+        + list(range(70, 75)) + [80, 81])
+    assert fast[0] >= 30 and fast[1] == 0
+
+
+def _read_responses(sock, count: int) -> list:
+    got, data = [], b""
+    while len(got) < count:
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {len(got)} responses"
+        data += chunk
+        while len(data) >= 4 and len(data) >= 4 + int.from_bytes(data[:4], "big"):
+            size = int.from_bytes(data[:4], "big")
+            got.append(data[4:4 + size])
+            data = data[4 + size:]
+    assert data == b""
+    return got

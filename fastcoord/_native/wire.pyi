@@ -1,6 +1,17 @@
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Deque, List, Optional, Tuple
 
 def heartbeat_run(buf: bytearray, pos: int, max_frame: int, min_version: int,
                   max_version: int, heartbeat: Callable[[str, str, int, Optional[str]], int],
                   out: List[bytes],
                   log: Optional[List[Tuple[int, Optional[str], str, str, int, int]]] = ...) -> int: ...
+
+
+class HeartbeatReader:
+    """One read's leading plain Heartbeat frames answered in C, their responses handed
+    to `write` in one call; returns the bytes consumed."""
+    answered: int
+
+    def __init__(self, heartbeat: Callable[[str, str, int, Optional[str]], int],
+                 max_frame: int, min_version: int, max_version: int,
+                 latencies: Optional[Deque[float]] = ...) -> None: ...
+    def __call__(self, data: bytes, write: Callable[[bytes], object]) -> int: ...

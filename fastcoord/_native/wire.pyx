@@ -11,7 +11,14 @@ handles that one exactly as before, so behaviour never depends on which path ran
 
 The pure twin is fastcoord/_pure/wire.py (the same function over the Python decoder).
 """
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from libc.time cimport timespec
+
+cdef extern from "<time.h>" nogil:
+    int clock_gettime(int clk, timespec* ts)
+    int CLOCK_MONOTONIC
+
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, uint8_t, uint32_t
 
@@ -90,19 +97,25 @@ cdef inline Py_ssize_t _string(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
     return _str16(f, pos, end, nullable, out)
 
 
+cdef inline double _monotonic() noexcept nogil:
+    """time.monotonic() / time.perf_counter() on Linux, without a Python call."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
 cdef inline object _text(const uint8_t* f, Field field):
     if field.length < 0:
         return None
     return PyUnicode_DecodeUTF8(<const char*>(f + field.start), field.length, "strict")
 
 
-cdef bytes _response(int version, int32_t correlation, int error):
-    """The Heartbeat response frame: size, correlation id, [v4+: header tags], [v1+:
-    throttle 0], error, [v4+: body tags] (byte for byte what protocol.py encodes)."""
+cdef Py_ssize_t _encode(char* r, int version, int32_t correlation, int error) noexcept nogil:
+    """The Heartbeat response frame into r: size, correlation id, [v4+: header tags],
+    [v1+: throttle 0], error, [v4+: body tags] (byte for byte what protocol.py encodes).
+    Returns its length (at most MAX_RESPONSE)."""
     cdef bint flexible = version >= 4
     cdef Py_ssize_t n = 10 + (4 if version >= 1 else 0) + (2 if flexible else 0)
-    cdef bytes response = PyBytes_FromStringAndSize(NULL, n)
-    cdef char* r = PyBytes_AS_STRING(response)
     cdef Py_ssize_t p = 8
     _put_i32(r, <int32_t>(n - 4))
     _put_i32(r + 4, correlation)
@@ -116,7 +129,84 @@ cdef bytes _response(int version, int32_t correlation, int error):
     r[p + 1] = <char>error
     if flexible:
         r[p + 2] = 0                              # body tagged fields
-    return response
+    return n
+
+
+cdef enum:
+    MAX_RESPONSE = 16           # the v4 response: 4 + 4 + 1 + 4 + 2 + 1
+
+
+# A plain Heartbeat request as it sits in a frame (strings are spans of the buffer).
+cdef struct Heartbeat:
+    int version
+    int32_t correlation
+    int32_t generation
+    Field client
+    Field group
+    Field member
+    Field instance
+
+
+cdef Py_ssize_t _parse(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame,
+                       int min_version, int max_version, Heartbeat* hb) noexcept nogil:
+    """The frame at f[pos] if it is a whole Heartbeat request in the plain form the
+    Python decoder accepts: the position after it. Otherwise -1 (another API, an unusual
+    or malformed form, an oversized or incomplete frame): the general path's to judge."""
+    cdef int32_t size
+    cdef Py_ssize_t fpos, fend, p
+    cdef bint flexible
+    if end - pos < 4:
+        return -1
+    size = _i32(f + pos)
+    if size < 8 or size > max_frame or end - pos - 4 < size:
+        return -1
+    fpos = pos + 4
+    fend = fpos + size
+    if _i16(f + fpos) != HEARTBEAT_KEY:
+        return -1
+    hb.version = _i16(f + fpos + 2)
+    if hb.version < min_version or hb.version > max_version or hb.version > 4:
+        return -1
+    hb.correlation = _i32(f + fpos + 4)
+    p = _str16(f, fpos + 8, fend, True, &hb.client)
+    if p < 0:
+        return -1
+    hb.instance.length = -1
+    flexible = hb.version >= 4
+    if flexible:
+        if p >= fend or f[p] != 0:               # header tagged fields
+            return -1
+        p += 1
+    p = _string(f, p, fend, False, flexible, &hb.group)
+    if p < 0 or p + 4 > fend:
+        return -1
+    hb.generation = _i32(f + p)
+    p = _string(f, p + 4, fend, False, flexible, &hb.member)
+    if p < 0:
+        return -1
+    if hb.version >= 3:
+        p = _string(f, p, fend, True, flexible, &hb.instance)
+        if p < 0:
+            return -1
+    if flexible:
+        if p >= fend or f[p] != 0:               # body tagged fields
+            return -1
+        p += 1
+    if p != fend:                                  # bytes left over
+        return -1
+    return fend
+
+
+cdef inline int _answer(const uint8_t* f, Heartbeat* hb, heartbeat) except? -2:
+    """Call heartbeat(group, member, generation, instance) for a parsed request: its
+    error code, or -1 when an id is not valid UTF-8 (the general path then decides)."""
+    try:
+        group_id = _text(f, hb.group)
+        member_id = _text(f, hb.member)
+        instance_id = _text(f, hb.instance)
+    except UnicodeDecodeError:
+        return -1
+    return heartbeat(group_id, member_id, hb.generation, instance_id)
 
 
 def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_version,
@@ -127,65 +217,101 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
     position of the first frame not answered (== len(buf) when all were). `log`, when a
     list, receives (api_version, client_id, group_id, member_id, generation, error) per
     answered request, for the request log."""
-    cdef Py_ssize_t end = len(buf), fpos, fend, p
+    cdef Py_ssize_t end = len(buf), next_pos
     cdef const uint8_t* f
-    cdef int32_t size, correlation, generation
-    cdef int version, error
-    cdef bint flexible
-    cdef Field client, group, member, instance
+    cdef Heartbeat hb
+    cdef int error
+    cdef char response[MAX_RESPONSE]
     if pos < 0 or pos > end:
         raise ValueError(f"pos must be within the buffer, got {pos}")
-    while end - pos >= 4:
+    while True:
         # Re-read the buffer's address each frame: heartbeat() runs Python code, which
         # never resizes this buffer (the caller owns it) but costs nothing to be safe.
         f = <const uint8_t*>(<char*>buf)
-        size = _i32(f + pos)
-        if size < 8 or size > max_frame or end - pos - 4 < size:
+        next_pos = _parse(f, pos, end, max_frame, min_version, max_version, &hb)
+        if next_pos < 0:
             break
-        fpos = pos + 4
-        fend = fpos + size
-        if _i16(f + fpos) != HEARTBEAT_KEY:
+        error = _answer(f, &hb, heartbeat)
+        if error == -1:
             break
-        version = _i16(f + fpos + 2)
-        if version < min_version or version > max_version or version > 4:
-            break
-        correlation = _i32(f + fpos + 4)
-        p = _str16(f, fpos + 8, fend, True, &client)
-        if p < 0:
-            break
-        instance.length = -1
-        flexible = version >= 4
-        if flexible:
-            if p >= fend or f[p] != 0:               # header tagged fields
-                break
-            p += 1
-        p = _string(f, p, fend, False, flexible, &group)
-        if p < 0 or p + 4 > fend:
-            break
-        generation = _i32(f + p)
-        p = _string(f, p + 4, fend, False, flexible, &member)
-        if p < 0:
-            break
-        if version >= 3:
-            p = _string(f, p, fend, True, flexible, &instance)
-            if p < 0:
-                break
-        if flexible:
-            if p >= fend or f[p] != 0:               # body tagged fields
-                break
-            p += 1
-        if p != fend:                                  # bytes left over
-            break
-        try:
-            group_id = _text(f, group)
-            member_id = _text(f, member)
-            instance_id = _text(f, instance)
-        except UnicodeDecodeError:
-            break
-        error = heartbeat(group_id, member_id, generation, instance_id)
-        out.append(_response(version, correlation, error))
+        out.append(PyBytes_FromStringAndSize(response,
+                                             _encode(response, hb.version, hb.correlation, error)))
         if log is not None:
-            log.append((version, _text(<const uint8_t*>(<char*>buf), client), group_id,
-                        member_id, generation, error))
-        pos = fend
+            f = <const uint8_t*>(<char*>buf)
+            log.append((hb.version, _text(f, hb.client), _text(f, hb.group),
+                        _text(f, hb.member), hb.generation, error))
+        pos = next_pos
     return pos
+
+
+cdef class HeartbeatReader:
+    """The whole per-read fast path of a connection whose reads hold plain heartbeats.
+
+    `reader(data, write)` answers the Heartbeat frames at the start of `data` (one
+    read's bytes, with nothing buffered before them), hands every response to
+    `write` in one call (the transport's write: one send() per read), and returns how
+    many bytes it consumed; the caller's general path takes the rest. It counts what
+    it answered and records each answer's latency (the time spent in the call, as
+    the general path records receipt to response) in `latencies` (a deque) when given.
+    No Python code runs per heartbeat except the coordinator's heartbeat itself."""
+
+    def __cinit__(self, heartbeat, Py_ssize_t max_frame, int min_version, int max_version,
+                  latencies=None):
+        if not callable(heartbeat):
+            raise TypeError(f"heartbeat must be callable, got {type(heartbeat).__name__}")
+        if max_frame < 8:
+            raise ValueError(f"max_frame must be at least 8, got {max_frame}")
+        self.heartbeat = heartbeat
+        self.max_frame = max_frame
+        self.min_version = min_version
+        self.max_version = max_version
+        self.latencies = latencies
+        self.answered = 0
+        self.scratch = NULL
+        self.scratch_cap = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self.scratch)
+
+    cdef char* _room(self, Py_ssize_t need) except NULL:
+        cdef char* grown
+        cdef Py_ssize_t cap
+        if need > self.scratch_cap:
+            cap = max(need, 2 * self.scratch_cap, 1024)
+            grown = <char*>PyMem_Realloc(self.scratch, cap)
+            if grown is NULL:
+                raise MemoryError()
+            self.scratch = grown
+            self.scratch_cap = cap
+        return self.scratch
+
+    def __call__(self, bytes data, write):
+        cdef const uint8_t* f = <const uint8_t*>PyBytes_AS_STRING(data)
+        cdef Py_ssize_t end = PyBytes_GET_SIZE(data), pos = 0, next_pos, used = 0
+        cdef Py_ssize_t answered = 0
+        cdef Heartbeat hb
+        cdef int error
+        cdef double started = _monotonic()
+        try:
+            while True:
+                next_pos = _parse(f, pos, end, self.max_frame, self.min_version,
+                                  self.max_version, &hb)
+                if next_pos < 0:
+                    break
+                error = _answer(f, &hb, self.heartbeat)
+                if error == -1:
+                    break
+                self._room(used + MAX_RESPONSE)
+                used += _encode(self.scratch + used, hb.version, hb.correlation, error)
+                answered += 1
+                pos = next_pos
+        finally:
+            # What was answered goes out even when a later heartbeat call raised.
+            if answered:
+                self.answered += answered
+                write(PyBytes_FromStringAndSize(self.scratch, used))
+                if self.latencies is not None:
+                    seconds = _monotonic() - started
+                    for _ in range(answered):
+                        self.latencies.append(seconds)
+        return pos

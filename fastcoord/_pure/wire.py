@@ -8,8 +8,10 @@ changes what a client sees. fastcoord/_native/wire.pyx does the same in one C lo
 """
 from __future__ import annotations
 
+import itertools
 import struct
-from typing import Callable, List, Optional, Tuple
+import time
+from typing import Callable, Deque, List, Optional, Tuple
 
 from ..server.protocol import (HEARTBEAT_KEY, decode_heartbeat_request,
                                encode_heartbeat_response)
@@ -47,3 +49,44 @@ def heartbeat_run(buf: bytearray, pos: int, max_frame: int, min_version: int,
                         body.generation_id, error))
         pos += 4 + size
     return pos
+
+
+class HeartbeatReader:
+    """The whole per-read fast path of a connection whose reads hold plain heartbeats.
+
+    `reader(data, write)` answers the Heartbeat frames at the start of `data` (one
+    read, with nothing buffered before it), hands all their responses to `write` in one
+    call, and returns how many bytes it consumed; the caller's general path handles
+    the rest. It counts what it answered (`answered`) and records each answer's latency
+    (the time spent in the call) in `latencies` when given."""
+
+    def __init__(self, heartbeat: Callable[[str, str, int, Optional[str]], int],
+                 max_frame: int, min_version: int, max_version: int,
+                 latencies: Optional[Deque[float]] = None) -> None:
+        if not callable(heartbeat):
+            raise TypeError(f"heartbeat must be callable, got {type(heartbeat).__name__}")
+        if max_frame < 8:
+            raise ValueError(f"max_frame must be at least 8, got {max_frame}")
+        self.heartbeat = heartbeat
+        self.max_frame = max_frame
+        self.min_version = min_version
+        self.max_version = max_version
+        self.latencies = latencies
+        self.answered = 0
+
+    def __call__(self, data: bytes, write: Callable[[bytes], object]) -> int:
+        if not isinstance(data, bytes):
+            raise TypeError(f"data must be bytes, got {type(data).__name__}")
+        started = time.perf_counter()
+        out: List[bytes] = []
+        try:
+            return heartbeat_run(bytearray(data), 0, self.max_frame, self.min_version,
+                                 self.max_version, self.heartbeat, out)
+        finally:
+            # What was answered goes out even when a later heartbeat call raised.
+            if out:
+                self.answered += len(out)
+                write(b"".join(out))
+                if self.latencies is not None:
+                    self.latencies.extend(itertools.repeat(time.perf_counter() - started,
+                                                           len(out)))

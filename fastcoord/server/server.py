@@ -72,6 +72,11 @@ class Connection(asyncio.Protocol):
         self._buf = bytearray()
         self._pending: collections.deque = collections.deque()
         self._out: Optional[list] = None     # responses held back while corked
+        # The per-read heartbeat fast path (the server's HeartbeatReader) while it
+        # applies to this connection: never before its first request (which records the
+        # client id), nor with SASL, ACLs or the request log (see _set_reader).
+        self._reader = None
+        self._write = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -88,6 +93,7 @@ class Connection(asyncio.Protocol):
             return
         server.connections.add(self)
         self.session = Session(host)
+        self._write = transport.write
         transport.set_write_buffer_limits(high=server.config.write_buffer_high)
 
     def connection_lost(self, exc) -> None:
@@ -110,6 +116,19 @@ class Connection(asyncio.Protocol):
         if self.closing:
             return
         self.last_active = time.monotonic()
+        reader = self._reader
+        if reader is not None and not self._buf and not self._pending:
+            # Nothing is buffered or waiting to go out before this read, so answering
+            # its leading heartbeats at once keeps the responses in request order.
+            try:
+                used = reader(data, self._write)
+            except Exception:
+                log.exception("%s: the heartbeat fast path failed; closing", self.peer)
+                self.close()
+                return
+            if used == len(data):
+                return
+            data = data[used:]
         # Cork: the responses answered while these frames are handled go out in one
         # write (one send() for a pipelined batch instead of one per response).
         self._out = out = []
@@ -150,6 +169,7 @@ class Connection(asyncio.Protocol):
             if self.closing:
                 return
             fast = self._fast_path()    # that frame may have changed the session
+        self._set_reader(fast)
         if pos:
             del buf[:pos]
 
@@ -168,6 +188,11 @@ class Connection(asyncio.Protocol):
                                 and (not security.sasl_enabled or session.authenticated)):
             return server.heartbeat_run
         return None
+
+    def _set_reader(self, fast) -> None:
+        server = self.server
+        self._reader = (server.heartbeat_reader
+                        if fast is not None and server.request_log is None else None)
 
     def _heartbeat_run(self, fast, buf: bytearray, pos: int, limit: int) -> int:
         server = self.server
@@ -383,8 +408,10 @@ class CoordinatorServer:
         self.coord = GroupCoordinator(config.coordinator, clock=self.clock, impl=config.impl,
                                       store=self._loop_store)
         # The wire fast path of the coordinator's twin (a pure server stays pure throughout).
-        self.heartbeat_run = (module(config.impl, "wire").heartbeat_run
-                              if config.heartbeat_fast_path else None)
+        wire = module(config.impl, "wire")
+        self.heartbeat_run = wire.heartbeat_run if config.heartbeat_fast_path else None
+        self.heartbeat_reader = None         # made in start(), once the APIs exist
+        self._wire = wire
         self.timer = Timer(self.clock, impl=config.impl)
         self.fetch_purgatory = Purgatory("fetch", self.timer)
         self.connections: Set[Connection] = set()
@@ -418,6 +445,10 @@ class CoordinatorServer:
             "127.0.0.1" if cfg.host in ("", "0.0.0.0", "::") else cfg.host)
         self.apis = KafkaApis(self.coord, cfg.topics, host=advertised, port=self.port,
                               fetch_purgatory=self.fetch_purgatory, security=cfg.security)
+        if cfg.heartbeat_fast_path:
+            lo, hi = self.apis.versions[HEARTBEAT_KEY]
+            self.heartbeat_reader = self._wire.HeartbeatReader(
+                self.coord.heartbeat, cfg.max_frame_bytes, lo, hi, self.latencies)
         self._tick()
         self._sweep()
         if self.store is not None:
@@ -463,10 +494,20 @@ class CoordinatorServer:
         lat = sorted(self.latencies)
         return lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0
 
+    def counters(self) -> Dict[str, int]:
+        """The request counters: the APIs' own plus the per-read fast path's."""
+        counters = dict(self.apis.counters)
+        if self.heartbeat_reader is not None:
+            fast = self.heartbeat_reader.answered
+            for key in ("requests", "heartbeats", "heartbeats_fast_path"):
+                counters[key] += fast
+        return counters
+
     def status_line(self) -> str:
         """connections, groups by state, heartbeats/s, joins, p99 latency (since last)."""
         now = time.monotonic()
-        beats = self.apis.counters["heartbeats"]
+        counters = self.counters()
+        beats = counters["heartbeats"]
         then, beats_then = self._status_last
         self._status_last = (now, beats)
         states = self._groups_by_state()
@@ -475,12 +516,12 @@ class CoordinatorServer:
         groups = " ".join(f"{k}={v}" for k, v in sorted(states.items())) or "none"
         return (f"status: connections={len(self.connections)} groups[{groups}] "
                 f"heartbeats/s={(beats - beats_then) / max(now - then, 1e-9):.0f} "
-                f"joins={self.apis.counters['joins']} requests={self.apis.counters['requests']} "
+                f"joins={counters['joins']} requests={counters['requests']} "
                 f"p99_ms={p99:.2f}")
 
     def metrics_text(self) -> str:
         """The status line's counters in Prometheus' text format (version 0.0.4)."""
-        counters = self.apis.counters
+        counters = self.counters()
         lines = [
             "# HELP fastcoord_connections Open client connections.",
             "# TYPE fastcoord_connections gauge",

@@ -1,0 +1,13 @@
+# cython: language_level=3
+
+cdef class HeartbeatReader:
+    cdef object heartbeat           # the coordinator's heartbeat(group, member, generation, instance)
+    cdef Py_ssize_t max_frame
+    cdef int min_version
+    cdef int max_version
+    cdef object latencies           # a deque of seconds, or None
+    cdef readonly long long answered
+    cdef char* scratch              # the responses of one read, before the one write
+    cdef Py_ssize_t scratch_cap
+
+    cdef char* _room(self, Py_ssize_t need) except NULL
