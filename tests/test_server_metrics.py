@@ -62,6 +62,10 @@ def test_metrics_endpoint_counts_requests_heartbeats_groups(tmp_path):
         assert after["fastcoord_requests_total"] == 4
         assert after['fastcoord_groups{state="CompletingRebalance"}'] == 1
         assert after["fastcoord_request_latency_p99_seconds"] > 0
+        # The collector's passes: generation 0 runs often; the counts never go back.
+        gc_keys = [f'fastcoord_gc_collections_total{{generation="{g}"}}' for g in range(3)]
+        assert after[gc_keys[0]] > 0
+        assert all(after[k] >= before[k] for k in gc_keys)
         conn.close()
         assert wait_until(lambda: _scrape(url)["fastcoord_connections"] == 0, 10)
         # anything but GET /metrics is a 404

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import itertools
 import logging
 import os
@@ -544,6 +545,13 @@ class CoordinatorServer:
                   "request latency (receipt to response) since the last status line.",
                   "# TYPE fastcoord_request_latency_p99_seconds gauge",
                   f"fastcoord_request_latency_p99_seconds {self._p99_seconds():.6f}"]
+        # The collector's passes: a full (generation 2) pass walks every live member's
+        # objects and stops the loop meanwhile, so its count explains latency spikes.
+        lines += ["# HELP fastcoord_gc_collections_total Garbage collector passes by "
+                  "generation.", "# TYPE fastcoord_gc_collections_total counter"]
+        for generation, stats in enumerate(gc.get_stats()):
+            lines.append(f'fastcoord_gc_collections_total{{generation="{generation}"}} '
+                         f'{stats["collections"]}')
         if self.store is not None:
             lines += ["# HELP fastcoord_store_loaded 1 once every owned shard is loaded.",
                       "# TYPE fastcoord_store_loaded gauge",
