@@ -157,9 +157,8 @@ def test_end_to_end_local2(benchmark, request, tmp_path):
     env = dict(os.environ)
     # the CLI collects the result tables into the driver: 10 M response rows want more
     # than Spark's 1 GiB default driver heap
-    env["PYSPARK_SUBMIT_ARGS"] = "--driver-memory 6g pyspark-shell"
     cmd = [sys.executable, "-m", "fastcoord", "replay", path, "--out", str(out),
-           "--master", "local[2]"]
+           "--master", "local[2]", "--driver-memory", "6g"]
     result = {}
 
     def run():

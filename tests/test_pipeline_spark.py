@@ -70,3 +70,39 @@ def test_spark_equals_single_process(spark, tmp_path, seed):
         assert got[name].to_pylist() == want[name].to_pylist(), name
     assert got["responses"].num_rows == trace.num_rows
     assert len(set(got["responses"].column("shard").to_pylist())) > 2
+
+
+def _job_args(argv):
+    import argparse
+
+    from fastcoord.pipeline.cli import add_parsers
+    parser = argparse.ArgumentParser()
+    add_parsers(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def test_spark_setting_flags():
+    from fastcoord.pipeline.cli import spark_conf
+    args = _job_args(["replay", "t.parquet", "--out", "o", "--driver-memory", "6g",
+                      "--executor-memory", "4g", "--conf", "spark.sql.shuffle.partitions=7",
+                      "--conf", " spark.task.cpus = 1 "])
+    assert spark_conf(args) == {"spark.driver.memory": "6g", "spark.executor.memory": "4g",
+                                "spark.sql.shuffle.partitions": "7", "spark.task.cpus": "1"}
+    assert spark_conf(_job_args(["whatif", "t.parquet", "--out", "o"])) == {}
+    for bad in ("spark.x", "=1", "spark.x="):
+        with pytest.raises(SystemExit):
+            _job_args(["replay", "t.parquet", "--out", "o", "--conf", bad])
+
+
+def test_launch_settings_on_a_running_session_are_reported(spark, tmp_path, capsys):
+    """The CLI in a process whose Spark session already runs (the shared one): the job
+    runs on it, and a driver memory it cannot apply any more is said, not ignored."""
+    from fastcoord.cli import main
+    trace = str(tmp_path / "t.parquet")
+    write_trace(generate(groups=3, members=3, duration_s=30, seed=2), trace)
+    out = str(tmp_path / "out")
+    assert main(["replay", trace, "--out", out, "--master", "local[2]",
+                 "--driver-memory", "123m"]) == 0
+    err = capsys.readouterr().err
+    assert "not applied: spark.driver.memory" in err
+    assert not spark.sparkContext._jsc.sc().isStopped()    # the owner's session lives on

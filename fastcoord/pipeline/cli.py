@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from typing import Dict, Optional
 
 COMMANDS = ("trace", "replay", "whatif", "report")
 # the validated trace handed to Spark (its name must not start with "_" or ".":
@@ -92,17 +93,50 @@ def _job_parser(sub, name: str, help: str):
     p.add_argument("--master", default="local[*]",
                    help="Spark master (local[*], spark://host:7077), or 'none' for one process")
     p.add_argument("--impl", choices=["native", "pure"], default=None)
+    p.add_argument("--driver-memory", default=None, metavar="SIZE",
+                   help="spark.driver.memory, e.g. 6g (the driver collects the result "
+                        "tables: a 10M-event replay needs about 6g)")
+    p.add_argument("--executor-memory", default=None, metavar="SIZE",
+                   help="spark.executor.memory on a cluster, e.g. 4g")
+    p.add_argument("--conf", action="append", default=[], type=_spark_conf,
+                   metavar="KEY=VALUE", help="any other Spark setting (repeatable)")
     return p
 
 
-def _spark_session(master: str):
+def _spark_conf(text: str):
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"--conf wants KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def spark_conf(args) -> Dict[str, str]:
+    """The Spark settings a job's flags ask for (--conf, then the memory flags)."""
+    conf = dict(getattr(args, "conf", None) or [])
+    if getattr(args, "driver_memory", None):
+        conf["spark.driver.memory"] = args.driver_memory
+    if getattr(args, "executor_memory", None):
+        conf["spark.executor.memory"] = args.executor_memory
+    return conf
+
+
+def _spark_session(master: str, conf: Optional[Dict[str, str]] = None):
     """A session, and whether this command started it (only then does it stop it: a
-    session already running in this process belongs to its owner)."""
+    session already running in this process belongs to its owner, and launch-time
+    settings such as the driver's memory cannot change in a running JVM: they are
+    reported as not applied)."""
     from pyspark.sql import SparkSession
 
     from . import spark as sp
     existing = SparkSession.getActiveSession()
-    return sp.session(master), existing is None
+    session = sp.session(master, conf=conf)
+    if existing is not None and conf:
+        ignored = sorted(k for k, v in conf.items()
+                         if session.sparkContext.getConf().get(k, None) != v)
+        if ignored:
+            print(f"fastcoord: a Spark session was already running in this process; "
+                  f"not applied: {', '.join(ignored)}", file=sys.stderr)
+    return session, existing is None
 
 
 def run(args) -> int:
@@ -168,7 +202,7 @@ def _on_spark(args, good, what: str, job):
     clean = os.path.join(args.out, CLEAN_TRACE)
     write_trace(good, clean)
     _stage(args.command, f"starting Spark ({args.master})")
-    session, owned = _spark_session(args.master)
+    session, owned = _spark_session(args.master, spark_conf(args))
     try:
         _stage(args.command, what)
         with SparkProgress(session, args.command):
