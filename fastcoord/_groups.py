@@ -14,6 +14,7 @@ the order they were produced (so both twins deliver callbacks in the same order)
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -23,8 +24,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 from .config import CoordinatorConfig, shard_for
 from .errors import CoordinatorError, Errors, GroupState
 from .results import (
-    GroupDescription, GroupListing, JoinGroupMember, JoinGroupResult, LeaveGroupResult,
-    MemberDescription, OffsetAndMetadata, SyncGroupResult,
+    GroupDescription, GroupListing, GroupSummary, JoinGroupMember, JoinGroupResult,
+    LeaveGroupResult, MemberDescription, OffsetAndMetadata, SyncGroupResult,
 )
 
 log = logging.getLogger("fastcoord.coordinator")
@@ -40,6 +41,10 @@ _VALID_PREVIOUS = {
     EMPTY: (PR,),
     DEAD: (EMPTY, PR, CR, STABLE, DEAD),
 }
+# Membership epochs (Group.members_epoch): one counter for every group of every
+# coordinator in the process, so an epoch never repeats (not even for a group deleted
+# and made again).
+_EPOCHS = itertools.count()
 # Shard status in the member table's shard array.
 SHARD_NOT_OWNED, SHARD_LOADING, SHARD_ACTIVE = 0, 1, 2
 
@@ -119,6 +124,7 @@ class Group:
         self.offsets: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offsets: Dict[Tuple[str, int], int] = {}
         self.created_ms = now_ms
+        self.members_epoch = next(_EPOCHS)     # new whenever the member id set changes
 
     # -- state -------------------------------------------------------------
     def transition_to(self, target: int) -> None:
@@ -139,6 +145,7 @@ class Group:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        self.members_epoch = next(_EPOCHS)
         for name, _ in member.protocols:
             self.supported[name] = self.supported.get(name, 0) + 1
         member.join_callback = callback
@@ -150,6 +157,7 @@ class Group:
     def remove(self, member_id: str) -> Optional[Member]:
         member = self.members.pop(member_id, None)
         if member is not None:
+            self.members_epoch = next(_EPOCHS)
             for name, _ in member.protocols:
                 self.supported[name] -= 1
             if member.awaiting_join:
@@ -496,6 +504,7 @@ class GroupLogic:
         del group.members[old_id]
         member.member_id = new_id
         group.members[new_id] = member
+        group.members_epoch = next(_EPOCHS)
         if group.leader_id == old_id:
             group.leader_id = new_id
         if member.instance_id is not None:
@@ -967,6 +976,19 @@ class GroupLogic:
             return GroupDescription(E.NONE, group_id, STATE_NAMES[group.state].value,
                                     group.protocol_type or "",
                                     (group.protocol_name or "") if stable else "", members)
+
+    def group_summary(self, group_id) -> GroupSummary:
+        """describe_group's state and member count without building member descriptions."""
+        error = self.group_status(group_id, allow_empty=True)
+        if error != E.NONE:
+            return GroupSummary(error, "", 0, 0, -2)
+        rec = self.table.groups.get(group_id)
+        if rec is None:
+            return GroupSummary(E.NONE, GroupState.DEAD.value, 0, 0, -1)
+        group = rec.group
+        with rec:
+            return GroupSummary(E.NONE, STATE_NAMES[group.state].value, group.generation,
+                                len(group.members), group.members_epoch)
 
     def list_groups(self, states) -> List[GroupListing]:
         wanted = None if not states else {str(s).lower() for s in states}

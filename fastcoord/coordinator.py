@@ -16,8 +16,8 @@ from .clock import ManualClock, SystemClock
 from .config import CoordinatorConfig
 from .errors import Errors
 from .results import (
-    GroupDescription, GroupListing, JoinGroupResult, LeaveGroupResult, OffsetAndMetadata,
-    SyncGroupResult,
+    GroupDescription, GroupListing, GroupSummary, JoinGroupResult, LeaveGroupResult,
+    OffsetAndMetadata, SyncGroupResult,
 )
 from .store import InMemoryStore
 
@@ -253,6 +253,14 @@ class GroupCoordinator:
     def describe_group(self, group_id: str) -> GroupDescription:
         _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         return self._logic.describe_group(group_id)
+
+    def group_summary(self, group_id: str) -> GroupSummary:
+        """A cheap read of a group: GroupSummary(error, state, generation, num_members,
+        members_epoch). state and the member count are describe_group's; members_epoch
+        changes whenever the group's set of member ids does (and never repeats), so a
+        caller that remembers it describes the group only when the members changed."""
+        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
+        return self._logic.group_summary(group_id)
 
     def list_groups(self, states: Optional[Iterable[str]] = None) -> List[GroupListing]:
         if states is not None:

@@ -123,3 +123,41 @@ def test_demo_runs_and_ends_stable():
     assert out.returncode == 0, out.stderr
     assert "30/30 groups stable" in out.stdout
     assert "groups by state: {'Stable': 30}" in out.stdout
+
+
+def test_group_summary_follows_describe_and_the_member_ids(impl):
+    coord, joined = formed_group(impl, InMemoryStore())
+
+    def check():
+        s, d = coord.group_summary("g"), coord.describe_group("g")
+        assert (s.error, s.state, s.num_members) == (d.error, d.state, len(d.members))
+        return s
+
+    s1 = check()
+    assert (s1.state, s1.generation, s1.num_members) == ("CompletingRebalance", 1, 3)
+    sync_all(coord, joined)
+    assert coord.heartbeat("g", joined[1].member_id, 1) == Errors.NONE
+    coord.commit_offsets("g", joined[1].member_id, 1, {("t", 0): 1})
+    s2 = check()
+    assert s2.state == "Stable" and s2.members_epoch == s1.members_epoch   # same ids
+    coord.leave_group("g", [(joined[2].member_id, None)])
+    s3 = check()
+    assert s3.num_members == 2 and s3.members_epoch != s2.members_epoch
+    # A static member's replacement renames it: the ids change, the count does not.
+    got = []
+    coord.join_group("g", "", "consumer", [("range", b"sub")], session_timeout_ms=300,
+                     group_instance_id="i1", require_known_member_id=False, callback=got.append)
+    coord.advance_time(300)
+    s4 = check()
+    coord.join_group("g", "", "consumer", [("range", b"sub")], session_timeout_ms=300,
+                     group_instance_id="i1", require_known_member_id=False, callback=got.append)
+    s5 = check()
+    assert s5.num_members == s4.num_members and s5.members_epoch != s4.members_epoch
+    assert coord.group_summary("nope") == (Errors.NONE, "Dead", 0, 0, -1)
+    assert coord.group_summary(None).error == Errors.INVALID_GROUP_ID
+    with pytest.raises(TypeError):
+        coord.group_summary(7)
+    # Epochs never repeat, not even for a group deleted and made again.
+    fresh, _ = formed_group(impl, InMemoryStore())
+    assert fresh.group_summary("g").members_epoch not in {s.members_epoch for s in
+                                                          (s1, s2, s3, s4, s5)}

@@ -10,7 +10,8 @@ leader's sync carries an (empty) assignment for every member of its join answer.
 Consecutive heartbeats at the same millisecond go through `heartbeat_batch`.
 
 What the coordinator did is read through the public API only: answers and callbacks,
-`describe_group` after every join/sync/leave and each answered callback, and a session
+`group_summary` after every join/sync/leave and each answered callback (`describe_group`
+too when its members epoch says the member ids changed), and a session
 check at each member's predicted session deadline (last accepted contact + session
 timeout), where the clock is stepped to exactly that deadline.
 
@@ -90,7 +91,8 @@ class _Member:
 
 class _GroupView:
     __slots__ = ("gid", "state", "members", "generation", "open", "events", "rebalances",
-                 "expirations", "rebalancing_ms", "seen", "rebalance_timeout", "check_at")
+                 "expirations", "rebalancing_ms", "seen", "rebalance_timeout", "check_at",
+                 "epoch")
 
     def __init__(self, gid):
         self.gid = gid
@@ -105,6 +107,7 @@ class _GroupView:
         self.seen = None
         self.rebalance_timeout = 0
         self.check_at = None
+        self.epoch = None           # the coordinator's members_epoch `members` was read at
 
 
 class ShardReplay:
@@ -189,8 +192,13 @@ class ShardReplay:
     def _observe(self, gid: str, cause: str) -> None:
         gv = self._view(gid)
         now = self.clock.now_ms()
-        desc = self.coord.describe_group(gid)
-        current = {md.member_id for md in desc.members}
+        summary = self.coord.group_summary(gid)
+        state = summary.state
+        if summary.members_epoch == gv.epoch:
+            current = gv.members              # the same member ids as last time
+        else:
+            gv.epoch = summary.members_epoch
+            current = {md.member_id for md in self.coord.describe_group(gid).members}
         before = len(gv.members)
         for rid in sorted(gv.members - current):
             m = self.by_rid.pop((gid, rid), None)
@@ -205,7 +213,6 @@ class ShardReplay:
             gv.expirations += 1
             self.expirations.append((self.shard, gid, m.tid, m.inst, now, reason, m.last_touch))
         gv.members = current
-        state = desc.state.value if hasattr(desc.state, "value") else str(desc.state)
         if gv.open is None and state in _REBALANCING:
             gv.open = [now, cause, before]
             self._arm_group(gv, now)
