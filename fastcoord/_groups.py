@@ -21,7 +21,7 @@ import time
 import uuid
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .config import CoordinatorConfig, shard_for
+from .config import CoordinatorConfig, _shard_of, shard_for
 from .errors import CoordinatorError, Errors, GroupState
 from .results import (
     GroupDescription, GroupListing, GroupSummary, JoinGroupMember, JoinGroupResult,
@@ -274,7 +274,7 @@ class GroupLogic:
 
     def flush(self) -> None:
         box = self._outbox
-        if box.flushing:
+        if box.flushing or not box.items:
             return
         box.flushing = True
         try:
@@ -311,9 +311,13 @@ class GroupLogic:
         """INVALID_GROUP_ID / COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS / NOT_COORDINATOR / NONE."""
         if group_id is None or (not group_id and not allow_empty):
             return E.INVALID_GROUP_ID
-        if not self.table.active:
+        table = self.table
+        if not table.active:
             return E.COORDINATOR_NOT_AVAILABLE
-        state = self.table.shard_state(shard_for(group_id, self.config.num_shards))
+        num_shards = self.config.num_shards
+        # shard_for without its argument checks when they cannot fail (the common case)
+        state = table.shard_state(_shard_of(group_id, num_shards) if type(group_id) is str
+                                  else shard_for(group_id, num_shards))
         if state == SHARD_LOADING:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if state == SHARD_NOT_OWNED:
@@ -907,10 +911,14 @@ class GroupLogic:
         results: Dict[Tuple[str, int], Errors] = {}
         accepted: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         for tp, om in offsets.items():
-            if om.metadata is not None and len(om.metadata) > limit:
+            metadata = om.metadata
+            if metadata is not None and len(metadata) > limit:
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
-                accepted[tp] = om._replace(commit_timestamp_ms=now)
+                # om._replace(commit_timestamp_ms=now), without its generic cost
+                accepted[tp] = (OffsetAndMetadata(om.offset, metadata, om.leader_epoch, now)
+                                if type(om) is OffsetAndMetadata
+                                else om._replace(commit_timestamp_ms=now))
                 results[tp] = E.NONE
         if not accepted:
             self._emit(done, results)

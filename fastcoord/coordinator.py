@@ -25,6 +25,7 @@ __all__ = ["GroupCoordinator"]
 
 TopicPartition = Tuple[str, int]
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_MAX_STEP = 2**62
 
 
 def _check_str(name: str, value, *, optional: bool = False) -> None:
@@ -71,6 +72,20 @@ def _check_partition(tp) -> TopicPartition:
             or isinstance(tp[1], bool) or not isinstance(tp[1], int):
         raise TypeError(f"a partition must be a (topic: str, partition: int) tuple, got {tp!r}")
     return tp
+
+
+def _plain_offsets(offsets) -> Optional[Dict[TopicPartition, OffsetAndMetadata]]:
+    """The checked offsets when every item is a plain (str, int) -> int pair (the common
+    case, which the checks below can only accept), else None (then they decide)."""
+    if type(offsets) is not dict:
+        return None
+    checked = {}
+    for tp, value in offsets.items():
+        if type(tp) is not tuple or len(tp) != 2 or type(tp[0]) is not str \
+                or type(tp[1]) is not int or type(value) is not int:
+            return None
+        checked[tp] = OffsetAndMetadata(value)
+    return checked
 
 
 def _check_offset(tp, value) -> OffsetAndMetadata:
@@ -123,6 +138,7 @@ class GroupCoordinator:
         # The hot paths go straight to the member table (no Python frame in native).
         self.heartbeat = table.heartbeat
         self.heartbeat_batch = table.heartbeat_batch
+        self.heartbeat_handle = table.heartbeat_handle
         self.member_handle = table.member_handle
         self._reaper: Optional[threading.Thread] = None
         self._stop = threading.Event()
@@ -184,7 +200,9 @@ class GroupCoordinator:
 
     # heartbeat(group_id, member_id, generation_id, group_instance_id=None) -> Errors,
     # member_handle(group_id, member_id) -> int and heartbeat_batch(handles, generation_ids)
-    # are bound to the member table in __init__.
+    # are bound to the member table in __init__, and so is
+    # heartbeat_handle(handle, generation_id) -> int: heartbeat_batch for one handle
+    # without the arrays (the same checks and effect; the error code as an int).
 
     def leave_group(self, group_id: str,
                     members: Sequence[Tuple[str, Optional[str]]]) -> LeaveGroupResult:
@@ -210,13 +228,18 @@ class GroupCoordinator:
         """Commit offsets. Without `callback`, waits for the store and returns
         {(topic, partition): Errors}; with it, returns None and calls `callback(result)`
         once the store has answered (what a server with a durable store wants)."""
-        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
-        _check_str("member_id", member_id)
-        _check_int("generation_id", generation_id)
-        if not isinstance(offsets, Mapping):
-            raise TypeError("offsets must be a mapping of (topic, partition) to offsets")
-        checked = {_check_partition(tp): _check_offset(tp, v) for tp, v in offsets.items()}
-        _check_str("group_instance_id", group_instance_id, optional=True)
+        checked = _plain_offsets(offsets)
+        if checked is None or type(group_id) is not str or type(member_id) is not str \
+                or type(generation_id) is not int \
+                or not _INT32_MIN <= generation_id <= _INT32_MAX \
+                or (group_instance_id is not None and type(group_instance_id) is not str):
+            _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
+            _check_str("member_id", member_id)
+            _check_int("generation_id", generation_id)
+            if not isinstance(offsets, Mapping):
+                raise TypeError("offsets must be a mapping of (topic, partition) to offsets")
+            checked = {_check_partition(tp): _check_offset(tp, v) for tp, v in offsets.items()}
+            _check_str("group_instance_id", group_instance_id, optional=True)
         if callback is not None:
             _check_callable("callback", callback)
             self._logic.commit_offsets(group_id, member_id, generation_id, checked,
@@ -313,13 +336,15 @@ class GroupCoordinator:
     def advance_time(self, ms: int) -> int:
         """ManualClock only: move time by `ms`, firing everything due in deadline order
         with the clock reading each deadline while it fires. Returns how many fired."""
-        if not isinstance(self.clock, ManualClock):
+        clock = self.clock
+        if not isinstance(clock, ManualClock):
             raise TypeError("advance_time needs a ManualClock; use expire_due() with other clocks")
-        _check_int("ms", ms, lo=0, hi=2**62)
+        if type(ms) is not int or not 0 <= ms <= _MAX_STEP:
+            _check_int("ms", ms, lo=0, hi=_MAX_STEP)
         with self._time_lock:
-            target = self.clock.now_ms() + ms
+            target = clock.now_ms() + ms
             fired = self._logic.timer.advance_to(target, step_clock=True)
-            self.clock.set_ms(target)
+            clock.set_ms(target)
         self._logic.flush()
         return fired
 

@@ -7,7 +7,7 @@ the way a Kafka consumer does: a join of an unknown member goes in with member i
 (the answer's MEMBER_ID_REQUIRED id is used from the next join on), a sync goes out
 only once its join has been answered (a sync that arrives earlier waits for it), the
 leader's sync carries an (empty) assignment for every member of its join answer.
-Consecutive heartbeats at the same millisecond go through `heartbeat_batch`.
+Heartbeats go by member handle through `heartbeat_handle`.
 
 What the coordinator did is read through the public API only: answers and callbacks,
 `group_summary` after every join/sync/leave and each answered callback (`describe_group`
@@ -355,45 +355,23 @@ class ShardReplay:
         if err == 0:
             self._touch(m)
 
-    def _heartbeats(self, batch: list) -> None:
-        """batch: [(member, response index)], all at the current time. Most batches hold
-        one or two heartbeats, so this stays in lists until the one batch call."""
-        coord = self.coord
-        handles = []
-        gens = []
-        all_live = True
-        for m, _ in batch:
-            if m.rid is None:
-                h = -1
-            else:
-                h = m.handle
-                if h < 0:
-                    h = m.handle = coord.member_handle(m.group, m.rid)
+    def _heartbeat(self, m: _Member, idx: int) -> None:
+        """One heartbeat at the current time, by the member's handle (heartbeat_handle is
+        heartbeat_batch for one handle: consecutive heartbeats at one millisecond give
+        the same answers and effects one by one as in one batch)."""
+        h = -1
+        if m.rid is not None:
+            h = m.handle
             if h < 0:
-                all_live = False
-            handles.append(h)
-            gens.append(m.gen)
-        if all_live:
-            errs = coord.heartbeat_batch(np.array(handles, np.int64),
-                                         np.array(gens, np.int32)).tolist()
-        else:
-            # a member without a live handle is unknown to the coordinator: it is not sent
-            live = [i for i, h in enumerate(handles) if h >= 0]
-            errs = [_UNKNOWN] * len(batch)
-            if live:
-                got = coord.heartbeat_batch(np.array([handles[i] for i in live], np.int64),
-                                            np.array([gens[i] for i in live], np.int32))
-                for i, e in zip(live, got.tolist()):
-                    errs[i] = e
-        now = self.now
-        errors, answered = self.errors, self.answered
-        for (m, idx), err in zip(batch, errs):
-            errors[idx] = err
-            answered[idx] = now
-            if err == 0 or err == 27:
-                m.last_touch = now
-                if m.check_at is None:
-                    self._arm(m)
+                h = m.handle = self.coord.member_handle(m.group, m.rid)
+        # a member without a live handle is unknown to the coordinator: it is not sent
+        err = self.coord.heartbeat_handle(h, m.gen) if h >= 0 else _UNKNOWN
+        self.errors[idx] = err
+        self.answered[idx] = self.now
+        if err == 0 or err == 27:
+            m.last_touch = self.now
+            if m.check_at is None:
+                self._arm(m)
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, table: pa.Table, end_ms: Optional[int] = None) -> Dict[str, pa.Table]:
@@ -417,24 +395,22 @@ class ShardReplay:
         self._start(times[0])
         members = self.members
         checks = self.checks
-        batch: list = []
-        batch_t = None
+        advance_time = self.coord.advance_time
         for idx in range(n):
             t = times[idx]
             event = events[idx]
-            if batch and (event != "heartbeat" or t != batch_t):
-                self._heartbeats(batch)
-                batch = []
-            if t > self.now or (checks and checks[0][0] <= t):
+            if checks and checks[0][0] <= t:
                 self.advance_to(t)
+            elif t > self.now:                  # advance_to(t) without a check due
+                advance_time(t - self.now)
+                self.now = t
             gid = gids[idx]
             m = members.get((gid, tids[idx]))
             if m is None:
                 m = self._member(gid, tids[idx], insts[idx])
             m.view.events += 1
             if event == "heartbeat":
-                batch.append((m, idx))
-                batch_t = t
+                self._heartbeat(m, idx)
             elif event == "join":
                 self._join(m, idx, join_rows[idx])
             elif event == "sync":
@@ -443,8 +419,6 @@ class ShardReplay:
                 self._leave(m, idx)
             elif event == "commit":
                 self._commit(m, idx, seqs[idx])
-        if batch:
-            self._heartbeats(batch)
         if end_ms is not None and end_ms > self.now:
             self.advance_to(end_ms)
         for gid in sorted(self.groups):
