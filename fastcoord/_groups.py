@@ -241,6 +241,7 @@ class GroupLogic:
                  members_mod, wheel_mod, purgatory_mod):
         self.config = config
         self.clock = clock
+        self._manual_clock = bool(getattr(clock, "is_manual", False))
         self.store = store
         self.member_id_factory = member_id_factory or _default_member_id
         self.timer = wheel_mod.Timer(clock, tick_ms=config.tick_ms, wheel_size=config.wheel_size)
@@ -262,7 +263,7 @@ class GroupLogic:
         """The commit timestamp stored with offsets: wall-clock time (what survives a
         restart and what offsets retention counts from), except on a ManualClock, whose
         time is the only one a deterministic replay may see."""
-        if getattr(self.clock, "is_manual", False):
+        if self._manual_clock:
             return self.clock.now_ms()
         return time.time_ns() // 1_000_000
 

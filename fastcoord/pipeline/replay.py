@@ -13,7 +13,9 @@ What the coordinator did is read through the public API only: answers and callba
 `group_summary` after every join/sync/leave and each answered callback (`describe_group`
 too when its members epoch says the member ids changed), and a session
 check at each member's predicted session deadline (last accepted contact + session
-timeout), where the clock is stepped to exactly that deadline.
+timeout), where the clock is stepped to exactly that deadline. Time moves by
+`advance_time`, or by `set_time_if_idle` before a heartbeat or commit when the
+coordinator says that is the same.
 
 Tables (see the *_SCHEMA constants):
 - responses: one row per trace request: the error code and when it was answered
@@ -355,24 +357,6 @@ class ShardReplay:
         if err == 0:
             self._touch(m)
 
-    def _heartbeat(self, m: _Member, idx: int) -> None:
-        """One heartbeat at the current time, by the member's handle (heartbeat_handle is
-        heartbeat_batch for one handle: consecutive heartbeats at one millisecond give
-        the same answers and effects one by one as in one batch)."""
-        h = -1
-        if m.rid is not None:
-            h = m.handle
-            if h < 0:
-                h = m.handle = self.coord.member_handle(m.group, m.rid)
-        # a member without a live handle is unknown to the coordinator: it is not sent
-        err = self.coord.heartbeat_handle(h, m.gen) if h >= 0 else _UNKNOWN
-        self.errors[idx] = err
-        self.answered[idx] = self.now
-        if err == 0 or err == 27:
-            m.last_touch = self.now
-            if m.check_at is None:
-                self._arm(m)
-
     # -- the loop ----------------------------------------------------------------------------
     def run(self, table: pa.Table, end_ms: Optional[int] = None) -> Dict[str, pa.Table]:
         from .trace import TRACE_SCHEMA
@@ -395,14 +379,20 @@ class ShardReplay:
         self._start(times[0])
         members = self.members
         checks = self.checks
-        advance_time = self.coord.advance_time
+        errors, answered = self.errors, self.answered
+        coord = self.coord
+        advance_time, set_time_if_idle = coord.advance_time, coord.set_time_if_idle
+        heartbeat, member_handle = coord.heartbeat_handle, coord.member_handle
         for idx in range(n):
             t = times[idx]
             event = events[idx]
             if checks and checks[0][0] <= t:
                 self.advance_to(t)
             elif t > self.now:                  # advance_to(t) without a check due
-                advance_time(t - self.now)
+                # Heartbeats and commits arm only session deadlines: the clock alone
+                # moves when the coordinator says that is exactly what advance_time does.
+                if not ((event == "heartbeat" or event == "commit") and set_time_if_idle(t)):
+                    advance_time(t - self.now)
                 self.now = t
             gid = gids[idx]
             m = members.get((gid, tids[idx]))
@@ -410,7 +400,20 @@ class ShardReplay:
                 m = self._member(gid, tids[idx], insts[idx])
             m.view.events += 1
             if event == "heartbeat":
-                self._heartbeat(m, idx)
+                # The commonest event, inline: by the member's handle through
+                # heartbeat_handle (heartbeat_batch for one handle). A member without a
+                # live handle is unknown to the coordinator and is not sent (no rid
+                # means no handle: both are reset together).
+                h = m.handle
+                if h < 0 and m.rid is not None:
+                    h = m.handle = member_handle(gid, m.rid)
+                err = heartbeat(h, m.gen) if h >= 0 else _UNKNOWN
+                errors[idx] = err
+                answered[idx] = t
+                if err == 0 or err == 27:
+                    m.last_touch = t
+                    if m.check_at is None:
+                        self._arm(m)
             elif event == "join":
                 self._join(m, idx, join_rows[idx])
             elif event == "sync":
