@@ -10,8 +10,8 @@ from .clock import ManualClock, SystemClock
 from .config import CoordinatorConfig, shard_for
 from .errors import Errors, GroupState
 from .results import (
-    GroupDescription, GroupListing, JoinGroupMember, JoinGroupResult, LeaveGroupResult,
-    MemberDescription, OffsetAndMetadata, SyncGroupResult,
+    GroupDescription, GroupListing, GroupSummary, JoinGroupMember, JoinGroupResult,
+    LeaveGroupResult, MemberDescription, OffsetAndMetadata, SyncGroupResult,
 )
 from .timing import DelayedOperation, Purgatory, Timer, TimerHandle
 from .coordinator import GroupCoordinator
@@ -22,7 +22,7 @@ __all__ = [
     "IMPLEMENTATION", "NATIVE_AVAILABLE",
     "ManualClock", "SystemClock", "CoordinatorConfig", "shard_for",
     "Errors", "GroupState",
-    "GroupDescription", "GroupListing", "JoinGroupMember", "JoinGroupResult",
+    "GroupDescription", "GroupListing", "GroupSummary", "JoinGroupMember", "JoinGroupResult",
     "LeaveGroupResult", "MemberDescription", "OffsetAndMetadata", "SyncGroupResult",
     "Timer", "TimerHandle", "Purgatory", "DelayedOperation", "GroupCoordinator",
 ]

@@ -14,17 +14,18 @@ the order they were produced (so both twins deliver callbacks in the same order)
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
 import uuid
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .config import CoordinatorConfig, shard_for
+from .config import CoordinatorConfig, _shard_of, shard_for
 from .errors import CoordinatorError, Errors, GroupState
 from .results import (
-    GroupDescription, GroupListing, JoinGroupMember, JoinGroupResult, LeaveGroupResult,
-    MemberDescription, OffsetAndMetadata, SyncGroupResult,
+    GroupDescription, GroupListing, GroupSummary, JoinGroupMember, JoinGroupResult,
+    LeaveGroupResult, MemberDescription, OffsetAndMetadata, SyncGroupResult,
 )
 
 log = logging.getLogger("fastcoord.coordinator")
@@ -40,6 +41,10 @@ _VALID_PREVIOUS = {
     EMPTY: (PR,),
     DEAD: (EMPTY, PR, CR, STABLE, DEAD),
 }
+# Membership epochs (Group.members_epoch): one counter for every group of every
+# coordinator in the process, so an epoch never repeats (not even for a group deleted
+# and made again).
+_EPOCHS = itertools.count()
 # Shard status in the member table's shard array.
 SHARD_NOT_OWNED, SHARD_LOADING, SHARD_ACTIVE = 0, 1, 2
 
@@ -119,6 +124,7 @@ class Group:
         self.offsets: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offsets: Dict[Tuple[str, int], int] = {}
         self.created_ms = now_ms
+        self.members_epoch = next(_EPOCHS)     # new whenever the member id set changes
 
     # -- state -------------------------------------------------------------
     def transition_to(self, target: int) -> None:
@@ -139,6 +145,7 @@ class Group:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        self.members_epoch = next(_EPOCHS)
         for name, _ in member.protocols:
             self.supported[name] = self.supported.get(name, 0) + 1
         member.join_callback = callback
@@ -150,6 +157,7 @@ class Group:
     def remove(self, member_id: str) -> Optional[Member]:
         member = self.members.pop(member_id, None)
         if member is not None:
+            self.members_epoch = next(_EPOCHS)
             for name, _ in member.protocols:
                 self.supported[name] -= 1
             if member.awaiting_join:
@@ -233,6 +241,7 @@ class GroupLogic:
                  members_mod, wheel_mod, purgatory_mod):
         self.config = config
         self.clock = clock
+        self._manual_clock = bool(getattr(clock, "is_manual", False))
         self.store = store
         self.member_id_factory = member_id_factory or _default_member_id
         self.timer = wheel_mod.Timer(clock, tick_ms=config.tick_ms, wheel_size=config.wheel_size)
@@ -254,7 +263,7 @@ class GroupLogic:
         """The commit timestamp stored with offsets: wall-clock time (what survives a
         restart and what offsets retention counts from), except on a ManualClock, whose
         time is the only one a deterministic replay may see."""
-        if getattr(self.clock, "is_manual", False):
+        if self._manual_clock:
             return self.clock.now_ms()
         return time.time_ns() // 1_000_000
 
@@ -266,7 +275,7 @@ class GroupLogic:
 
     def flush(self) -> None:
         box = self._outbox
-        if box.flushing:
+        if box.flushing or not box.items:
             return
         box.flushing = True
         try:
@@ -303,9 +312,13 @@ class GroupLogic:
         """INVALID_GROUP_ID / COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS / NOT_COORDINATOR / NONE."""
         if group_id is None or (not group_id and not allow_empty):
             return E.INVALID_GROUP_ID
-        if not self.table.active:
+        table = self.table
+        if not table.active:
             return E.COORDINATOR_NOT_AVAILABLE
-        state = self.table.shard_state(shard_for(group_id, self.config.num_shards))
+        num_shards = self.config.num_shards
+        # shard_for without its argument checks when they cannot fail (the common case)
+        state = table.shard_state(_shard_of(group_id, num_shards) if type(group_id) is str
+                                  else shard_for(group_id, num_shards))
         if state == SHARD_LOADING:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if state == SHARD_NOT_OWNED:
@@ -496,6 +509,7 @@ class GroupLogic:
         del group.members[old_id]
         member.member_id = new_id
         group.members[new_id] = member
+        group.members_epoch = next(_EPOCHS)
         if group.leader_id == old_id:
             group.leader_id = new_id
         if member.instance_id is not None:
@@ -898,10 +912,14 @@ class GroupLogic:
         results: Dict[Tuple[str, int], Errors] = {}
         accepted: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         for tp, om in offsets.items():
-            if om.metadata is not None and len(om.metadata) > limit:
+            metadata = om.metadata
+            if metadata is not None and len(metadata) > limit:
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
-                accepted[tp] = om._replace(commit_timestamp_ms=now)
+                # om._replace(commit_timestamp_ms=now), without its generic cost
+                accepted[tp] = (OffsetAndMetadata(om.offset, metadata, om.leader_epoch, now)
+                                if type(om) is OffsetAndMetadata
+                                else om._replace(commit_timestamp_ms=now))
                 results[tp] = E.NONE
         if not accepted:
             self._emit(done, results)
@@ -967,6 +985,19 @@ class GroupLogic:
             return GroupDescription(E.NONE, group_id, STATE_NAMES[group.state].value,
                                     group.protocol_type or "",
                                     (group.protocol_name or "") if stable else "", members)
+
+    def group_summary(self, group_id) -> GroupSummary:
+        """describe_group's state and member count without building member descriptions."""
+        error = self.group_status(group_id, allow_empty=True)
+        if error != E.NONE:
+            return GroupSummary(error, "", 0, 0, -2)
+        rec = self.table.groups.get(group_id)
+        if rec is None:
+            return GroupSummary(E.NONE, GroupState.DEAD.value, 0, 0, -1)
+        group = rec.group
+        with rec:
+            return GroupSummary(E.NONE, STATE_NAMES[group.state].value, group.generation,
+                                len(group.members), group.members_epoch)
 
     def list_groups(self, states) -> List[GroupListing]:
         wanted = None if not states else {str(s).lower() for s in states}

@@ -16,8 +16,8 @@ from .clock import ManualClock, SystemClock
 from .config import CoordinatorConfig
 from .errors import Errors
 from .results import (
-    GroupDescription, GroupListing, JoinGroupResult, LeaveGroupResult, OffsetAndMetadata,
-    SyncGroupResult,
+    GroupDescription, GroupListing, GroupSummary, JoinGroupResult, LeaveGroupResult,
+    OffsetAndMetadata, SyncGroupResult,
 )
 from .store import InMemoryStore
 
@@ -25,6 +25,7 @@ __all__ = ["GroupCoordinator"]
 
 TopicPartition = Tuple[str, int]
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_MAX_STEP = 2**62
 
 
 def _check_str(name: str, value, *, optional: bool = False) -> None:
@@ -50,6 +51,14 @@ def _check_callable(name: str, value) -> None:
 
 
 def _check_protocols(protocols) -> List[Tuple[str, bytes]]:
+    if type(protocols) is list:
+        # the common case, which the checks below accept as it is: a list of (str, bytes)
+        for item in protocols:
+            if type(item) is not tuple or len(item) != 2 or type(item[0]) is not str \
+                    or type(item[1]) is not bytes:
+                break
+        else:
+            return list(protocols)
     if isinstance(protocols, (str, bytes)) or not isinstance(protocols, Iterable):
         raise TypeError("protocols must be a sequence of (name, metadata_bytes) pairs")
     checked = []
@@ -71,6 +80,20 @@ def _check_partition(tp) -> TopicPartition:
             or isinstance(tp[1], bool) or not isinstance(tp[1], int):
         raise TypeError(f"a partition must be a (topic: str, partition: int) tuple, got {tp!r}")
     return tp
+
+
+def _plain_offsets(offsets) -> Optional[Dict[TopicPartition, OffsetAndMetadata]]:
+    """The checked offsets when every item is a plain (str, int) -> int pair (the common
+    case, which the checks below can only accept), else None (then they decide)."""
+    if type(offsets) is not dict:
+        return None
+    checked = {}
+    for tp, value in offsets.items():
+        if type(tp) is not tuple or len(tp) != 2 or type(tp[0]) is not str \
+                or type(tp[1]) is not int or type(value) is not int:
+            return None
+        checked[tp] = OffsetAndMetadata(value)
+    return checked
 
 
 def _check_offset(tp, value) -> OffsetAndMetadata:
@@ -115,6 +138,14 @@ class GroupCoordinator:
         self.config = config
         self.clock = clock
         self.store = store
+        # set_time_if_idle: the timer's origin (its clock at construction, rounded down to
+        # a tick, as the wheel does), the latest time it was advanced to, and the window
+        # of its level-2 wheel clock (0: never idle, session deadlines can be shorter).
+        now = clock.now_ms()
+        self._timer_ms = now
+        self._timer_origin = now - now % config.tick_ms
+        window = config.tick_ms * config.wheel_size ** 2
+        self._idle_window = window if config.group_min_session_timeout_ms >= window else 0
         self._logic = GroupLogic(
             config, clock, store, member_id_factory,
             _compat.module(self.impl, "members"), _compat.module(self.impl, "wheel"),
@@ -123,6 +154,7 @@ class GroupCoordinator:
         # The hot paths go straight to the member table (no Python frame in native).
         self.heartbeat = table.heartbeat
         self.heartbeat_batch = table.heartbeat_batch
+        self.heartbeat_handle = table.heartbeat_handle
         self.member_handle = table.member_handle
         self._reaper: Optional[threading.Thread] = None
         self._stop = threading.Event()
@@ -184,7 +216,9 @@ class GroupCoordinator:
 
     # heartbeat(group_id, member_id, generation_id, group_instance_id=None) -> Errors,
     # member_handle(group_id, member_id) -> int and heartbeat_batch(handles, generation_ids)
-    # are bound to the member table in __init__.
+    # are bound to the member table in __init__, and so is
+    # heartbeat_handle(handle, generation_id) -> int: heartbeat_batch for one handle
+    # without the arrays (the same checks and effect; the error code as an int).
 
     def leave_group(self, group_id: str,
                     members: Sequence[Tuple[str, Optional[str]]]) -> LeaveGroupResult:
@@ -210,13 +244,18 @@ class GroupCoordinator:
         """Commit offsets. Without `callback`, waits for the store and returns
         {(topic, partition): Errors}; with it, returns None and calls `callback(result)`
         once the store has answered (what a server with a durable store wants)."""
-        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
-        _check_str("member_id", member_id)
-        _check_int("generation_id", generation_id)
-        if not isinstance(offsets, Mapping):
-            raise TypeError("offsets must be a mapping of (topic, partition) to offsets")
-        checked = {_check_partition(tp): _check_offset(tp, v) for tp, v in offsets.items()}
-        _check_str("group_instance_id", group_instance_id, optional=True)
+        checked = _plain_offsets(offsets)
+        if checked is None or type(group_id) is not str or type(member_id) is not str \
+                or type(generation_id) is not int \
+                or not _INT32_MIN <= generation_id <= _INT32_MAX \
+                or (group_instance_id is not None and type(group_instance_id) is not str):
+            _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
+            _check_str("member_id", member_id)
+            _check_int("generation_id", generation_id)
+            if not isinstance(offsets, Mapping):
+                raise TypeError("offsets must be a mapping of (topic, partition) to offsets")
+            checked = {_check_partition(tp): _check_offset(tp, v) for tp, v in offsets.items()}
+            _check_str("group_instance_id", group_instance_id, optional=True)
         if callback is not None:
             _check_callable("callback", callback)
             self._logic.commit_offsets(group_id, member_id, generation_id, checked,
@@ -253,6 +292,14 @@ class GroupCoordinator:
     def describe_group(self, group_id: str) -> GroupDescription:
         _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         return self._logic.describe_group(group_id)
+
+    def group_summary(self, group_id: str) -> GroupSummary:
+        """A cheap read of a group: GroupSummary(error, state, generation, num_members,
+        members_epoch). state and the member count are describe_group's; members_epoch
+        changes whenever the group's set of member ids does (and never repeats), so a
+        caller that remembers it describes the group only when the members changed."""
+        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
+        return self._logic.group_summary(group_id)
 
     def list_groups(self, states: Optional[Iterable[str]] = None) -> List[GroupListing]:
         if states is not None:
@@ -305,20 +352,60 @@ class GroupCoordinator:
     def advance_time(self, ms: int) -> int:
         """ManualClock only: move time by `ms`, firing everything due in deadline order
         with the clock reading each deadline while it fires. Returns how many fired."""
-        if not isinstance(self.clock, ManualClock):
+        clock = self.clock
+        if not isinstance(clock, ManualClock):
             raise TypeError("advance_time needs a ManualClock; use expire_due() with other clocks")
-        _check_int("ms", ms, lo=0, hi=2**62)
+        if type(ms) is not int or not 0 <= ms <= _MAX_STEP:
+            _check_int("ms", ms, lo=0, hi=_MAX_STEP)
         with self._time_lock:
-            target = self.clock.now_ms() + ms
+            target = clock.now_ms() + ms
             fired = self._logic.timer.advance_to(target, step_clock=True)
-            self.clock.set_ms(target)
+            clock.set_ms(target)
+            if target > self._timer_ms:
+                self._timer_ms = target
         self._logic.flush()
         return fired
+
+    def set_time_if_idle(self, now_ms: int) -> bool:
+        """ManualClock only: set the clock to `now_ms` (it never goes back) without
+        stepping the timer, when that is exactly what advance_time(now_ms - now) would
+        do for what comes next; else do nothing and return False (use advance_time).
+
+        True means: nothing is due up to now_ms, and every timer armed from then on with
+        a delay of at least tick_ms * wheel_size**2 (400 ms by default) lands in the
+        wheel exactly where it would after advance_time (the wheel levels such delays go
+        to still read the same window of time). Heartbeats and offset commits arm only
+        session deadlines, which are at least group_min_session_timeout_ms away: this
+        answers False whenever that minimum is below the window. A trace replay steps the
+        clock this way before them and keeps advance_time for the other requests."""
+        clock = self.clock
+        if not isinstance(clock, ManualClock):
+            raise TypeError("set_time_if_idle needs a ManualClock")
+        if type(now_ms) is not int or not 0 <= now_ms <= _MAX_STEP:
+            _check_int("now_ms", now_ms, lo=0, hi=_MAX_STEP)
+        window = self._idle_window
+        if not window:
+            return False
+        with self._time_lock:
+            target = clock.now_ms()
+            if now_ms > target:
+                target = now_ms
+            origin = self._timer_origin
+            if (target - origin) // window != (self._timer_ms - origin) // window:
+                return False
+            due = self._logic.timer.next_deadline_ms()
+            if due is not None and due <= target:
+                return False
+            clock.set_ms(target)
+        return True
 
     def expire_due(self) -> int:
         """Fire everything due at clock.now_ms()."""
         with self._time_lock:
-            fired = self._logic.timer.advance_to(self.clock.now_ms())
+            target = self.clock.now_ms()
+            fired = self._logic.timer.advance_to(target)
+            if target > self._timer_ms:
+                self._timer_ms = target
         self._logic.flush()
         return fired
 

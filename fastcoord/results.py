@@ -8,6 +8,7 @@ from .errors import Errors
 __all__ = [
     "JoinGroupMember", "JoinGroupResult", "SyncGroupResult", "LeaveGroupResult",
     "OffsetAndMetadata", "MemberDescription", "GroupDescription", "GroupListing",
+    "GroupSummary",
 ]
 
 
@@ -63,6 +64,18 @@ class GroupDescription(NamedTuple):
     protocol_type: str
     protocol_name: str
     members: List[MemberDescription]
+
+
+class GroupSummary(NamedTuple):
+    """A cheap read of a group (GroupCoordinator.group_summary). `members_epoch` changes
+    whenever the set of member ids changes (never repeats within a process): a reader
+    that saw the same epoch before knows the member ids without describing the group.
+    -1: the group does not exist (no members); -2: an error (no members)."""
+    error: Errors
+    state: str
+    generation: int
+    num_members: int
+    members_epoch: int
 
 
 class GroupListing(NamedTuple):

@@ -123,3 +123,128 @@ def test_demo_runs_and_ends_stable():
     assert out.returncode == 0, out.stderr
     assert "30/30 groups stable" in out.stdout
     assert "groups by state: {'Stable': 30}" in out.stdout
+
+
+def test_group_summary_follows_describe_and_the_member_ids(impl):
+    coord, joined = formed_group(impl, InMemoryStore())
+
+    def check():
+        s, d = coord.group_summary("g"), coord.describe_group("g")
+        assert (s.error, s.state, s.num_members) == (d.error, d.state, len(d.members))
+        return s
+
+    s1 = check()
+    assert (s1.state, s1.generation, s1.num_members) == ("CompletingRebalance", 1, 3)
+    sync_all(coord, joined)
+    assert coord.heartbeat("g", joined[1].member_id, 1) == Errors.NONE
+    coord.commit_offsets("g", joined[1].member_id, 1, {("t", 0): 1})
+    s2 = check()
+    assert s2.state == "Stable" and s2.members_epoch == s1.members_epoch   # same ids
+    coord.leave_group("g", [(joined[2].member_id, None)])
+    s3 = check()
+    assert s3.num_members == 2 and s3.members_epoch != s2.members_epoch
+    # A static member's replacement renames it: the ids change, the count does not.
+    got = []
+    coord.join_group("g", "", "consumer", [("range", b"sub")], session_timeout_ms=300,
+                     group_instance_id="i1", require_known_member_id=False, callback=got.append)
+    coord.advance_time(300)
+    s4 = check()
+    coord.join_group("g", "", "consumer", [("range", b"sub")], session_timeout_ms=300,
+                     group_instance_id="i1", require_known_member_id=False, callback=got.append)
+    s5 = check()
+    assert s5.num_members == s4.num_members and s5.members_epoch != s4.members_epoch
+    assert coord.group_summary("nope") == (Errors.NONE, "Dead", 0, 0, -1)
+    assert coord.group_summary(None).error == Errors.INVALID_GROUP_ID
+    with pytest.raises(TypeError):
+        coord.group_summary(7)
+    # Epochs never repeat, not even for a group deleted and made again.
+    fresh, _ = formed_group(impl, InMemoryStore())
+    assert fresh.group_summary("g").members_epoch not in {s.members_epoch for s in
+                                                          (s1, s2, s3, s4, s5)}
+
+
+def test_set_time_if_idle_moves_only_the_clock_when_nothing_can_tell(impl):
+    clock = ManualClock(0)
+    coord = GroupCoordinator(CoordinatorConfig(), clock=clock, impl=impl)
+    assert coord.set_time_if_idle(100) and clock.now_ms() == 100      # nothing scheduled
+    assert coord.set_time_if_idle(50) and clock.now_ms() == 100       # never goes back
+    assert not coord.set_time_if_idle(400) and clock.now_ms() == 100  # next 400 ms window
+    coord.advance_time(300)
+    assert coord.set_time_if_idle(799) and not coord.set_time_if_idle(800)
+    got = []
+    coord.join_group("g", "", "consumer", [("range", b"")], session_timeout_ms=6000,
+                     require_known_member_id=False, callback=got.append)
+    coord.advance_time(2900 - clock.now_ms())          # the initial delay ends at 3799
+    assert coord.set_time_if_idle(3198) and not coord.set_time_if_idle(3200)
+    coord.advance_time(3600 - clock.now_ms())
+    # (the wheel's bucket of the deadline may expire a little before it: conservative)
+    assert coord.set_time_if_idle(3700) and not coord.set_time_if_idle(3799) and not got
+    coord.advance_time(3798 - clock.now_ms())
+    assert not got
+    coord.advance_time(1)
+    assert got and got[0].error == Errors.NONE
+    with pytest.raises(TypeError):
+        coord.set_time_if_idle(1.5)
+    with pytest.raises(ValueError):
+        coord.set_time_if_idle(-1)
+    short = GroupCoordinator(CoordinatorConfig(group_min_session_timeout_ms=399),
+                             clock=ManualClock(0), impl=impl)
+    assert not short.set_time_if_idle(1)               # session deadlines could be < 400 ms
+    with pytest.raises(TypeError):
+        GroupCoordinator(CoordinatorConfig(), clock=SystemClock(), impl=impl).set_time_if_idle(1)
+
+
+def test_set_time_if_idle_before_heartbeats_and_commits_changes_nothing(impl):
+    import random
+
+    def run(lazy):
+        rng = random.Random(5)
+        clock = ManualClock(0)
+        ids = itertools.count()
+        coord = GroupCoordinator(CoordinatorConfig(group_initial_rebalance_delay_ms=500),
+                                 clock=clock, impl=impl,
+                                 member_id_factory=lambda p: f"m{next(ids)}")
+        log, gens = [], {}
+
+        def joined(result):
+            log.append(("join", clock.now_ms(), result.error, result.member_id,
+                        result.generation_id))
+            if result.error == Errors.NONE:
+                gens[result.member_id] = result.generation_id
+                coord.sync_group("g", result.generation_id, result.member_id,
+                                 {m.member_id: b"" for m in result.members} or None,
+                                 callback=lambda r: log.append(("sync", clock.now_ms(), r.error)))
+
+        now = 0
+        for step in range(3000):
+            now += rng.choice((0, 1, 3, 40, 150, 700))
+            kind = rng.random()
+            if kind < 0.5 and gens:
+                mid = rng.choice(sorted(gens))
+                if not (lazy and coord.set_time_if_idle(now)):
+                    coord.advance_time(now - clock.now_ms())
+                if rng.random() < 0.6:
+                    log.append(("hb", now, coord.heartbeat("g", mid, gens[mid])))
+                else:
+                    log.append(("commit", now, coord.commit_offsets(
+                        "g", mid, gens[mid], {("t", 0): step})))
+            else:
+                coord.advance_time(now - clock.now_ms())
+                if kind < 0.57 or not gens:
+                    coord.join_group("g", "", "consumer", [("range", b"")],
+                                     session_timeout_ms=rng.choice((6000, 7000)),
+                                     require_known_member_id=False, callback=joined)
+                elif kind < 0.6:
+                    coord.leave_group("g", [(rng.choice(sorted(gens)), None)])
+                elif kind < 0.65:
+                    mid = rng.choice(sorted(gens))
+                    coord.join_group("g", mid, "consumer", [("range", b"")],
+                                     session_timeout_ms=6000, callback=joined)
+            log.append(("state", coord.describe_group("g")))
+        coord.advance_time(60_000)
+        log.append(("end", coord.describe_group("g"), len(coord._logic.timer)))
+        return log
+
+    lazy = run(True)
+    assert lazy == run(False)
+    assert sum(1 for e in lazy if e[0] == "hb") > 500

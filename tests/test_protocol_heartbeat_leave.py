@@ -348,6 +348,39 @@ def test_heartbeat_batch_rejects_bad_arrays_before_any_effect(impl):
     assert not h.has_member(f.leader)
 
 
+def test_heartbeat_handle_is_heartbeat_batch_of_one(impl):
+    h = Proto(impl)
+    f = h.form_group(2)
+    hl = h.coord.member_handle("groupId", f.leader)
+    hf = h.coord.member_handle("groupId", f.follower)
+    cases = [(hl, f.generation), (hf, f.generation + 5), (-1, f.generation), (hl + (1 << 32), 0)]
+    one = [h.coord.heartbeat_handle(x, g) for x, g in cases]
+    assert all(type(e) is int for e in one)
+    assert one == [NONE, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID,
+                   Errors.UNKNOWN_MEMBER_ID]
+    assert one == [h.coord.heartbeat_batch(*_arrays([x], [g])).tolist()[0] for x, g in cases]
+    # it refreshes the session like a batch heartbeat; a rejected call has no effect
+    h.advance(SESSION - 1)
+    assert h.coord.heartbeat_handle(hl, f.generation) == NONE
+    for bad, exc in (((float(hl), f.generation), TypeError), ((hl, True), TypeError),
+                     ((hl, str(f.generation)), TypeError), ((1 << 63, f.generation), ValueError),
+                     ((hl, 1 << 31), ValueError)):
+        with pytest.raises(exc):
+            h.coord.heartbeat_handle(*bad)
+    h.advance(1)
+    assert h.has_member(f.leader) and not h.has_member(f.follower)
+    h.advance(SESSION - 2)
+    assert h.has_member(f.leader)
+    h.advance(1)
+    assert not h.has_member(f.leader)
+    # in PreparingRebalance, as the batch answers
+    g = Proto(impl)
+    f = g.form_group(2)
+    hl = g.coord.member_handle("groupId", f.leader)
+    g.join_old("")
+    assert g.coord.heartbeat_handle(hl, f.generation) == Errors.REBALANCE_IN_PROGRESS
+
+
 def test_pending_member_is_not_a_member_for_heartbeat_sync_and_commit(impl):
     h = Proto(impl)
     f = h.form_group(1)

@@ -26,6 +26,7 @@ from fastcoord._native.wheel cimport Timer, TimerSink
 from fastcoord.clock import ManualClock, SystemClock
 from fastcoord.config import shard_for
 from fastcoord.errors import Errors
+from fastcoord._pure.members import check_handle_args
 
 cnp.import_array()
 
@@ -633,6 +634,28 @@ cdef class MemberTable(TimerSink):
                     op[i] &= ~REARM_FLAG
                     self._rearm_if_needed(<Py_ssize_t><uint32_t>hp[i])
         return out
+
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
+    def heartbeat_handle(self, handle, generation_id):
+        """heartbeat_handle(handle: int, generation_id: int) -> int
+
+        heartbeat_batch for one member, without the arrays: the same checks and effect,
+        the error code as an int."""
+        cdef int64_t h
+        cdef int32_t g
+        cdef int16_t o
+        if type(handle) is not int or type(generation_id) is not int:
+            check_handle_args(handle, generation_id)        # raises the twins' TypeError
+        try:
+            h = handle
+            g = generation_id
+        except OverflowError:
+            check_handle_args(handle, generation_id)        # raises the twins' ValueError
+            raise
+        if self._batch(&h, &g, &o, 1, self.now()):
+            o &= ~REARM_FLAG
+            self._rearm_if_needed(<Py_ssize_t><uint32_t>h)
+        return o
 
     cdef Py_ssize_t _batch(self, int64_t* hp, int32_t* gp, int16_t* op, Py_ssize_t n,
                            int64_t now) noexcept nogil:

@@ -258,6 +258,12 @@ class MemberTable:
             out[i] = self._heartbeat_handle(h, gen, now, active)
         return out
 
+    def heartbeat_handle(self, handle: int, generation_id: int) -> int:
+        """heartbeat_batch for one member, without the arrays: the same checks and effect,
+        the error code as an int."""
+        check_handle_args(handle, generation_id)
+        return int(self._heartbeat_handle(handle, generation_id, self.clock.now_ms(), self.active))
+
     def _heartbeat_handle(self, h: int, generation_id: int, now: int, active: bool) -> int:
         slot = h & 0xFFFFFFFF
         if h < 0 or slot >= len(self._slots) or self._slot_gens[slot] != (h >> 32):
@@ -307,3 +313,15 @@ def check_batch(handles, generation_ids):
         raise ValueError(f"handles and generation_ids differ in length "
                          f"({len(handles)} != {len(generation_ids)})")
     return handles, generation_ids
+
+
+def check_handle_args(handle, generation_id) -> None:
+    """Validate heartbeat_handle arguments (both twins): an int64 and an int32, no bool."""
+    if type(handle) is not int:
+        raise TypeError(f"handle must be an int, got {type(handle).__name__}")
+    if type(generation_id) is not int:
+        raise TypeError(f"generation_id must be an int, got {type(generation_id).__name__}")
+    if not -0x8000000000000000 <= handle <= 0x7FFFFFFFFFFFFFFF:
+        raise ValueError(f"handle must fit in int64, got {handle}")
+    if not -0x80000000 <= generation_id <= 0x7FFFFFFF:
+        raise ValueError(f"generation_id must fit in int32, got {generation_id}")

@@ -7,12 +7,15 @@ the way a Kafka consumer does: a join of an unknown member goes in with member i
 (the answer's MEMBER_ID_REQUIRED id is used from the next join on), a sync goes out
 only once its join has been answered (a sync that arrives earlier waits for it), the
 leader's sync carries an (empty) assignment for every member of its join answer.
-Consecutive heartbeats at the same millisecond go through `heartbeat_batch`.
+Heartbeats go by member handle through `heartbeat_handle`.
 
 What the coordinator did is read through the public API only: answers and callbacks,
-`describe_group` after every join/sync/leave and each answered callback, and a session
+`group_summary` after every join/sync/leave and each answered callback (`describe_group`
+too when its members epoch says the member ids changed), and a session
 check at each member's predicted session deadline (last accepted contact + session
-timeout), where the clock is stepped to exactly that deadline.
+timeout), where the clock is stepped to exactly that deadline. Time moves by
+`advance_time`, or by `set_time_if_idle` before a heartbeat or commit when the
+coordinator says that is the same.
 
 Tables (see the *_SCHEMA constants):
 - responses: one row per trace request: the error code and when it was answered
@@ -90,7 +93,8 @@ class _Member:
 
 class _GroupView:
     __slots__ = ("gid", "state", "members", "generation", "open", "events", "rebalances",
-                 "expirations", "rebalancing_ms", "seen", "rebalance_timeout", "check_at")
+                 "expirations", "rebalancing_ms", "seen", "rebalance_timeout", "check_at",
+                 "epoch")
 
     def __init__(self, gid):
         self.gid = gid
@@ -105,6 +109,7 @@ class _GroupView:
         self.seen = None
         self.rebalance_timeout = 0
         self.check_at = None
+        self.epoch = None           # the coordinator's members_epoch `members` was read at
 
 
 class ShardReplay:
@@ -189,8 +194,13 @@ class ShardReplay:
     def _observe(self, gid: str, cause: str) -> None:
         gv = self._view(gid)
         now = self.clock.now_ms()
-        desc = self.coord.describe_group(gid)
-        current = {md.member_id for md in desc.members}
+        summary = self.coord.group_summary(gid)
+        state = summary.state
+        if summary.members_epoch == gv.epoch:
+            current = gv.members              # the same member ids as last time
+        else:
+            gv.epoch = summary.members_epoch
+            current = {md.member_id for md in self.coord.describe_group(gid).members}
         before = len(gv.members)
         for rid in sorted(gv.members - current):
             m = self.by_rid.pop((gid, rid), None)
@@ -205,7 +215,6 @@ class ShardReplay:
             gv.expirations += 1
             self.expirations.append((self.shard, gid, m.tid, m.inst, now, reason, m.last_touch))
         gv.members = current
-        state = desc.state.value if hasattr(desc.state, "value") else str(desc.state)
         if gv.open is None and state in _REBALANCING:
             gv.open = [now, cause, before]
             self._arm_group(gv, now)
@@ -348,46 +357,6 @@ class ShardReplay:
         if err == 0:
             self._touch(m)
 
-    def _heartbeats(self, batch: list) -> None:
-        """batch: [(member, response index)], all at the current time. Most batches hold
-        one or two heartbeats, so this stays in lists until the one batch call."""
-        coord = self.coord
-        handles = []
-        gens = []
-        all_live = True
-        for m, _ in batch:
-            if m.rid is None:
-                h = -1
-            else:
-                h = m.handle
-                if h < 0:
-                    h = m.handle = coord.member_handle(m.group, m.rid)
-            if h < 0:
-                all_live = False
-            handles.append(h)
-            gens.append(m.gen)
-        if all_live:
-            errs = coord.heartbeat_batch(np.array(handles, np.int64),
-                                         np.array(gens, np.int32)).tolist()
-        else:
-            # a member without a live handle is unknown to the coordinator: it is not sent
-            live = [i for i, h in enumerate(handles) if h >= 0]
-            errs = [_UNKNOWN] * len(batch)
-            if live:
-                got = coord.heartbeat_batch(np.array([handles[i] for i in live], np.int64),
-                                            np.array([gens[i] for i in live], np.int32))
-                for i, e in zip(live, got.tolist()):
-                    errs[i] = e
-        now = self.now
-        errors, answered = self.errors, self.answered
-        for (m, idx), err in zip(batch, errs):
-            errors[idx] = err
-            answered[idx] = now
-            if err == 0 or err == 27:
-                m.last_touch = now
-                if m.check_at is None:
-                    self._arm(m)
-
     # -- the loop ----------------------------------------------------------------------------
     def run(self, table: pa.Table, end_ms: Optional[int] = None) -> Dict[str, pa.Table]:
         from .trace import TRACE_SCHEMA
@@ -410,24 +379,41 @@ class ShardReplay:
         self._start(times[0])
         members = self.members
         checks = self.checks
-        batch: list = []
-        batch_t = None
+        errors, answered = self.errors, self.answered
+        coord = self.coord
+        advance_time, set_time_if_idle = coord.advance_time, coord.set_time_if_idle
+        heartbeat, member_handle = coord.heartbeat_handle, coord.member_handle
         for idx in range(n):
             t = times[idx]
             event = events[idx]
-            if batch and (event != "heartbeat" or t != batch_t):
-                self._heartbeats(batch)
-                batch = []
-            if t > self.now or (checks and checks[0][0] <= t):
+            if checks and checks[0][0] <= t:
                 self.advance_to(t)
+            elif t > self.now:                  # advance_to(t) without a check due
+                # Heartbeats and commits arm only session deadlines: the clock alone
+                # moves when the coordinator says that is exactly what advance_time does.
+                if not ((event == "heartbeat" or event == "commit") and set_time_if_idle(t)):
+                    advance_time(t - self.now)
+                self.now = t
             gid = gids[idx]
             m = members.get((gid, tids[idx]))
             if m is None:
                 m = self._member(gid, tids[idx], insts[idx])
             m.view.events += 1
             if event == "heartbeat":
-                batch.append((m, idx))
-                batch_t = t
+                # The commonest event, inline: by the member's handle through
+                # heartbeat_handle (heartbeat_batch for one handle). A member without a
+                # live handle is unknown to the coordinator and is not sent (no rid
+                # means no handle: both are reset together).
+                h = m.handle
+                if h < 0 and m.rid is not None:
+                    h = m.handle = member_handle(gid, m.rid)
+                err = heartbeat(h, m.gen) if h >= 0 else _UNKNOWN
+                errors[idx] = err
+                answered[idx] = t
+                if err == 0 or err == 27:
+                    m.last_touch = t
+                    if m.check_at is None:
+                        self._arm(m)
             elif event == "join":
                 self._join(m, idx, join_rows[idx])
             elif event == "sync":
@@ -436,8 +422,6 @@ class ShardReplay:
                 self._leave(m, idx)
             elif event == "commit":
                 self._commit(m, idx, seqs[idx])
-        if batch:
-            self._heartbeats(batch)
         if end_ms is not None and end_ms > self.now:
             self.advance_to(end_ms)
         for gid in sorted(self.groups):
