@@ -13,27 +13,12 @@ The pure twin is fastcoord/_pure/wire.py (the same function over the Python deco
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, uint8_t, uint32_t
+from libc.stdint cimport int16_t, int32_t, uint8_t
+
+from fastcoord._native.bigendian cimport read_i16, read_i32, write_i32
 
 cdef enum:
     HEARTBEAT_KEY = 12
-
-
-cdef inline int32_t _i32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
-                     | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
-cdef inline int16_t _i16(const uint8_t* p) noexcept nogil:
-    return <int16_t>((p[0] << 8) | p[1])
-
-
-cdef inline void _put_i32(char* p, int32_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = <char>(u >> 24)
-    p[1] = <char>(u >> 16)
-    p[2] = <char>(u >> 8)
-    p[3] = <char>u
 
 
 # A string field: [start, start + length) of the frame, or length -1 for null.
@@ -48,7 +33,7 @@ cdef inline Py_ssize_t _str16(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
     cdef int16_t n
     if pos + 2 > end:
         return -1
-    n = _i16(f + pos)
+    n = read_i16(f + pos)
     if n < 0:
         if n == -1 and nullable:
             out.start = pos + 2
@@ -104,13 +89,13 @@ cdef bytes _response(int version, int32_t correlation, int error):
     cdef bytes response = PyBytes_FromStringAndSize(NULL, n)
     cdef char* r = PyBytes_AS_STRING(response)
     cdef Py_ssize_t p = 8
-    _put_i32(r, <int32_t>(n - 4))
-    _put_i32(r + 4, correlation)
+    write_i32(r, <int32_t>(n - 4))
+    write_i32(r + 4, correlation)
     if flexible:
         r[p] = 0                                  # header tagged fields
         p += 1
     if version >= 1:
-        _put_i32(r + p, 0)                        # throttle
+        write_i32(r + p, 0)                       # throttle
         p += 4
     r[p] = <char>(error >> 8)
     r[p + 1] = <char>error
@@ -139,17 +124,17 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
         # Re-read the buffer's address each frame: heartbeat() runs Python code, which
         # never resizes this buffer (the caller owns it) but costs nothing to be safe.
         f = <const uint8_t*>(<char*>buf)
-        size = _i32(f + pos)
+        size = read_i32(f + pos)
         if size < 8 or size > max_frame or end - pos - 4 < size:
             break
         fpos = pos + 4
         fend = fpos + size
-        if _i16(f + fpos) != HEARTBEAT_KEY:
+        if read_i16(f + fpos) != HEARTBEAT_KEY:
             break
-        version = _i16(f + fpos + 2)
+        version = read_i16(f + fpos + 2)
         if version < min_version or version > max_version or version > 4:
             break
-        correlation = _i32(f + fpos + 4)
+        correlation = read_i32(f + fpos + 4)
         p = _str16(f, fpos + 8, fend, True, &client)
         if p < 0:
             break
@@ -162,7 +147,7 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
         p = _string(f, p, fend, False, flexible, &group)
         if p < 0 or p + 4 > fend:
             break
-        generation = _i32(f + p)
+        generation = read_i32(f + p)
         p = _string(f, p + 4, fend, False, flexible, &member)
         if p < 0:
             break
