@@ -35,7 +35,8 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t,
 from libc.stdio cimport snprintf
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memmove, memset, strerror
-from posix.time cimport CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, clock_gettime, timespec
+from posix.resource cimport getrusage, rusage
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close
 
 from fastcoord._native.bigendian cimport read_i16, read_i32, write_i32
@@ -86,6 +87,10 @@ cdef extern from "<poll.h>" nogil:
     ctypedef unsigned long nfds_t
     int ppoll(pollfd* fds, nfds_t nfds, const timespec* timeout, const void* sigmask)
 
+cdef extern from "<sys/resource.h>" nogil:
+    enum:
+        RUSAGE_THREAD               # Linux: the calling thread's own times
+
 cdef extern from "<sys/socket.h>" nogil:
     ssize_t send(int fd, const void* buf, size_t n, int flags)
     ssize_t recv(int fd, void* buf, size_t n, int flags)
@@ -105,6 +110,7 @@ cdef enum:
     MAX_RESPONSE = 1 << 20        # a Heartbeat response is 10-16 bytes: more is garbage
     SAMPLE_MAX = 64
     IN_START = 4096
+    SEND_BURST_MAX = 32         # open-loop sends between two looks at the responses
     FAILURE_MAX = 256
     WHAT_MAX = 200              # a failure's text before "connection N: " goes in front
 
@@ -183,14 +189,19 @@ cdef struct Run:
     char failure[FAILURE_MAX]
 
 
-cdef inline int64_t _clock(int which) noexcept nogil:
+cdef inline int64_t _now() noexcept nogil:
     cdef timespec ts
-    clock_gettime(which, &ts)
+    clock_gettime(CLOCK_MONOTONIC, &ts)
     return <int64_t>ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 
 
-cdef inline int64_t _now() noexcept nogil:
-    return _clock(CLOCK_MONOTONIC)
+cdef void _thread_cpu(double* user_s, double* system_s) noexcept nogil:
+    """CPU time of this thread so far: in user space, and in the kernel (where the
+    sockets' send and receive paths run, loopback delivery to the peer included)."""
+    cdef rusage ru
+    getrusage(RUSAGE_THREAD, &ru)
+    user_s[0] = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6
+    system_s[0] = ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6
 
 
 cdef void _init_run(Run* r) noexcept:
@@ -398,13 +409,17 @@ cdef Py_ssize_t _read(Run* r, Conn* c, Py_ssize_t index) noexcept nogil:
 
 
 cdef int _send_due(Run* r, int64_t now, Py_ssize_t* rr) noexcept nogil:
-    """Open loop: send every heartbeat due by `now`, round-robin from connection *rr."""
+    """Open loop: send the heartbeats due by `now`, round-robin from connection *rr, at
+    most SEND_BURST_MAX of them: a loop that fell behind (descheduled, or its sends cost
+    more than the schedule allows) then reads responses between bursts, so that their
+    receive times are not pushed back by a long run of sends."""
     # heartbeat k (from 0) is due at t0 + k / rate: how many are due by now
     cdef int64_t target = <int64_t>((now - r.t0) * r.rate_per_ns) + 1
-    cdef int64_t lag
+    cdef int64_t lag, sent_at = now
     cdef Py_ssize_t i = rr[0], full
+    cdef int burst = 0
     cdef Conn* c
-    while r.issued < target:
+    while r.issued < target and burst < SEND_BURST_MAX:
         full = 0
         while r.conns[i].inflight >= r.pipeline:
             i = i + 1 if i + 1 < r.nconn else 0
@@ -418,18 +433,21 @@ cdef int _send_due(Run* r, int64_t now, Py_ssize_t* rr) noexcept nogil:
                 rr[0] = i
                 return 0
         c = &r.conns[i]
-        if now >= r.t_measure:
-            lag = now - r.t0 - <int64_t>(r.issued / r.rate_per_ns)
+        if burst:
+            sent_at = _now()            # each request's own send time (a send takes µs)
+        if sent_at >= r.t_measure:
+            lag = sent_at - r.t0 - <int64_t>(r.issued / r.rate_per_ns)
             if lag >= LATE_NS:
                 r.late_sends += 1
             if lag > r.max_lag_ns:
                 r.max_lag_ns = lag
         r.issued += 1
-        if _queue(r, c, i, now) < 0:
+        if _queue(r, c, i, sent_at) < 0:
             return -1
         if not c.blocked and _flush(r, c, i) < 0:
             return -1
         i = i + 1 if i + 1 < r.nconn else 0
+        burst += 1
     rr[0] = i
     return 0
 
@@ -615,11 +633,12 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
     stopped early; the connections are then in an unknown state), failed_connection,
     sample_response / error_sample_response (response frames without the size field,
     for checking the layout), and the loop's own counts (sends, recvs, blocked_sends,
-    polls, sleeps, late_sends, max_lag_s, cpu_s)."""
+    polls, sleeps, late_sends, max_lag_s, cpu_user_s, cpu_system_s: the run's thread
+    CPU in user space and in the kernel, polling included)."""
     cdef Run r
     cdef Py_ssize_t i, nconn
     cdef int version, status
-    cdef int64_t cpu0
+    cdef double user0, sys0, user1, sys1
     cdef double rate_value = 0.0
     cdef epoll_event ev
     cdef double[::1] view
@@ -671,13 +690,13 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
                 raise OSError(errno, f"connection {i} (fd {c.fd}): epoll_ctl: "
                                      f"{strerror(errno).decode()}")
         with nogil:
-            cpu0 = _clock(CLOCK_THREAD_CPUTIME_ID)
+            _thread_cpu(&user0, &sys0)
             r.t0 = _now()
             r.t_measure = r.t0 + <int64_t>(warmup_s * 1e9)
             r.t_end = r.t_measure + <int64_t>(duration_s * 1e9)
             r.t_drain = r.t_end + <int64_t>(drain_s * 1e9)
             status = _loop(&r)
-            cpu0 = _clock(CLOCK_THREAD_CPUTIME_ID) - cpu0
+            _thread_cpu(&user1, &sys1)
         if status == -2:
             _reraise()
         errors = {}
@@ -706,7 +725,8 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
                                      if r.error_sample_len else None,
             "sends": r.sends, "recvs": r.recvs, "blocked_sends": r.blocked_sends,
             "polls": r.polls, "sleeps": r.sleeps, "late_sends": r.late_sends,
-            "max_lag_s": r.max_lag_ns * 1e-9, "cpu_s": cpu0 * 1e-9,
+            "max_lag_s": r.max_lag_ns * 1e-9,
+            "cpu_user_s": user1 - user0, "cpu_system_s": sys1 - sys0,
         }
     finally:
         _release(&r)

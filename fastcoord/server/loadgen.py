@@ -461,6 +461,8 @@ class Loadgen:
             "blocked_sends": result["blocked_sends"], "polls": result["polls"],
             "sleeps": result["sleeps"], "late_sends": result["late_sends"],
             "max_lag_ms": round(result["max_lag_s"] * 1000.0, 3),
+            "cpu_user_s": round(result["cpu_user_s"], 3),
+            "cpu_system_s": round(result["cpu_system_s"], 3),
         }
         if self._failure is not None:
             raise self._failure
