@@ -343,9 +343,13 @@ def test_loadgen_engines(loaded, engine, rate):
     assert 0 < summary["p50_ms"] <= summary["p99_ms"] <= summary["p999_ms"] <= summary["max_ms"]
     if rate is not None:
         assert 0.8 * rate * 0.5 <= summary["heartbeats"] <= 1.2 * rate * 0.5
+    assert summary["loadgen_cpu_s"] > 0
+    if sys.platform.startswith("linux"):
+        assert summary["loadgen_runq_wait_s"] >= 0
     if engine == "c":
         stats = summary["engine_stats"]
         assert stats["sends"] > 0 and stats["recvs"] > 0
+        assert stats["cpu_user_s"] + stats["cpu_system_s"] > 0
 
 
 @needs_server

@@ -76,6 +76,17 @@ class LoadgenError(RuntimeError):
     pass
 
 
+def _runq_wait_s(path: str = "/proc/thread-self/schedstat") -> Optional[float]:
+    """Seconds the task has spent runnable but waiting for a CPU (Linux schedstat: time
+    on CPU, time waiting on a run queue, timeslices), or None where there is none. On a
+    shared machine this says how much of a run's latency is other processes' doing."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def resolve_engine(engine: Optional[str]) -> str:
     """None or "auto": the C engine where it is built, else "python"."""
     if engine is None or engine == "auto":
@@ -240,6 +251,7 @@ class Loadgen:
         self.engine = DEFAULT_ENGINE
         self.engine_stats: dict = {}
         self.cpu_s = 0.0
+        self.runq_wait_s: Optional[float] = None
         self._broken: Optional[str] = None     # why the connections cannot be used again
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -411,11 +423,15 @@ class Loadgen:
         self.unsent = 0
         self.rate = rate
         cpu = time.thread_time()
+        waited = _runq_wait_s()
         if engine == "c":
             await self._measure_c(duration_s, warmup_s, rate)
         else:
             await self._measure_python(duration_s, warmup_s, rate)
         self.cpu_s = time.thread_time() - cpu
+        now_waited = _runq_wait_s()
+        self.runq_wait_s = (None if waited is None or now_waited is None
+                            else now_waited - waited)
         return self.summary()
 
     async def _measure_c(self, duration_s: float, warmup_s: float,
@@ -577,6 +593,9 @@ class Loadgen:
             # CPU time of the load generator's thread over the run (warm-up, measured
             # window and drain): its own cost next to the heartbeats it sent
             "loadgen_cpu_s": round(self.cpu_s, 3),
+            # ... and the time it was runnable but another process had its CPU
+            "loadgen_runq_wait_s": (None if self.runq_wait_s is None
+                                    else round(self.runq_wait_s, 3)),
             "engine_stats": self.engine_stats,
         }
 
