@@ -6,6 +6,7 @@ FASTCOORD_DEBUG=1          build with line tracing and write Cython's annotated 
 """
 import glob
 import os
+import sys
 
 from setuptools import setup
 
@@ -33,9 +34,14 @@ def native_extensions():
         directives.update(linetrace=True, binding=True, boundscheck=True, wraparound=True)
         macros += [("CYTHON_TRACE_NOGIL", "1")]
         compile_args = ["-O0", "-g"]
+    # The load generator's engine is built on epoll: Linux only (elsewhere
+    # fastcoord.server.loadgen runs its asyncio engine).
+    linux_only = {"fastcoord._native.loadgen"}
     extensions = []
     for pyx in sorted(glob.glob("fastcoord/_native/*.pyx")):
         name = pyx[:-4].replace("/", ".")
+        if name in linux_only and not sys.platform.startswith("linux"):
+            continue
         extensions.append(
             Extension(
                 name,

@@ -15,7 +15,17 @@ SyncGroup, kio-encoded), then measures Heartbeat requests:
                     extra_info: heartbeats_per_s, p50_ms, p99_ms, p999_ms, unsent.
 
 Server: memory store, no request log (the hot path only: heartbeats touch neither),
-native coordinator, uvloop when installed (the serve default; this process too). Full size: 1,000 connections, 100,000 members in 1,000 groups,
+native coordinator, uvloop when installed (the serve default; this process too).
+Load generator: setup in asyncio, the measurement by its C engine
+(fastcoord/_native/loadgen.pyx: epoll, the open loop paced to the microsecond, a few
+hundred ns of its own per heartbeat), or by the asyncio engine with
+FASTCOORD_BENCH_LOADGEN_ENGINE=python (it saturates its core near 100,000/s, and its
+latencies then include its own queueing). extra_info: engine, loadgen_cpu_s and
+server_cpu_s (CPU seconds of the load generator's thread and of the server process
+over the measured call, warm-up and drain included: server_cpu_s / duration is the
+server's core utilisation), loadgen_runq_wait_s and server_runq_wait_s (seconds each
+was runnable but waiting for its core: other processes' share of a shared machine,
+which shows up as latency). Full size: 1,000 connections, 100,000 members in 1,000 groups,
 10 s per case after 2 s warm-up (the issue's target: >= 100,000 heartbeats/s with
 p99 <= 5 ms). With --benchmark-disable (make test): 20 connections, 400 members,
 about 0.5 s per case.
@@ -45,6 +55,8 @@ QUICK = dict(connections=20, members=400, groups=20, duration_s=0.5, warmup_s=0.
 CASES = [("closed-p1", 1, None, None), ("closed-p8", 8, None, None),
          ("open-10000", 8, 10_000, 1_000), ("open-25000", 8, 25_000, 2_000),
          ("open-50000", 8, 50_000, 3_000), ("open-100000", 8, 100_000, 4_000)]
+# "auto": the C engine where it is built (it is on Linux), else the asyncio one
+ENGINE = os.environ.get("FASTCOORD_BENCH_LOADGEN_ENGINE", "auto")
 try:
     import uvloop
 except ImportError:       # the server and the load generator then use asyncio's own loop
@@ -82,6 +94,23 @@ class _Server:
             raise RuntimeError(f"server did not start: {log_path.read_text()}") from None
         self.port = int(first.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
 
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the server process so far (Linux), else 0."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def runq_wait_s(self) -> float:
+        """Seconds the server's main thread has been runnable but not running (Linux)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/schedstat") as f:
+                return int(f.read().split()[1]) * 1e-9
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGTERM)
@@ -109,7 +138,7 @@ def loaded(request, tmp_path_factory):
                   setup_timeout_s=300)
     try:
         loop.run_until_complete(gen.__aenter__())
-        yield gen, loop, size, quick
+        yield gen, loop, size, quick, server
     finally:
         loop.run_until_complete(gen.__aexit__(None, None, None))
         loop.close()
@@ -121,16 +150,20 @@ def loaded(request, tmp_path_factory):
 
 @pytest.mark.parametrize("case,pipeline,rate,quick_rate", CASES, ids=[c[0] for c in CASES])
 def test_server_heartbeats(benchmark, loaded, case, pipeline, rate, quick_rate):
-    gen, loop, size, quick = loaded
+    gen, loop, size, quick, server = loaded
     gen.pipeline = pipeline
     offered = quick_rate if quick else rate
-    loop.run_until_complete(gen.measure(size["warmup_s"], 0.0, offered))     # warm-up
+    loop.run_until_complete(gen.measure(size["warmup_s"], 0.0, offered, ENGINE))   # warm-up
     results = []
     benchmark.group = "server-heartbeat"
+    server_cpu, server_wait = server.cpu_s(), server.runq_wait_s()
     benchmark.pedantic(lambda: results.append(
-        loop.run_until_complete(gen.measure(size["duration_s"], 0.0, offered))),
+        loop.run_until_complete(gen.measure(size["duration_s"], 0.0, offered, ENGINE))),
         rounds=1, iterations=1)
+    server_cpu, server_wait = server.cpu_s() - server_cpu, server.runq_wait_s() - server_wait
     summary = results[-1]
+    summary["server_cpu_s"] = round(server_cpu, 3)
+    summary["server_runq_wait_s"] = round(server_wait, 3)
     assert summary["heartbeats"] > 0
     assert summary["errors"] == {}, summary       # every member stays in its generation
     benchmark.extra_info.update({
@@ -140,5 +173,9 @@ def test_server_heartbeats(benchmark, loaded, case, pipeline, rate, quick_rate):
         "connections": size["connections"], "members": size["members"],
         "pipeline": pipeline, "offered_per_s": offered or 0, "unsent": summary["unsent"],
         "pinned": int(_pinned()), "uvloop": int(uvloop is not None),
+        "engine": summary["engine"], "loadgen_cpu_s": summary["loadgen_cpu_s"],
+        "server_cpu_s": summary["server_cpu_s"],
+        "loadgen_runq_wait_s": summary["loadgen_runq_wait_s"],
+        "server_runq_wait_s": summary["server_runq_wait_s"],
     })
     print(f"\n{case}: {summary}")

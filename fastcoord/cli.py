@@ -218,6 +218,10 @@ def _add_loadgen_parser(sub) -> None:
     lg.add_argument("--setup-timeout-s", type=float, default=600.0)
     lg.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                     help="asyncio's own event loop or uvloop (auto: uvloop when installed)")
+    lg.add_argument("--engine", choices=["auto", "c", "python"], default="auto",
+                    help="what runs the measurement after the asyncio setup: the C engine "
+                         "(little cost per heartbeat, fine pacing) or the asyncio one "
+                         "(auto: C where it is built)")
 
 
 def _loadgen(args) -> int:

@@ -9,38 +9,27 @@ the position reached, at the first frame it does not answer (another API, an unu
 or malformed form, an oversized or incomplete frame): the caller's per-frame path
 handles that one exactly as before, so behaviour never depends on which path ran.
 
+`HeartbeatReader` is the same parsing for a whole read: it answers the read's leading
+heartbeats and hands their responses to the transport in one write, so a connection
+whose reads are plain heartbeats runs no Python code per heartbeat but the
+coordinator's.
+
 The pure twin is fastcoord/_pure/wire.py (the same function over the Python decoder).
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int16_t, int32_t, uint8_t
 from libc.time cimport timespec
+
+from fastcoord._native.bigendian cimport read_i16, read_i32, write_i32
 
 cdef extern from "<time.h>" nogil:
     int clock_gettime(int clk, timespec* ts)
     int CLOCK_MONOTONIC
 
-from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, uint8_t, uint32_t
-
 cdef enum:
     HEARTBEAT_KEY = 12
-
-
-cdef inline int32_t _i32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16)
-                     | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
-cdef inline int16_t _i16(const uint8_t* p) noexcept nogil:
-    return <int16_t>((p[0] << 8) | p[1])
-
-
-cdef inline void _put_i32(char* p, int32_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = <char>(u >> 24)
-    p[1] = <char>(u >> 16)
-    p[2] = <char>(u >> 8)
-    p[3] = <char>u
 
 
 # A string field: [start, start + length) of the frame, or length -1 for null.
@@ -55,7 +44,7 @@ cdef inline Py_ssize_t _str16(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
     cdef int16_t n
     if pos + 2 > end:
         return -1
-    n = _i16(f + pos)
+    n = read_i16(f + pos)
     if n < 0:
         if n == -1 and nullable:
             out.start = pos + 2
@@ -117,13 +106,13 @@ cdef Py_ssize_t _encode(char* r, int version, int32_t correlation, int error) no
     cdef bint flexible = version >= 4
     cdef Py_ssize_t n = 10 + (4 if version >= 1 else 0) + (2 if flexible else 0)
     cdef Py_ssize_t p = 8
-    _put_i32(r, <int32_t>(n - 4))
-    _put_i32(r + 4, correlation)
+    write_i32(r, <int32_t>(n - 4))
+    write_i32(r + 4, correlation)
     if flexible:
         r[p] = 0                                  # header tagged fields
         p += 1
     if version >= 1:
-        _put_i32(r + p, 0)                        # throttle
+        write_i32(r + p, 0)                       # throttle
         p += 4
     r[p] = <char>(error >> 8)
     r[p + 1] = <char>error
@@ -157,17 +146,17 @@ cdef Py_ssize_t _parse(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
     cdef bint flexible
     if end - pos < 4:
         return -1
-    size = _i32(f + pos)
+    size = read_i32(f + pos)
     if size < 8 or size > max_frame or end - pos - 4 < size:
         return -1
     fpos = pos + 4
     fend = fpos + size
-    if _i16(f + fpos) != HEARTBEAT_KEY:
+    if read_i16(f + fpos) != HEARTBEAT_KEY:
         return -1
-    hb.version = _i16(f + fpos + 2)
+    hb.version = read_i16(f + fpos + 2)
     if hb.version < min_version or hb.version > max_version or hb.version > 4:
         return -1
-    hb.correlation = _i32(f + fpos + 4)
+    hb.correlation = read_i32(f + fpos + 4)
     p = _str16(f, fpos + 8, fend, True, &hb.client)
     if p < 0:
         return -1
@@ -180,7 +169,7 @@ cdef Py_ssize_t _parse(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
     p = _string(f, p, fend, False, flexible, &hb.group)
     if p < 0 or p + 4 > fend:
         return -1
-    hb.generation = _i32(f + p)
+    hb.generation = read_i32(f + p)
     p = _string(f, p + 4, fend, False, flexible, &hb.member)
     if p < 0:
         return -1

@@ -10,8 +10,20 @@ client) and returns / prints a JSON summary with p50/p99/p999.
 
 Heartbeat frames are encoded by kio once per member; only the correlation id is
 patched per request (Kafka's header layout: size, api key, api version, correlation
-id). The response's correlation id and error code are read at their fixed offsets,
-and every 1024th response is also decoded by kio and compared.
+id). The response's correlation id and error code are read at their fixed offsets;
+some responses are also decoded by kio and compared (every 1024th with the asyncio
+engine; the first one, and the first with an error, with the C engine).
+
+Two engines run the measurement (setup is always asyncio):
+
+- "c" (the default where it is built: fastcoord/_native/loadgen.pyx, Linux): the
+  sockets are handed to one C loop with the GIL released (epoll, non-blocking
+  send/recv, CLOCK_MONOTONIC pacing of the open loop to the microsecond). Its cost per
+  heartbeat is small next to the server's, so the latency it reports is the server's.
+  The event loop is blocked meanwhile: the server under test must not share it.
+- "python": the asyncio protocol below (the readable version, and the fallback). It
+  saturates its own core near 100,000 heartbeats/s, sends the open loop in bursts every
+  0.5 ms, and its latencies include its own queueing at high rates.
 """
 from __future__ import annotations
 
@@ -24,7 +36,22 @@ import time
 import uuid
 from typing import Dict, List, Optional
 
+from .._compat import NO_EXTENSIONS
 from .protocol import decode_response, encode_request
+
+try:
+    if NO_EXTENSIONS:
+        raise ImportError("FASTCOORD_NO_EXTENSIONS is set")
+    from .._native.loadgen import run_heartbeats as _run_heartbeats
+except ImportError as exc:       # not built (or not Linux): the asyncio engine only
+    _run_heartbeats = None
+    _NATIVE_ERROR: Optional[ImportError] = exc
+else:
+    _NATIVE_ERROR = None
+
+ENGINES = ("c", "python")
+DEFAULT_ENGINE = "c" if _run_heartbeats is not None else "python"
+DRAIN_S = 10.0                   # in-flight heartbeats must be answered this soon after a run
 
 JOIN, SYNC, HEARTBEAT = 11, 14, 12
 JOIN_VERSION, SYNC_VERSION = 7, 5
@@ -32,6 +59,7 @@ MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, COORDINATOR_LOAD_IN_PROGRESS = 79, 27
 _I32 = struct.Struct(">i")
 _H16 = struct.Struct(">h")
 _SIZE = struct.Struct(">i")
+_NO_CORRELATION = bytes(4)      # the C engine writes each request's own id there
 
 
 def _subscription(topic: str) -> bytes:
@@ -48,6 +76,29 @@ class LoadgenError(RuntimeError):
     pass
 
 
+def _runq_wait_s(path: str = "/proc/thread-self/schedstat") -> Optional[float]:
+    """Seconds the task has spent runnable but waiting for a CPU (Linux schedstat: time
+    on CPU, time waiting on a run queue, timeslices), or None where there is none. On a
+    shared machine this says how much of a run's latency is other processes' doing."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def resolve_engine(engine: Optional[str]) -> str:
+    """None or "auto": the C engine where it is built, else "python"."""
+    if engine is None or engine == "auto":
+        return DEFAULT_ENGINE
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be 'auto', 'c' or 'python', got {engine!r}")
+    if engine == "c" and _run_heartbeats is None:
+        raise LoadgenError(f"the C load generator engine is not built ({_NATIVE_ERROR}); "
+                           "build the extensions (pip install -e .) or use engine='python'")
+    return engine
+
+
 class _Conn(asyncio.Protocol):
     """One connection: request/response calls during setup, then pipelined heartbeats."""
 
@@ -61,7 +112,8 @@ class _Conn(asyncio.Protocol):
         self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
         # heartbeat phase
         self.beating = False
-        self.frames: List[tuple] = []       # (prefix, suffix) around the correlation id
+        self.members: List[str] = []        # the member ids whose heartbeats it sends
+        self.frames: List[tuple] = []       # theirs: (prefix, suffix) around the correlation id
         self._next = 0
         self._sent: collections.deque = collections.deque()   # (correlation id, send time)
         self.inflight = 0
@@ -196,6 +248,11 @@ class Loadgen:
         self.unsent = 0
         self.elapsed = 0.0
         self.setup_s = 0.0
+        self.engine = DEFAULT_ENGINE
+        self.engine_stats: dict = {}
+        self.cpu_s = 0.0
+        self.runq_wait_s: Optional[float] = None
+        self._broken: Optional[str] = None     # why the connections cannot be used again
 
     # -- bookkeeping -------------------------------------------------------------------------
     def record(self, latency: float, err: int) -> None:
@@ -283,7 +340,7 @@ class Loadgen:
             if err == 0:
                 self.generation[member_id] = joined.generation_id
                 self.member_group[member_id] = group
-                conn.frames.append(member_id)
+                conn.members.append(member_id)
                 return
             if err not in (REBALANCE_IN_PROGRESS, 22, 25):
                 raise LoadgenError(f"SyncGroup {group}: error {err}")
@@ -319,13 +376,17 @@ class Loadgen:
             raise LoadgenError("groups did not settle")
         # each connection's heartbeat frames, encoded once by kio
         for conn in self.conns:
-            frames = []
-            for mid in conn.frames:
-                data = encode_request(HEARTBEAT, self.hb_version, 0, {
-                    "group_id": self.member_group[mid], "generation_id": self.generation[mid],
-                    "member_id": mid, "group_instance_id": None}, client_id="fastcoord-loadgen")
-                frames.append((data[:8], data[12:]))   # size, key, version | corr | rest
-            conn.frames = frames
+            conn.frames = [self.heartbeat_frame(mid) for mid in conn.members]
+
+    def heartbeat_frame(self, member_id: str, generation: Optional[int] = None) -> tuple:
+        """The member's Heartbeat request as (prefix, suffix) around the correlation id
+        (size, api key, api version | correlation id | the rest), in its generation
+        unless another is given."""
+        data = encode_request(HEARTBEAT, self.hb_version, 0, {
+            "group_id": self.member_group[member_id],
+            "generation_id": self.generation[member_id] if generation is None else generation,
+            "member_id": member_id, "group_instance_id": None}, client_id="fastcoord-loadgen")
+        return data[:8], data[12:]
 
     async def _check_generations(self) -> list:
         stale = []
@@ -336,25 +397,115 @@ class Loadgen:
                 "member_id": mid, "group_instance_id": None})
             if int(resp.error_code) != 0:
                 stale.append((conn, mid))
-        await asyncio.gather(*(one(conn, mid) for conn in self.conns for mid in conn.frames))
+        await asyncio.gather(*(one(conn, mid) for conn in self.conns for mid in conn.members))
         for conn, mid in stale:
-            conn.frames.remove(mid)
+            conn.members.remove(mid)
         return stale
 
     # -- the measurement -----------------------------------------------------------------------
     async def measure(self, duration_s: float, warmup_s: float = 0.0,
-                      rate: Optional[float] = None) -> dict:
+                      rate: Optional[float] = None, engine: Optional[str] = None) -> dict:
         """One measurement on the connections and members set up: closed loop
         (`rate` None: every connection keeps `pipeline` heartbeats in flight, a response
         sends the next) or open loop (`rate` heartbeats/s in all, spread round-robin over
         the connections, at most `pipeline` in flight on each; what cannot be sent
-        because every connection is full counts as `unsent`)."""
-        loop = asyncio.get_running_loop()
+        because every connection is full counts as `unsent`). `engine`: "c", "python"
+        or None/"auto" (C where built; see the module docstring)."""
+        engine = resolve_engine(engine)
+        if self._broken is not None:
+            raise LoadgenError(f"the connections are unusable after an earlier failure: "
+                               f"{self._broken}")
+        self.engine = engine
+        self.engine_stats = {}
         self.latencies = []
         self.errors = collections.Counter()
         self.answered = 0
         self.unsent = 0
         self.rate = rate
+        cpu = time.thread_time()
+        waited = _runq_wait_s()
+        if engine == "c":
+            await self._measure_c(duration_s, warmup_s, rate)
+        else:
+            await self._measure_python(duration_s, warmup_s, rate)
+        self.cpu_s = time.thread_time() - cpu
+        now_waited = _runq_wait_s()
+        self.runq_wait_s = (None if waited is None or now_waited is None
+                            else now_waited - waited)
+        return self.summary()
+
+    async def _measure_c(self, duration_s: float, warmup_s: float,
+                         rate: Optional[float]) -> None:
+        """Hand the sockets to the C engine for the run, then give them back to asyncio."""
+        await self._quiesce()
+        frames = [[b"".join((prefix, _NO_CORRELATION, suffix)) for prefix, suffix in c.frames]
+                  for c in self.conns]
+        transports = [c.transport for c in self.conns]
+        # Paused, the transports read nothing more: the engine's epoll alone sees the
+        # sockets' input until they resume.
+        for transport in transports:
+            transport.pause_reading()
+        try:
+            fds = [t.get_extra_info("socket").fileno() for t in transports]
+            # Called here, not in an executor: the loop has nothing else to do, and
+            # Ctrl-C reaches the engine (it checks for signals while it runs).
+            result = _run_heartbeats(fds, frames, pipeline=self.pipeline, rate=rate,
+                                     duration_s=duration_s, warmup_s=warmup_s,
+                                     drain_s=DRAIN_S)
+        except BaseException as exc:
+            self._broken = f"the C engine stopped: {exc!r}"   # requests may be in flight
+            raise
+        finally:
+            for transport in transports:
+                if not transport.is_closing():
+                    transport.resume_reading()
+        if result["failure"] is not None:
+            # Requests or half a response may be left on the sockets: they cannot go back
+            # to the asyncio protocol.
+            self._broken = result["failure"]
+            raise LoadgenError(f"C engine: {result['failure']}")
+        self.latencies = result["latencies"]
+        self.answered = result["answered"]
+        self.elapsed = result["elapsed_s"]
+        self.unsent = result["unsent"]
+        self.errors = collections.Counter(result["errors"])
+        for frame in (result["sample_response"], result["error_sample_response"]):
+            if frame is not None:
+                self.check(frame, _H16.unpack_from(frame, self.error_offset)[0])
+        self.engine_stats = {
+            "sends": result["sends"], "recvs": result["recvs"],
+            "blocked_sends": result["blocked_sends"], "polls": result["polls"],
+            "sleeps": result["sleeps"], "late_sends": result["late_sends"],
+            "max_lag_ms": round(result["max_lag_s"] * 1000.0, 3),
+            "cpu_user_s": round(result["cpu_user_s"], 3),
+            "cpu_system_s": round(result["cpu_system_s"], 3),
+        }
+        if self._failure is not None:
+            raise self._failure
+
+    async def _quiesce(self) -> None:
+        """Wait until no setup call or heartbeat is in flight, nothing is half-read and
+        nothing waits in asyncio's write buffers: the C engine starts with empty FIFOs,
+        and bytes left to asyncio would be lost to it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_S
+        while True:
+            closed = sum(1 for c in self.conns if c.closed.done())
+            if closed or self.lost:
+                raise LoadgenError(f"{max(closed, self.lost)} connections closed by the server")
+            busy = [c for c in self.conns if c._calls or c.inflight or c._buf
+                    or c.transport.get_write_buffer_size()]
+            if not busy:
+                return
+            if loop.time() >= deadline:
+                raise LoadgenError(f"{len(busy)} connections still busy {DRAIN_S:g} s "
+                                   "before the C engine could take them over")
+            await asyncio.sleep(0.001)
+
+    async def _measure_python(self, duration_s: float, warmup_s: float,
+                              rate: Optional[float]) -> None:
+        """The asyncio engine: _Conn.send_beats/data_received, paced by _pace."""
+        loop = asyncio.get_running_loop()
         self.stopping = False
         for conn in self.conns:
             conn.beating = True
@@ -382,7 +533,6 @@ class Loadgen:
             raise LoadgenError(f"{self.lost} connections closed by the server during the run")
         if self._failure is not None:
             raise self._failure
-        return self.summary()
 
     async def _pace(self, rate: float) -> None:
         conns = self.conns
@@ -430,6 +580,7 @@ class Loadgen:
         return {
             "connections": self.connections, "members": self.members, "groups": self.groups,
             "pipeline": self.pipeline, "heartbeat_version": self.hb_version,
+            "engine": self.engine,
             "mode": "closed loop" if self.rate is None else f"open loop at {self.rate:g}/s",
             "unsent": self.unsent,
             "duration_s": round(self.elapsed, 3), "heartbeats": self.answered,
@@ -439,6 +590,13 @@ class Loadgen:
             "errors": {str(k): v for k, v in sorted(self.errors.items())},
             "setup_s": round(self.setup_s, 3),
             "setup_rejoins": self.rejoins,
+            # CPU time of the load generator's thread over the run (warm-up, measured
+            # window and drain): its own cost next to the heartbeats it sent
+            "loadgen_cpu_s": round(self.cpu_s, 3),
+            # ... and the time it was runnable but another process had its CPU
+            "loadgen_runq_wait_s": (None if self.runq_wait_s is None
+                                    else round(self.runq_wait_s, 3)),
+            "engine_stats": self.engine_stats,
         }
 
 
@@ -446,13 +604,15 @@ async def run_loadgen(host: str = "127.0.0.1", port: int = 9092, *, connections:
                       members: int = 1000, groups: int = 100, duration_s: float = 10.0,
                       pipeline: int = 4, warmup_s: float = 1.0, rate: Optional[float] = None,
                       heartbeat_version: int = 4, session_timeout_ms: int = 300_000,
-                      setup_timeout_s: float = 600.0, topic: str = "loadgen") -> dict:
+                      setup_timeout_s: float = 600.0, topic: str = "loadgen",
+                      engine: Optional[str] = None) -> dict:
     """Set up, run one measurement and return its summary (see the module docstring)."""
+    engine = resolve_engine(engine)          # before the setup, which takes a while
     async with Loadgen(host, port, connections=connections, members=members, groups=groups,
                        pipeline=pipeline, heartbeat_version=heartbeat_version,
                        session_timeout_ms=session_timeout_ms, setup_timeout_s=setup_timeout_s,
                        topic=topic) as gen:
-        return await gen.measure(duration_s, warmup_s, rate)
+        return await gen.measure(duration_s, warmup_s, rate, engine)
 
 
 def main(args) -> int:
@@ -464,7 +624,8 @@ def main(args) -> int:
             groups=args.groups, duration_s=args.duration_s, pipeline=args.pipeline,
             warmup_s=args.warmup_s, rate=args.rate or None,
             heartbeat_version=args.heartbeat_version,
-            session_timeout_ms=args.session_timeout_ms, setup_timeout_s=args.setup_timeout_s))
+            session_timeout_ms=args.session_timeout_ms, setup_timeout_s=args.setup_timeout_s,
+            engine=getattr(args, "engine", None)))
     except (OSError, LoadgenError, ValueError, asyncio.TimeoutError) as exc:
         print(f"fastcoord loadgen: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
@@ -472,4 +633,5 @@ def main(args) -> int:
     return 0
 
 
-__all__ = ["run_loadgen", "Loadgen", "LoadgenError"]
+__all__ = ["run_loadgen", "Loadgen", "LoadgenError", "ENGINES", "DEFAULT_ENGINE",
+           "resolve_engine"]
