@@ -10,7 +10,7 @@ SyncGroup, kio-encoded), then measures Heartbeat requests:
                     in-flight / throughput, Little's law).
                     open-R: R heartbeats/s in all, spread over the connections (at most
                     8 in flight on each), latency at that offered load (R = 10,000,
-                    25,000, 50,000 and the target 100,000).
+                    25,000, 50,000, 75,000 and the target 100,000).
                     ops = heartbeats answered in the measured window (one call);
                     extra_info: heartbeats_per_s, p50_ms, p99_ms, p999_ms, unsent.
 
@@ -54,7 +54,8 @@ QUICK = dict(connections=20, members=400, groups=20, duration_s=0.5, warmup_s=0.
 # (case, pipeline, offered rate at full size, offered rate in quick mode)
 CASES = [("closed-p1", 1, None, None), ("closed-p8", 8, None, None),
          ("open-10000", 8, 10_000, 1_000), ("open-25000", 8, 25_000, 2_000),
-         ("open-50000", 8, 50_000, 3_000), ("open-100000", 8, 100_000, 4_000)]
+         ("open-50000", 8, 50_000, 3_000), ("open-75000", 8, 75_000, 3_500),
+         ("open-100000", 8, 100_000, 4_000)]
 # "auto": the C engine where it is built (it is on Linux), else the asyncio one
 ENGINE = os.environ.get("FASTCOORD_BENCH_LOADGEN_ENGINE", "auto")
 try:
