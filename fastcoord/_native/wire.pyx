@@ -20,13 +20,9 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, uint8_t
-from libc.time cimport timespec
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from fastcoord._native.bigendian cimport read_i16, read_i32, write_i32
-
-cdef extern from "<time.h>" nogil:
-    int clock_gettime(int clk, timespec* ts)
-    int CLOCK_MONOTONIC
 
 cdef enum:
     HEARTBEAT_KEY = 12
