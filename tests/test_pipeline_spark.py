@@ -106,3 +106,15 @@ def test_launch_settings_on_a_running_session_are_reported(spark, tmp_path, caps
     err = capsys.readouterr().err
     assert "not applied: spark.driver.memory" in err
     assert not spark.sparkContext._jsc.sc().isStopped()    # the owner's session lives on
+
+
+def test_spark_connect_without_its_client_packages_says_so(monkeypatch):
+    """sc:// is a Spark Connect session (tests/test_pipeline_connect.py runs one); with
+    the Connect client packages missing it fails before connecting, naming them."""
+    from fastcoord.pipeline import spark as sp
+    assert sp.is_connect("sc://127.0.0.1:15002") and not sp.is_connect("spark://h:7077")
+    assert sp.connect_client_missing() == [], "grpcio & co. are dev dependencies"
+    monkeypatch.setattr(sp, "CONNECT_CLIENT_MODULES",
+                        dict(sp.CONNECT_CLIENT_MODULES, zstandard="no_such_module_zstd"))
+    with pytest.raises(RuntimeError, match=r"missing here: zstandard .*fastcoord\[spark\]"):
+        sp.session("sc://127.0.0.1:1")

@@ -124,13 +124,14 @@ def _spark_session(master: str, conf: Optional[Dict[str, str]] = None):
     """A session, and whether this command started it (only then does it stop it: a
     session already running in this process belongs to its owner, and launch-time
     settings such as the driver's memory cannot change in a running JVM: they are
-    reported as not applied)."""
+    reported as not applied; under Spark Connect `session` reports what the server
+    would not take)."""
     from pyspark.sql import SparkSession
 
     from . import spark as sp
     existing = SparkSession.getActiveSession()
     session = sp.session(master, conf=conf)
-    if existing is not None and conf:
+    if existing is not None and conf and not sp.is_connect(master):
         ignored = sorted(k for k, v in conf.items()
                          if session.sparkContext.getConf().get(k, None) != v)
         if ignored:

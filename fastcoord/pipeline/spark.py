@@ -17,7 +17,20 @@ tables as the single-process replay.
   executors' Python is PYSPARK_PYTHON (or `executor_python=`), else Spark's default
   `python3`; it needs the pandas-UDF baseline (numpy, pandas < 3, pyarrow) and the
   driver's Python version and platform, since the extension is built for it.
-- `sc://` (Spark Connect) is refused: see SPARK_CONNECT_UNSUPPORTED for why.
+- `sc://host:port` (Spark Connect; `connect_session`): a client session of a running
+  Connect server, which owns the SparkContext and its launch settings. The same archive
+  goes up with `addArtifacts(<zip>#fastcoord, archive=True)`; the server unpacks it as
+  `fastcoord/` in that session's artifact directory (under its spark.local.dir, in
+  `userFiles-*/<session id>/`), which is the working directory and first on sys.path
+  of the Python workers running the session's UDFs. The executors' Python is the
+  *server's* choice (spark.pyspark.python, else its PYSPARK_PYTHON when it started,
+  else `python3`): a client cannot change it, so `executor_python=` is reported as not
+  applied, like every launch-time setting (memory, cores, spark.archives); runtime SQL
+  settings (shuffle partitions, Arrow) are set with `session.conf.set`. The jobs use
+  only DataFrame APIs Connect has (no SparkContext, no RDDs: `default_parallelism`).
+  The client needs grpcio, grpcio-status, googleapis-common-protos and zstandard (in
+  the spark extra); the trace path and --out must be readable and writable by the
+  server and its executors, as on any cluster.
 """
 from __future__ import annotations
 
@@ -58,11 +71,34 @@ SHIP_NAME = "fastcoord"           # the directory the archive unpacks to on exec
 # Cython sources and generated C are build inputs, not runtime files.
 _SHIP_SUFFIXES = (".py", ".so", ".pyd", ".pyi", "py.typed")
 
-SPARK_CONNECT_UNSUPPORTED = (
-    "sc:// (Spark Connect) is not supported: the executors import fastcoord from an archive "
-    "shipped with spark.archives, a launch-time setting a Connect client cannot set; the "
-    "Connect way (spark.addArtifacts(..., archive=True)) is not implemented or tested. Use "
-    "the cluster's master URL (spark://, yarn, k8s://) instead.")
+# what the Spark Connect client (pyspark.sql.connect) imports beyond pyspark, pandas and
+# pyarrow: distribution name -> module
+CONNECT_CLIENT_MODULES = {"grpcio": "grpc", "grpcio-status": "grpc_status",
+                          "googleapis-common-protos": "google.rpc", "zstandard": "zstandard"}
+
+
+def is_connect(master: str) -> bool:
+    """A Spark Connect URL (sc://host:port): a client session of a running server."""
+    return master.startswith("sc://")
+
+
+def is_connect_session(spark) -> bool:
+    """A Spark Connect client session (no SparkContext, no RDDs on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def connect_client_missing() -> List[str]:
+    """The Connect client packages this interpreter lacks (empty: sc:// can work)."""
+    import importlib.util
+    missing = []
+    for dist, module in CONNECT_CLIENT_MODULES.items():
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:          # a parent package (e.g. google) is absent
+            found = False
+        if not found:
+            missing.append(dist)
+    return missing
 
 
 def is_local(master: str) -> bool:
@@ -120,8 +156,13 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
             conf: Optional[Dict[str, str]] = None):
     """A SparkSession for the replay on `master` (see the module doc for shipping).
     `conf`: extra Spark settings (e.g. spark.executor.memory)."""
-    if master.startswith("sc://"):
-        raise ValueError(SPARK_CONNECT_UNSUPPORTED)
+    if is_connect(master):
+        settings = {"spark.sql.execution.arrow.pyspark.enabled": "true",
+                    "spark.sql.shuffle.partitions": str(shuffle_partitions or NUM_SHARDS)}
+        if executor_python:
+            settings["spark.pyspark.python"] = executor_python
+        settings.update(conf or {})
+        return connect_session(master, settings)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     b = (SparkSession.builder.master(master).appName(app)
@@ -143,6 +184,55 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     return b.getOrCreate()
+
+
+# the shipped archives, by Connect session id: a session reused by getOrCreate has it
+_SHIPPED: Dict[str, str] = {}
+
+
+def connect_session(url: str, settings: Optional[Dict[str, str]] = None, *, stream=None):
+    """A Spark Connect session on `url` (sc://host:port) with fastcoord shipped to it.
+
+    The package archive goes up with `addArtifacts(<zip>#fastcoord, archive=True)`: the
+    server unpacks it as `fastcoord/` in the session's own artifact directory, which is
+    the Python workers' working directory and first on their sys.path for this session's
+    UDFs, so `import fastcoord` there finds the shipped copy. `settings` are set one by
+    one with `session.conf.set`: runtime SQL settings take; launch-time ones (memory,
+    cores, spark.pyspark.python, ...) belong to the server, which keeps its own, and are
+    listed on `stream` (stderr) as not applied rather than failing the job."""
+    missing = connect_client_missing()
+    if missing:
+        raise RuntimeError(
+            f"{url}: Spark Connect needs the Connect client packages, missing here: "
+            f"{', '.join(missing)} (pip install 'fastcoord[spark]', which has them)")
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    not_applied = []
+    for key, value in (settings or {}).items():
+        try:
+            spark.conf.set(key, value)
+        except Exception:            # CANNOT_MODIFY_CONFIG: a static or core setting
+            not_applied.append(key)
+    if not_applied:
+        print(f"fastcoord: the Spark Connect server at {url} keeps its launch settings; "
+              f"not applied: {', '.join(sorted(not_applied))}", file=stream or sys.stderr)
+    archive = package_archive()
+    if _SHIPPED.get(spark.session_id) != archive:
+        spark.addArtifacts(f"{archive}#{SHIP_NAME}", archive=True)
+        _SHIPPED[spark.session_id] = archive
+    return spark
+
+
+def default_parallelism(spark) -> int:
+    """The SparkContext's default parallelism (the task slots, on local and standalone
+    masters). A Connect client has no SparkContext: there it is the partition count of a
+    `range` without one, which Spark sets to the same number (unless the server sets
+    spark.sql.leafNodeDefaultParallelism), at the cost of one tiny job."""
+    if not is_connect_session(spark):
+        return spark.sparkContext.defaultParallelism
+    from pyspark.sql import functions as F
+    ids = spark.range(1 << 16).select(F.spark_partition_id().alias("p"))
+    return ids.agg(F.max("p")).collect()[0][0] + 1
 
 
 def shard_udf(num_shards: int):

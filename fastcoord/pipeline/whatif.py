@@ -916,7 +916,7 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
     summarized on the driver (the same tables as `whatif_local`)."""
     from pyspark.sql import functions as F
 
-    from .spark import shard_udf
+    from .spark import default_parallelism, shard_udf
 
     df = spark.read.parquet(trace_path)
     df = df.select(*[c for c in COLUMNS if c in df.columns])
@@ -930,7 +930,7 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
     # The rows are few but each (configuration, shard) group is a long computation: an
     # explicit partition count keeps adaptive execution from coalescing the groups into
     # as few tasks as their bytes would suggest (the groupBy reuses this partitioning).
-    slots = spark.sparkContext.defaultParallelism
+    slots = default_parallelism(spark)
     tasks = tasks.repartition(max(1, min(len(configs) * num_shards, 4 * slots)),
                               "config", "shard")
     result = tasks.groupBy("config", "shard").applyInPandas(
@@ -944,17 +944,37 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
 
 class SparkProgress:
     """Prints the progress of the running Spark stages to stderr while a job runs
-    (a background thread polling the status tracker)."""
+    (a background thread polling the status tracker; on a Spark Connect session, which
+    has no status tracker here, the progress the server streams with each operation)."""
 
     def __init__(self, spark, label: str, stream=None, interval: float = 0.5):
-        self.sc = spark.sparkContext
+        from .spark import is_connect_session
+        self.connect = spark if is_connect_session(spark) else None
+        self.sc = None if self.connect is not None else spark.sparkContext
         self.label = label
         self.stream = stream or sys.stderr
         self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._last = None
-        self._t0 = time.perf_counter()
+        self._t0 = self._shown = time.perf_counter()
+
+    def _report(self, done: int, total: int) -> None:
+        if total and (done, total) != self._last:
+            self._last = (done, total)
+            self.stream.write(f"  {self.label}: {done}/{total} tasks of the running stages "
+                              f"({time.perf_counter() - self._t0:.1f}s)\n")
+            self.stream.flush()
+
+    def _on_connect_progress(self, stages, inflight_tasks, operation_id, done) -> None:
+        # called on every update the server streams: at most one line per interval
+        now = time.perf_counter()
+        if now - self._shown < self.interval:
+            return
+        self._shown = now
+        running = [s for s in stages or () if not s.done]
+        self._report(sum(s.num_completed_tasks for s in running),
+                     sum(s.num_tasks for s in running))
 
     def _run(self) -> None:
         tracker = self.sc.statusTracker()
@@ -968,17 +988,19 @@ class SparkProgress:
                         total += info.numTasks
             except Exception:          # the context is going away: stop reporting
                 return
-            if total and (done, total) != self._last:
-                self._last = (done, total)
-                self.stream.write(f"  {self.label}: {done}/{total} tasks of the running stages "
-                                  f"({time.perf_counter() - self._t0:.1f}s)\n")
-                self.stream.flush()
+            self._report(done, total)
 
     def __enter__(self) -> "SparkProgress":
-        self._thread.start()
+        if self.connect is not None:
+            self.connect.registerProgressHandler(self._on_connect_progress)
+        else:
+            self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.connect is not None:
+            self.connect.removeProgressHandler(self._on_connect_progress)
+            return
         self._stop.set()
         self._thread.join()
 
