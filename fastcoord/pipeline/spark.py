@@ -1,5 +1,5 @@
 """The Spark replay: partition the trace by coordinator shard, run each shard's
-ShardReplay inside a Python worker (`groupBy("shard").applyInPandas`), write the same
+ShardReplay inside a Python worker (`groupBy("shard").applyInArrow`), write the same
 tables as the single-process replay.
 
 `session(master)` makes a SparkSession.
@@ -245,7 +245,7 @@ def shard_udf(num_shards: int):
     return shard
 
 
-def _wide_frame(name: str, t: pa.Table) -> pd.DataFrame:
+def _wide_table(name: str, t: pa.Table) -> pa.Table:
     cols = {}
     for fname, ftype in _WIDE.items():
         if fname == "table":
@@ -254,7 +254,7 @@ def _wide_frame(name: str, t: pa.Table) -> pd.DataFrame:
             cols[fname] = t.column(fname).cast(ftype)
         else:
             cols[fname] = pa.nulls(t.num_rows, ftype)
-    return pa.table(cols, schema=WIDE_SCHEMA).to_pandas()
+    return pa.table(cols, schema=WIDE_SCHEMA)
 
 
 def _runtime_row(shard: int, impl: str) -> pa.Table:
@@ -269,18 +269,19 @@ def _runtime_row(shard: int, impl: str) -> pa.Table:
 
 
 def _run_shard_fn(impl, end_ms, num_shards):
-    def run(pdf):
+    """The task of one shard: its trace rows in, the wide result rows out, Arrow tables
+    both ways (applyInArrow: no pandas conversion of the 10M-row trace's strings)."""
+    def run(table: pa.Table) -> pa.Table:
         from .trace import TRACE_SCHEMA
-        shard = int(pdf["shard"].iloc[0])
-        table = pa.Table.from_pandas(pdf.drop(columns=["shard"]), preserve_index=False)
+        shard = table.column("shard")[0].as_py()
         table = pa.table({f.name: table.column(f.name).cast(f.type) for f in TRACE_SCHEMA},
                          schema=TRACE_SCHEMA)
         replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
         out = replay.run(table, end_ms)
         used = replay.coord.impl if replay.coord is not None else "none"
-        frames = [_wide_frame(name, t) for name, t in out.items()]
-        frames.append(_wide_frame(RUNTIME_TABLE, _runtime_row(shard, used)))
-        return pd.concat(frames, ignore_index=True)
+        parts = [_wide_table(name, t) for name, t in out.items()]
+        parts.append(_wide_table(RUNTIME_TABLE, _runtime_row(shard, used)))
+        return pa.concat_tables(parts)
     return run
 
 
@@ -289,7 +290,7 @@ def replay_dataframe(spark, df, *, impl=None, num_shards: int = NUM_SHARDS):
     from pyspark.sql import functions as F
     end_ms = df.agg(F.max("time_ms")).collect()[0][0]
     with_shard = df.withColumn("shard", shard_udf(num_shards)(F.col("group_id")))
-    return with_shard.groupBy("shard").applyInPandas(
+    return with_shard.groupBy("shard").applyInArrow(
         _run_shard_fn(impl, end_ms, num_shards), schema=WIDE_DDL)
 
 
