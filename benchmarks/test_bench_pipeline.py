@@ -3,7 +3,8 @@
 - replay stage, one core: every shard's `replay_shard_table` in turn in this process
   (pinned to one CPU), the partitioning done beforehand: events/s per core.
 - stage scaling: the same stage as a Spark job (`replay_dataframe`, run to completion
-  by a no-op write) on local[1] and local[2], session start excluded.
+  by a no-op write) on local[1] and local[2], session start excluded; with the cores
+  the machine kept busy meanwhile (JVM included) and the events per busy core-second.
 - end to end: `fastcoord replay TRACE --out DIR --master local[2]` as a user runs it
   (JVM start, validation, replay, Parquet writes, collecting the tables).
 
@@ -120,13 +121,24 @@ def test_replay_stage_one_core(benchmark, request):
     assert sum(counts.values()) == n            # one response row per event
 
 
-def _stage(spark, path, took) -> None:
+def _busy_cpu_s() -> float:
+    """CPU seconds the whole machine has spent busy (/proc/stat): across a Spark stage,
+    how many cores it kept busy, JVM included (local[1] runs one Python worker, but
+    the JVM beside it works on the other core)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")   # - idle, iowait
+
+
+def _stage(spark, path, took, busy) -> None:
     from fastcoord.pipeline.spark import replay_dataframe
+    b0 = _busy_cpu_s()
     t0 = time.perf_counter()
     # a no-op sink runs every shard's replay to completion without writing anything
     replay_dataframe(spark, spark.read.parquet(path)).write.format("noop").mode(
         "overwrite").save()
     took.append(time.perf_counter() - t0)
+    busy.append(_busy_cpu_s() - b0)
 
 
 @pytest.mark.parametrize("cores", [1, 2])
@@ -138,14 +150,17 @@ def test_replay_stage_scaling(benchmark, request, cores):
     n = read_trace(path).num_rows
     spark = session(f"local[{cores}]", app=f"bench-stage-{cores}")
     spark.sparkContext.setLogLevel("ERROR")
-    took = []
+    took, busy = [], []
     benchmark.group = "pipeline-replay-stage-spark"
     try:
-        benchmark.pedantic(_stage, args=(spark, path, took), rounds=1, iterations=1)
+        benchmark.pedantic(_stage, args=(spark, path, took, busy), rounds=1, iterations=1)
     finally:
         spark.stop()
+    cores_busy = busy[0] / took[0]
     benchmark.extra_info.update(load_1m=round(load, 1), ops=n, peer=f"local[{cores}]",
-                                events_per_s=round(n / took[0]))
+                                events_per_s=round(n / took[0]),
+                                machine_cores_busy=round(cores_busy, 2),
+                                events_per_busy_core_s=round(n / busy[0]) if busy[0] else 0)
 
 
 def test_end_to_end_local2(benchmark, request, tmp_path):
