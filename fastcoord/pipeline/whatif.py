@@ -887,23 +887,24 @@ def whatif_local(table: pa.Table, configs: Sequence[WhatIfConfig], *, impl: Opti
 # -- Spark ------------------------------------------------------------------------------------------
 
 def _task_fn(configs: Sequence[WhatIfConfig], end_ms: int, impl, num_shards: int):
-    def run(pdf):
-        import pandas as pd
-        config_id = int(pdf["config"].iloc[0])
-        shard = int(pdf["shard"].iloc[0])
-        table = pa.Table.from_pandas(pdf.drop(columns=["config", "shard"]), preserve_index=False)
-        out = simulate_shard(table, configs[config_id], config_id=config_id, shard=shard,
-                             end_ms=end_ms, impl=impl, num_shards=num_shards)
+    """The task of one (configuration, shard): Arrow tables in and out (applyInArrow:
+    the trace rows, repeated once per configuration, are never converted to pandas)."""
+    def run(table: pa.Table) -> pa.Table:
+        config_id = table.column("config")[0].as_py()
+        shard = table.column("shard")[0].as_py()
+        out = simulate_shard(table.drop_columns(["config", "shard"]), configs[config_id],
+                             config_id=config_id, shard=shard, end_ms=end_ms, impl=impl,
+                             num_shards=num_shards)
         # the three tables travel as one Arrow IPC blob per task: exact types, no wide rows
-        blobs = {}
-        for name, t in out.items():
+        cols = {"config": pa.array([config_id], pa.int32()),
+                "shard": pa.array([shard], pa.int32())}
+        for name in ("rebalances", "removals", "groups"):
+            t = out[name]
             sink = pa.BufferOutputStream()
             with pa.ipc.new_stream(sink, t.schema) as w:
                 w.write_table(t)
-            blobs[name] = sink.getvalue().to_pybytes()
-        return pd.DataFrame({"config": [config_id], "shard": [shard],
-                             "rebalances": [blobs["rebalances"]],
-                             "removals": [blobs["removals"]], "groups": [blobs["groups"]]})
+            cols[name] = pa.array([sink.getvalue().to_pybytes()], pa.binary())
+        return pa.table(cols)
     return run
 
 
@@ -933,7 +934,7 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
     slots = default_parallelism(spark)
     tasks = tasks.repartition(max(1, min(len(configs) * num_shards, 4 * slots)),
                               "config", "shard")
-    result = tasks.groupBy("config", "shard").applyInPandas(
+    result = tasks.groupBy("config", "shard").applyInArrow(
         _task_fn(list(configs), int(hi), impl, num_shards), schema=_TASK_DDL).collect()
     parts: Dict[str, List[pa.Table]] = defaultdict(list)
     for row in result:
