@@ -357,3 +357,25 @@ def _read_responses(sock, count: int) -> list:
             data = data[4 + size:]
     assert data == b""
     return got
+
+
+def test_unknown_server_error_is_answered_not_declined(impl):
+    """A heartbeat answering UNKNOWN_SERVER_ERROR (-1) gets that response from both
+    paths, and the coordinator is called once (the fast path's own "not answered" is
+    not an error code)."""
+    frame = _framed(encode_request(12, 4, 9, {"group_id": "g", "generation_id": 1,
+                                              "member_id": "m", "group_instance_id": None})[4:])
+    calls = []
+
+    def heartbeat(group, member, generation, instance):
+        calls.append(group)
+        return -1
+
+    wire = module(impl, "wire")
+    out = []
+    assert wire.heartbeat_run(bytearray(frame), 0, MAX_FRAME, LO, HI, heartbeat, out) == len(frame)
+    expected = encode_response(12, 4, 9, {"error_code": -1})
+    assert out == [expected] and calls == ["g"]
+    writes = Writes()
+    assert wire.HeartbeatReader(heartbeat, MAX_FRAME, LO, HI)(frame, writes) == len(frame)
+    assert writes == [expected] and calls == ["g", "g"]

@@ -182,15 +182,22 @@ cdef Py_ssize_t _parse(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end, Py_ssiz
     return fend
 
 
-cdef inline int _answer(const uint8_t* f, Heartbeat* hb, heartbeat) except? -2:
+cdef enum:
+    # _answer's "not answered": outside the int16 error codes (UNKNOWN_SERVER_ERROR is
+    # -1, a code the coordinator may answer and that must go out like any other)
+    DECLINED = -0x10000
+
+
+cdef inline int _answer(const uint8_t* f, Heartbeat* hb, heartbeat) except? -0x10001:
     """Call heartbeat(group, member, generation, instance) for a parsed request: its
-    error code, or -1 when an id is not valid UTF-8 (the general path then decides)."""
+    error code, or DECLINED when an id is not valid UTF-8 (the general path then
+    decides, and heartbeat was not called)."""
     try:
         group_id = _text(f, hb.group)
         member_id = _text(f, hb.member)
         instance_id = _text(f, hb.instance)
     except UnicodeDecodeError:
-        return -1
+        return DECLINED
     return heartbeat(group_id, member_id, hb.generation, instance_id)
 
 
@@ -217,7 +224,7 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
         if next_pos < 0:
             break
         error = _answer(f, &hb, heartbeat)
-        if error == -1:
+        if error == DECLINED:
             break
         out.append(PyBytes_FromStringAndSize(response,
                                              _encode(response, hb.version, hb.correlation, error)))
@@ -284,7 +291,7 @@ cdef class HeartbeatReader:
                 if next_pos < 0:
                     break
                 error = _answer(f, &hb, self.heartbeat)
-                if error == -1:
+                if error == DECLINED:
                     break
                 self._room(used + MAX_RESPONSE)
                 used += _encode(self.scratch + used, hb.version, hb.correlation, error)
