@@ -321,7 +321,7 @@ def test_server_per_read_fast_path_answers_as_the_general_path(tmp_path):
     sends += [(hb(70 + i, group="é漢"), 1) for i in range(5)]
     split = hb(80)
     sends += [(split[:9], 0), (split[9:] + hb(81), 2)]                      # split mid-frame
-    results, fast = [], []
+    results, fast, read_path = [], [], []
     for flag in ([], ["--no-heartbeat-fast-path"]):
         (tmp_path / str(len(results))).mkdir()
         server = ServerProc(tmp_path / str(len(results)) / "server.log", "--store", "memory",
@@ -334,6 +334,7 @@ def test_server_per_read_fast_path_answers_as_the_general_path(tmp_path):
                     got += _read_responses(sock, expect)
             samples = _scrape(_metrics_url(server))
             fast.append(samples["fastcoord_heartbeats_fast_path_total"])
+            read_path.append(samples["fastcoord_heartbeats_read_path_total"])
             assert samples["fastcoord_heartbeats_total"] == 37
         finally:
             assert server.stop() == 0, server.log()
@@ -343,6 +344,9 @@ def test_server_per_read_fast_path_answers_as_the_general_path(tmp_path):
         [1] + list(range(10, 30)) + list(range(40, 48)) + [60, 900, 61]
         + list(range(70, 75)) + [80, 81])
     assert fast[0] >= 30 and fast[1] == 0
+    # ... and the per-read path itself (not the per-frame run, which the counter above
+    # also counts) answered the heartbeats that came one per read: 20 + 5 at least
+    assert read_path[0] >= 25 and read_path[1] == 0
 
 
 def _read_responses(sock, count: int) -> list:

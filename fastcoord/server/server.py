@@ -201,7 +201,7 @@ class Connection(asyncio.Protocol):
         out = self._out
         answered = len(out)
         entries = [] if server.request_log is not None else None
-        lo, hi = apis.versions[HEARTBEAT_KEY]
+        lo, hi = server.heartbeat_versions
         started = time.perf_counter()
         try:
             new_pos = fast(buf, pos, limit, lo, hi, apis.coord.heartbeat, out, entries)
@@ -412,6 +412,7 @@ class CoordinatorServer:
         wire = module(config.impl, "wire")
         self.heartbeat_run = wire.heartbeat_run if config.heartbeat_fast_path else None
         self.heartbeat_reader = None         # made in start(), once the APIs exist
+        self.heartbeat_versions = (0, -1)    # the advertised Heartbeat versions (start())
         self._wire = wire
         self.timer = Timer(self.clock, impl=config.impl)
         self.fetch_purgatory = Purgatory("fetch", self.timer)
@@ -446,8 +447,8 @@ class CoordinatorServer:
             "127.0.0.1" if cfg.host in ("", "0.0.0.0", "::") else cfg.host)
         self.apis = KafkaApis(self.coord, cfg.topics, host=advertised, port=self.port,
                               fetch_purgatory=self.fetch_purgatory, security=cfg.security)
+        self.heartbeat_versions = lo, hi = self.apis.versions[HEARTBEAT_KEY]
         if cfg.heartbeat_fast_path:
-            lo, hi = self.apis.versions[HEARTBEAT_KEY]
             self.heartbeat_reader = self._wire.HeartbeatReader(
                 self.coord.heartbeat, cfg.max_frame_bytes, lo, hi, self.latencies)
         self._tick()
@@ -496,12 +497,14 @@ class CoordinatorServer:
         return lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0
 
     def counters(self) -> Dict[str, int]:
-        """The request counters: the APIs' own plus the per-read fast path's."""
+        """The request counters: the APIs' own plus the per-read fast path's
+        (heartbeats_read_path: answered a whole read at a time, a part of
+        heartbeats_fast_path)."""
         counters = dict(self.apis.counters)
-        if self.heartbeat_reader is not None:
-            fast = self.heartbeat_reader.answered
-            for key in ("requests", "heartbeats", "heartbeats_fast_path"):
-                counters[key] += fast
+        fast = self.heartbeat_reader.answered if self.heartbeat_reader is not None else 0
+        for key in ("requests", "heartbeats", "heartbeats_fast_path"):
+            counters[key] += fast
+        counters["heartbeats_read_path"] = fast
         return counters
 
     def status_line(self) -> str:
@@ -537,6 +540,8 @@ class CoordinatorServer:
                                 ("heartbeats", "heartbeats", "Heartbeat requests."),
                                 ("heartbeats_fast_path", "heartbeats_fast_path",
                                  "Heartbeat requests answered by the wire fast path."),
+                                ("heartbeats_read_path", "heartbeats_read_path",
+                                 "Of those, the ones answered a whole read at a time."),
                                 ("joins", "joins", "JoinGroup requests.")):
             lines += [f"# HELP fastcoord_{name}_total {text}",
                       f"# TYPE fastcoord_{name}_total counter",
