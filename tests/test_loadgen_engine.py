@@ -235,17 +235,22 @@ def test_open_loop_counts_unsent_when_every_connection_is_full(broker_factory):
 
 
 @needs_engine
-def test_error_codes_counted(broker_factory):
-    """Odd correlation ids get ILLEGAL_GENERATION: half of each connection's responses."""
+@pytest.mark.parametrize("version", [0, 1, 3, 4])
+def test_error_codes_counted(broker_factory, version):
+    """Odd correlation ids get ILLEGAL_GENERATION: half of each connection's responses.
+    Every version: the error code sits at another offset in each response layout (with
+    no errors, any offset of the zeros around it would read as 0)."""
     broker = broker_factory(error=lambda corr: ILLEGAL_GENERATION if corr % 2 else 0)
     socks = broker.connect(4)
-    result = _run(socks, [[heartbeat_frame(4)]] * 4, pipeline=4)
+    result = _run(socks, [[heartbeat_frame(version)]] * 4, pipeline=4)
     _assert_clean(result)
     errors = result["errors"][ILLEGAL_GENERATION]
     # each connection's measured window is one run of consecutive ids: off by <= 1 each
     assert abs(errors - result["answered"] / 2) <= len(socks)
     assert set(result["errors"]) == {ILLEGAL_GENERATION}
-    assert struct.unpack_from(">h", result["error_sample_response"], 9)[0] == ILLEGAL_GENERATION
+    # the first response with an error: correlation id 1 on some connection
+    assert (result["error_sample_response"]
+            == heartbeat_response(version, 1, ILLEGAL_GENERATION)[4:])
 
 
 @needs_engine
