@@ -46,7 +46,7 @@ import pytest
 
 pytest.importorskip("kio")
 
-from fastcoord.server.loadgen import Loadgen  # noqa: E402
+from fastcoord.server.loadgen import Loadgen, _runq_wait_s  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = dict(connections=1000, members=100_000, groups=1000, duration_s=10.0, warmup_s=2.0)
@@ -105,12 +105,8 @@ class _Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def runq_wait_s(self) -> float:
-        """Seconds the server's main thread has been runnable but not running (Linux)."""
-        try:
-            with open(f"/proc/{self.proc.pid}/schedstat") as f:
-                return int(f.read().split()[1]) * 1e-9
-        except (OSError, ValueError, IndexError):
-            return 0.0
+        """Seconds the server's main thread has been runnable but not running (Linux), else 0."""
+        return _runq_wait_s(f"/proc/{self.proc.pid}/schedstat") or 0.0
 
     def stop(self) -> int:
         if self.proc.poll() is None:
