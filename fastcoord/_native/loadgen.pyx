@@ -167,12 +167,11 @@ cdef struct Run:
     Py_ssize_t total_inflight
     # results
     double* lat                   # seconds, one per measured response
-    Py_ssize_t nlat
+    Py_ssize_t nlat               # measured responses (one latency each)
     Py_ssize_t lat_cap
     int64_t* errors               # measured responses by error code (as uint16)
     int64_t issued                # open loop: heartbeats scheduled so far (sent or not)
     int64_t sent                  # measured requests sent
-    int64_t answered              # measured responses
     int64_t unsent
     int64_t sends                 # send() calls
     int64_t recvs                 # recv() calls that returned bytes
@@ -338,7 +337,6 @@ cdef int _record(Run* r, int64_t latency_ns, int error) noexcept nogil:
         r.lat_cap *= 2
     r.lat[r.nlat] = latency_ns * 1e-9
     r.nlat += 1
-    r.answered += 1
     if error != 0:
         r.errors[<uint16_t>error] += 1
     return 0
@@ -708,7 +706,7 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
             view = latencies
             memcpy(&view[0], r.lat, r.nlat * sizeof(double))
         return {
-            "answered": r.answered,
+            "answered": r.nlat,
             "sent": r.sent,
             "elapsed_s": (r.t_end - r.t_measure) * 1e-9,
             "unsent": r.unsent,
