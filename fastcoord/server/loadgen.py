@@ -626,7 +626,7 @@ def main(args) -> int:
             warmup_s=args.warmup_s, rate=args.rate or None,
             heartbeat_version=args.heartbeat_version,
             session_timeout_ms=args.session_timeout_ms, setup_timeout_s=args.setup_timeout_s,
-            engine=getattr(args, "engine", None)))
+            engine=args.engine))
     except (OSError, LoadgenError, ValueError, asyncio.TimeoutError) as exc:
         print(f"fastcoord loadgen: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
