@@ -410,12 +410,17 @@ cdef Py_ssize_t _read(Run* r, Conn* c, Py_ssize_t index) noexcept nogil:
     return got
 
 
+cdef inline int64_t _due(Run* r, int64_t k) noexcept nogil:
+    """Open loop: when heartbeat k (from 0) is due, start + k / rate."""
+    return r.t0 + <int64_t>(k / r.rate_per_ns)
+
+
 cdef int _send_due(Run* r, int64_t now, Py_ssize_t* rr) noexcept nogil:
     """Open loop: send the heartbeats due by `now`, round-robin from connection *rr, at
     most SEND_BURST_MAX of them: a loop that fell behind (descheduled, or its sends cost
     more than the schedule allows) then reads responses between bursts, so that their
     receive times are not pushed back by a long run of sends."""
-    # heartbeat k (from 0) is due at t0 + k / rate: how many are due by now
+    # how many are due by now (the inverse of _due)
     cdef int64_t target = <int64_t>((now - r.t0) * r.rate_per_ns) + 1
     cdef int64_t lag, sent_at = now
     cdef Py_ssize_t i = rr[0], full
@@ -438,7 +443,7 @@ cdef int _send_due(Run* r, int64_t now, Py_ssize_t* rr) noexcept nogil:
         if burst:
             sent_at = _now()            # each request's own send time (a send takes µs)
         if sent_at >= r.t_measure:
-            lag = sent_at - r.t0 - <int64_t>(r.issued / r.rate_per_ns)
+            lag = sent_at - _due(r, r.issued)
             if lag >= LATE_NS:
                 r.late_sends += 1
             if lag > r.max_lag_ns:
@@ -516,7 +521,7 @@ cdef int _loop(Run* r) noexcept nogil:
         # a nanosecond timeout, and below SLEEP_MIN_NS it spins.
         deadline = r.t_end if sending else r.t_drain
         if sending and open_loop:
-            wait = r.t0 + <int64_t>(r.issued / r.rate_per_ns)      # the next one due
+            wait = _due(r, r.issued)            # the next one
             if wait < deadline:
                 deadline = wait
         if deadline > now + SIGNAL_CHECK_NS:
