@@ -17,13 +17,13 @@ SyncGroup, kio-encoded), then measures Heartbeat requests:
 Server: memory store, no request log (the hot path only: heartbeats touch neither),
 native coordinator, uvloop when installed (the serve default; this process too).
 Load generator: setup in asyncio, the measurement by its C engine
-(fastcoord/_native/loadgen.pyx: epoll, the open loop paced to the microsecond, a few
-hundred ns of its own per heartbeat), or by the asyncio engine with
-FASTCOORD_BENCH_LOADGEN_ENGINE=python (it saturates its core near 100,000/s, and its
-latencies then include its own queueing). extra_info: engine, loadgen_cpu_s and
-server_cpu_s (CPU seconds of the load generator's thread and of the server process
-over the measured call, warm-up and drain included: server_cpu_s / duration is the
-server's core utilisation), loadgen_runq_wait_s and server_runq_wait_s (seconds each
+(fastcoord/_native/loadgen.pyx: epoll, the open loop paced on CLOCK_MONOTONIC, under
+half a microsecond of its own CPU per heartbeat in the closed loop), or by the asyncio
+engine with FASTCOORD_BENCH_LOADGEN_ENGINE=python (it saturates its core near
+100,000/s, and its latencies then include its own queueing). extra_info: engine,
+loadgen_cpu_s and server_cpu_s (CPU seconds of the load generator's thread and of the
+server process over the measured call, warm-up and drain included: server_cpu_s /
+duration is the server's core utilisation), loadgen_runq_wait_s and server_runq_wait_s (seconds each
 was runnable but waiting for its core: other processes' share of a shared machine,
 which shows up as latency). Full size: 1,000 connections, 100,000 members in 1,000 groups,
 10 s per case after 2 s warm-up (the issue's target: >= 100,000 heartbeats/s with
@@ -46,7 +46,7 @@ import pytest
 
 pytest.importorskip("kio")
 
-from fastcoord.server.loadgen import Loadgen  # noqa: E402
+from fastcoord.server.loadgen import Loadgen, _runq_wait_s  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = dict(connections=1000, members=100_000, groups=1000, duration_s=10.0, warmup_s=2.0)
@@ -105,12 +105,8 @@ class _Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def runq_wait_s(self) -> float:
-        """Seconds the server's main thread has been runnable but not running (Linux)."""
-        try:
-            with open(f"/proc/{self.proc.pid}/schedstat") as f:
-                return int(f.read().split()[1]) * 1e-9
-        except (OSError, ValueError, IndexError):
-            return 0.0
+        """Seconds the server's main thread has been runnable but not running (Linux), else 0."""
+        return _runq_wait_s(f"/proc/{self.proc.pid}/schedstat") or 0.0
 
     def stop(self) -> int:
         if self.proc.poll() is None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -234,17 +235,22 @@ def test_open_loop_counts_unsent_when_every_connection_is_full(broker_factory):
 
 
 @needs_engine
-def test_error_codes_counted(broker_factory):
-    """Odd correlation ids get ILLEGAL_GENERATION: half of each connection's responses."""
+@pytest.mark.parametrize("version", [0, 1, 3, 4])
+def test_error_codes_counted(broker_factory, version):
+    """Odd correlation ids get ILLEGAL_GENERATION: half of each connection's responses.
+    Every version: the error code sits at another offset in each response layout (with
+    no errors, any offset of the zeros around it would read as 0)."""
     broker = broker_factory(error=lambda corr: ILLEGAL_GENERATION if corr % 2 else 0)
     socks = broker.connect(4)
-    result = _run(socks, [[heartbeat_frame(4)]] * 4, pipeline=4)
+    result = _run(socks, [[heartbeat_frame(version)]] * 4, pipeline=4)
     _assert_clean(result)
     errors = result["errors"][ILLEGAL_GENERATION]
     # each connection's measured window is one run of consecutive ids: off by <= 1 each
     assert abs(errors - result["answered"] / 2) <= len(socks)
     assert set(result["errors"]) == {ILLEGAL_GENERATION}
-    assert struct.unpack_from(">h", result["error_sample_response"], 9)[0] == ILLEGAL_GENERATION
+    # the first response with an error: correlation id 1 on some connection
+    assert (result["error_sample_response"]
+            == heartbeat_response(version, 1, ILLEGAL_GENERATION)[4:])
 
 
 @needs_engine
@@ -260,23 +266,21 @@ def test_partial_writes_wait_for_epollout(broker_factory):
 
 
 @needs_engine
-def test_connection_closed_by_the_server_is_reported(broker_factory):
-    broker = broker_factory(close_after=20)
-    socks = broker.connect(3)
-    result = _run(socks, [[heartbeat_frame(4)]] * 3, pipeline=4, duration_s=2.0)
+@pytest.mark.parametrize("misbehaviour,version,conns,pipeline,message", [
+    (dict(close_after=20), 4, 3, 4, "closed by the server|reset|Broken pipe"),
+    (dict(corrupt_after=10), 1, 2, 1, "correlation id 1011, expected 11"),
+], ids=["closed", "wrong-correlation-id"])
+def test_connection_failure_is_reported(broker_factory, misbehaviour, version, conns,
+                                        pipeline, message):
+    """Connection 0 is closed, or answers with a wrong correlation id: the run stops there
+    (not at its end) and says which connection and why."""
+    broker = broker_factory(**misbehaviour)
+    socks = broker.connect(conns)
+    result = _run(socks, [[heartbeat_frame(version)]] * conns, pipeline=pipeline,
+                  duration_s=2.0)
     assert result["failed_connection"] == 0
-    assert ("closed by the server" in result["failure"] or "reset" in result["failure"]
-            or "Broken pipe" in result["failure"]), result["failure"]
+    assert re.search(message, result["failure"]), result["failure"]
     assert result["wall_s"] < 2.0                         # stopped there, not at the end
-
-
-@needs_engine
-def test_unexpected_correlation_id_is_reported(broker_factory):
-    broker = broker_factory(corrupt_after=10)
-    socks = broker.connect(2)
-    result = _run(socks, [[heartbeat_frame(1)]] * 2, pipeline=1, duration_s=1.0)
-    assert result["failed_connection"] == 0
-    assert "correlation id 1011, expected 11" in result["failure"]
 
 
 @needs_engine

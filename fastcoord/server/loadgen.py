@@ -18,8 +18,9 @@ Two engines run the measurement (setup is always asyncio):
 
 - "c" (the default where it is built: fastcoord/_native/loadgen.pyx, Linux): the
   sockets are handed to one C loop with the GIL released (epoll, non-blocking
-  send/recv, CLOCK_MONOTONIC pacing of the open loop to the microsecond). Its cost per
-  heartbeat is small next to the server's, so the latency it reports is the server's.
+  send/recv, the open loop paced on CLOCK_MONOTONIC: each send's lag behind its schedule
+  is counted, engine_stats late_sends and max_lag_ms). Its own CPU per heartbeat is small
+  next to the server's (see its docstring), so the latency it reports is the server's.
   The event loop is blocked meanwhile: the server under test must not share it.
 - "python": the asyncio protocol below (the readable version, and the fallback). It
   saturates its own core near 100,000 heartbeats/s, sends the open loop in bursts every
@@ -625,7 +626,7 @@ def main(args) -> int:
             warmup_s=args.warmup_s, rate=args.rate or None,
             heartbeat_version=args.heartbeat_version,
             session_timeout_ms=args.session_timeout_ms, setup_timeout_s=args.setup_timeout_s,
-            engine=getattr(args, "engine", None)))
+            engine=args.engine))
     except (OSError, LoadgenError, ValueError, asyncio.TimeoutError) as exc:
         print(f"fastcoord loadgen: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
