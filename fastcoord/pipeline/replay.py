@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import defaultdict
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -194,13 +194,7 @@ class ShardReplay:
     def _observe(self, gid: str, cause: str) -> None:
         gv = self._view(gid)
         now = self.clock.now_ms()
-        summary = self.coord.group_summary(gid)
-        state = summary.state
-        if summary.members_epoch == gv.epoch:
-            current = gv.members              # the same member ids as last time
-        else:
-            gv.epoch = summary.members_epoch
-            current = {md.member_id for md in self.coord.describe_group(gid).members}
+        state, current = read_members(self.coord, gid, gv)
         before = len(gv.members)
         for rid in sorted(gv.members - current):
             m = self.by_rid.pop((gid, rid), None)
@@ -486,6 +480,18 @@ def sort_canonical(table: pa.Table, schema: pa.Schema, keys: List[str]) -> pa.Ta
     table = table.select(schema.names).cast(schema)
     keys = keys + [n for n in schema.names if n not in keys]
     return table.sort_by([(k, "ascending") for k in keys])
+
+
+def read_members(coord: GroupCoordinator, gid: str, view) -> Tuple[str, set]:
+    """The group's state and member ids now. `view` remembers the last read (`members`,
+    and `epoch`: None before the first): the ids come from `describe_group` only when
+    `group_summary`'s members epoch says they changed since (view.epoch is updated;
+    view.members is the caller's to replace with the ids returned)."""
+    summary = coord.group_summary(gid)
+    if summary.members_epoch == view.epoch:
+        return summary.state, view.members        # the same member ids as last time
+    view.epoch = summary.members_epoch
+    return summary.state, {md.member_id for md in coord.describe_group(gid).members}
 
 
 def rows_table(rows: List[tuple], schema: pa.Schema) -> pa.Table:

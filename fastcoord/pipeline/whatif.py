@@ -70,7 +70,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
-from .replay import NUM_SHARDS, member_ids, rows_table, shard_column, sort_canonical
+from .replay import (NUM_SHARDS, member_ids, read_members, rows_table, shard_column,
+                     sort_canonical)
 
 PAUSE_FACTOR = 1.5           # a contact gap longer than this many heartbeat intervals
 CRASH_FACTOR = 2             # silent this many heartbeat intervals before the end: crashed
@@ -348,7 +349,7 @@ class _Client:
 
 class _Group:
     __slots__ = ("gid", "state", "members", "generation", "open", "formed", "rtos", "stats",
-                 "check_times")
+                 "check_times", "epoch")
 
     def __init__(self, gid: str):
         self.gid = gid
@@ -360,6 +361,7 @@ class _Group:
         self.rtos: set = set()
         self.stats = defaultdict(int)
         self.check_times: set = set()
+        self.epoch: Optional[int] = None          # the members epoch `members` was read at
 
 
 class ShardSimulation:
@@ -460,15 +462,13 @@ class ShardSimulation:
     def _observe(self, gid: str, cause: str) -> None:
         gv = self.groups[gid]
         now = self.now
-        desc = self.coord.describe_group(gid)
-        current = {m.member_id for m in desc.members}
+        state, current = read_members(self.coord, gid, gv)
         before = len(gv.members)
         for rid in sorted(gv.members - current):
             reason = self._removed(gv, rid, now)
             if cause == "timeout" and reason in ("session", "rebalance"):
                 cause = reason + "-timeout"
         gv.members = current
-        state = desc.state.value if hasattr(desc.state, "value") else str(desc.state)
         if state == "PreparingRebalance" and gv.state != state:
             self._arm_rebalance(gv, now, from_empty=gv.state == "Empty")
         if gv.open is None and state in _REBALANCING:
