@@ -448,6 +448,20 @@ def shard_column(group_ids, num_shards: int = NUM_SHARDS) -> List[int]:
     return [shard_for(g, num_shards) for g in group_ids]    # shard_for remembers groups
 
 
+def split_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS) -> Dict[int, pa.Table]:
+    """The rows of each coordinator shard (by their group id), shards ascending, each
+    shard's rows in the table's order; a shard without rows has no entry."""
+    shards = pa.array(shard_column(table.column("group_id").to_pylist(), num_shards), pa.int32())
+    order = pc.sort_indices(shards)              # a stable sort: table order within a shard
+    table = table.take(order)
+    ids, counts = np.unique(shards.to_numpy(), return_counts=True)
+    out, start = {}, 0
+    for s, n in zip(ids.tolist(), counts.tolist()):
+        out[s] = table.slice(start, n)
+        start += n
+    return out
+
+
 def replay_shard_table(table: pa.Table, shard: int, *, impl=None, end_ms=None,
                        num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
     return ShardReplay(shard, impl=impl, num_shards=num_shards).run(table, end_ms)
@@ -455,13 +469,9 @@ def replay_shard_table(table: pa.Table, shard: int, *, impl=None, end_ms=None,
 
 def replay_local(table: pa.Table, *, impl=None, num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
     """The single-process replay: every shard in turn, in this process."""
-    import pyarrow.compute as pc
     end_ms = pc.max(table.column("time_ms")).as_py() if table.num_rows else None
-    shards = pa.array(shard_column(table.column("group_id").to_pylist(), num_shards), pa.int32())
-    table = table.append_column("shard", shards)
     parts = defaultdict(list)
-    for s in sorted(set(shards.to_pylist())):
-        sub = table.filter(pc.equal(table.column("shard"), s)).drop_columns(["shard"])
+    for s, sub in split_by_shard(table, num_shards).items():
         for name, t in replay_shard_table(sub, s, impl=impl, end_ms=end_ms,
                                           num_shards=num_shards).items():
             parts[name].append(t)

@@ -70,8 +70,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
-from .replay import (NUM_SHARDS, member_ids, read_members, rows_table, shard_column,
-                     sort_canonical)
+from .replay import (NUM_SHARDS, member_ids, read_members, rows_table, sort_canonical,
+                     split_by_shard)
 
 PAUSE_FACTOR = 1.5           # a contact gap longer than this many heartbeat intervals
 CRASH_FACTOR = 2             # silent this many heartbeat intervals before the end: crashed
@@ -871,8 +871,7 @@ def whatif_local(table: pa.Table, configs: Sequence[WhatIfConfig], *, impl: Opti
     if table.num_rows == 0:
         return _finish(defaultdict(list), configs, 0, 0)
     start_ms, end_ms = _bounds(table)
-    shards = pa.array(shard_column(table.column("group_id").to_pylist(), num_shards), pa.int32())
-    by_shard = {s: table.filter(pc.equal(shards, s)) for s in sorted(set(shards.to_pylist()))}
+    by_shard = split_by_shard(table, num_shards)
     parts: Dict[str, List[pa.Table]] = defaultdict(list)
     todo = [(i, s) for i in range(len(configs)) for s in by_shard]
     for n, (i, s) in enumerate(todo):
