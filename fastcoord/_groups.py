@@ -991,11 +991,10 @@ class GroupLogic:
         error = self.group_status(group_id, allow_empty=True)
         if error != E.NONE:
             return GroupSummary(error, "", 0, 0, -2)
-        rec = self.table.groups.get(group_id)
-        if rec is None:
+        group = self._get_group(group_id)
+        if group is None:
             return GroupSummary(E.NONE, GroupState.DEAD.value, 0, 0, -1)
-        group = rec.group
-        with rec:
+        with group.rec:
             return GroupSummary(E.NONE, STATE_NAMES[group.state].value, group.generation,
                                 len(group.members), group.members_epoch)
 
