@@ -147,8 +147,11 @@ def test_group_summary_follows_describe_and_the_member_ids(impl):
     got = []
     coord.join_group("g", "", "consumer", [("range", b"sub")], session_timeout_ms=300,
                      group_instance_id="i1", require_known_member_id=False, callback=got.append)
+    added = check()                                     # a new member: another id
+    assert added.num_members == 3 and added.members_epoch != s3.members_epoch
     coord.advance_time(300)
-    s4 = check()
+    s4 = check()                                        # the two silent members expired
+    assert s4.num_members == 1 and s4.members_epoch != added.members_epoch
     coord.join_group("g", "", "consumer", [("range", b"sub")], session_timeout_ms=300,
                      group_instance_id="i1", require_known_member_id=False, callback=got.append)
     s5 = check()
