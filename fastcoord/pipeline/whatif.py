@@ -385,7 +385,6 @@ class ShardSimulation:
         self.leaving: set = set()                 # (group, member id) we sent LeaveGroup for
         self.replaced: set = set()                # (group, member id) a static restart replaces
         self.static_rid: Dict[tuple, str] = {}    # (group, instance id) -> latest member id
-        self.clients: List[_Client] = []
         self.rebalances: List[tuple] = []
         self.removals: List[tuple] = []
 
@@ -610,7 +609,6 @@ class ShardSimulation:
             hb = max(1, self.session // 3)
         rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or self.session
         c = _Client(inc, inst, hb, rto)
-        self.clients.append(c)
         gv = self.groups[inc.group]
         gv.rtos.add(rto)
         gv.stats["incarnations"] += 1
