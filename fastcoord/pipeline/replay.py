@@ -64,7 +64,6 @@ TABLES = {"responses": RESPONSES_SCHEMA, "rebalances": REBALANCES_SCHEMA,
 SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms"],
              "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"]}
 
-_OK = (int(Errors.NONE), int(Errors.REBALANCE_IN_PROGRESS))
 _UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 _MIDREQ = int(Errors.MEMBER_ID_REQUIRED)
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
