@@ -64,6 +64,7 @@ TABLES = {"responses": RESPONSES_SCHEMA, "rebalances": REBALANCES_SCHEMA,
 SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms"],
              "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"]}
 
+_RIP = int(Errors.REBALANCE_IN_PROGRESS)
 _UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 _MIDREQ = int(Errors.MEMBER_ID_REQUIRED)
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
@@ -403,7 +404,7 @@ class ShardReplay:
                 err = heartbeat(h, m.gen) if h >= 0 else _UNKNOWN
                 errors[idx] = err
                 answered[idx] = t
-                if err == 0 or err == 27:
+                if err == 0 or err == _RIP:     # (the second test only on an error)
                     m.last_touch = t
                     if m.check_at is None:
                         self._arm(m)
