@@ -21,17 +21,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 
 import pytest
 
 pytest.importorskip("pyspark")
-import pyarrow as pa
 import pyarrow.compute as pc
 
 import fastcoord
 from fastcoord.pipeline import gen
-from fastcoord.pipeline.replay import replay_shard_table, shard_column
+from fastcoord.pipeline.replay import replay_shard_table, split_by_shard
 from fastcoord.pipeline.trace import read_trace, write_trace
 
 # ~10 M events: 10k groups of mean size ~10 (about 100k members: the sizes are a floored
@@ -71,16 +69,7 @@ def shards(params):
         _shards.clear()
         gc.collect()
         table = read_trace(trace_path(params))
-        ids = pa.array(shard_column(table.column("group_id").to_pylist()), pa.int32())
-        order = pc.sort_indices(ids)
-        table, ids = table.take(order), ids.take(order)
-        parts, start = [], 0
-        counts = defaultdict(int)
-        for s in ids.to_pylist():
-            counts[s] += 1
-        for s in sorted(counts):
-            parts.append((s, table.slice(start, counts[s])))
-            start += counts[s]
+        parts = list(split_by_shard(table).items())
         _shards[key] = (table.num_rows, pc.max(table.column("time_ms")).as_py(), parts)
     return _shards[key]
 

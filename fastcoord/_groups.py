@@ -169,6 +169,18 @@ class Group:
         self.pending_sync.discard(member_id)
         return member
 
+    def rename(self, member: Member, new_id: str) -> None:
+        """The member's id becomes new_id (a static member's replacement or its undoing)."""
+        old_id = member.member_id
+        del self.members[old_id]
+        member.member_id = new_id
+        self.members[new_id] = member
+        self.members_epoch = next(_EPOCHS)
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        if member.instance_id is not None:
+            self.static[member.instance_id] = new_id
+
     def update_member(self, member: Member, protocols, rebalance_timeout_ms, session_timeout_ms,
                       callback) -> None:
         for name, _ in member.protocols:
@@ -506,14 +518,7 @@ class GroupLogic:
 
     def _rename_member(self, group: Group, member: Member, new_id: str) -> None:
         old_id = member.member_id
-        del group.members[old_id]
-        member.member_id = new_id
-        group.members[new_id] = member
-        group.members_epoch = next(_EPOCHS)
-        if group.leader_id == old_id:
-            group.leader_id = new_id
-        if member.instance_id is not None:
-            group.static[member.instance_id] = new_id
+        group.rename(member, new_id)
         self.table.rename(member.slot, old_id, new_id)
         self.owners[member.slot] = (group, new_id)
 
@@ -991,11 +996,10 @@ class GroupLogic:
         error = self.group_status(group_id, allow_empty=True)
         if error != E.NONE:
             return GroupSummary(error, "", 0, 0, -2)
-        rec = self.table.groups.get(group_id)
-        if rec is None:
+        group = self._get_group(group_id)
+        if group is None:
             return GroupSummary(E.NONE, GroupState.DEAD.value, 0, 0, -1)
-        group = rec.group
-        with rec:
+        with group.rec:
             return GroupSummary(E.NONE, STATE_NAMES[group.state].value, group.generation,
                                 len(group.members), group.members_epoch)
 

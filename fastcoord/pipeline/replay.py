@@ -33,7 +33,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import defaultdict
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -64,7 +64,7 @@ TABLES = {"responses": RESPONSES_SCHEMA, "rebalances": REBALANCES_SCHEMA,
 SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms"],
              "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"]}
 
-_OK = (int(Errors.NONE), int(Errors.REBALANCE_IN_PROGRESS))
+_RIP = int(Errors.REBALANCE_IN_PROGRESS)
 _UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 _MIDREQ = int(Errors.MEMBER_ID_REQUIRED)
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
@@ -194,13 +194,7 @@ class ShardReplay:
     def _observe(self, gid: str, cause: str) -> None:
         gv = self._view(gid)
         now = self.clock.now_ms()
-        summary = self.coord.group_summary(gid)
-        state = summary.state
-        if summary.members_epoch == gv.epoch:
-            current = gv.members              # the same member ids as last time
-        else:
-            gv.epoch = summary.members_epoch
-            current = {md.member_id for md in self.coord.describe_group(gid).members}
+        state, current = read_members(self.coord, gid, gv)
         before = len(gv.members)
         for rid in sorted(gv.members - current):
             m = self.by_rid.pop((gid, rid), None)
@@ -410,7 +404,7 @@ class ShardReplay:
                 err = heartbeat(h, m.gen) if h >= 0 else _UNKNOWN
                 errors[idx] = err
                 answered[idx] = t
-                if err == 0 or err == 27:
+                if err == 0 or err == _RIP:     # (the second test only on an error)
                     m.last_touch = t
                     if m.check_at is None:
                         self._arm(m)
@@ -454,6 +448,20 @@ def shard_column(group_ids, num_shards: int = NUM_SHARDS) -> List[int]:
     return [shard_for(g, num_shards) for g in group_ids]    # shard_for remembers groups
 
 
+def split_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS) -> Dict[int, pa.Table]:
+    """The rows of each coordinator shard (by their group id), shards ascending, each
+    shard's rows in the table's order; a shard without rows has no entry."""
+    shards = pa.array(shard_column(table.column("group_id").to_pylist(), num_shards), pa.int32())
+    order = pc.sort_indices(shards)              # a stable sort: table order within a shard
+    table = table.take(order)
+    ids, counts = np.unique(shards.to_numpy(), return_counts=True)
+    out, start = {}, 0
+    for s, n in zip(ids.tolist(), counts.tolist()):
+        out[s] = table.slice(start, n)
+        start += n
+    return out
+
+
 def replay_shard_table(table: pa.Table, shard: int, *, impl=None, end_ms=None,
                        num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
     return ShardReplay(shard, impl=impl, num_shards=num_shards).run(table, end_ms)
@@ -461,13 +469,9 @@ def replay_shard_table(table: pa.Table, shard: int, *, impl=None, end_ms=None,
 
 def replay_local(table: pa.Table, *, impl=None, num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
     """The single-process replay: every shard in turn, in this process."""
-    import pyarrow.compute as pc
     end_ms = pc.max(table.column("time_ms")).as_py() if table.num_rows else None
-    shards = pa.array(shard_column(table.column("group_id").to_pylist(), num_shards), pa.int32())
-    table = table.append_column("shard", shards)
     parts = defaultdict(list)
-    for s in sorted(set(shards.to_pylist())):
-        sub = table.filter(pc.equal(table.column("shard"), s)).drop_columns(["shard"])
+    for s, sub in split_by_shard(table, num_shards).items():
         for name, t in replay_shard_table(sub, s, impl=impl, end_ms=end_ms,
                                           num_shards=num_shards).items():
             parts[name].append(t)
@@ -486,6 +490,18 @@ def sort_canonical(table: pa.Table, schema: pa.Schema, keys: List[str]) -> pa.Ta
     table = table.select(schema.names).cast(schema)
     keys = keys + [n for n in schema.names if n not in keys]
     return table.sort_by([(k, "ascending") for k in keys])
+
+
+def read_members(coord: GroupCoordinator, gid: str, view) -> Tuple[str, set]:
+    """The group's state and member ids now. `view` remembers the last read (`members`,
+    and `epoch`: None before the first): the ids come from `describe_group` only when
+    `group_summary`'s members epoch says they changed since (view.epoch is updated;
+    view.members is the caller's to replace with the ids returned)."""
+    summary = coord.group_summary(gid)
+    if summary.members_epoch == view.epoch:
+        return summary.state, view.members        # the same member ids as last time
+    view.epoch = summary.members_epoch
+    return summary.state, {md.member_id for md in coord.describe_group(gid).members}
 
 
 def rows_table(rows: List[tuple], schema: pa.Schema) -> pa.Table:

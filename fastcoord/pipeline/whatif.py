@@ -70,7 +70,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
-from .replay import NUM_SHARDS, member_ids, rows_table, shard_column, sort_canonical
+from .replay import (NUM_SHARDS, member_ids, read_members, rows_table, sort_canonical,
+                     split_by_shard)
 
 PAUSE_FACTOR = 1.5           # a contact gap longer than this many heartbeat intervals
 CRASH_FACTOR = 2             # silent this many heartbeat intervals before the end: crashed
@@ -348,7 +349,7 @@ class _Client:
 
 class _Group:
     __slots__ = ("gid", "state", "members", "generation", "open", "formed", "rtos", "stats",
-                 "check_times")
+                 "check_times", "epoch")
 
     def __init__(self, gid: str):
         self.gid = gid
@@ -360,6 +361,7 @@ class _Group:
         self.rtos: set = set()
         self.stats = defaultdict(int)
         self.check_times: set = set()
+        self.epoch: Optional[int] = None          # the members epoch `members` was read at
 
 
 class ShardSimulation:
@@ -383,7 +385,6 @@ class ShardSimulation:
         self.leaving: set = set()                 # (group, member id) we sent LeaveGroup for
         self.replaced: set = set()                # (group, member id) a static restart replaces
         self.static_rid: Dict[tuple, str] = {}    # (group, instance id) -> latest member id
-        self.clients: List[_Client] = []
         self.rebalances: List[tuple] = []
         self.removals: List[tuple] = []
 
@@ -460,15 +461,13 @@ class ShardSimulation:
     def _observe(self, gid: str, cause: str) -> None:
         gv = self.groups[gid]
         now = self.now
-        desc = self.coord.describe_group(gid)
-        current = {m.member_id for m in desc.members}
+        state, current = read_members(self.coord, gid, gv)
         before = len(gv.members)
         for rid in sorted(gv.members - current):
             reason = self._removed(gv, rid, now)
             if cause == "timeout" and reason in ("session", "rebalance"):
                 cause = reason + "-timeout"
         gv.members = current
-        state = desc.state.value if hasattr(desc.state, "value") else str(desc.state)
         if state == "PreparingRebalance" and gv.state != state:
             self._arm_rebalance(gv, now, from_empty=gv.state == "Empty")
         if gv.open is None and state in _REBALANCING:
@@ -610,7 +609,6 @@ class ShardSimulation:
             hb = max(1, self.session // 3)
         rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or self.session
         c = _Client(inc, inst, hb, rto)
-        self.clients.append(c)
         gv = self.groups[inc.group]
         gv.rtos.add(rto)
         gv.stats["incarnations"] += 1
@@ -871,8 +869,7 @@ def whatif_local(table: pa.Table, configs: Sequence[WhatIfConfig], *, impl: Opti
     if table.num_rows == 0:
         return _finish(defaultdict(list), configs, 0, 0)
     start_ms, end_ms = _bounds(table)
-    shards = pa.array(shard_column(table.column("group_id").to_pylist(), num_shards), pa.int32())
-    by_shard = {s: table.filter(pc.equal(shards, s)) for s in sorted(set(shards.to_pylist()))}
+    by_shard = split_by_shard(table, num_shards)
     parts: Dict[str, List[pa.Table]] = defaultdict(list)
     todo = [(i, s) for i in range(len(configs)) for s in by_shard]
     for n, (i, s) in enumerate(todo):
