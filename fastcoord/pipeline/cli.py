@@ -95,7 +95,8 @@ def _job_parser(sub, name: str, help: str):
     p.add_argument("--impl", choices=["native", "pure"], default=None)
     p.add_argument("--driver-memory", default=None, metavar="SIZE",
                    help="spark.driver.memory, e.g. 6g (the driver collects the result "
-                        "tables: a 10M-event replay needs about 6g)")
+                        "tables: a 10M-event replay needs more than the 1g default; the "
+                        "benchmark gives it 6g)")
     p.add_argument("--executor-memory", default=None, metavar="SIZE",
                    help="spark.executor.memory on a cluster, e.g. 4g")
     p.add_argument("--conf", action="append", default=[], type=_spark_conf,
