@@ -34,9 +34,10 @@ def native_extensions():
         directives.update(linetrace=True, binding=True, boundscheck=True, wraparound=True)
         macros += [("CYTHON_TRACE_NOGIL", "1")]
         compile_args = ["-O0", "-g"]
-    # The load generator's engine is built on epoll: Linux only (elsewhere
-    # fastcoord.server.loadgen runs its asyncio engine).
-    linux_only = {"fastcoord._native.loadgen"}
+    # Built on epoll, Linux only: the load generator's engine (elsewhere
+    # fastcoord.server.loadgen runs its asyncio engine) and the server's heartbeat lane
+    # (elsewhere the server serves every connection through the event loop).
+    linux_only = {"fastcoord._native.loadgen", "fastcoord._native.lane"}
     extensions = []
     for pyx in sorted(glob.glob("fastcoord/_native/*.pyx")):
         name = pyx[:-4].replace("/", ".")

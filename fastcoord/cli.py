@@ -97,6 +97,10 @@ def _add_serve_parser(sub) -> argparse.ArgumentParser:
     serve.add_argument("--no-heartbeat-fast-path", action="store_true",
                        help="answer every Heartbeat through the general per-request path "
                             "(for comparisons; the fast path answers identically)")
+    serve.add_argument("--no-heartbeat-lane", action="store_true",
+                       help="serve heartbeat-only connections through the event loop too, "
+                            "not from the C heartbeat lane (for comparisons; it answers "
+                            "identically)")
     serve.add_argument("--status-interval-s", type=float, default=5.0,
                        help="print a status line this often (0: never)")
     serve.add_argument("--metrics-port", type=int, default=None,
@@ -165,7 +169,8 @@ def _serve(args) -> int:
         idle_timeout_ms=args.idle_timeout_ms, tick_ms=args.tick_ms, security=security,
         status_interval_s=args.status_interval_s, data_dir=data_dir, store=store,
         fsync=args.fsync, fsync_interval_ms=args.fsync_interval_ms, repair=args.repair,
-        metrics_port=args.metrics_port, heartbeat_fast_path=not args.no_heartbeat_fast_path)
+        metrics_port=args.metrics_port, heartbeat_fast_path=not args.no_heartbeat_fast_path,
+        heartbeat_lane=not args.no_heartbeat_lane)
 
     def ready(server) -> None:
         topics = ", ".join(f"{t}:{n}" for t, n in sorted(config.topics.items())) or "none"

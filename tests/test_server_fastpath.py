@@ -323,21 +323,10 @@ def test_server_per_read_fast_path_answers_as_the_general_path(tmp_path):
     sends += [(split[:9], 0), (split[9:] + hb(81), 2)]                      # split mid-frame
     results, fast, read_path = [], [], []
     for flag in ([], ["--no-heartbeat-fast-path"]):
-        (tmp_path / str(len(results))).mkdir()
-        server = ServerProc(tmp_path / str(len(results)) / "server.log", "--store", "memory",
-                            "--no-request-log", "--metrics-port", "0", *flag)
-        got = []
-        try:
-            with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-                for payload, expect in sends:
-                    sock.sendall(payload)
-                    got += _read_responses(sock, expect)
-            samples = _scrape(_metrics_url(server))
-            fast.append(samples["fastcoord_heartbeats_fast_path_total"])
-            read_path.append(samples["fastcoord_heartbeats_read_path_total"])
-            assert samples["fastcoord_heartbeats_total"] == 37
-        finally:
-            assert server.stop() == 0, server.log()
+        got, samples = _serve_exchange(tmp_path / str(len(results)), sends, flag)
+        fast.append(samples["fastcoord_heartbeats_fast_path_total"])
+        read_path.append(samples["fastcoord_heartbeats_read_path_total"])
+        assert samples["fastcoord_heartbeats_total"] == 37
         results.append(got)
     assert results[0] == results[1]
     assert [int.from_bytes(r[:4], "big") for r in results[0]] == (
@@ -347,6 +336,25 @@ def test_server_per_read_fast_path_answers_as_the_general_path(tmp_path):
     # ... and the per-read path itself (not the per-frame run, which the counter above
     # also counts) answered the heartbeats that came one per read: 20 + 5 at least
     assert read_path[0] >= 25 and read_path[1] == 0
+
+
+def _serve_exchange(run_dir, sends, flags):
+    """A memory-store server without request log started with `flags` in `run_dir`: one
+    connection sends each payload of `sends` ((bytes, responses it completes) pairs) and
+    reads the responses it completes. Returns (response frames, metrics samples)."""
+    run_dir.mkdir()
+    server = ServerProc(run_dir / "server.log", "--store", "memory", "--no-request-log",
+                        "--metrics-port", "0", *flags)
+    got = []
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            for payload, expect in sends:
+                sock.sendall(payload)
+                got += _read_responses(sock, expect)
+            samples = _scrape(_metrics_url(server))
+    finally:
+        assert server.stop() == 0, server.log()
+    return got, samples
 
 
 def _read_responses(sock, count: int) -> list:

@@ -44,42 +44,15 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close
 
 from fastcoord._native.bigendian cimport read_i16, read_i32, write_i32
+from fastcoord._native.sockets cimport (EPOLL_CLOEXEC, EPOLL_CTL_ADD, EPOLL_CTL_MOD, EPOLLERR,
+                                        EPOLLHUP, EPOLLIN, EPOLLOUT, EPOLLRDHUP, MSG_DONTWAIT,
+                                        MSG_NOSIGNAL, epoll_create1, epoll_ctl, epoll_event,
+                                        epoll_wait, fc_would_block, recv, send)
 
 import numpy as np
 
 __all__ = ["run_heartbeats"]
 
-
-cdef extern from *:
-    """
-    #include <errno.h>
-    /* POSIX lets a non-blocking socket say either; on Linux they are one value, which
-       a Cython `or` would turn into a switch with a duplicate case. */
-    static inline int fc_would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
-    """
-    bint fc_would_block(int e) nogil
-
-cdef extern from "<sys/epoll.h>" nogil:
-    ctypedef union epoll_data_t:
-        void* ptr
-        int fd
-        uint32_t u32
-        uint64_t u64
-    struct epoll_event:
-        uint32_t events
-        epoll_data_t data
-    enum:
-        EPOLLIN
-        EPOLLOUT
-        EPOLLERR
-        EPOLLHUP
-        EPOLLRDHUP
-        EPOLL_CTL_ADD
-        EPOLL_CTL_MOD
-        EPOLL_CLOEXEC
-    int epoll_create1(int flags)
-    int epoll_ctl(int epfd, int op, int fd, epoll_event* event)
-    int epoll_wait(int epfd, epoll_event* events, int maxevents, int timeout)
 
 cdef extern from "<poll.h>" nogil:
     struct pollfd:
@@ -94,13 +67,6 @@ cdef extern from "<poll.h>" nogil:
 cdef extern from "<sys/resource.h>" nogil:
     enum:
         RUSAGE_THREAD               # Linux: the calling thread's own times
-
-cdef extern from "<sys/socket.h>" nogil:
-    ssize_t send(int fd, const void* buf, size_t n, int flags)
-    ssize_t recv(int fd, void* buf, size_t n, int flags)
-    enum:
-        MSG_DONTWAIT
-        MSG_NOSIGNAL
 
 cdef extern from "Python.h":
     # Declared here without `except -1`: called from a nogil loop through a `with gil`

@@ -1,4 +1,5 @@
 # cython: language_level=3
+from libc.stdint cimport uint8_t
 
 cdef class HeartbeatReader:
     cdef object heartbeat           # the coordinator's heartbeat(group, member, generation, instance)
@@ -11,3 +12,4 @@ cdef class HeartbeatReader:
     cdef Py_ssize_t scratch_cap
 
     cdef char* _room(self, Py_ssize_t need) except NULL
+    cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used) except -1

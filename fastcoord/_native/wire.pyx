@@ -277,13 +277,16 @@ cdef class HeartbeatReader:
             self.scratch_cap = cap
         return self.scratch
 
-    def __call__(self, bytes data, write):
-        cdef const uint8_t* f = <const uint8_t*>PyBytes_AS_STRING(data)
-        cdef Py_ssize_t end = PyBytes_GET_SIZE(data), pos = 0, next_pos, used = 0
-        cdef Py_ssize_t answered = 0
+    cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used) except -1:
+        """Answer the leading heartbeats of f[0:end] into the scratch buffer and return
+        the bytes consumed. `*used` is the length of the responses in scratch, kept up
+        to date per answer, so that when a heartbeat call raises, the caller can still
+        send the answers before it (they are counted and timed here either way)."""
+        cdef Py_ssize_t pos = 0, next_pos, answered = 0
         cdef Heartbeat hb
         cdef int error
         cdef double started = _monotonic()
+        used[0] = 0
         try:
             while True:
                 next_pos = _parse(f, pos, end, self.max_frame, self.min_version,
@@ -293,17 +296,26 @@ cdef class HeartbeatReader:
                 error = _answer(f, &hb, self.heartbeat)
                 if error == DECLINED:
                     break
-                self._room(used + MAX_RESPONSE)
-                used += _encode(self.scratch + used, hb.version, hb.correlation, error)
+                self._room(used[0] + MAX_RESPONSE)
+                used[0] += _encode(self.scratch + used[0], hb.version, hb.correlation, error)
                 answered += 1
                 pos = next_pos
         finally:
-            # What was answered goes out even when a later heartbeat call raised.
             if answered:
                 self.answered += answered
-                write(PyBytes_FromStringAndSize(self.scratch, used))
                 if self.latencies is not None:
                     seconds = _monotonic() - started
                     for _ in range(answered):
                         self.latencies.append(seconds)
+        return pos
+
+    def __call__(self, bytes data, write):
+        cdef Py_ssize_t used = 0, pos
+        try:
+            pos = self.answer(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
+                              &used)
+        finally:
+            # What was answered goes out even when a later heartbeat call raised.
+            if used:
+                write(PyBytes_FromStringAndSize(self.scratch, used))
         return pos

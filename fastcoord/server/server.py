@@ -58,6 +58,7 @@ class ServerConfig:
     repair: bool = False                   # truncate a corrupt shard log at the bad record
     metrics_port: Optional[int] = None     # Prometheus text on GET /metrics (0: any free port)
     heartbeat_fast_path: bool = True       # runs of plain Heartbeat frames in one loop (wire)
+    heartbeat_lane: bool = True            # heartbeat-only connections served from C (lane)
 
 
 class Connection(asyncio.Protocol):
@@ -78,6 +79,9 @@ class Connection(asyncio.Protocol):
         # client id), nor with SASL, ACLs or the request log (see _set_reader).
         self._reader = None
         self._write = None
+        self._fd = -1                        # the socket's descriptor (for the lane)
+        self._lane_fd = -1                   # >= 0 while the server's heartbeat lane serves it
+        self._write_paused = False           # the transport asked us to stop (pause_writing)
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -96,9 +100,12 @@ class Connection(asyncio.Protocol):
         self.session = Session(host)
         self._write = transport.write
         transport.set_write_buffer_limits(high=server.config.write_buffer_high)
+        sock = transport.get_extra_info("socket")
+        self._fd = sock.fileno() if sock is not None else -1
 
     def connection_lost(self, exc) -> None:
         self.closing = True
+        self._leave_lane()
         self.server.connections.discard(self)
         for reply in self._pending:
             reply.cancelled = True
@@ -106,11 +113,13 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading its requests.
+        self._write_paused = True
         if self.transport is not None and not self.closing:
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if self.transport is not None and not self.closing:
+        self._write_paused = False
+        if self.transport is not None and not self.closing and self._lane_fd < 0:
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
@@ -128,6 +137,11 @@ class Connection(asyncio.Protocol):
                 self.close()
                 return
             if used == len(data):
+                # A read of heartbeats only: serve the next ones in the lane, if any.
+                lane = self.server.lane
+                if (lane is not None and self._fd >= 0 and not self._write_paused
+                        and not self.closing and self.transport.get_write_buffer_size() == 0):
+                    self._enter_lane(lane)
                 return
             data = data[used:]
         # Cork: the responses answered while these frames are handled go out in one
@@ -139,6 +153,57 @@ class Connection(asyncio.Protocol):
             self._out = None
             if out and not self.closing:
                 self.transport.write(b"".join(out))
+
+    # -- the heartbeat lane (fastcoord/_native/lane.pyx) -------------------------------------
+    def _enter_lane(self, lane) -> None:
+        """Hand the socket's reading to the lane: nothing is buffered, waiting or unsent,
+        so the lane's answers keep request order."""
+        self.transport.pause_reading()
+        try:
+            lane.add(self._fd, self)
+        except (OSError, ValueError):
+            log.exception("%s: could not enter the heartbeat lane", self.peer)
+            self.transport.resume_reading()
+            return
+        self._lane_fd = self._fd
+
+    def _leave_lane(self) -> None:
+        """Take the socket back from the lane without a hand-back (closing)."""
+        if self._lane_fd >= 0:
+            lane = self.server.lane
+            fd, self._lane_fd = self._lane_fd, -1
+            if lane is not None and fd in lane:
+                self.last_active = max(self.last_active, lane.last_active(fd))
+                lane.remove(fd)
+
+    def lane_returned(self, rest: bytes, unsent: bytes, error) -> None:
+        """The lane gave the socket back (its on_return): `unsent` answers go out first,
+        then `rest`, the read's bytes from the first one the lane did not answer, takes
+        the general path; an `error` closes the connection."""
+        self._lane_fd = -1
+        self.last_active = time.monotonic()
+        if self.closing or self.transport is None:
+            return
+        if unsent:
+            self.transport.write(unsent)
+        if error is not None:
+            if isinstance(error, OSError):
+                log.info("%s: %s; closing", self.peer, error)
+            else:
+                log.error("%s: the heartbeat lane failed; closing", self.peer, exc_info=error)
+            self.close()
+            return
+        if not self._write_paused:
+            self.transport.resume_reading()
+        if rest:
+            self.data_received(rest)
+
+    def idle_since(self) -> float:
+        """time.monotonic() of the last request read (by the event loop or the lane)."""
+        lane = self.server.lane
+        if self._lane_fd >= 0 and lane is not None and self._lane_fd in lane:
+            return max(self.last_active, lane.last_active(self._lane_fd))
+        return self.last_active
 
     def _frames(self, data: bytes) -> None:
         buf = self._buf
@@ -297,6 +362,7 @@ class Connection(asyncio.Protocol):
             self.transport.write(b"".join(out))
             out.clear()
         self.closing = True
+        self._leave_lane()
         for reply in self._pending:
             reply.cancelled = True
         self._pending.clear()
@@ -412,6 +478,7 @@ class CoordinatorServer:
         wire = module(config.impl, "wire")
         self.heartbeat_run = wire.heartbeat_run if config.heartbeat_fast_path else None
         self.heartbeat_reader = None         # made in start(), once the APIs exist
+        self.lane = None                     # the heartbeat lane (start(); Linux, fast path on)
         self.heartbeat_versions = (0, -1)    # the advertised Heartbeat versions (start())
         self._wire = wire
         self.timer = Timer(self.clock, impl=config.impl)
@@ -451,6 +518,8 @@ class CoordinatorServer:
         if cfg.heartbeat_fast_path:
             self.heartbeat_reader = self._wire.HeartbeatReader(
                 self.coord.heartbeat, cfg.max_frame_bytes, lo, hi, self.latencies)
+            if cfg.heartbeat_lane and self.request_log is None:
+                self.lane = self._make_lane()
         self._tick()
         self._sweep()
         if self.store is not None:
@@ -461,6 +530,18 @@ class CoordinatorServer:
             self._metrics_server = await asyncio.start_server(
                 self._metrics_client, cfg.host, cfg.metrics_port, reuse_address=True)
             self.metrics_port = self._metrics_server.sockets[0].getsockname()[1]
+
+    def _make_lane(self):
+        """The heartbeat lane of the server's twin, watched by the event loop; None
+        where the twin has none (not Linux: no epoll)."""
+        try:
+            lane_module = module(self.config.impl, "lane")
+        except ImportError:
+            log.info("no heartbeat lane on this platform; the event loop serves every read")
+            return None
+        lane = lane_module.HeartbeatLane(self.heartbeat_reader, Connection.lane_returned)
+        self.loop.add_reader(lane.fileno(), lane.poll)
+        return lane
 
     async def _load(self) -> None:
         """Load every owned shard from the durable store (a worker thread reads and
@@ -546,6 +627,19 @@ class CoordinatorServer:
             lines += [f"# HELP fastcoord_{name}_total {text}",
                       f"# TYPE fastcoord_{name}_total counter",
                       f"fastcoord_{name}_total {counters[key]}"]
+        lane = self.lane
+        lines += ["# HELP fastcoord_lane_connections Connections the heartbeat lane serves "
+                  "(heartbeat-only reads answered from C, off the event loop's reading).",
+                  "# TYPE fastcoord_lane_connections gauge",
+                  f"fastcoord_lane_connections {len(lane) if lane is not None else 0}",
+                  "# HELP fastcoord_lane_reads_total Reads the heartbeat lane answered "
+                  "(their heartbeats count in heartbeats_read_path).",
+                  "# TYPE fastcoord_lane_reads_total counter",
+                  f"fastcoord_lane_reads_total {lane.reads if lane is not None else 0}",
+                  "# HELP fastcoord_lane_handbacks_total Times a connection left the lane "
+                  "(a read with another request, a cut frame, an error or end of stream).",
+                  "# TYPE fastcoord_lane_handbacks_total counter",
+                  f"fastcoord_lane_handbacks_total {lane.handbacks if lane is not None else 0}"]
         lines += ["# HELP fastcoord_request_latency_p99_seconds 99th percentile of the "
                   "request latency (receipt to response) since the last status line.",
                   "# TYPE fastcoord_request_latency_p99_seconds gauge",
@@ -609,8 +703,9 @@ class CoordinatorServer:
         limit = self.config.idle_timeout_ms / 1000.0
         now = time.monotonic()
         for conn in list(self.connections):
-            if now - conn.last_active > limit and not conn.parked:
-                log.info("%s: idle for %.0f ms; closing", conn.peer, (now - conn.last_active) * 1000)
+            idle = now - conn.idle_since()
+            if idle > limit and not conn.parked:
+                log.info("%s: idle for %.0f ms; closing", conn.peer, idle * 1000)
                 conn.close()
         if self.request_log is not None:
             self.request_log.flush()
@@ -658,15 +753,33 @@ class CoordinatorServer:
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.abort()
+        if self.lane is not None:
+            self.loop.remove_reader(self.lane.fileno())
+            self.lane.close()
+            self.lane = None
         if self._server is not None:
             await self._server.wait_closed()
         if self.request_log is not None:
             self.request_log.close()
 
 
+def _hold_standard_descriptors() -> None:
+    """Open /dev/null on descriptors 0-2 where they are closed (a server started with
+    `<&-`, or by a parent that closed them): uvloop's libuv aborts the process when it
+    closes a socket that got one of those numbers."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            held = os.open(os.devnull, os.O_RDWR)   # the lowest free number: this one
+            if held != fd:
+                os.close(held)
+
+
 async def serve(config: ServerConfig, *, ready=None, request_log=None) -> int:
     """Run until SIGTERM or SIGINT, then shut down cleanly. `ready(server)` is called
     once listening."""
+    _hold_standard_descriptors()
     server = CoordinatorServer(config, request_log=request_log)
     await server.start()
     loop = asyncio.get_running_loop()
