@@ -236,6 +236,8 @@ def test_last_active_moves_with_reads(lane):
     assert ln.lane.last_active(ln.fd) > entered
     with pytest.raises(KeyError):
         ln.lane.last_active(ln.fd + 1000)
+    read_at = ln.lane.last_active(ln.fd)
+    assert ln.lane.idle(read_at) == [] and ln.lane.idle(read_at + 0.001) == ["conn-1"]
 
 
 def _is_open(fd: int) -> bool:

@@ -157,6 +157,12 @@ cdef class HeartbeatLane:
             raise KeyError(fd)
         return self.last_read[fd]
 
+    def idle(self, double before):
+        """idle(before) -> list: the keys of the connections whose last read in the lane
+        (or entry) was before `before` (time.monotonic() seconds)."""
+        cdef int fd
+        return [key for fd, key in self.conns.items() if self.last_read[fd] < before]
+
     def poll(self):
         """poll() -> int: serve the connections ready now (without waiting): how many."""
         cdef epoll_event events[MAX_EVENTS]

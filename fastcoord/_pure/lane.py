@@ -91,6 +91,11 @@ class HeartbeatLane:
             raise KeyError(fd)
         return self.last_read[fd]
 
+    def idle(self, before: float) -> List[Any]:
+        """The keys of the connections whose last read in the lane (or entry) was before
+        `before` (time.monotonic() seconds)."""
+        return [key for fd, key in self.conns.items() if self.last_read[fd] < before]
+
     def poll(self) -> int:
         """Serve the connections ready now (without waiting): how many were ready."""
         if self._epoll is None:

@@ -702,10 +702,16 @@ class CoordinatorServer:
         """Close idle connections (nothing received for idle_timeout_ms)."""
         limit = self.config.idle_timeout_ms / 1000.0
         now = time.monotonic()
-        for conn in list(self.connections):
-            idle = now - conn.idle_since()
-            if idle > limit and not conn.parked:
-                log.info("%s: idle for %.0f ms; closing", conn.peer, idle * 1000)
+        cutoff = now - limit
+        # The lane answers for its connections in one C pass; the loop below skips
+        # them (a Python call each would stall the loop ~1 ms per 1,000 connections).
+        idle = self.lane.idle(cutoff) if self.lane is not None else []
+        idle += [conn for conn in self.connections
+                 if conn._lane_fd < 0 and conn.last_active < cutoff]
+        for conn in idle:
+            if not conn.parked and not conn.closing:
+                log.info("%s: idle for %.0f ms; closing", conn.peer,
+                         (now - conn.idle_since()) * 1000)
                 conn.close()
         if self.request_log is not None:
             self.request_log.flush()
