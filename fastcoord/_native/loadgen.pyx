@@ -40,7 +40,7 @@ from libc.stdio cimport snprintf
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memmove, memset, strerror
 from posix.resource cimport getrusage, rusage
-from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close
 
 from fastcoord._native.bigendian cimport read_i16, read_i32, write_i32
@@ -67,44 +67,6 @@ cdef extern from "<poll.h>" nogil:
 cdef extern from "<sys/resource.h>" nogil:
     enum:
         RUSAGE_THREAD               # Linux: the calling thread's own times
-
-cdef extern from *:
-    """
-    #include <sys/socket.h>
-    #include <sys/uio.h>
-    #include <time.h>
-    /* One recv that also returns the kernel's receive time of the data (SO_TIMESTAMPNS,
-       CLOCK_REALTIME; for TCP, of the last segment the read took): *arrived_rt_ns is
-       left 0 when the kernel gave none. */
-    static inline ssize_t fc_recv_stamped(int fd, void* buf, size_t n, long long* arrived_rt_ns) {
-        struct iovec iov = {buf, n};
-        union { char buf[CMSG_SPACE(sizeof(struct timespec))]; struct cmsghdr align; } ctl;
-        struct msghdr msg = {0};
-        struct cmsghdr* cm;
-        ssize_t got;
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = ctl.buf;
-        msg.msg_controllen = sizeof(ctl.buf);
-        got = recvmsg(fd, &msg, MSG_DONTWAIT);
-        *arrived_rt_ns = 0;
-        if (got > 0) {
-            for (cm = CMSG_FIRSTHDR(&msg); cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
-                if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
-                    struct timespec ts;
-                    memcpy(&ts, CMSG_DATA(cm), sizeof(ts));
-                    *arrived_rt_ns = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-                }
-            }
-        }
-        return got;
-    }
-    static inline int fc_stamp_arrivals(int fd, int on) {
-        return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on));
-    }
-    """
-    ssize_t fc_recv_stamped(int fd, void* buf, size_t n, long long* arrived_rt_ns) nogil
-    int fc_stamp_arrivals(int fd, int on) nogil
 
 cdef extern from "Python.h":
     # Declared here without `except -1`: called from a nogil loop through a `with gil`
@@ -166,7 +128,6 @@ cdef struct Run:
     int64_t t_end                 # no request is sent from then on
     int64_t t_drain               # unanswered requests then are a failure
     int64_t now                   # the clock at the last recv()
-    int64_t arrived               # the kernel's receive time of that recv's data (same clock)
     # every connection's frames, copied once so the loop touches no Python object
     char* arena
     Py_ssize_t* frame_off
@@ -176,7 +137,6 @@ cdef struct Run:
     Py_ssize_t total_inflight
     # results
     double* lat                   # seconds, one per measured response
-    double* arrival_lat           # seconds, send to arrival in the socket, one per response
     Py_ssize_t nlat               # measured responses (one latency each)
     Py_ssize_t lat_cap
     int64_t* errors               # measured responses by error code (as uint16)
@@ -201,12 +161,6 @@ cdef struct Run:
 cdef inline int64_t _now() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <int64_t>ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-
-
-cdef inline int64_t _now_realtime() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_REALTIME, &ts)
     return <int64_t>ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 
 
@@ -343,20 +297,15 @@ cdef inline void _keep_sample(char* dest, int* dest_len, const uint8_t* frame,
         dest_len[0] = <int>size
 
 
-cdef int _record(Run* r, int64_t latency_ns, int64_t arrival_ns, int error) noexcept nogil:
+cdef int _record(Run* r, int64_t latency_ns, int error) noexcept nogil:
     cdef double* p
     if r.nlat == r.lat_cap:
         p = <double*>realloc(r.lat, r.lat_cap * 2 * sizeof(double))
         if p == NULL:
             return _fail(r, -1, "out of memory for the latencies")
         r.lat = p
-        p = <double*>realloc(r.arrival_lat, r.lat_cap * 2 * sizeof(double))
-        if p == NULL:
-            return _fail(r, -1, "out of memory for the latencies")
-        r.arrival_lat = p
         r.lat_cap *= 2
     r.lat[r.nlat] = latency_ns * 1e-9
-    r.arrival_lat[r.nlat] = arrival_ns * 1e-9
     r.nlat += 1
     if error != 0:
         r.errors[<uint16_t>error] += 1
@@ -373,11 +322,10 @@ cdef Py_ssize_t _read(Run* r, Conn* c, Py_ssize_t index) noexcept nogil:
     cdef const uint8_t* body
     cdef int32_t corr
     cdef int64_t sent_at
-    cdef long long arrived_rt
     cdef int error
     if c.in_cap - c.in_len < 256 and _grow(&c.inbuf, &c.in_cap, c.in_len + IN_START) < 0:
         return _fail(r, index, "out of memory for the input buffer")
-    n = fc_recv_stamped(c.fd, c.inbuf + c.in_len, c.in_cap - c.in_len, &arrived_rt)
+    n = recv(c.fd, c.inbuf + c.in_len, c.in_cap - c.in_len, MSG_DONTWAIT)
     if n == 0:
         snprintf(what, WHAT_MAX, "closed by the server (%d heartbeats in flight)",
                  c.inflight)
@@ -387,13 +335,6 @@ cdef Py_ssize_t _read(Run* r, Conn* c, Py_ssize_t index) noexcept nogil:
             return 0
         return _fail_errno(r, index, "recv")
     r.now = _now()
-    # The kernel stamped the data on CLOCK_REALTIME: moved to CLOCK_MONOTONIC by the two
-    # clocks' difference now (and never later than the read itself).
-    r.arrived = r.now
-    if arrived_rt:
-        r.arrived = arrived_rt - (_now_realtime() - r.now)
-        if r.arrived > r.now:
-            r.arrived = r.now
     r.recvs += 1
     c.in_len += n
     p = <const uint8_t*>c.inbuf
@@ -422,7 +363,7 @@ cdef Py_ssize_t _read(Run* r, Conn* c, Py_ssize_t index) noexcept nogil:
         c.inflight -= 1
         r.total_inflight -= 1
         if r.t_measure <= sent_at < r.t_end:
-            if _record(r, r.now - sent_at, r.arrived - sent_at, error) < 0:
+            if _record(r, r.now - sent_at, error) < 0:
                 return -1
         _keep_sample(r.sample, &r.sample_len, body, size)
         if error != 0:
@@ -637,8 +578,6 @@ cdef _release(Run* r):
     cdef Py_ssize_t i
     if r.conns != NULL:
         for i in range(r.nconn):
-            if r.conns[i].inbuf != NULL:        # set up: its socket stamps arrivals
-                fc_stamp_arrivals(r.conns[i].fd, 0)
             free(r.conns[i].inbuf)
             free(r.conns[i].outbuf)
         free(r.conns)
@@ -650,7 +589,6 @@ cdef _release(Run* r):
     free(r.fifo_corr)
     free(r.fifo_ns)
     free(r.lat)
-    free(r.arrival_lat)
     free(r.errors)
 
 
@@ -703,9 +641,8 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
         r.lat_cap = max(1024, <Py_ssize_t>(rate_value * duration_s * 1.1)
                         if rate is not None else 1 << 20)
         r.lat = <double*>malloc(r.lat_cap * sizeof(double))
-        r.arrival_lat = <double*>malloc(r.lat_cap * sizeof(double))
         if (r.conns == NULL or r.fifo_corr == NULL or r.fifo_ns == NULL or r.errors == NULL
-                or r.lat == NULL or r.arrival_lat == NULL):
+                or r.lat == NULL):
             raise MemoryError()
         version = _copy_frames(&r, frames)
         _response_layout(&r, version)
@@ -725,7 +662,6 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
             if epoll_ctl(r.epfd, EPOLL_CTL_ADD, c.fd, &ev) < 0:
                 raise OSError(errno, f"connection {i} (fd {c.fd}): epoll_ctl: "
                                      f"{strerror(errno).decode()}")
-            fc_stamp_arrivals(c.fd, 1)      # best effort: without it, arrival = read time
         with nogil:
             _thread_cpu(&user0, &sys0)
             r.t0 = _now()
@@ -741,12 +677,9 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
             if r.errors[i]:
                 errors[<int16_t><uint16_t>i] = r.errors[i]
         latencies = np.empty(r.nlat, dtype=np.float64)
-        arrival_latencies = np.empty(r.nlat, dtype=np.float64)
         if r.nlat:
             view = latencies
             memcpy(&view[0], r.lat, r.nlat * sizeof(double))
-            view = arrival_latencies
-            memcpy(&view[0], r.arrival_lat, r.nlat * sizeof(double))
         return {
             "answered": r.nlat,
             "sent": r.sent,
@@ -754,7 +687,6 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
             "unsent": r.unsent,
             "errors": errors,
             "latencies": latencies,
-            "arrival_latencies": arrival_latencies,
             "failure": (<char*>r.failure).decode("utf-8", "replace") if status else None,
             "failed_connection": r.failed_conn if status and r.failed_conn >= 0 else None,
             "unanswered": r.total_inflight,

@@ -234,7 +234,6 @@ class Loadgen:
         self.measuring = False
         self.stopping = False
         self.latencies: List[float] = []
-        self.arrival_latencies = None      # the C engine's (see summary)
         self.errors: Dict[int, int] = collections.Counter()
         self.answered = 0
         self.checked = 0
@@ -420,7 +419,6 @@ class Loadgen:
         self.engine = engine
         self.engine_stats = {}
         self.latencies = []
-        self.arrival_latencies = None
         self.errors = collections.Counter()
         self.answered = 0
         self.unsent = 0
@@ -468,7 +466,6 @@ class Loadgen:
             self._broken = result["failure"]
             raise LoadgenError(f"C engine: {result['failure']}")
         self.latencies = result["latencies"]
-        self.arrival_latencies = result["arrival_latencies"]
         self.answered = result["answered"]
         self.elapsed = result["elapsed_s"]
         self.unsent = result["unsent"]
@@ -577,16 +574,6 @@ class Loadgen:
         if self.conns:
             await asyncio.wait([c.closed for c in self.conns], timeout=10)
 
-    def _arrival_percentiles(self) -> dict:
-        import numpy as np
-        names = ("arrival_p50_ms", "arrival_p99_ms", "arrival_p999_ms")
-        lat = self.arrival_latencies
-        if lat is None or not len(lat):
-            return dict.fromkeys(names)
-        lat = np.asarray(lat, dtype=np.float64) * 1000.0
-        return {name: round(float(np.percentile(lat, q)), 3)
-                for name, q in zip(names, (50, 99, 99.9))}
-
     def summary(self) -> dict:
         import numpy as np
         lat = np.asarray(self.latencies, dtype=np.float64) * 1000.0
@@ -601,10 +588,6 @@ class Loadgen:
             "heartbeats_per_s": round(self.answered / self.elapsed, 1) if self.elapsed else 0.0,
             "p50_ms": pct(50), "p99_ms": pct(99), "p999_ms": pct(99.9),
             "max_ms": round(float(lat.max()), 3) if len(lat) else None,
-            # The C engine also times each response to its arrival in the socket (the
-            # kernel's receive stamp): the server and the network, without the time the
-            # response then waited for the load generator to read it (None: not taken)
-            **self._arrival_percentiles(),
             "errors": {str(k): v for k, v in sorted(self.errors.items())},
             "setup_s": round(self.setup_s, 3),
             "setup_rejoins": self.rejoins,
