@@ -13,6 +13,10 @@ SyncGroup, kio-encoded), then measures Heartbeat requests:
                     25,000, 50,000, 75,000 and the target 100,000).
                     ops = heartbeats answered in the measured window (one call);
                     extra_info: heartbeats_per_s, p50_ms, p99_ms, p999_ms, unsent.
+                    peer "native": the server as `fastcoord serve` runs it (the
+                    heartbeat lane on); "native, no lane": a second server with
+                    --no-heartbeat-lane (every read through the event loop and the
+                    per-read path), for closed-p1 and open-100000 in the same run.
 
 Server: memory store, no request log (the hot path only: heartbeats touch neither),
 native coordinator, uvloop when installed (the serve default; this process too).
@@ -75,11 +79,11 @@ def _pinned() -> bool:
 class _Server:
     """`fastcoord serve --port 0` pinned to core 0, stopped by PID."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, *args: str) -> None:
         cmd = [sys.executable, "-m", "fastcoord", "serve", "--host", "127.0.0.1", "--port", "0",
                "--store", "memory", "--no-request-log", "--status-interval-s", "0",
                "--group-initial-rebalance-delay-ms", "500", "--max-connections", "20000",
-               "--log-level", "WARNING"]
+               "--log-level", "WARNING", *args]
         if _pinned():
             cmd = ["taskset", "-c", "0"] + cmd
         self.log_path = log_path
@@ -123,9 +127,19 @@ class _Server:
 @pytest.fixture(scope="module")
 def loaded(request, tmp_path_factory):
     """A server and a load generator with every member set up, shared by the cases."""
+    yield from _loaded(request, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def loaded_no_lane(request, tmp_path_factory):
+    """The same with the server's heartbeat lane off."""
+    yield from _loaded(request, tmp_path_factory, "--no-heartbeat-lane")
+
+
+def _loaded(request, tmp_path_factory, *server_args):
     quick = request.config.getoption("benchmark_disable")
     size = QUICK if quick else FULL
-    server = _Server(tmp_path_factory.mktemp("server") / "server.log")
+    server = _Server(tmp_path_factory.mktemp("server") / "server.log", *server_args)
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     if _pinned():
         os.sched_setaffinity(0, {1})
@@ -147,6 +161,18 @@ def loaded(request, tmp_path_factory):
 
 @pytest.mark.parametrize("case,pipeline,rate,quick_rate", CASES, ids=[c[0] for c in CASES])
 def test_server_heartbeats(benchmark, loaded, case, pipeline, rate, quick_rate):
+    _measure(benchmark, loaded, "native", case, pipeline, rate, quick_rate)
+
+
+@pytest.mark.parametrize("case,pipeline,rate,quick_rate",
+                         [c for c in CASES if c[0] in ("closed-p1", "open-100000")],
+                         ids=["closed-p1", "open-100000"])
+def test_server_heartbeats_without_the_lane(benchmark, loaded_no_lane, case, pipeline, rate,
+                                            quick_rate):
+    _measure(benchmark, loaded_no_lane, "native, no lane", case, pipeline, rate, quick_rate)
+
+
+def _measure(benchmark, loaded, peer, case, pipeline, rate, quick_rate):
     gen, loop, size, quick, server = loaded
     gen.pipeline = pipeline
     offered = quick_rate if quick else rate
@@ -164,7 +190,7 @@ def test_server_heartbeats(benchmark, loaded, case, pipeline, rate, quick_rate):
     assert summary["heartbeats"] > 0
     assert summary["errors"] == {}, summary       # every member stays in its generation
     benchmark.extra_info.update({
-        "peer": "native", "case": case, "ops": summary["heartbeats"],
+        "peer": peer, "case": case, "ops": summary["heartbeats"],
         "heartbeats_per_s": summary["heartbeats_per_s"], "p50_ms": summary["p50_ms"],
         "p99_ms": summary["p99_ms"], "p999_ms": summary["p999_ms"],
         "connections": size["connections"], "members": size["members"],

@@ -263,10 +263,13 @@ def test_reader_answers_what_heartbeat_run_answers_in_one_write(impl):
 
 @needs_native
 def test_reader_twins_agree():
+    """The same reads: the same bytes used, answers and counts; with a request log, the
+    same lines too (but their time fields)."""
     rng = random.Random(15)
     for _ in range(200):
         data = _random_buffer(rng, rng.randint(1, 12))
         assert _read("native", data)[:3] == _read("pure", data)[:3]
+        assert _log_read("native", data) == _log_read("pure", data)
 
 
 def test_reader_writes_what_it_answered_before_a_heartbeat_raised(impl):
@@ -287,15 +290,75 @@ def test_reader_writes_what_it_answered_before_a_heartbeat_raised(impl):
     assert reader.answered == 1
 
 
+_HOST = b'"127.0.0.1"'
+
+
+def _log_read(impl, data: bytes):
+    """The reader with a request log: (bytes used, responses, its log lines parsed, with
+    ts and latency_ms checked as numbers and removed)."""
+    chunks = []
+    reader = module(impl, "wire").HeartbeatReader(Recorder(), MAX_FRAME, LO, HI, None,
+                                                  chunks.append)
+    writes = Writes()
+    used = reader(data, writes, _HOST)
+    assert all(type(chunk) is bytes for chunk in chunks) and len(chunks) <= 1
+    lines = []
+    for text in b"".join(chunks).decode("ascii").splitlines():
+        line = json.loads(text)
+        assert isinstance(line.pop("ts"), float) and line.pop("latency_ms") >= 0
+        lines.append(line)
+    return used, writes, lines
+
+
+def test_reader_log_lines_are_the_request_logs(impl):
+    """On random and mutated reads: one request-log line per answer, in order, with the
+    fields RequestLog writes for a heartbeat (JSON escaping included: json.dumps'
+    ensure_ascii text of random non-ASCII ids)."""
+    from fastcoord.server.requestlog import heartbeat_line
+    rng = random.Random(16)
+    logged = 0
+    for _ in range(300):
+        data = _random_buffer(rng, rng.randint(1, 12))
+        end, out, entries, _ = _run(impl, data, 0, log=True)
+        used, writes, lines = _log_read(impl, data)
+        assert used == end and writes == ([b"".join(out)] if out else [])
+        expected = []
+        for version, client, group, member, generation, error in entries:
+            line = json.loads(heartbeat_line(0.5, version, client, _HOST.decode(), group,
+                                             member, generation, error, 0.001))
+            del line["ts"], line["latency_ms"]
+            expected.append(line)
+        assert lines == expected
+        logged += len(lines)
+    assert logged > 300
+
+
+def test_reader_declines_a_client_id_that_is_not_utf8(impl):
+    """The Python decoder declines it (kio then answers), so the reader must too, log
+    or no log, before calling the coordinator."""
+    frame = bytearray(_framed(encode_request(12, 2, 5, {
+        "group_id": "g", "generation_id": 1, "member_id": "m"}, client_id="ab")[4:]))
+    at = frame.index(b"ab")
+    frame[at:at + 2] = b"\xff\xfe"
+    rec = Recorder()
+    reader = module(impl, "wire").HeartbeatReader(rec, MAX_FRAME, LO, HI)
+    assert reader(bytes(frame), Writes()) == 0 and rec.calls == []
+    assert _run(impl, bytes(frame), 0, log=False)[0] == 0
+
+
 def test_reader_bad_arguments(impl):
     reader_type = module(impl, "wire").HeartbeatReader
     with pytest.raises(TypeError, match="heartbeat"):
         reader_type(None, MAX_FRAME, LO, HI)
     with pytest.raises(ValueError, match="max_frame"):
         reader_type(Recorder(), 4, LO, HI)
+    with pytest.raises(TypeError, match="log"):
+        reader_type(Recorder(), MAX_FRAME, LO, HI, None, "not callable")
     reader = reader_type(Recorder(), MAX_FRAME, LO, HI)
     with pytest.raises(TypeError):
         reader(bytearray(8), Writes())
+    with pytest.raises(TypeError, match="host"):
+        reader(b"", Writes(), "127.0.0.1")
     assert reader.answered == 0
 
 
@@ -338,13 +401,14 @@ def test_server_per_read_fast_path_answers_as_the_general_path(tmp_path):
     assert read_path[0] >= 25 and read_path[1] == 0
 
 
-def _serve_exchange(run_dir, sends, flags):
-    """A memory-store server without request log started with `flags` in `run_dir`: one
-    connection sends each payload of `sends` ((bytes, responses it completes) pairs) and
-    reads the responses it completes. Returns (response frames, metrics samples)."""
+def _serve_exchange(run_dir, sends, flags, request_log: bool = False):
+    """A memory-store server (with its request log in `run_dir`, or none) started with
+    `flags`: one connection sends each payload of `sends` ((bytes, responses it
+    completes) pairs) and reads the responses it completes. Returns (response frames,
+    metrics samples)."""
     run_dir.mkdir()
-    server = ServerProc(run_dir / "server.log", "--store", "memory", "--no-request-log",
-                        "--metrics-port", "0", *flags)
+    server = ServerProc(run_dir / "server.log", "--store", "memory", "--metrics-port", "0",
+                        *([] if request_log else ["--no-request-log"]), *flags)
     got = []
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:

@@ -4,6 +4,7 @@ lane on and off (the same bytes on the wire, idle connections in the lane closed
 from __future__ import annotations
 
 import collections
+import json
 import os
 import socket
 import struct
@@ -51,18 +52,18 @@ class Lane:
     """A lane of the twin `impl` serving one end of a socket pair; the test drives the
     other end (`peer`) as the client."""
 
-    def __init__(self, impl: str, heartbeat=None) -> None:
+    def __init__(self, impl: str, heartbeat=None, log=None, host=None) -> None:
         self.latencies = collections.deque()
         self.reader = module(impl, "wire").HeartbeatReader(
             heartbeat or (lambda group, member, generation, instance: 0),
-            MAX_FRAME, LO, HI, self.latencies)
+            MAX_FRAME, LO, HI, self.latencies, log)
         self.returns = Returns()
         self.lane = module(impl, "lane").HeartbeatLane(self.reader, self.returns)
         self.peer, self.served = socket.socketpair()
         self.served.setblocking(False)
         self.peer.settimeout(5)
         self.fd = self.served.fileno()
-        self.lane.add(self.fd, "conn-1")
+        self.lane.add(self.fd, "conn-1", host)
 
     def poll_until(self, done, timeout: float = 5.0) -> None:
         deadline = time.monotonic() + timeout
@@ -227,6 +228,24 @@ def test_a_client_that_does_not_read_gets_its_unsent_answers_handed_back(lane):
     assert unsent or rest                          # why it was handed back
 
 
+def test_request_log_lines_for_what_the_lane_answers(impl):
+    """A logging reader: a line per answer with the connection's host, written once per
+    poll (and before a hand-back); nothing for what is handed back."""
+    chunks = []
+    ln = Lane(impl, log=chunks.append, host=b'"10.0.0.7"')
+    try:
+        ln.peer.sendall(_hb(1) + _hb(2))
+        ln.receive(2 * len(_answer(1)))
+        ln.peer.sendall(_hb(3) + encode_request(18, 0, 4, {}, client_id="c"))
+        ln.poll_until(lambda: ln.returns)
+        lines = [json.loads(x) for x in b"".join(chunks).splitlines()]
+        assert [(x["api"], x["host"], x["client"], x["group"], x["error"]) for x in lines] \
+            == [("Heartbeat", "10.0.0.7", "c", "g", 0)] * 3
+        assert all(type(chunk) is bytes for chunk in chunks)
+    finally:
+        ln.close()
+
+
 def test_last_active_moves_with_reads(lane):
     ln = lane()
     entered = ln.lane.last_active(ln.fd)
@@ -266,6 +285,8 @@ def test_bad_arguments(impl):
             ln.add(-1, "k")
         with pytest.raises(TypeError):
             ln.add("3", "k")
+        with pytest.raises(TypeError, match="host"):
+            ln.add(a.fileno(), "k", "127.0.0.1")
         ln.add(a.fileno(), "k")
         with pytest.raises(ValueError, match="already"):
             ln.add(a.fileno(), "k")
@@ -388,3 +409,41 @@ def test_server_closes_an_idle_connection_that_was_in_the_lane(tmp_path):
         assert _scrape(_metrics_url(server))["fastcoord_lane_connections"] == 0
     finally:
         assert server.stop() == 0, server.log()
+
+
+def test_server_logs_the_same_with_and_without_the_lane(tmp_path):
+    """With the request log on (the serve default): heartbeats one per read (non-ASCII
+    and null client ids, non-ASCII groups), other requests between them: the same
+    responses and the same request-log lines (but their time fields) with the lane on,
+    off, and with no fast path; with it on, the lane served reads and wrote the lines."""
+    def hb(corr, group="g1", client="c-é"):
+        return encode_request(12, corr % 5, corr, {
+            "group_id": group, "generation_id": 1, "member_id": "m\u2603",
+            "group_instance_id": None}, client_id=client)
+
+    sends = [(encode_request(18, 0, 1, {}, client_id="c"), 1)]
+    sends += [(hb(10 + i), 1) for i in range(10)]
+    sends += [(hb(30 + i, group="é漢\"q\\", client=None), 1) for i in range(5)]
+    sends += [(encode_request(18, 3, 50, {"client_software_name": "t",
+                                          "client_software_version": "1"},
+                              client_id="c"), 1)]
+    sends += [(hb(60 + i, client="tab\there"), 1) for i in range(5)]
+    results, lane_reads = [], []
+    configs = [[], ["--no-heartbeat-lane"], ["--no-heartbeat-fast-path"]]
+    if fastcoord.NATIVE_AVAILABLE:
+        configs.append(["--impl", "pure"])
+    for flag in configs:
+        run = tmp_path / str(len(results))
+        got, samples = _serve_exchange(run, sends, flag, request_log=True)
+        lane_reads.append(samples["fastcoord_lane_reads_total"])
+        lines = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+        assert all(isinstance(line.pop("ts"), float) and line.pop("latency_ms") >= 0
+                   for line in lines)
+        results.append((got, lines))
+    assert all(result == results[0] for result in results[1:])
+    responses, lines = results[0]
+    beats = [line for line in lines if line["api"] == "Heartbeat"]
+    assert len(beats) == 20
+    assert {line["client"] for line in beats} == {"c-é", None, "tab\there"}
+    assert beats[10]["group"] == "é漢\"q\\" and beats[0]["member"] == "m\u2603"
+    assert lane_reads[0] >= 15 and lane_reads[1:3] == [0, 0]

@@ -70,6 +70,7 @@ cdef class HeartbeatLane:
         self.reader = reader
         self.on_return = on_return
         self.conns = {}
+        self.hosts = {}
         self.last_read = NULL
         self.active = NULL
         self.fd_cap = 0
@@ -105,9 +106,10 @@ cdef class HeartbeatLane:
             raise ValueError("the lane is closed")
         return 0
 
-    def add(self, int fd, key):
-        """add(fd, key): serve socket `fd` (non-blocking, its owner's reading paused);
-        `key` is what on_return gets when it leaves."""
+    def add(self, int fd, key, host=None):
+        """add(fd, key, host=None): serve socket `fd` (non-blocking, its owner's reading
+        paused); `key` is what on_return gets when it leaves; `host` (bytes: the peer's
+        address as JSON text) goes in its request-log lines when the reader logs."""
         cdef epoll_event ev
         cdef double* grown
         cdef char* grown_active
@@ -117,6 +119,8 @@ cdef class HeartbeatLane:
             raise ValueError(f"fd must be a file descriptor, got {fd}")
         if fd in self.conns:
             raise ValueError(f"fd {fd} is already in the lane")
+        if host is not None and type(host) is not bytes:
+            raise TypeError(f"host must be bytes (JSON text) or None, got {type(host).__name__}")
         if fd >= self.fd_cap:
             cap = max(fd + 1, 2 * self.fd_cap, 1024)
             grown = <double*>PyMem_Realloc(self.last_read, cap * sizeof(double))
@@ -134,6 +138,7 @@ cdef class HeartbeatLane:
         if epoll_ctl(self.epfd, EPOLL_CTL_ADD, fd, &ev) < 0:
             raise OSError(errno, f"adding fd {fd} to the lane: {os.strerror(errno)}")
         self.conns[fd] = key
+        self.hosts[fd] = host
         self.active[fd] = 1
         self.last_read[fd] = _monotonic()
 
@@ -148,6 +153,7 @@ cdef class HeartbeatLane:
         cdef epoll_event ev       # (ignored by EPOLL_CTL_DEL; old kernels want non-NULL)
         epoll_ctl(self.epfd, EPOLL_CTL_DEL, fd, &ev)   # fails only if already closed
         self.active[fd] = 0
+        del self.hosts[fd]
         return self.conns.pop(fd)
 
     def last_active(self, int fd):
@@ -174,11 +180,14 @@ cdef class HeartbeatLane:
             if errno == EINTR:
                 return 0
             raise OSError(errno, os.strerror(errno))
-        for i in range(n):
-            fd = events[i].data.fd
-            # A hand-back earlier in this batch may have removed (even closed) it.
-            if self._has(fd):
-                self._serve(fd)
+        try:
+            for i in range(n):
+                fd = events[i].data.fd
+                # A hand-back earlier in this batch may have removed (even closed) it.
+                if self._has(fd):
+                    self._serve(fd)
+        finally:
+            self.reader.flush_log()         # one write of the batch's request-log lines
         return n
 
     cdef int _serve(self, int fd) except -1:
@@ -214,7 +223,8 @@ cdef class HeartbeatLane:
         self.reads += 1
         self.last_read[fd] = _monotonic()
         try:
-            pos = self.reader.answer(<const uint8_t*>self.buf, got, &used)
+            pos = self.reader.answer(<const uint8_t*>self.buf, got, &used,
+                                     self.hosts[fd] if self.reader.log is not None else None)
         except Exception as exc:
             error = exc                       # the answers before it still go out
             pos = got                         # and nothing of this read is handed on
@@ -235,6 +245,7 @@ cdef class HeartbeatLane:
 
     cdef int _hand_back(self, int fd, bytes rest, bytes unsent, error) except -1:
         key = self._drop(fd)
+        self.reader.flush_log()             # the log keeps the order of the answers
         self.handbacks += 1
         self.on_return(key, rest, unsent, error)
         return 0
@@ -242,6 +253,7 @@ cdef class HeartbeatLane:
     def close(self):
         """close(): stop serving every connection (no on_return) and free the epoll set."""
         self.conns.clear()
+        self.hosts.clear()
         if self.epfd >= 0:
             close(self.epfd)
             self.epfd = -1

@@ -1,5 +1,5 @@
 # cython: language_level=3
-from libc.stdint cimport uint8_t
+from libc.stdint cimport int32_t, uint8_t
 
 cdef class HeartbeatReader:
     cdef object heartbeat           # the coordinator's heartbeat(group, member, generation, instance)
@@ -10,6 +10,14 @@ cdef class HeartbeatReader:
     cdef readonly long long answered
     cdef char* scratch              # the responses of one read, before the one write
     cdef Py_ssize_t scratch_cap
+    cdef readonly object log        # the request log's write_lines, or None
+    cdef char* log_buf              # request-log lines not yet handed to log
+    cdef Py_ssize_t log_len
+    cdef Py_ssize_t log_cap
 
     cdef char* _room(self, Py_ssize_t need) except NULL
-    cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used) except -1
+    cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used,
+                           object host) except -1
+    cdef int _log_line(self, double ts, int version, client_id, bytes host, str group_id,
+                       str member_id, int32_t generation, int error,
+                       double seconds) except -1

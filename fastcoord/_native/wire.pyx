@@ -18,11 +18,14 @@ The pure twin is fastcoord/_pure/wire.py (the same function over the Python deco
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.unicode cimport PyUnicode_AsUTF8, PyUnicode_DecodeUTF8
+from libc.stdio cimport snprintf
 from libc.stdint cimport int16_t, int32_t, uint8_t
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
 from fastcoord._native.bigendian cimport read_i16, read_i32, write_i32
+
+from json.encoder import encode_basestring_ascii as _json_str   # json.dumps' own (C)
 
 cdef enum:
     HEARTBEAT_KEY = 12
@@ -86,6 +89,13 @@ cdef inline double _monotonic() noexcept nogil:
     """time.monotonic() / time.perf_counter() on Linux, without a Python call."""
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef inline double _realtime() noexcept nogil:
+    """time.time() without a Python call."""
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
@@ -196,6 +206,7 @@ cdef inline int _answer(const uint8_t* f, Heartbeat* hb, heartbeat) except? -0x1
         group_id = _text(f, hb.group)
         member_id = _text(f, hb.member)
         instance_id = _text(f, hb.instance)
+        _text(f, hb.client)         # not used here, but the Python decoder declines it too
     except UnicodeDecodeError:
         return DECLINED
     return heartbeat(group_id, member_id, hb.generation, instance_id)
@@ -245,14 +256,25 @@ cdef class HeartbeatReader:
     many bytes it consumed; the caller's general path takes the rest. It counts what
     it answered and records each answer's latency (the time spent in the call, as
     the general path records receipt to response) in `latencies` (a deque) when given.
-    No Python code runs per heartbeat except the coordinator's heartbeat itself."""
+    No Python code runs per heartbeat except the coordinator's heartbeat itself.
+
+    With `log` (the request log's write_lines) and a connection's `host` (its address
+    as JSON text, bytes), each answer also gets its request-log line, formatted here
+    (RequestLog's fields and format); the lines go to `log` in one call per read, or
+    per `flush_log()` for callers of the C-level `answer`."""
 
     def __cinit__(self, heartbeat, Py_ssize_t max_frame, int min_version, int max_version,
-                  latencies=None):
+                  latencies=None, log=None):
         if not callable(heartbeat):
             raise TypeError(f"heartbeat must be callable, got {type(heartbeat).__name__}")
         if max_frame < 8:
             raise ValueError(f"max_frame must be at least 8, got {max_frame}")
+        if log is not None and not callable(log):
+            raise TypeError(f"log must be callable or None, got {type(log).__name__}")
+        self.log = log
+        self.log_buf = NULL
+        self.log_len = 0
+        self.log_cap = 0
         self.heartbeat = heartbeat
         self.max_frame = max_frame
         self.min_version = min_version
@@ -264,6 +286,7 @@ cdef class HeartbeatReader:
 
     def __dealloc__(self):
         PyMem_Free(self.scratch)
+        PyMem_Free(self.log_buf)
 
     cdef char* _room(self, Py_ssize_t need) except NULL:
         cdef char* grown
@@ -277,15 +300,19 @@ cdef class HeartbeatReader:
             self.scratch_cap = cap
         return self.scratch
 
-    cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used) except -1:
+    cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used,
+                           object host) except -1:
         """Answer the leading heartbeats of f[0:end] into the scratch buffer and return
         the bytes consumed. `*used` is the length of the responses in scratch, kept up
         to date per answer, so that when a heartbeat call raises, the caller can still
-        send the answers before it (they are counted and timed here either way)."""
+        send the answers before it (they are counted and timed here either way). With
+        a log and `host` (bytes), each answer's log line is buffered (flush_log)."""
         cdef Py_ssize_t pos = 0, next_pos, answered = 0
         cdef Heartbeat hb
         cdef int error
+        cdef bint logging = self.log is not None and host is not None
         cdef double started = _monotonic()
+        cdef double ts = _realtime() if logging else 0.0
         used[0] = 0
         try:
             while True:
@@ -293,13 +320,21 @@ cdef class HeartbeatReader:
                                   self.max_version, &hb)
                 if next_pos < 0:
                     break
-                error = _answer(f, &hb, self.heartbeat)
-                if error == DECLINED:
-                    break
+                try:
+                    group_id = _text(f, hb.group)
+                    member_id = _text(f, hb.member)
+                    instance_id = _text(f, hb.instance)
+                    client_id = _text(f, hb.client)
+                except UnicodeDecodeError:
+                    break                         # the general path's to judge
+                error = self.heartbeat(group_id, member_id, hb.generation, instance_id)
                 self._room(used[0] + MAX_RESPONSE)
                 used[0] += _encode(self.scratch + used[0], hb.version, hb.correlation, error)
                 answered += 1
                 pos = next_pos
+                if logging:
+                    self._log_line(ts, hb.version, client_id, <bytes>host, group_id,
+                                   member_id, hb.generation, error, _monotonic() - started)
         finally:
             if answered:
                 self.answered += answered
@@ -309,13 +344,58 @@ cdef class HeartbeatReader:
                         self.latencies.append(seconds)
         return pos
 
-    def __call__(self, bytes data, write):
+    cdef int _log_line(self, double ts, int version, client_id, bytes host, str group_id,
+                       str member_id, int32_t generation, int error,
+                       double seconds) except -1:
+        """One request-log line into log_buf (the text RequestLog writes for it)."""
+        cdef object group_json = _json_str(group_id), member_json = _json_str(member_id)
+        cdef object client_json = None if client_id is None else _json_str(client_id)
+        cdef Py_ssize_t need, n
+        cdef char* grown
+        cdef const char* client
+        need = (160 + len(host) + len(group_json) + len(member_json)
+                + (4 if client_json is None else len(client_json)))
+        if self.log_len + need > self.log_cap:
+            grown = <char*>PyMem_Realloc(self.log_buf, max(self.log_len + need,
+                                                           2 * self.log_cap, 4096))
+            if grown is NULL:
+                raise MemoryError()
+            self.log_buf = grown
+            self.log_cap = max(self.log_len + need, 2 * self.log_cap, 4096)
+        if client_json is None:
+            client = b"null"
+        else:
+            client = PyUnicode_AsUTF8(client_json)     # kept alive by client_json
+        n = snprintf(self.log_buf + self.log_len, self.log_cap - self.log_len,
+                     b'{"ts":%.6f,"api":"Heartbeat","version":%d,"client":%s,"host":%s,'
+                     b'"group":%s,"member":%s,"generation":%d,"error":%d,'
+                     b'"latency_ms":%.3f}\n',
+                     ts, version, client, PyBytes_AS_STRING(host),
+                     PyUnicode_AsUTF8(group_json), PyUnicode_AsUTF8(member_json),
+                     generation, error, seconds * 1000.0)
+        if n < 0 or n >= self.log_cap - self.log_len:
+            raise ValueError("request log line does not fit (host not JSON text?)")
+        self.log_len += n
+        return 0
+
+    def flush_log(self):
+        """flush_log(): hand the buffered request-log lines to `log` in one call."""
+        cdef bytes lines
+        if self.log_len:
+            lines = PyBytes_FromStringAndSize(self.log_buf, self.log_len)
+            self.log_len = 0
+            self.log(lines)
+
+    def __call__(self, bytes data, write, host=None):
         cdef Py_ssize_t used = 0, pos
+        if host is not None and type(host) is not bytes:
+            raise TypeError(f"host must be bytes (JSON text) or None, got {type(host).__name__}")
         try:
             pos = self.answer(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
-                              &used)
+                              &used, host)
         finally:
             # What was answered goes out even when a later heartbeat call raised.
             if used:
                 write(PyBytes_FromStringAndSize(self.scratch, used))
+            self.flush_log()
         return pos

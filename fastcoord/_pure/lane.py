@@ -36,6 +36,7 @@ class HeartbeatLane:
         self.reader = reader
         self.on_return = on_return
         self.conns: Dict[int, Any] = {}             # fd -> its owner's key
+        self.hosts: Dict[int, Optional[bytes]] = {}  # fd -> peer address, JSON (request log)
         self.last_read: Dict[int, float] = {}       # fd -> time.monotonic() of its last read
         self.reads = 0
         self.handbacks = 0
@@ -56,9 +57,10 @@ class HeartbeatLane:
             raise ValueError("the lane is closed")
         return self._epoll
 
-    def add(self, fd: int, key: Any) -> None:
+    def add(self, fd: int, key: Any, host: Optional[bytes] = None) -> None:
         """Serve socket `fd` (non-blocking, its owner's reading paused); `key` is what
-        on_return gets when it leaves."""
+        on_return gets when it leaves; `host` (bytes: the peer's address as JSON text)
+        goes in its request-log lines when the reader logs."""
         epoll = self._open()
         if type(fd) is not int:
             raise TypeError(f"fd must be an int, got {type(fd).__name__}")
@@ -66,8 +68,11 @@ class HeartbeatLane:
             raise ValueError(f"fd must be a file descriptor, got {fd}")
         if fd in self.conns:
             raise ValueError(f"fd {fd} is already in the lane")
+        if host is not None and type(host) is not bytes:
+            raise TypeError(f"host must be bytes (JSON text) or None, got {type(host).__name__}")
         epoll.register(fd, select.EPOLLIN | select.EPOLLET)
         self.conns[fd] = key
+        self.hosts[fd] = host
         self.last_read[fd] = time.monotonic()
 
     def remove(self, fd: int) -> bool:
@@ -83,6 +88,7 @@ class HeartbeatLane:
         except OSError:
             pass                                    # already closed: the kernel dropped it
         del self.last_read[fd]
+        del self.hosts[fd]
         return self.conns.pop(fd)
 
     def last_active(self, fd: int) -> float:
@@ -135,7 +141,7 @@ class HeartbeatLane:
         answers: List[bytes] = []
         error: Optional[BaseException] = None
         try:
-            pos = self.reader(data, answers.append)
+            pos = self.reader(data, answers.append, self.hosts[fd])
         except Exception as exc:        # the answers before it still go out
             error = exc
             pos = len(data)             # and nothing of this read is handed on
@@ -164,6 +170,7 @@ class HeartbeatLane:
         """Stop serving every connection (no on_return) and free the epoll set."""
         self.conns.clear()
         self.last_read.clear()
+        self.hosts.clear()
         if self._epoll is not None:
             self._epoll.close()
             self._epoll = None

@@ -15,6 +15,7 @@ from typing import Callable, Deque, List, Optional, Tuple
 
 from ..server.protocol import (HEARTBEAT_KEY, decode_heartbeat_request,
                                encode_heartbeat_response)
+from ..server.requestlog import heartbeat_line
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hhi")
@@ -58,15 +59,23 @@ class HeartbeatReader:
     read, with nothing buffered before it), hands all their responses to `write` in one
     call, and returns how many bytes it consumed; the caller's general path handles
     the rest. It counts what it answered (`answered`) and records each answer's latency
-    (the time spent in the call) in `latencies` when given."""
+    (the time spent in the call) in `latencies` when given.
+
+    With `log` (the request log's write_lines) and a connection's `host` (its address as
+    JSON text, bytes), each answer also gets its request-log line (requestlog's
+    heartbeat_line); the lines go to `log` in one call per read."""
 
     def __init__(self, heartbeat: Callable[[str, str, int, Optional[str]], int],
                  max_frame: int, min_version: int, max_version: int,
-                 latencies: Optional[Deque[float]] = None) -> None:
+                 latencies: Optional[Deque[float]] = None,
+                 log: Optional[Callable[[bytes], object]] = None) -> None:
         if not callable(heartbeat):
             raise TypeError(f"heartbeat must be callable, got {type(heartbeat).__name__}")
         if max_frame < 8:
             raise ValueError(f"max_frame must be at least 8, got {max_frame}")
+        if log is not None and not callable(log):
+            raise TypeError(f"log must be callable or None, got {type(log).__name__}")
+        self.log = log
         self.heartbeat = heartbeat
         self.max_frame = max_frame
         self.min_version = min_version
@@ -74,19 +83,36 @@ class HeartbeatReader:
         self.latencies = latencies
         self.answered = 0
 
-    def __call__(self, data: bytes, write: Callable[[bytes], object]) -> int:
+    def __call__(self, data: bytes, write: Callable[[bytes], object],
+                 host: Optional[bytes] = None) -> int:
         if not isinstance(data, bytes):
             raise TypeError(f"data must be bytes, got {type(data).__name__}")
+        if host is not None and type(host) is not bytes:
+            raise TypeError(f"host must be bytes (JSON text) or None, got {type(host).__name__}")
+        logging = self.log is not None and host is not None
         started = time.perf_counter()
+        ts = time.time()
         out: List[bytes] = []
+        entries: Optional[List[LogEntry]] = [] if logging else None
         try:
             return heartbeat_run(bytearray(data), 0, self.max_frame, self.min_version,
-                                 self.max_version, self.heartbeat, out)
+                                 self.max_version, self.heartbeat, out, entries)
         finally:
             # What was answered goes out even when a later heartbeat call raised.
             if out:
                 self.answered += len(out)
                 write(b"".join(out))
+                seconds = time.perf_counter() - started
                 if self.latencies is not None:
-                    self.latencies.extend(itertools.repeat(time.perf_counter() - started,
-                                                           len(out)))
+                    self.latencies.extend(itertools.repeat(seconds, len(out)))
+                if entries:
+                    host_text = host.decode("ascii")
+                    self.log("".join(
+                        heartbeat_line(ts, version, client_id, host_text, group, member,
+                                       generation, error, seconds)
+                        for version, client_id, group, member, generation, error in entries
+                    ).encode("ascii"))
+
+    def flush_log(self) -> None:
+        """Nothing to do: each call hands its lines to `log` itself (the native twin
+        buffers across the calls of its C-level `answer`)."""

@@ -3,7 +3,9 @@
 Fields: ts (unix seconds), api, version, client (client id), host, group, member,
 generation, error (the top-level error code, when the response has one), latency_ms
 (from decoding the request to encoding its response, parked time included).
-Writes are buffered and flushed by the server every second and at shutdown.
+Writes are buffered and flushed by the server every second and at shutdown. The
+heartbeat fast paths (`wire.HeartbeatReader`, both twins) format their lines themselves
+in this same format (`heartbeat_line`) and hand them over in blocks (`write_lines`).
 """
 from __future__ import annotations
 
@@ -18,6 +20,25 @@ from .protocol import API_NAMES
 __all__ = ["RequestLog"]
 
 _encode_str = json.encoder.encode_basestring_ascii     # what json.dumps uses (C)
+
+# ts and latency_ms as fixed-point text (microseconds of the clock, milliseconds with
+# three decimals): the same digits C's %.6f / %.3f give, so both twins' lines agree.
+_HEARTBEAT_LINE = ('{{"ts":{:.6f},"api":"Heartbeat","version":{},"client":{},"host":{},'
+                   '"group":{},"member":{},"generation":{},"error":{},"latency_ms":{:.3f}}}\n')
+
+
+def heartbeat_line(ts: float, version: int, client_id, host_json: str, group_id: str,
+                   member_id: str, generation: int, error: int, seconds: float) -> str:
+    """The request-log line of an answered Heartbeat (`host_json`: the peer's address
+    as JSON text): what RequestLog writes for it, and what the fast paths format."""
+    return _HEARTBEAT_LINE.format(ts, version, _json_str(client_id), host_json,
+                                  _encode_str(group_id), _encode_str(member_id), generation,
+                                  error, seconds * 1000.0)
+
+
+def host_json(host) -> str:
+    """A peer address as JSON text (what a request-log line's "host" holds)."""
+    return _json_str(host)
 
 
 def _json_str(value) -> str:
@@ -42,7 +63,9 @@ class RequestLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
         self.backups = backups
-        self._file = open(self.path, "a", encoding="utf-8", buffering=1 << 16)
+        # Binary: lines are ASCII (JSON with non-ASCII escaped), and the fast paths
+        # hand over blocks of them as bytes.
+        self._file = open(self.path, "ab", buffering=1 << 16)
         self._size = self._file.tell()
 
     def record(self, conn, request, body: dict, seconds: float) -> None:
@@ -61,17 +84,24 @@ class RequestLog:
         self._write("Heartbeat", version, client_id, conn, group_id, member_id, generation,
                     error, seconds)
 
+    def write_lines(self, lines: bytes) -> None:
+        """Whole lines formatted elsewhere (the heartbeat fast paths), in one write."""
+        self._file.write(lines)
+        self._size += len(lines)
+        if self._size >= self.max_bytes:
+            self._rotate()
+
     def _write(self, api, version, client_id, conn, group_id, member_id, generation, error,
                seconds: float) -> None:
         # Formatted by hand (the hot path: one line per heartbeat); the same JSON that
         # json.dumps(..., separators=(",", ":")) makes of these fields, in this order.
-        line = (f'{{"ts":{round(time.time(), 6)!r},'
+        line = (f'{{"ts":{time.time():.6f},'
                 f'"api":{_json_str(api) if isinstance(api, str) else api},'
                 f'"version":{version},"client":{_json_str(client_id)},'
                 f'"host":{_json_str(conn.session.client_host if conn.session else None)},'
                 f'"group":{_json_str(group_id)},"member":{_json_str(member_id)},'
                 f'"generation":{_json_int(generation)},"error":{_json_int(error)},'
-                f'"latency_ms":{round(seconds * 1000, 3)!r}}}\n')
+                f'"latency_ms":{seconds * 1000:.3f}}}\n').encode()
         self._file.write(line)
         self._size += len(line)
         if self._size >= self.max_bytes:
@@ -87,7 +117,7 @@ class RequestLog:
             os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
         else:
             self.path.unlink()
-        self._file = open(self.path, "a", encoding="utf-8", buffering=1 << 16)
+        self._file = open(self.path, "ab", buffering=1 << 16)
         self._size = 0
 
     def flush(self) -> None:

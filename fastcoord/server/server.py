@@ -28,6 +28,7 @@ from fastcoord import CoordinatorConfig, GroupCoordinator, Purgatory, SystemCloc
 from fastcoord._compat import module
 
 from .apis import KafkaApis, Session
+from .requestlog import host_json
 from .protocol import (API_NAMES, HEARTBEAT_KEY, MalformedRequest, UnsupportedRequest,
                        decode_request, encode_response)
 
@@ -76,12 +77,14 @@ class Connection(asyncio.Protocol):
         self._out: Optional[list] = None     # responses held back while corked
         # The per-read heartbeat fast path (the server's HeartbeatReader) while it
         # applies to this connection: never before its first request (which records the
-        # client id), nor with SASL, ACLs or the request log (see _set_reader).
+        # client id), nor with SASL or ACLs (see _set_reader). It writes the request-log
+        # lines of what it answers itself.
         self._reader = None
         self._write = None
         self._fd = -1                        # the socket's descriptor (for the lane)
         self._lane_fd = -1                   # >= 0 while the server's heartbeat lane serves it
         self._write_paused = False           # the transport asked us to stop (pause_writing)
+        self._log_host: Optional[bytes] = None  # peer address as JSON, with a request log
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -98,6 +101,8 @@ class Connection(asyncio.Protocol):
             return
         server.connections.add(self)
         self.session = Session(host)
+        if server.request_log is not None:
+            self._log_host = host_json(self.session.client_host).encode("ascii")
         self._write = transport.write
         transport.set_write_buffer_limits(high=server.config.write_buffer_high)
         sock = transport.get_extra_info("socket")
@@ -131,7 +136,7 @@ class Connection(asyncio.Protocol):
             # Nothing is buffered or waiting to go out before this read, so answering
             # its leading heartbeats at once keeps the responses in request order.
             try:
-                used = reader(data, self._write)
+                used = reader(data, self._write, self._log_host)
             except Exception:
                 log.exception("%s: the heartbeat fast path failed; closing", self.peer)
                 self.close()
@@ -160,7 +165,7 @@ class Connection(asyncio.Protocol):
         so the lane's answers keep request order."""
         self.transport.pause_reading()
         try:
-            lane.add(self._fd, self)
+            lane.add(self._fd, self, self._log_host)
         except (OSError, ValueError):
             log.exception("%s: could not enter the heartbeat lane", self.peer)
             self.transport.resume_reading()
@@ -257,8 +262,7 @@ class Connection(asyncio.Protocol):
 
     def _set_reader(self, fast) -> None:
         server = self.server
-        self._reader = (server.heartbeat_reader
-                        if fast is not None and server.request_log is None else None)
+        self._reader = server.heartbeat_reader if fast is not None else None
 
     def _heartbeat_run(self, fast, buf: bytearray, pos: int, limit: int) -> int:
         server = self.server
@@ -517,8 +521,9 @@ class CoordinatorServer:
         self.heartbeat_versions = lo, hi = self.apis.versions[HEARTBEAT_KEY]
         if cfg.heartbeat_fast_path:
             self.heartbeat_reader = self._wire.HeartbeatReader(
-                self.coord.heartbeat, cfg.max_frame_bytes, lo, hi, self.latencies)
-            if cfg.heartbeat_lane and self.request_log is None:
+                self.coord.heartbeat, cfg.max_frame_bytes, lo, hi, self.latencies,
+                self.request_log.write_lines if self.request_log is not None else None)
+            if cfg.heartbeat_lane:
                 self.lane = self._make_lane()
         self._tick()
         self._sweep()
