@@ -85,14 +85,27 @@ def table(folder: pathlib.Path) -> List[str]:
                    f"| {floor_cell} |")
     server = folder / "server.json"
     if server.exists():
+        # One row per case of the server as it runs by default ("native"); the variants
+        # of the same case measured in the same run ("native, no lane", "native, request
+        # log") go in the peers column.
+        cases: dict = {}
         for b in json.loads(server.read_text())["benchmarks"]:
             x = b["extra_info"]
+            cases.setdefault(x.get("case"), {})[x.get("peer")] = x
+        for variants in cases.values():
+            x = variants.get("native")
+            if x is None:
+                continue
             loop = (f"open loop at {x['offered_per_s'] / 1e3:.0f} k/s offered"
                     if x.get("offered_per_s") else f"closed loop, {x['pipeline']} in flight")
+            peers = "; ".join(
+                f"{peer.split(', ', 1)[1]}: {v['heartbeats_per_s'] / 1e3:.1f} k/s, "
+                f"p99 {v['p99_ms']:.1f} ms"
+                for peer, v in variants.items() if peer != "native" and ", " in peer)
             out.append(f"| `fastcoord serve` heartbeats over loopback ({x['connections']:,} "
                        f"connections, {x['members']:,} members, {loop}) "
                        f"| {x['heartbeats_per_s'] / 1e3:.1f} k/s, p99 {x['p99_ms']:.1f} ms "
-                       f"| - | - | - |")
+                       f"| - | {peers or '-'} | - |")
     out += ["", "The floor column comes from `test_bench_floors.py`'s own run (its native and "
             "floor rows measured side by side); the other ratios compare rows of one run of "
             "their module. Full tables, plots and profiles: "

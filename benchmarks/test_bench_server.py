@@ -16,7 +16,10 @@ SyncGroup, kio-encoded), then measures Heartbeat requests:
                     peer "native": the server as `fastcoord serve` runs it (the
                     heartbeat lane on); "native, no lane": a second server with
                     --no-heartbeat-lane (every read through the event loop and the
-                    per-read path), for closed-p1 and open-100000 in the same run.
+                    per-read path), for closed-p1 and open-100000 in the same run;
+                    "native, request log": a third server with its request log on
+                    (the serve default: a JSON line per request, written to a file),
+                    for closed-p1, open-50000 and open-100000.
 
 Server: memory store, no request log (the hot path only: heartbeats touch neither),
 native coordinator, uvloop when installed (the serve default; this process too).
@@ -79,9 +82,10 @@ def _pinned() -> bool:
 class _Server:
     """`fastcoord serve --port 0` pinned to core 0, stopped by PID."""
 
-    def __init__(self, log_path: Path, *args: str) -> None:
+    def __init__(self, log_path: Path, *args: str, request_log: bool = False) -> None:
         cmd = [sys.executable, "-m", "fastcoord", "serve", "--host", "127.0.0.1", "--port", "0",
-               "--store", "memory", "--no-request-log", "--status-interval-s", "0",
+               "--store", "memory", "--status-interval-s", "0",
+               *(["--data-dir", str(log_path.parent)] if request_log else ["--no-request-log"]),
                "--group-initial-rebalance-delay-ms", "500", "--max-connections", "20000",
                "--log-level", "WARNING", *args]
         if _pinned():
@@ -136,10 +140,17 @@ def loaded_no_lane(request, tmp_path_factory):
     yield from _loaded(request, tmp_path_factory, "--no-heartbeat-lane")
 
 
-def _loaded(request, tmp_path_factory, *server_args):
+@pytest.fixture(scope="module")
+def loaded_request_log(request, tmp_path_factory):
+    """The same with the server's request log on."""
+    yield from _loaded(request, tmp_path_factory, request_log=True)
+
+
+def _loaded(request, tmp_path_factory, *server_args, request_log: bool = False):
     quick = request.config.getoption("benchmark_disable")
     size = QUICK if quick else FULL
-    server = _Server(tmp_path_factory.mktemp("server") / "server.log", *server_args)
+    server = _Server(tmp_path_factory.mktemp("server") / "server.log", *server_args,
+                     request_log=request_log)
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     if _pinned():
         os.sched_setaffinity(0, {1})
@@ -170,6 +181,15 @@ def test_server_heartbeats(benchmark, loaded, case, pipeline, rate, quick_rate):
 def test_server_heartbeats_without_the_lane(benchmark, loaded_no_lane, case, pipeline, rate,
                                             quick_rate):
     _measure(benchmark, loaded_no_lane, "native, no lane", case, pipeline, rate, quick_rate)
+
+
+@pytest.mark.parametrize("case,pipeline,rate,quick_rate",
+                         [c for c in CASES if c[0] in ("closed-p1", "open-50000", "open-100000")],
+                         ids=["closed-p1", "open-50000", "open-100000"])
+def test_server_heartbeats_with_the_request_log(benchmark, loaded_request_log, case, pipeline,
+                                                rate, quick_rate):
+    _measure(benchmark, loaded_request_log, "native, request log", case, pipeline, rate,
+             quick_rate)
 
 
 def _measure(benchmark, loaded, peer, case, pipeline, rate, quick_rate):
