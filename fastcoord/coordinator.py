@@ -138,14 +138,6 @@ class GroupCoordinator:
         self.config = config
         self.clock = clock
         self.store = store
-        # set_time_if_idle: the timer's origin (its clock at construction, rounded down to
-        # a tick, as the wheel does), the latest time it was advanced to, and the window
-        # of its level-2 wheel clock (0: never idle, session deadlines can be shorter).
-        now = clock.now_ms()
-        self._timer_ms = now
-        self._timer_origin = now - now % config.tick_ms
-        window = config.tick_ms * config.wheel_size ** 2
-        self._idle_window = window if config.group_min_session_timeout_ms >= window else 0
         self._logic = GroupLogic(
             config, clock, store, member_id_factory,
             _compat.module(self.impl, "members"), _compat.module(self.impl, "wheel"),
@@ -361,8 +353,6 @@ class GroupCoordinator:
             target = clock.now_ms() + ms
             fired = self._logic.timer.advance_to(target, step_clock=True)
             clock.set_ms(target)
-            if target > self._timer_ms:
-                self._timer_ms = target
         self._logic.flush()
         return fired
 
@@ -371,30 +361,23 @@ class GroupCoordinator:
         stepping the timer, when that is exactly what advance_time(now_ms - now) would
         do for what comes next; else do nothing and return False (use advance_time).
 
-        True means: nothing is due up to now_ms, and every timer armed from then on with
-        a delay of at least tick_ms * wheel_size**2 (400 ms by default) lands in the
-        wheel exactly where it would after advance_time (the wheel levels such delays go
-        to still read the same window of time). Heartbeats and offset commits arm only
-        session deadlines, which are at least group_min_session_timeout_ms away: this
-        answers False whenever that minimum is below the window. A trace replay steps the
-        clock this way before them and keeps advance_time for the other requests."""
+        True means: nothing is due up to now_ms, and the timer says that every timer
+        armed from then on with a delay of at least group_min_session_timeout_ms lands in
+        the wheel exactly where it would after advance_time (Timer.idle_through).
+        Heartbeats and offset commits arm only session deadlines, which are at least that
+        far away. A trace replay steps the clock this way before them and keeps
+        advance_time for the other requests."""
         clock = self.clock
         if not isinstance(clock, ManualClock):
             raise TypeError("set_time_if_idle needs a ManualClock")
         if type(now_ms) is not int or not 0 <= now_ms <= _MAX_STEP:
             _check_int("now_ms", now_ms, lo=0, hi=_MAX_STEP)
-        window = self._idle_window
-        if not window:
-            return False
         with self._time_lock:
             target = clock.now_ms()
             if now_ms > target:
                 target = now_ms
-            origin = self._timer_origin
-            if (target - origin) // window != (self._timer_ms - origin) // window:
-                return False
-            due = self._logic.timer.next_deadline_ms()
-            if due is not None and due <= target:
+            if not self._logic.timer.idle_through(target,
+                                                  self.config.group_min_session_timeout_ms):
                 return False
             clock.set_ms(target)
         return True
@@ -404,8 +387,6 @@ class GroupCoordinator:
         with self._time_lock:
             target = self.clock.now_ms()
             fired = self._logic.timer.advance_to(target)
-            if target > self._timer_ms:
-                self._timer_ms = target
         self._logic.flush()
         return fired
 

@@ -290,3 +290,39 @@ def test_large_advances_with_callbacks_match_model(impl, tick, size, entries, ad
     if _compat.NATIVE_AVAILABLE and impl == "native":
         # ties included, the twins fire in the same order
         assert got == run_callback_timer("pure", tick, size, entries, targets)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("min_delay", [0, 25, 399, 400, 6000])
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_idle_through_then_moving_the_clock_is_as_if_advanced(impl, min_delay, seed):
+    """Two timers get the same random schedule. One is advanced before every schedule;
+    the other has only its clock moved whenever idle_through(now, min_delay) says so
+    (every delay scheduled is at least min_delay). Both fire the same entries in the
+    same order (equal deadlines included) at the same times."""
+    rng = random.Random(seed)
+    start = rng.randrange(0, 5000)
+    clocks = [ManualClock(start) for _ in range(2)]
+    fired = [[], []]
+    size = rng.choice((2, 4, 20))
+    timers = [Timer(c, impl=impl, tick_ms=1, wheel_size=size) for c in clocks]
+    skipped = 0
+    for step in range(300):
+        now = clocks[0].now_ms() + rng.choice((0, 1, 2, 7, 19, 20, 150, 399, 401, 3000))
+        for which, (timer, clock) in enumerate(zip(timers, clocks)):
+            if which == 1 and timer.idle_through(now, min_delay):
+                clock.set_ms(max(now, clock.now_ms()))
+                skipped += 1
+            else:
+                timer.advance_to(now)
+                clock.set_ms(max(now, clock.now_ms()))
+        for _ in range(rng.randrange(0, 4)):
+            delay = min_delay + rng.choice((0, 0, 1, 5, 20, 400, 8000))
+            for which, timer in enumerate(timers):
+                timer.schedule(delay, lambda which=which, s=step, d=delay:
+                               fired[which].append((s, d, timers[which].current_ms())))
+    for timer, clock in zip(timers, clocks):
+        timer.advance_to(clock.now_ms() + 100_000)
+    assert fired[0] == fired[1]
+    assert len(fired[0]) > 0

@@ -992,6 +992,44 @@ cdef class Timer:
         self._release()
         return nd if found else None
 
+    def idle_through(self, now_ms, min_delay_ms):
+        """idle_through(now_ms, min_delay_ms) -> bool
+
+        True when advance_to(now_ms) would fire nothing and would leave in place every
+        wheel level that an entry scheduled from then on with a delay of at least
+        min_delay_ms can land in (see the pure twin for the reasoning)."""
+        cdef int64_t now = _as_ms(now_ms, "now_ms")
+        cdef int64_t min_delay = _as_ms(min_delay_ms, "min_delay_ms")
+        cdef int64_t target, rel, tick, due
+        cdef int32_t i
+        cdef bint found, idle
+        cdef fc_level* lv
+        if min_delay < 0:
+            raise ValueError(f"min_delay_ms must be >= 0, got {min_delay_ms}")
+        target = self.c_current_ms()
+        if now > target:
+            target = now
+        self._acquire()
+        due = self._next_deadline_u(&found)
+        if found and due <= target:
+            self._release()
+            return False
+        rel = target - self._origin
+        for i in range(self._nlevels):
+            lv = &self._levels[i]
+            if lv.interval > min_delay:
+                idle = rel - lv.current < lv.tick
+                self._release()
+                return idle
+        # That level is not made yet: made from the top one, its clock rounded down.
+        lv = &self._levels[self._nlevels - 1]
+        tick = lv.interval                  # (< INT64_MAX: it is <= min_delay)
+        while tick <= min_delay // self._size:
+            tick *= self._size
+        idle = rel // tick == lv.current // tick
+        self._release()
+        return idle
+
     # ---------------------------------------------------------------- reaper
     def start(self, *, max_wait_ms=1000):
         """Start a daemon thread that fires due entries as the clock reaches them."""

@@ -472,6 +472,40 @@ class Timer:
         with self._lock:
             return self._next_deadline()
 
+    def idle_through(self, now_ms, min_delay_ms) -> bool:
+        """True when advance_to(now_ms) would fire nothing and would leave in place
+        every wheel level that an entry scheduled from then on with a delay of at
+        least min_delay_ms can land in: a caller whose next schedules all have such
+        delays may then move its clock to now_ms without advancing the timer, and
+        every later schedule and firing is as if it had (a trace replay's shortcut
+        for heartbeats, which only push session deadlines further out)."""
+        _check_int(now_ms, "now_ms")
+        _check_range(now_ms, "now_ms")
+        _check_int(min_delay_ms, "min_delay_ms")
+        if min_delay_ms < 0:
+            raise ValueError(f"min_delay_ms must be >= 0, got {min_delay_ms}")
+        target = self.current_ms()
+        if now_ms > target:
+            target = now_ms
+        with self._lock:
+            due = self._next_deadline()
+            if due is not None and due <= target:
+                return False
+            # Levels whose whole span is at most min_delay_ms never take such an entry
+            # (it lies beyond their span, however far their clock moved): the first
+            # level that can must keep its clock, and then so do the ones above it.
+            rel = target - self._origin
+            for lv in self._levels:
+                if lv.interval > min_delay_ms:
+                    return rel - lv.current < lv.tick
+            # That level is not made yet: it will be made from the top one, its clock
+            # that one's rounded down to its own tick.
+            top = self._levels[-1]
+            tick = top.interval
+            while tick * self._size <= min_delay_ms:
+                tick *= self._size
+            return rel // tick == top.current // tick
+
     def _next_deadline(self):
         best = None
         if self._heap:
