@@ -28,8 +28,11 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _MAX_STEP = 2**62
 
 
+# The checks answer at once for the exact types callers nearly always pass (the hot
+# paths: a commit per poll, a join per rebalance), and explain anything else.
+
 def _check_str(name: str, value, *, optional: bool = False) -> None:
-    if value is None and optional:
+    if type(value) is str or (value is None and optional):
         return
     if not isinstance(value, str):
         kind = "a str or None" if optional else "a str"
@@ -37,6 +40,8 @@ def _check_str(name: str, value, *, optional: bool = False) -> None:
 
 
 def _check_int(name: str, value, *, optional: bool = False, lo=_INT32_MIN, hi=_INT32_MAX) -> None:
+    if type(value) is int and lo <= value <= hi:
+        return
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int):
@@ -51,52 +56,44 @@ def _check_callable(name: str, value) -> None:
 
 
 def _check_protocols(protocols) -> List[Tuple[str, bytes]]:
-    if type(protocols) is list:
-        # the common case, which the checks below accept as it is: a list of (str, bytes)
-        for item in protocols:
-            if type(item) is not tuple or len(item) != 2 or type(item[0]) is not str \
-                    or type(item[1]) is not bytes:
-                break
-        else:
-            return list(protocols)
     if isinstance(protocols, (str, bytes)) or not isinstance(protocols, Iterable):
         raise TypeError("protocols must be a sequence of (name, metadata_bytes) pairs")
-    checked = []
-    for item in protocols:
-        if not isinstance(item, tuple) and not isinstance(item, list) or len(item) != 2:
-            raise TypeError(f"protocols must hold (name, metadata_bytes) pairs, got {item!r}")
-        name, metadata = item
-        if not isinstance(name, str):
-            raise TypeError(f"protocols: a protocol name must be a str, got {type(name).__name__}")
-        if not isinstance(metadata, (bytes, bytearray, memoryview)):
-            raise TypeError(f"protocols: metadata of {name!r} must be bytes, "
-                            f"got {type(metadata).__name__}")
-        checked.append((name, bytes(metadata)))
-    return checked
+    return [_check_protocol(item) for item in protocols]
+
+
+def _check_protocol(item) -> Tuple[str, bytes]:
+    if type(item) is tuple and len(item) == 2 and type(item[0]) is str \
+            and type(item[1]) is bytes:
+        return item
+    if not isinstance(item, tuple) and not isinstance(item, list) or len(item) != 2:
+        raise TypeError(f"protocols must hold (name, metadata_bytes) pairs, got {item!r}")
+    name, metadata = item
+    if not isinstance(name, str):
+        raise TypeError(f"protocols: a protocol name must be a str, got {type(name).__name__}")
+    if not isinstance(metadata, (bytes, bytearray, memoryview)):
+        raise TypeError(f"protocols: metadata of {name!r} must be bytes, "
+                        f"got {type(metadata).__name__}")
+    return (name, bytes(metadata))
 
 
 def _check_partition(tp) -> TopicPartition:
+    if type(tp) is tuple and len(tp) == 2 and type(tp[0]) is str and type(tp[1]) is int:
+        return tp
     if not isinstance(tp, tuple) or len(tp) != 2 or not isinstance(tp[0], str) \
             or isinstance(tp[1], bool) or not isinstance(tp[1], int):
         raise TypeError(f"a partition must be a (topic: str, partition: int) tuple, got {tp!r}")
     return tp
 
 
-def _plain_offsets(offsets) -> Optional[Dict[TopicPartition, OffsetAndMetadata]]:
-    """The checked offsets when every item is a plain (str, int) -> int pair (the common
-    case, which the checks below can only accept), else None (then they decide)."""
-    if type(offsets) is not dict:
-        return None
-    checked = {}
-    for tp, value in offsets.items():
-        if type(tp) is not tuple or len(tp) != 2 or type(tp[0]) is not str \
-                or type(tp[1]) is not int or type(value) is not int:
-            return None
-        checked[tp] = OffsetAndMetadata(value)
-    return checked
+def _check_offsets(offsets) -> Dict[TopicPartition, OffsetAndMetadata]:
+    if type(offsets) is not dict and not isinstance(offsets, Mapping):
+        raise TypeError("offsets must be a mapping of (topic, partition) to offsets")
+    return {_check_partition(tp): _check_offset(tp, value) for tp, value in offsets.items()}
 
 
 def _check_offset(tp, value) -> OffsetAndMetadata:
+    if type(value) is int:
+        return OffsetAndMetadata(value)
     if isinstance(value, OffsetAndMetadata):
         om = value
     elif isinstance(value, int) and not isinstance(value, bool):
@@ -236,18 +233,11 @@ class GroupCoordinator:
         """Commit offsets. Without `callback`, waits for the store and returns
         {(topic, partition): Errors}; with it, returns None and calls `callback(result)`
         once the store has answered (what a server with a durable store wants)."""
-        checked = _plain_offsets(offsets)
-        if checked is None or type(group_id) is not str or type(member_id) is not str \
-                or type(generation_id) is not int \
-                or not _INT32_MIN <= generation_id <= _INT32_MAX \
-                or (group_instance_id is not None and type(group_instance_id) is not str):
-            _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
-            _check_str("member_id", member_id)
-            _check_int("generation_id", generation_id)
-            if not isinstance(offsets, Mapping):
-                raise TypeError("offsets must be a mapping of (topic, partition) to offsets")
-            checked = {_check_partition(tp): _check_offset(tp, v) for tp, v in offsets.items()}
-            _check_str("group_instance_id", group_instance_id, optional=True)
+        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
+        _check_str("member_id", member_id)
+        _check_int("generation_id", generation_id)
+        checked = _check_offsets(offsets)
+        _check_str("group_instance_id", group_instance_id, optional=True)
         if callback is not None:
             _check_callable("callback", callback)
             self._logic.commit_offsets(group_id, member_id, generation_id, checked,
