@@ -246,6 +246,36 @@ def test_request_log_lines_for_what_the_lane_answers(impl):
         ln.close()
 
 
+def test_a_failing_hand_back_does_not_cost_other_connections_their_turn(impl):
+    """Two connections ready in one poll; the hand-back of one raises (its owner's
+    code failed). The other is still answered in that poll (edge-triggered, it would
+    not be reported again), and poll raises the failure afterwards."""
+    def on_return(key, rest, unsent, error):
+        raise RuntimeError(f"owner of {key} failed")
+
+    reader = module(impl, "wire").HeartbeatReader(lambda *a: 0, MAX_FRAME, LO, HI)
+    ln = module(impl, "lane").HeartbeatLane(reader, on_return)
+    pairs = [socket.socketpair() for _ in range(2)]
+    try:
+        for i, (peer, served) in enumerate(pairs):
+            served.setblocking(False)
+            ln.add(served.fileno(), f"conn-{i}")
+        other = encode_request(18, 0, 9, {}, client_id="c")
+        pairs[0][0].sendall(other)                  # handed back: on_return raises
+        pairs[1][0].sendall(_hb(5))                 # answered in the same poll
+        time.sleep(0.05)
+        with pytest.raises(RuntimeError, match="owner of conn-0 failed"):
+            ln.poll()
+        pairs[1][0].settimeout(5)
+        assert pairs[1][0].recv(4096) == _answer(5)
+        assert pairs[0][1].fileno() not in ln and pairs[1][1].fileno() in ln
+    finally:
+        ln.close()
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
 def test_last_active_moves_with_reads(lane):
     ln = lane()
     entered = ln.lane.last_active(ln.fd)

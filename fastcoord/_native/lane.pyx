@@ -180,14 +180,25 @@ cdef class HeartbeatLane:
             if errno == EINTR:
                 return 0
             raise OSError(errno, os.strerror(errno))
+        failure = None
         try:
             for i in range(n):
                 fd = events[i].data.fd
                 # A hand-back earlier in this batch may have removed (even closed) it.
-                if self._has(fd):
+                if not self._has(fd):
+                    continue
+                # Edge-triggered: a connection skipped now would not be reported again
+                # before its next request, so one failure must not cost the others
+                # their turn. (Its own hand-back already happened, or it stays served.)
+                try:
                     self._serve(fd)
+                except Exception as exc:
+                    if failure is None:
+                        failure = exc
         finally:
             self.reader.flush_log()         # one write of the batch's request-log lines
+        if failure is not None:
+            raise failure                   # for the event loop's exception handler
         return n
 
     cdef int _serve(self, int fd) except -1:

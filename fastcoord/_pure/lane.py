@@ -110,9 +110,19 @@ class HeartbeatLane:
             ready = self._epoll.poll(0, MAX_EVENTS)
         except InterruptedError:
             return 0
+        failure: Optional[Exception] = None
         for fd, _ in ready:
-            if fd in self.conns:        # a hand-back earlier in this batch may have removed it
+            if fd not in self.conns:    # a hand-back earlier in this batch may have removed it
+                continue
+            # Edge-triggered: a connection skipped now would not be reported again before
+            # its next request, so one failure must not cost the others their turn.
+            try:
                 self._serve(fd)
+            except Exception as exc:
+                if failure is None:
+                    failure = exc
+        if failure is not None:
+            raise failure               # for the event loop's exception handler
         return len(ready)
 
     def _serve(self, fd: int) -> None:
