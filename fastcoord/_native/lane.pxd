@@ -1,4 +1,5 @@
 # cython: language_level=3
+from fastcoord._native.sockets cimport epoll_event
 from fastcoord._native.wire cimport HeartbeatReader
 
 
@@ -14,6 +15,7 @@ cdef class HeartbeatLane:
     cdef char* buf                  # one recv's bytes
     cdef readonly long long reads       # reads served in the lane
     cdef readonly long long handbacks   # connections that left by on_return
+    cdef readonly long long polls       # batches served (epoll_wait calls that found some)
 
     cdef int _check_open(self) except -1
     cdef object _drop(self, int fd)
@@ -21,5 +23,6 @@ cdef class HeartbeatLane:
         return 0 <= fd < self.fd_cap and self.active[fd]
 
     cdef int _serve(self, int fd) except -1
+    cdef int _serve_batch(self, epoll_event* events, int n) except -1
     cdef Py_ssize_t _serve_read(self, int fd) except -2
     cdef int _hand_back(self, int fd, bytes rest, bytes unsent, error) except -1

@@ -6,6 +6,7 @@ class HeartbeatLane:
     reader: HeartbeatReader
     reads: int
     handbacks: int
+    polls: int
     def __init__(self, reader: HeartbeatReader,
                  on_return: Callable[[Any, bytes, bytes, Optional[BaseException]], object]) -> None: ...
     def fileno(self) -> int: ...

@@ -641,6 +641,10 @@ class CoordinatorServer:
                   "(their heartbeats count in heartbeats_read_path).",
                   "# TYPE fastcoord_lane_reads_total counter",
                   f"fastcoord_lane_reads_total {lane.reads if lane is not None else 0}",
+                  "# HELP fastcoord_lane_polls_total Batches of ready connections the lane "
+                  "served (its reads divided by this: connections per batch).",
+                  "# TYPE fastcoord_lane_polls_total counter",
+                  f"fastcoord_lane_polls_total {lane.polls if lane is not None else 0}",
                   "# HELP fastcoord_lane_handbacks_total Times a connection left the lane "
                   "(a read with another request, a cut frame, an error or end of stream).",
                   "# TYPE fastcoord_lane_handbacks_total counter",
