@@ -32,15 +32,19 @@ loadgen_cpu_s and server_cpu_s (CPU seconds of the load generator's thread and o
 server process over the measured call, warm-up and drain included: server_cpu_s /
 duration is the server's core utilisation), loadgen_runq_wait_s and server_runq_wait_s (seconds each
 was runnable but waiting for its core: other processes' share of a shared machine,
-which shows up as latency). Full size: 1,000 connections, 100,000 members in 1,000 groups,
-10 s per case after 2 s warm-up (the issue's target: >= 100,000 heartbeats/s with
-p99 <= 5 ms). With --benchmark-disable (make test): 20 connections, 400 members,
-about 0.5 s per case.
+which shows up as latency; all per measured window). Full size: 1,000 connections,
+100,000 members in 1,000 groups, 10 s windows after 2 s of warm-up: one for a closed
+loop, three for an open loop, whose figures are then the medians of the three (each
+window's p99 in p99_ms_rounds: the tail moves a lot between windows on a shared VM).
+The issue's target: >= 100,000 heartbeats/s with p99 <= 5 ms. With
+--benchmark-disable (make test): 20 connections, 400 members, one 0.5 s window per
+case.
 """
 from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import queue
 import shutil
 import signal
@@ -58,6 +62,7 @@ from fastcoord.server.loadgen import Loadgen, _runq_wait_s  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 FULL = dict(connections=1000, members=100_000, groups=1000, duration_s=10.0, warmup_s=2.0)
 QUICK = dict(connections=20, members=400, groups=20, duration_s=0.5, warmup_s=0.1)
+OPEN_ROUNDS = 3         # measured windows per open-loop case (full size)
 # (case, pipeline, offered rate at full size, offered rate in quick mode)
 CASES = [("closed-p1", 1, None, None), ("closed-p8", 8, None, None),
          ("open-10000", 8, 10_000, 1_000), ("open-25000", 8, 25_000, 2_000),
@@ -199,26 +204,38 @@ def _measure(benchmark, loaded, peer, case, pipeline, rate, quick_rate):
     loop.run_until_complete(gen.measure(size["warmup_s"], 0.0, offered, ENGINE))   # warm-up
     results = []
     benchmark.group = "server-heartbeat"
+    # The open loop's tail moves a lot between windows on a shared machine: three
+    # windows, and the medians of their figures (each window's in *_rounds).
+    rounds = OPEN_ROUNDS if rate is not None and not quick else 1
     server_cpu, server_wait = server.cpu_s(), server.runq_wait_s()
     benchmark.pedantic(lambda: results.append(
         loop.run_until_complete(gen.measure(size["duration_s"], 0.0, offered, ENGINE))),
-        rounds=1, iterations=1)
+        rounds=rounds, iterations=1)
     server_cpu, server_wait = server.cpu_s() - server_cpu, server.runq_wait_s() - server_wait
-    summary = results[-1]
-    summary["server_cpu_s"] = round(server_cpu, 3)
-    summary["server_runq_wait_s"] = round(server_wait, 3)
-    assert summary["heartbeats"] > 0
-    assert summary["errors"] == {}, summary       # every member stays in its generation
+    for summary in results:
+        assert summary["heartbeats"] > 0
+        assert summary["errors"] == {}, summary   # every member stays in its generation
+
+    def median(key):
+        return statistics.median(r[key] for r in results)
+
     benchmark.extra_info.update({
-        "peer": peer, "case": case, "ops": summary["heartbeats"],
-        "heartbeats_per_s": summary["heartbeats_per_s"], "p50_ms": summary["p50_ms"],
-        "p99_ms": summary["p99_ms"], "p999_ms": summary["p999_ms"],
+        "peer": peer, "case": case, "ops": median("heartbeats"),
+        "heartbeats_per_s": median("heartbeats_per_s"), "p50_ms": median("p50_ms"),
+        "p99_ms": median("p99_ms"), "p999_ms": median("p999_ms"),
+        "p99_ms_rounds": [r["p99_ms"] for r in results],
         "connections": size["connections"], "members": size["members"],
-        "pipeline": pipeline, "offered_per_s": offered or 0, "unsent": summary["unsent"],
+        "pipeline": pipeline, "offered_per_s": offered or 0,
+        "unsent": sum(r["unsent"] for r in results),
         "pinned": int(_pinned()), "uvloop": int(uvloop is not None),
-        "engine": summary["engine"], "loadgen_cpu_s": summary["loadgen_cpu_s"],
-        "server_cpu_s": summary["server_cpu_s"],
-        "loadgen_runq_wait_s": summary["loadgen_runq_wait_s"],
-        "server_runq_wait_s": summary["server_runq_wait_s"],
+        "engine": results[-1]["engine"],
+        "loadgen_cpu_s": round(sum(r["loadgen_cpu_s"] for r in results) / rounds, 3),
+        # per round: CPU seconds of the server over one measured call (warm-up and drain
+        # included): / duration is its core's utilisation
+        "server_cpu_s": round(server_cpu / rounds, 3),
+        "loadgen_runq_wait_s": round(sum(r["loadgen_runq_wait_s"] or 0 for r in results)
+                                     / rounds, 3),
+        "server_runq_wait_s": round(server_wait / rounds, 3),
+        "rounds": rounds,
     })
-    print(f"\n{case}: {summary}")
+    print(f"\n{case}: {benchmark.extra_info}")
