@@ -644,11 +644,7 @@ class DurableStore:
         return out, expired
 
     def _segment_rolled(self, lg: _ShardLog) -> None:
-        limit = self.compact_after_segments
-        if limit is None or lg.active_id < limit:
-            return
-        closed = sum(1 for sid in list_segments(lg.directory) if sid < lg.active_id)
-        if closed < limit:
+        if not self._compaction_due(lg):
             return
         with self._compact_cond:
             if lg.shard not in self._compact_queue:
@@ -671,6 +667,21 @@ class DurableStore:
                 self.compact(shard)
             except Exception:
                 log.exception("shard %d: background compaction failed", shard)
+                continue
+            # Segments may have closed while it ran, their trigger racing with this
+            # compaction's own listing: look again rather than wait for the next roll.
+            lg = self._logs.get(shard)
+            if lg is not None and self._compaction_due(lg):
+                with self._compact_cond:
+                    if shard not in self._compact_queue:
+                        self._compact_queue.append(shard)
+
+    def _compaction_due(self, lg: _ShardLog) -> bool:
+        """Whether the shard has compact_after_segments closed segments."""
+        limit = self.compact_after_segments
+        if limit is None or lg.active_id < limit:
+            return False
+        return sum(1 for sid in list_segments(lg.directory) if sid < lg.active_id) >= limit
 
     # -- lifecycle ----------------------------------------------------------------------------
     def flush(self) -> None:
