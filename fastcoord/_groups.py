@@ -21,7 +21,7 @@ import time
 import uuid
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .config import CoordinatorConfig, _shard_of, shard_for
+from .config import CoordinatorConfig, shard_for
 from .errors import CoordinatorError, Errors, GroupState
 from .results import (
     GroupDescription, GroupListing, GroupSummary, JoinGroupMember, JoinGroupResult,
@@ -327,10 +327,7 @@ class GroupLogic:
         table = self.table
         if not table.active:
             return E.COORDINATOR_NOT_AVAILABLE
-        num_shards = self.config.num_shards
-        # shard_for without its argument checks when they cannot fail (the common case)
-        state = table.shard_state(_shard_of(group_id, num_shards) if type(group_id) is str
-                                  else shard_for(group_id, num_shards))
+        state = table.shard_state(shard_for(group_id, self.config.num_shards))
         if state == SHARD_LOADING:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if state == SHARD_NOT_OWNED:

@@ -74,6 +74,8 @@ def java_string_hashcode(s: str) -> int:
 
 def shard_for(group_id: str, num_shards: int = 50) -> int:
     """Kafka's partitionFor: Utils.abs(groupId.hashCode) % num_shards (abs(MIN_VALUE) = 0)."""
+    if type(group_id) is str and type(num_shards) is int and num_shards > 0:
+        return _shard_of(group_id, num_shards)          # every request: checks that pass
     if not isinstance(group_id, str):
         raise TypeError(f"group_id must be a str, got {type(group_id).__name__}")
     if isinstance(num_shards, bool) or not isinstance(num_shards, int) or num_shards <= 0:

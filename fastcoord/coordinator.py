@@ -323,22 +323,24 @@ class GroupCoordinator:
         _check_str("group_id", group_id)
         if record is not None and not isinstance(record, dict):
             raise TypeError("record must be a dict or None")
-        checked = {_check_partition(tp): _check_offset(tp, om) for tp, om in offsets.items()}
-        self._logic.install_loaded_group(group_id, record, checked)
+        self._logic.install_loaded_group(group_id, record, _check_offsets(offsets))
 
     def unload_shard(self, shard: int) -> None:
         self._logic.unload_shard(self._check_shard(shard))
         self._logic.flush()
 
     # -- time -------------------------------------------------------------------------------
+    def _manual_clock(self, method: str, hint: str = "") -> ManualClock:
+        clock = self.clock
+        if not isinstance(clock, ManualClock):
+            raise TypeError(f"{method} needs a ManualClock{hint}")
+        return clock
+
     def advance_time(self, ms: int) -> int:
         """ManualClock only: move time by `ms`, firing everything due in deadline order
         with the clock reading each deadline while it fires. Returns how many fired."""
-        clock = self.clock
-        if not isinstance(clock, ManualClock):
-            raise TypeError("advance_time needs a ManualClock; use expire_due() with other clocks")
-        if type(ms) is not int or not 0 <= ms <= _MAX_STEP:
-            _check_int("ms", ms, lo=0, hi=_MAX_STEP)
+        clock = self._manual_clock("advance_time", "; use expire_due() with other clocks")
+        _check_int("ms", ms, lo=0, hi=_MAX_STEP)
         with self._time_lock:
             target = clock.now_ms() + ms
             fired = self._logic.timer.advance_to(target, step_clock=True)
@@ -357,11 +359,8 @@ class GroupCoordinator:
         Heartbeats and offset commits arm only session deadlines, which are at least that
         far away. A trace replay steps the clock this way before them and keeps
         advance_time for the other requests."""
-        clock = self.clock
-        if not isinstance(clock, ManualClock):
-            raise TypeError("set_time_if_idle needs a ManualClock")
-        if type(now_ms) is not int or not 0 <= now_ms <= _MAX_STEP:
-            _check_int("now_ms", now_ms, lo=0, hi=_MAX_STEP)
+        clock = self._manual_clock("set_time_if_idle")
+        _check_int("now_ms", now_ms, lo=0, hi=_MAX_STEP)
         with self._time_lock:
             target = clock.now_ms()
             if now_ms > target:

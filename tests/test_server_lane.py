@@ -176,18 +176,39 @@ def test_a_heartbeat_that_raises_hands_back_its_error_after_the_earlier_answers(
     assert ln.reader.answered == 1
 
 
-def test_a_reset_connection_hands_back_an_oserror(lane):
-    ln = lane()
-    ln.peer.sendall(_hb(1))
-    assert ln.receive(len(_answer(1))) == _answer(1)
-    # A socket pair cannot be reset; a closed peer makes the next send fail instead.
-    ln.peer.sendall(_hb(2))
-    ln.peer.close()
-    ln.poll_until(lambda: ln.returns)
-    [(key, rest, unsent, error)] = ln.returns
-    assert key == "conn-1" and rest == b""
-    # Either the answer's send failed (EPIPE) or the read saw the end first.
-    assert error is None or isinstance(error, OSError)
+def test_a_reset_connection_hands_back_an_oserror(impl):
+    """A TCP peer that resets the connection (close with SO_LINGER 0: an RST): the
+    lane's read fails with ECONNRESET and hands the socket back with that error."""
+    reader = module(impl, "wire").HeartbeatReader(lambda *a: 0, MAX_FRAME, LO, HI)
+    returns = Returns()
+    ln = module(impl, "lane").HeartbeatLane(reader, returns)
+    listener = socket.create_server(("127.0.0.1", 0))
+    peer = socket.create_connection(listener.getsockname(), timeout=5)
+    served, _ = listener.accept()
+    try:
+        served.setblocking(False)
+        ln.add(served.fileno(), "conn-1")
+        peer.sendall(_hb(1))
+        deadline = time.monotonic() + 5
+        while ln.reads == 0:
+            assert time.monotonic() < deadline
+            ln.poll()
+        assert peer.recv(4096) == _answer(1)
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()                                 # an RST, not a FIN
+        while not returns:
+            assert time.monotonic() < deadline
+            ln.poll()
+            time.sleep(0.001)
+        [(key, rest, unsent, error)] = returns
+        assert (key, rest, unsent) == ("conn-1", b"", b"")
+        assert isinstance(error, ConnectionResetError), error
+    finally:
+        ln.close()
+        served.close()
+        listener.close()
+        if peer.fileno() >= 0:
+            peer.close()
 
 
 def test_a_client_that_does_not_read_gets_its_unsent_answers_handed_back(lane):

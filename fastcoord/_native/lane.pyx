@@ -34,13 +34,13 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.errno cimport EINTR, errno
 from libc.stdint cimport uint8_t
 from libc.string cimport memset
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close
 
 from fastcoord._native.sockets cimport (EPOLL_CLOEXEC, EPOLL_CTL_ADD, EPOLL_CTL_DEL, EPOLLET,
                                         EPOLLIN,
                                         MSG_DONTWAIT, MSG_NOSIGNAL, epoll_create1, epoll_ctl,
                                         epoll_event, epoll_wait, fc_would_block, recv, send)
+from fastcoord._native.clocks cimport monotonic_s
 from fastcoord._native.wire cimport HeartbeatReader
 
 import os
@@ -53,12 +53,6 @@ cdef enum:
     FULL_READS_MAX = 16         # full reads in one serve before handing the socket back
 
 cdef double POLL_BUDGET_S = 0.001   # one poll call serves batches for at most this long
-
-
-cdef inline double _monotonic() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
 cdef class HeartbeatLane:
@@ -142,7 +136,7 @@ cdef class HeartbeatLane:
         self.conns[fd] = key
         self.hosts[fd] = host
         self.active[fd] = 1
-        self.last_read[fd] = _monotonic()
+        self.last_read[fd] = monotonic_s()
 
     def remove(self, int fd):
         """remove(fd) -> bool: stop serving `fd` (no on_return); False if it was not in."""
@@ -185,7 +179,7 @@ cdef class HeartbeatLane:
         cdef double until
         if self.epfd < 0:
             return 0
-        until = _monotonic() + POLL_BUDGET_S
+        until = monotonic_s() + POLL_BUDGET_S
         while True:
             n = epoll_wait(self.epfd, events, MAX_EVENTS, 0)
             if n < 0:
@@ -197,7 +191,7 @@ cdef class HeartbeatLane:
             total += n
             self.polls += 1
             self._serve_batch(events, n)
-            if self.epfd < 0 or _monotonic() >= until:
+            if self.epfd < 0 or monotonic_s() >= until:
                 return total
 
     cdef int _serve_batch(self, epoll_event* events, int n) except -1:
@@ -243,6 +237,7 @@ cdef class HeartbeatLane:
         (nothing to read, or the socket was handed back)."""
         cdef Py_ssize_t got, pos = 0, used = 0, sent = 0
         cdef int err
+        cdef double now
         cdef object error = None
         got = recv(fd, self.buf, READ_SIZE, MSG_DONTWAIT)
         if got < 0:
@@ -255,10 +250,11 @@ cdef class HeartbeatLane:
             self._hand_back(fd, b"", b"", None)
             return -1
         self.reads += 1
-        self.last_read[fd] = _monotonic()
+        self.last_read[fd] = now = monotonic_s()
         try:
             pos = self.reader.answer(<const uint8_t*>self.buf, got, &used,
-                                     self.hosts[fd] if self.reader.log is not None else None)
+                                     self.hosts[fd] if self.reader.log is not None else None,
+                                     now)
         except Exception as exc:
             error = exc                       # the answers before it still go out
             pos = got                         # and nothing of this read is handed on

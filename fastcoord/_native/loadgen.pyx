@@ -40,10 +40,12 @@ from libc.stdio cimport snprintf
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memmove, memset, strerror
 from posix.resource cimport getrusage, rusage
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from posix.time cimport timespec
 from posix.unistd cimport close
 
 from fastcoord._native.bigendian cimport read_i16, read_i32, write_i32
+from fastcoord._native.buffers cimport grow
+from fastcoord._native.clocks cimport monotonic_ns
 from fastcoord._native.sockets cimport (EPOLL_CLOEXEC, EPOLL_CTL_ADD, EPOLL_CTL_MOD, EPOLLERR,
                                         EPOLLHUP, EPOLLIN, EPOLLOUT, EPOLLRDHUP, MSG_DONTWAIT,
                                         MSG_NOSIGNAL, epoll_create1, epoll_ctl, epoll_event,
@@ -158,12 +160,6 @@ cdef struct Run:
     char failure[FAILURE_MAX]
 
 
-cdef inline int64_t _now() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <int64_t>ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-
-
 cdef void _thread_cpu(double* user_s, double* system_s) noexcept nogil:
     """CPU time of this thread so far: in user space, and in the kernel (where the
     sockets' send and receive paths run, loopback delivery to the peer included)."""
@@ -220,20 +216,6 @@ cdef int _watch(Run* r, Conn* c, Py_ssize_t index, bint output) noexcept nogil:
     return 0
 
 
-cdef int _grow(char** buf, Py_ssize_t* cap, Py_ssize_t need) noexcept nogil:
-    """Make `*buf` hold at least `need` bytes (doubling); -1 when out of memory."""
-    cdef Py_ssize_t new_cap = cap[0] * 2
-    cdef char* p
-    if new_cap < need:
-        new_cap = need
-    p = <char*>realloc(buf[0], new_cap)
-    if p == NULL:
-        return -1
-    buf[0] = p
-    cap[0] = new_cap
-    return 0
-
-
 cdef int _queue(Run* r, Conn* c, Py_ssize_t index, int64_t now) noexcept nogil:
     """Put the connection's next heartbeat in its output buffer and its FIFO."""
     cdef Py_ssize_t f = c.frame0 + c.next_frame
@@ -245,7 +227,7 @@ cdef int _queue(Run* r, Conn* c, Py_ssize_t index, int64_t now) noexcept nogil:
             memmove(c.outbuf, c.outbuf + c.out_pos, c.out_len - c.out_pos)
             c.out_len -= c.out_pos
             c.out_pos = 0
-        if c.out_len + n > c.out_cap and _grow(&c.outbuf, &c.out_cap, c.out_len + n) < 0:
+        if c.out_len + n > c.out_cap and grow(&c.outbuf, &c.out_cap, c.out_len + n) < 0:
             return _fail(r, index, "out of memory for the output buffer")
     p = c.outbuf + c.out_len
     memcpy(p, r.arena + r.frame_off[f], n)
@@ -323,7 +305,7 @@ cdef Py_ssize_t _read(Run* r, Conn* c, Py_ssize_t index) noexcept nogil:
     cdef int32_t corr
     cdef int64_t sent_at
     cdef int error
-    if c.in_cap - c.in_len < 256 and _grow(&c.inbuf, &c.in_cap, c.in_len + IN_START) < 0:
+    if c.in_cap - c.in_len < 256 and grow(&c.inbuf, &c.in_cap, c.in_len + IN_START) < 0:
         return _fail(r, index, "out of memory for the input buffer")
     n = recv(c.fd, c.inbuf + c.in_len, c.in_cap - c.in_len, MSG_DONTWAIT)
     if n == 0:
@@ -334,7 +316,7 @@ cdef Py_ssize_t _read(Run* r, Conn* c, Py_ssize_t index) noexcept nogil:
         if errno == EINTR or fc_would_block(errno):
             return 0
         return _fail_errno(r, index, "recv")
-    r.now = _now()
+    r.now = monotonic_ns()
     r.recvs += 1
     c.in_len += n
     p = <const uint8_t*>c.inbuf
@@ -407,7 +389,7 @@ cdef int _send_due(Run* r, int64_t now, Py_ssize_t* rr) noexcept nogil:
                 return 0
         c = &r.conns[i]
         if burst:
-            sent_at = _now()            # each request's own send time (a send takes µs)
+            sent_at = monotonic_ns()            # each request's own send time (a send takes µs)
         if sent_at >= r.t_measure:
             lag = sent_at - _due(r, r.issued)
             if lag >= LATE_NS:
@@ -470,7 +452,7 @@ cdef int _loop(Run* r) noexcept nogil:
             if _flush(r, &r.conns[i], i) < 0:
                 return -1
     while True:
-        now = _now()
+        now = monotonic_ns()
         sending = now < r.t_end
         if not sending:
             if r.total_inflight == 0:
@@ -664,7 +646,7 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
                                      f"{strerror(errno).decode()}")
         with nogil:
             _thread_cpu(&user0, &sys0)
-            r.t0 = _now()
+            r.t0 = monotonic_ns()
             r.t_measure = r.t0 + <int64_t>(warmup_s * 1e9)
             r.t_end = r.t_measure + <int64_t>(duration_s * 1e9)
             r.t_drain = r.t_end + <int64_t>(drain_s * 1e9)

@@ -145,6 +145,7 @@ cdef class Timer:
     cdef int32_t _pop_due_u(self, int64_t target) noexcept
     cdef int32_t _sink_id_u(self, object sink, list garbage) except -2
     cdef int64_t _next_deadline_u(self, bint* found) noexcept
+    cdef bint _idle_through_u(self, int64_t target, int64_t min_delay) noexcept
 
     cdef inline void _acquire(self) noexcept:
         if pthread_mutex_trylock(&self._mtx) != 0:

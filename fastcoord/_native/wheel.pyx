@@ -1000,35 +1000,37 @@ cdef class Timer:
         min_delay_ms can land in (see the pure twin for the reasoning)."""
         cdef int64_t now = _as_ms(now_ms, "now_ms")
         cdef int64_t min_delay = _as_ms(min_delay_ms, "min_delay_ms")
-        cdef int64_t target, rel, tick, due
-        cdef int32_t i
-        cdef bint found, idle
-        cdef fc_level* lv
+        cdef int64_t target
+        cdef bint idle
         if min_delay < 0:
             raise ValueError(f"min_delay_ms must be >= 0, got {min_delay_ms}")
         target = self.c_current_ms()
         if now > target:
             target = now
         self._acquire()
-        due = self._next_deadline_u(&found)
+        idle = self._idle_through_u(target, min_delay)
+        self._release()
+        return idle
+
+    cdef bint _idle_through_u(self, int64_t target, int64_t min_delay) noexcept:
+        """idle_through at `target`. Mutex held."""
+        cdef bint found
+        cdef int64_t due = self._next_deadline_u(&found), rel, tick
+        cdef int32_t i
+        cdef fc_level* lv
         if found and due <= target:
-            self._release()
             return False
         rel = target - self._origin
         for i in range(self._nlevels):
             lv = &self._levels[i]
             if lv.interval > min_delay:
-                idle = rel - lv.current < lv.tick
-                self._release()
-                return idle
+                return rel - lv.current < lv.tick
         # That level is not made yet: made from the top one, its clock rounded down.
         lv = &self._levels[self._nlevels - 1]
         tick = lv.interval                  # (< INT64_MAX: it is <= min_delay)
         while tick <= min_delay // self._size:
             tick *= self._size
-        idle = rel // tick == lv.current // tick
-        self._release()
-        return idle
+        return rel // tick == lv.current // tick
 
     # ---------------------------------------------------------------- reaper
     def start(self, *, max_wait_ms=1000):

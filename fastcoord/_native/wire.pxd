@@ -15,9 +15,9 @@ cdef class HeartbeatReader:
     cdef Py_ssize_t log_len
     cdef Py_ssize_t log_cap
 
-    cdef char* _room(self, Py_ssize_t need) except NULL
+    cdef list ids                   # the last answer's decoded ids (see _answer), for the log
+
     cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used,
-                           object host) except -1
-    cdef int _log_line(self, double ts, int version, client_id, bytes host, str group_id,
-                       str member_id, int32_t generation, int error,
-                       double seconds) except -1
+                           object host, double started) except -1
+    cdef int _log_line(self, double ts, int version, bytes host, int32_t generation,
+                       int error, double seconds) except -1

@@ -17,13 +17,14 @@ coordinator's.
 The pure twin is fastcoord/_pure/wire.py (the same function over the Python decoder).
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_AsUTF8, PyUnicode_DecodeUTF8
 from libc.stdio cimport snprintf
 from libc.stdint cimport int16_t, int32_t, uint8_t
-from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
+from libc.stdlib cimport free
 
 from fastcoord._native.bigendian cimport read_i16, read_i32, write_i32
+from fastcoord._native.buffers cimport grow
+from fastcoord._native.clocks cimport monotonic_s, realtime_s
 
 from json.encoder import encode_basestring_ascii as _json_str   # json.dumps' own (C)
 
@@ -83,20 +84,6 @@ cdef inline Py_ssize_t _string(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
     if compact:
         return _compact(f, pos, end, nullable, out)
     return _str16(f, pos, end, nullable, out)
-
-
-cdef inline double _monotonic() noexcept nogil:
-    """time.monotonic() / time.perf_counter() on Linux, without a Python call."""
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return ts.tv_sec + ts.tv_nsec * 1e-9
-
-
-cdef inline double _realtime() noexcept nogil:
-    """time.time() without a Python call."""
-    cdef timespec ts
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
 cdef inline object _text(const uint8_t* f, Field field):
@@ -196,19 +183,29 @@ cdef enum:
     # _answer's "not answered": outside the int16 error codes (UNKNOWN_SERVER_ERROR is
     # -1, a code the coordinator may answer and that must go out like any other)
     DECLINED = -0x10000
+    # where _answer leaves the decoded ids for the request log
+    ID_GROUP = 0
+    ID_MEMBER = 1
+    ID_CLIENT = 2
 
 
-cdef inline int _answer(const uint8_t* f, Heartbeat* hb, heartbeat) except? -0x10001:
+cdef inline int _answer(const uint8_t* f, Heartbeat* hb, heartbeat,
+                        list ids) except? -0x10001:
     """Call heartbeat(group, member, generation, instance) for a parsed request: its
     error code, or DECLINED when an id is not valid UTF-8 (the general path then
-    decides, and heartbeat was not called)."""
+    decides, and heartbeat was not called). With `ids` (a list of 3), the decoded
+    group, member and client ids are left there (ID_*) for the request log."""
     try:
         group_id = _text(f, hb.group)
         member_id = _text(f, hb.member)
         instance_id = _text(f, hb.instance)
-        _text(f, hb.client)         # not used here, but the Python decoder declines it too
+        client_id = _text(f, hb.client)     # the Python decoder declines a bad one too
     except UnicodeDecodeError:
         return DECLINED
+    if ids is not None:
+        ids[ID_GROUP] = group_id
+        ids[ID_MEMBER] = member_id
+        ids[ID_CLIENT] = client_id
     return heartbeat(group_id, member_id, hb.generation, instance_id)
 
 
@@ -225,6 +222,7 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
     cdef Heartbeat hb
     cdef int error
     cdef char response[MAX_RESPONSE]
+    cdef list ids = [None, None, None] if log is not None else None
     if pos < 0 or pos > end:
         raise ValueError(f"pos must be within the buffer, got {pos}")
     while True:
@@ -234,15 +232,14 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
         next_pos = _parse(f, pos, end, max_frame, min_version, max_version, &hb)
         if next_pos < 0:
             break
-        error = _answer(f, &hb, heartbeat)
+        error = _answer(f, &hb, heartbeat, ids)
         if error == DECLINED:
             break
         out.append(PyBytes_FromStringAndSize(response,
                                              _encode(response, hb.version, hb.correlation, error)))
         if log is not None:
-            f = <const uint8_t*>(<char*>buf)
-            log.append((hb.version, _text(f, hb.client), _text(f, hb.group),
-                        _text(f, hb.member), hb.generation, error))
+            log.append((hb.version, ids[ID_CLIENT], ids[ID_GROUP], ids[ID_MEMBER],
+                        hb.generation, error))
         pos = next_pos
     return pos
 
@@ -275,6 +272,7 @@ cdef class HeartbeatReader:
         self.log_buf = NULL
         self.log_len = 0
         self.log_cap = 0
+        self.ids = [None, None, None]
         self.heartbeat = heartbeat
         self.max_frame = max_frame
         self.min_version = min_version
@@ -285,34 +283,22 @@ cdef class HeartbeatReader:
         self.scratch_cap = 0
 
     def __dealloc__(self):
-        PyMem_Free(self.scratch)
-        PyMem_Free(self.log_buf)
-
-    cdef char* _room(self, Py_ssize_t need) except NULL:
-        cdef char* grown
-        cdef Py_ssize_t cap
-        if need > self.scratch_cap:
-            cap = max(need, 2 * self.scratch_cap, 1024)
-            grown = <char*>PyMem_Realloc(self.scratch, cap)
-            if grown is NULL:
-                raise MemoryError()
-            self.scratch = grown
-            self.scratch_cap = cap
-        return self.scratch
+        free(self.scratch)
+        free(self.log_buf)
 
     cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used,
-                           object host) except -1:
-        """Answer the leading heartbeats of f[0:end] into the scratch buffer and return
-        the bytes consumed. `*used` is the length of the responses in scratch, kept up
-        to date per answer, so that when a heartbeat call raises, the caller can still
-        send the answers before it (they are counted and timed here either way). With
-        a log and `host` (bytes), each answer's log line is buffered (flush_log)."""
+                           object host, double started) except -1:
+        """Answer the leading heartbeats of f[0:end] (read at `started`, monotonic
+        seconds) into the scratch buffer and return the bytes consumed. `*used` is the
+        length of the responses in scratch, kept up to date per answer, so that when a
+        heartbeat call raises, the caller can still send the answers before it (they are
+        counted and timed here either way). With a log and `host` (bytes), each
+        answer's log line is buffered (flush_log)."""
         cdef Py_ssize_t pos = 0, next_pos, answered = 0
         cdef Heartbeat hb
         cdef int error
         cdef bint logging = self.log is not None and host is not None
-        cdef double started = _monotonic()
-        cdef double ts = _realtime() if logging else 0.0
+        cdef double ts = realtime_s() if logging else 0.0
         used[0] = 0
         try:
             while True:
@@ -320,48 +306,42 @@ cdef class HeartbeatReader:
                                   self.max_version, &hb)
                 if next_pos < 0:
                     break
-                try:
-                    group_id = _text(f, hb.group)
-                    member_id = _text(f, hb.member)
-                    instance_id = _text(f, hb.instance)
-                    client_id = _text(f, hb.client)
-                except UnicodeDecodeError:
+                error = _answer(f, &hb, self.heartbeat, self.ids if logging else None)
+                if error == DECLINED:
                     break                         # the general path's to judge
-                error = self.heartbeat(group_id, member_id, hb.generation, instance_id)
-                self._room(used[0] + MAX_RESPONSE)
+                if used[0] + MAX_RESPONSE > self.scratch_cap and \
+                        grow(&self.scratch, &self.scratch_cap, used[0] + MAX_RESPONSE) < 0:
+                    raise MemoryError()
                 used[0] += _encode(self.scratch + used[0], hb.version, hb.correlation, error)
                 answered += 1
                 pos = next_pos
                 if logging:
-                    self._log_line(ts, hb.version, client_id, <bytes>host, group_id,
-                                   member_id, hb.generation, error, _monotonic() - started)
+                    self._log_line(ts, hb.version, <bytes>host, hb.generation, error,
+                                   monotonic_s() - started)
         finally:
             if answered:
                 self.answered += answered
                 if self.latencies is not None:
-                    seconds = _monotonic() - started
+                    seconds = monotonic_s() - started
                     for _ in range(answered):
                         self.latencies.append(seconds)
         return pos
 
-    cdef int _log_line(self, double ts, int version, client_id, bytes host, str group_id,
-                       str member_id, int32_t generation, int error,
-                       double seconds) except -1:
-        """One request-log line into log_buf (the text RequestLog writes for it)."""
-        cdef object group_json = _json_str(group_id), member_json = _json_str(member_id)
-        cdef object client_json = None if client_id is None else _json_str(client_id)
-        cdef Py_ssize_t need, n
-        cdef char* grown
+    cdef int _log_line(self, double ts, int version, bytes host, int32_t generation,
+                       int error, double seconds) except -1:
+        """The request-log line of the heartbeat whose ids _answer left in `ids`, into
+        log_buf (the text RequestLog writes for it)."""
+        cdef object ids = self.ids
+        cdef object group_json = _json_str(ids[ID_GROUP])
+        cdef object member_json = _json_str(ids[ID_MEMBER])
+        cdef object client_json = None if ids[ID_CLIENT] is None else _json_str(ids[ID_CLIENT])
         cdef const char* client
+        cdef Py_ssize_t need, n
         need = (160 + len(host) + len(group_json) + len(member_json)
                 + (4 if client_json is None else len(client_json)))
-        if self.log_len + need > self.log_cap:
-            grown = <char*>PyMem_Realloc(self.log_buf, max(self.log_len + need,
-                                                           2 * self.log_cap, 4096))
-            if grown is NULL:
-                raise MemoryError()
-            self.log_buf = grown
-            self.log_cap = max(self.log_len + need, 2 * self.log_cap, 4096)
+        if self.log_len + need > self.log_cap and \
+                grow(&self.log_buf, &self.log_cap, self.log_len + need) < 0:
+            raise MemoryError()
         if client_json is None:
             client = b"null"
         else:
@@ -392,7 +372,7 @@ cdef class HeartbeatReader:
             raise TypeError(f"host must be bytes (JSON text) or None, got {type(host).__name__}")
         try:
             pos = self.answer(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
-                              &used, host)
+                              &used, host, monotonic_s())
         finally:
             # What was answered goes out even when a later heartbeat call raised.
             if used:

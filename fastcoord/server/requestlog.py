@@ -21,19 +21,21 @@ __all__ = ["RequestLog"]
 
 _encode_str = json.encoder.encode_basestring_ascii     # what json.dumps uses (C)
 
-# ts and latency_ms as fixed-point text (microseconds of the clock, milliseconds with
-# three decimals): the same digits C's %.6f / %.3f give, so both twins' lines agree.
-_HEARTBEAT_LINE = ('{{"ts":{:.6f},"api":"Heartbeat","version":{},"client":{},"host":{},'
-                   '"group":{},"member":{},"generation":{},"error":{},"latency_ms":{:.3f}}}\n')
+# One line per request, its fields as JSON text, in this order (what json.dumps(...,
+# separators=(",", ":")) makes of them); ts and latency_ms as fixed-point text
+# (microseconds of the clock, milliseconds with three decimals): the digits C's %.6f /
+# %.3f give, so the native fast path's lines (wire.pyx) are the same text.
+_LINE = ('{{"ts":{:.6f},"api":{},"version":{},"client":{},"host":{},"group":{},"member":{},'
+         '"generation":{},"error":{},"latency_ms":{:.3f}}}\n')
 
 
 def heartbeat_line(ts: float, version: int, client_id, host_json: str, group_id: str,
                    member_id: str, generation: int, error: int, seconds: float) -> str:
     """The request-log line of an answered Heartbeat (`host_json`: the peer's address
     as JSON text): what RequestLog writes for it, and what the fast paths format."""
-    return _HEARTBEAT_LINE.format(ts, version, _json_str(client_id), host_json,
-                                  _encode_str(group_id), _encode_str(member_id), generation,
-                                  error, seconds * 1000.0)
+    return _LINE.format(ts, '"Heartbeat"', version, _json_str(client_id), host_json,
+                        _encode_str(group_id), _encode_str(member_id), generation, error,
+                        seconds * 1000.0)
 
 
 def host_json(host) -> str:
@@ -93,15 +95,11 @@ class RequestLog:
 
     def _write(self, api, version, client_id, conn, group_id, member_id, generation, error,
                seconds: float) -> None:
-        # Formatted by hand (the hot path: one line per heartbeat); the same JSON that
-        # json.dumps(..., separators=(",", ":")) makes of these fields, in this order.
-        line = (f'{{"ts":{time.time():.6f},'
-                f'"api":{_json_str(api) if isinstance(api, str) else api},'
-                f'"version":{version},"client":{_json_str(client_id)},'
-                f'"host":{_json_str(conn.session.client_host if conn.session else None)},'
-                f'"group":{_json_str(group_id)},"member":{_json_str(member_id)},'
-                f'"generation":{_json_int(generation)},"error":{_json_int(error)},'
-                f'"latency_ms":{seconds * 1000:.3f}}}\n').encode()
+        line = _LINE.format(
+            time.time(), _json_str(api) if isinstance(api, str) else api, version,
+            _json_str(client_id), _json_str(conn.session.client_host if conn.session else None),
+            _json_str(group_id), _json_str(member_id), _json_int(generation), _json_int(error),
+            seconds * 1000).encode()
         self._file.write(line)
         self._size += len(line)
         if self._size >= self.max_bytes:

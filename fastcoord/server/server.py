@@ -175,11 +175,10 @@ class Connection(asyncio.Protocol):
     def _leave_lane(self) -> None:
         """Take the socket back from the lane without a hand-back (closing)."""
         if self._lane_fd >= 0:
-            lane = self.server.lane
-            fd, self._lane_fd = self._lane_fd, -1
-            if lane is not None and fd in lane:
-                self.last_active = max(self.last_active, lane.last_active(fd))
-                lane.remove(fd)
+            self.last_active = self.idle_since()
+            if self.server.lane is not None:
+                self.server.lane.remove(self._lane_fd)
+            self._lane_fd = -1
 
     def lane_returned(self, rest: bytes, unsent: bytes, error) -> None:
         """The lane gave the socket back (its on_return): `unsent` answers go out first,
@@ -633,22 +632,21 @@ class CoordinatorServer:
                       f"# TYPE fastcoord_{name}_total counter",
                       f"fastcoord_{name}_total {counters[key]}"]
         lane = self.lane
-        lines += ["# HELP fastcoord_lane_connections Connections the heartbeat lane serves "
-                  "(heartbeat-only reads answered from C, off the event loop's reading).",
-                  "# TYPE fastcoord_lane_connections gauge",
-                  f"fastcoord_lane_connections {len(lane) if lane is not None else 0}",
-                  "# HELP fastcoord_lane_reads_total Reads the heartbeat lane answered "
-                  "(their heartbeats count in heartbeats_read_path).",
-                  "# TYPE fastcoord_lane_reads_total counter",
-                  f"fastcoord_lane_reads_total {lane.reads if lane is not None else 0}",
-                  "# HELP fastcoord_lane_polls_total Batches of ready connections the lane "
-                  "served (its reads divided by this: connections per batch).",
-                  "# TYPE fastcoord_lane_polls_total counter",
-                  f"fastcoord_lane_polls_total {lane.polls if lane is not None else 0}",
-                  "# HELP fastcoord_lane_handbacks_total Times a connection left the lane "
-                  "(a read with another request, a cut frame, an error or end of stream).",
-                  "# TYPE fastcoord_lane_handbacks_total counter",
-                  f"fastcoord_lane_handbacks_total {lane.handbacks if lane is not None else 0}"]
+        for name, kind, value, text in (
+                ("lane_connections", "gauge", len(lane) if lane is not None else 0,
+                 "Connections the heartbeat lane serves (heartbeat-only reads answered "
+                 "from C, off the event loop's reading)."),
+                ("lane_reads_total", "counter", lane.reads if lane is not None else 0,
+                 "Reads the heartbeat lane answered (their heartbeats count in "
+                 "heartbeats_read_path)."),
+                ("lane_polls_total", "counter", lane.polls if lane is not None else 0,
+                 "Batches of ready connections the lane served (its reads divided by "
+                 "this: connections per batch)."),
+                ("lane_handbacks_total", "counter", lane.handbacks if lane is not None else 0,
+                 "Times a connection left the lane (a read with another request, a cut "
+                 "frame, an error or end of stream).")):
+            lines += [f"# HELP fastcoord_{name} {text}", f"# TYPE fastcoord_{name} {kind}",
+                      f"fastcoord_{name} {value}"]
         lines += ["# HELP fastcoord_request_latency_p99_seconds 99th percentile of the "
                   "request latency (receipt to response) since the last status line.",
                   "# TYPE fastcoord_request_latency_p99_seconds gauge",
