@@ -1,7 +1,8 @@
 """The Spark pipeline on a 10-million-event synthetic trace (100k members in 10k groups).
 
-- replay stage, one core: every shard's `replay_shard_table` in turn in this process
-  (pinned to one CPU), the partitioning done beforehand: events/s per core.
+- replay stage, one core: every shard's replay (`ShardReplay.run`) in turn in this
+  process (pinned to one CPU), the partitioning done beforehand: events/s per core;
+  also with every heartbeat by the general path (no HeartbeatRun), for comparison.
 - stage scaling: the same stage as a Spark job (`replay_dataframe`, run to completion
   by a no-op write) on local[1] and local[2], session start excluded; with the cores
   the machine kept busy meanwhile (JVM included) and the events per busy core-second.
@@ -29,7 +30,7 @@ import pyarrow.compute as pc
 
 import fastcoord
 from fastcoord.pipeline import gen
-from fastcoord.pipeline.replay import replay_shard_table, split_by_shard
+from fastcoord.pipeline.replay import ShardReplay, split_by_shard
 from fastcoord.pipeline.trace import read_trace, write_trace
 
 # ~10 M events: 10k groups of mean size ~10 (about 100k members: the sizes are a floored
@@ -83,7 +84,10 @@ def _one_cpu():
     return before
 
 
-def test_replay_stage_one_core(benchmark, request):
+@pytest.mark.parametrize("runs", [True, False], ids=["heartbeat-runs", "general-path"])
+def test_replay_stage_one_core(benchmark, request, runs):
+    """runs=False: every heartbeat by the replay's general path (one Python step each),
+    the comparison for HeartbeatRun, measured in the same session."""
     params = QUICK if quick(request) else FULL
     load = os.getloadavg()[0]    # other processes' share of the CPUs when we start
     n, end_ms, parts = shards(params)
@@ -93,7 +97,7 @@ def test_replay_stage_one_core(benchmark, request):
     def run():
         t0 = time.perf_counter()
         for s, t in parts:
-            out = replay_shard_table(t, s, end_ms=end_ms)
+            out = ShardReplay(s, heartbeat_runs=runs).run(t, end_ms)
             counts[s] = out["responses"].num_rows
         took.append(time.perf_counter() - t0)
 
@@ -104,7 +108,8 @@ def test_replay_stage_one_core(benchmark, request):
     finally:
         if before is not None:
             os.sched_setaffinity(0, before)
-    benchmark.extra_info.update(load_1m=round(load, 1), ops=n, peer=fastcoord.IMPLEMENTATION,
+    peer = fastcoord.IMPLEMENTATION if runs else f"{fastcoord.IMPLEMENTATION}, general path only"
+    benchmark.extra_info.update(load_1m=round(load, 1), ops=n, peer=peer,
                                 shards=len(parts),
                                 events_per_s_per_core=round(n / sorted(took)[len(took) // 2]))
     assert sum(counts.values()) == n            # one response row per event

@@ -151,3 +151,4 @@ cdef class MemberTable(TimerSink):
     cdef Py_ssize_t _batch(self, int64_t* hp, int32_t* gp, int16_t* op, Py_ssize_t n,
                            int64_t now) noexcept nogil
     cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1
+    cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1

@@ -643,7 +643,6 @@ cdef class MemberTable(TimerSink):
         the error code as an int."""
         cdef int64_t h
         cdef int32_t g
-        cdef int16_t o
         if type(handle) is not int or type(generation_id) is not int:
             check_handle_args(handle, generation_id)        # raises the twins' TypeError
         try:
@@ -652,7 +651,12 @@ cdef class MemberTable(TimerSink):
         except OverflowError:
             check_handle_args(handle, generation_id)        # raises the twins' ValueError
             raise
-        if self._batch(&h, &g, &o, 1, self.now()):
+        return self.c_heartbeat_handle(h, g, self.now())
+
+    cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1:
+        """heartbeat_handle for C callers, at `now`: the error code."""
+        cdef int16_t o
+        if self._batch(&h, &g, &o, 1, now):
             o &= ~REARM_FLAG
             self._rearm_if_needed(<Py_ssize_t><uint32_t>h)
         return o

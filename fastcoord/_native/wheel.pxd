@@ -12,6 +12,7 @@ C-level API (call with the GIL held; none of them runs user code):
     cdef int64_t c_schedule_at(self, int64_t deadline_ms, object fn) except -1
     cdef bint c_cancel_id(self, int64_t entry_id) noexcept
     cdef int64_t c_current_ms(self) except? -1
+    cdef int c_idle_through(self, int64_t now, int64_t min_delay) except -1
 
 When a tag entry fires the timer calls ``sink.on_timer(tag, deadline_ms)``: a
 C call when ``sink`` is a ``TimerSink`` (subclass it in Cython and override the
@@ -125,6 +126,7 @@ cdef class Timer:
     cdef int64_t c_schedule_at(self, int64_t deadline_ms, object fn) except -1
     cdef bint c_cancel_id(self, int64_t entry_id) noexcept
     cdef int64_t c_current_ms(self) except? -1
+    cdef int c_idle_through(self, int64_t now, int64_t min_delay) except -1
 
     # internals (all "_u" helpers run with the mutex held)
     cdef int _add_u(self, int64_t deadline, int32_t kind, PyObject* fn, int64_t tag,

@@ -1000,11 +1000,14 @@ cdef class Timer:
         min_delay_ms can land in (see the pure twin for the reasoning)."""
         cdef int64_t now = _as_ms(now_ms, "now_ms")
         cdef int64_t min_delay = _as_ms(min_delay_ms, "min_delay_ms")
-        cdef int64_t target
-        cdef bint idle
         if min_delay < 0:
             raise ValueError(f"min_delay_ms must be >= 0, got {min_delay_ms}")
-        target = self.c_current_ms()
+        return self.c_idle_through(now, min_delay)
+
+    cdef int c_idle_through(self, int64_t now, int64_t min_delay) except -1:
+        """idle_through for C callers (min_delay >= 0): 1 or 0."""
+        cdef int64_t target = self.c_current_ms()
+        cdef bint idle
         if now > target:
             target = now
         self._acquire()

@@ -7,7 +7,9 @@ the way a Kafka consumer does: a join of an unknown member goes in with member i
 (the answer's MEMBER_ID_REQUIRED id is used from the next join on), a sync goes out
 only once its join has been answered (a sync that arrives earlier waits for it), the
 leader's sync carries an (empty) assignment for every member of its join answer.
-Heartbeats go by member handle through `heartbeat_handle`.
+Heartbeats go by member handle: runs of consecutive heartbeats are played in one call
+(`HeartbeatRun`, C in the native twin: fastcoord/_native/tracerun.pyx), each at its own
+time; the general path below plays the rest, one event at a time, the same way.
 
 What the coordinator did is read through the public API only: answers and callbacks,
 `group_summary` after every join/sync/leave and each answered callback (`describe_group`
@@ -30,6 +32,7 @@ Tables (see the *_SCHEMA constants):
 """
 from __future__ import annotations
 
+import array
 import heapq
 import itertools
 from collections import defaultdict
@@ -39,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, shard_for
+from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, _compat, shard_for
 
 NUM_SHARDS = 50
 
@@ -65,44 +68,83 @@ SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms
              "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"]}
 
 _RIP = int(Errors.REBALANCE_IN_PROGRESS)
+_NEVER = 2 ** 63 - 1
+# Event codes (HeartbeatRun's kinds: heartbeat must be its HEARTBEAT, 0)
+_HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = range(6)
+_EVENT_CODES = {"heartbeat": _HEARTBEAT, "join": _JOIN, "sync": _SYNC, "leave": _LEAVE,
+                "commit": _COMMIT}
+# A member's handle: NO_HANDLE (no member id at the coordinator), LOOK_UP (one, its
+# handle not looked up) or the handle; its check_at: NOT_ARMED or the check's time.
+# (HeartbeatRun's values, the same in both twins.)
+NO_HANDLE, LOOK_UP, NOT_ARMED = -1, -2, -1
 _UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 _MIDREQ = int(Errors.MEMBER_ID_REQUIRED)
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
 
 
-class _Member:
-    __slots__ = ("tid", "group", "inst", "rid", "gen", "joining", "pending_sync", "session",
-                 "last_touch", "check_at", "leader_members", "leaving", "replaced", "handle",
-                 "view")
+class _Column:
+    """An attribute kept in one of the replay's arrays (`_Arrays`), at the object's `ix`:
+    what HeartbeatRun reads and writes without a Python object per member or group."""
 
-    def __init__(self, tid, group, inst, view):
+    def __init__(self, array_name: str) -> None:
+        self.array_name = array_name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        return getattr(obj.arrays, self.array_name)[obj.ix]
+
+    def __set__(self, obj, value) -> None:
+        getattr(obj.arrays, self.array_name)[obj.ix] = value
+
+
+class _Arrays:
+    """The replay's per-member and per-group arrays (array.array: Python ints when read
+    from Python, C arrays to HeartbeatRun)."""
+
+    def __init__(self, members: int, groups: int) -> None:
+        self.handles = array.array("q", [NO_HANDLE]) * members
+        self.generations = array.array("i", [-1]) * members
+        self.last_touch = array.array("q", [-1]) * members
+        self.check_at = array.array("q", [NOT_ARMED]) * members
+        self.group_events = array.array("q", [0]) * groups
+
+
+class _Member:
+    __slots__ = ("tid", "group", "inst", "rid", "joining", "pending_sync", "session",
+                 "leader_members", "leaving", "replaced", "view", "ix", "arrays")
+    handle = _Column("handles")
+    gen = _Column("generations")
+    last_touch = _Column("last_touch")
+    check_at = _Column("check_at")
+
+    def __init__(self, tid, group, inst, view, ix, arrays):
         self.tid, self.group, self.inst = tid, group, inst
         self.view = view
+        self.ix, self.arrays = ix, arrays    # handle, gen, last_touch, check_at: arrays'
+
         self.rid = None
-        self.gen = -1
         self.joining = False
         self.pending_sync = None
         self.session = 10_000
-        self.last_touch = -1
-        self.check_at = None
         self.leader_members = None
         self.leaving = False
         self.replaced = False
-        self.handle = -1
 
 
 class _GroupView:
-    __slots__ = ("gid", "state", "members", "generation", "open", "events", "rebalances",
+    __slots__ = ("gid", "state", "members", "generation", "open", "rebalances",
                  "expirations", "rebalancing_ms", "seen", "rebalance_timeout", "check_at",
-                 "epoch")
+                 "epoch", "ix", "arrays")
+    events = _Column("group_events")
 
-    def __init__(self, gid):
+    def __init__(self, gid, ix, arrays):
         self.gid = gid
+        self.ix, self.arrays = ix, arrays
         self.state = "Empty"
         self.members = set()
         self.generation = 0
         self.open = None            # [start_ms, cause, members_before]
-        self.events = 0
         self.rebalances = 0
         self.expirations = 0
         self.rebalancing_ms = 0
@@ -115,13 +157,18 @@ class _GroupView:
 class ShardReplay:
     """Replays one shard's rows (already in (time_ms, seq) order)."""
 
-    def __init__(self, shard: int, *, impl: Optional[str] = None, num_shards: int = NUM_SHARDS):
+    def __init__(self, shard: int, *, impl: Optional[str] = None, num_shards: int = NUM_SHARDS,
+                 heartbeat_runs: bool = True):
         self.shard = shard
         self.impl = impl
         self.num_shards = num_shards
+        # False: every heartbeat by the general path (the same results, slower: what
+        # the tests compare the runs with)
+        self.heartbeat_runs = heartbeat_runs
         self.coord = None
         self.now = 0
         self.members: Dict[tuple, _Member] = {}
+        self.by_ix: List[_Member] = []          # the members by their ix
         self.by_rid: Dict[tuple, _Member] = {}
         self.static: Dict[tuple, _Member] = {}
         self.groups: Dict[str, _GroupView] = {}
@@ -129,8 +176,8 @@ class ShardReplay:
         self._check_seq = 0
         # responses: one slot per trace row in replay order; the other columns of the
         # table are the sorted trace's own (see tables())
-        self.errors: List[int] = []
-        self.answered: List[int] = []
+        self.errors = array.array("i")
+        self.answered = array.array("q")
         self._sorted: Optional[pa.Table] = None
         self.rebalances: List[tuple] = []
         self.expirations: List[tuple] = []
@@ -144,21 +191,37 @@ class ShardReplay:
                                       member_id_factory=member_ids(self.shard))
 
     def _view(self, gid: str) -> _GroupView:
-        gv = self.groups.get(gid)
-        if gv is None:
-            gv = self.groups[gid] = _GroupView(gid)
-        return gv
+        return self.groups[gid]
 
-    def _member(self, gid, tid, inst) -> _Member:
-        key = (gid, tid)
-        m = self.members.get(key)
-        if m is None:
-            m = self.members[key] = _Member(tid, gid, inst, self._view(gid))
-        return m
+    def _index(self, table: pa.Table) -> Tuple[array.array, array.array]:
+        """Every group and member (a (group, member id) pair) of the sorted trace, made
+        up front with the instance id of its first event: the index of each event's
+        member and group (into by_ix and the arrays)."""
+        def codes(column):
+            enc = column.combine_chunks().dictionary_encode()
+            return enc.dictionary.to_pylist(), \
+                pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+        gnames, gcode = codes(table.column("group_id"))     # code 0: null (unvalidated)
+        tnames, tcode = codes(table.column("member_id"))
+        pair = gcode * (len(tnames) + 1) + tcode
+        _, first, member_ix = np.unique(pair, return_index=True, return_inverse=True)
+        group_ix = np.unique(gcode, return_inverse=True)[1]
+        gids, tids, insts = (table.column(c).take(pa.array(first)).to_pylist()
+                             for c in ("group_id", "member_id", "instance_id"))
+        self.arrays = arrays = _Arrays(len(first), int(group_ix.max()) + 1)
+        for g, gid in zip(group_ix[first].tolist(), gids):
+            if gid not in self.groups:
+                self.groups[gid] = _GroupView(gid, g, arrays)
+        for ix, (gid, tid, inst) in enumerate(zip(gids, tids, insts)):
+            m = _Member(tid, gid, inst, self.groups[gid], ix, arrays)
+            self.members[(gid, tid)] = m
+            self.by_ix.append(m)
+        return (array.array("i", member_ix.astype(np.int32).tobytes()),
+                array.array("i", group_ix.astype(np.int32).tobytes()))
 
     # -- time ----------------------------------------------------------------------------
     def _arm(self, m: _Member) -> None:
-        if m.check_at is None and m.last_touch >= 0:
+        if m.check_at == NOT_ARMED and m.last_touch >= 0:
             m.check_at = m.last_touch + m.session
             self._check_seq += 1
             heapq.heappush(self.checks, (m.check_at, self._check_seq, m))
@@ -174,11 +237,11 @@ class ShardReplay:
             d, _, m = heapq.heappop(checks)
             if type(m) is _GroupView:
                 if m.check_at == d:
-                    m.check_at = None
+                    m.check_at = None       # (a group view's check: a Python attribute)
                     self._step(d)
                     self._observe(m.gid, "timeout")
                 continue
-            m.check_at = None
+            m.check_at = NOT_ARMED
             if m.rid is None or m.replaced:
                 continue
             due = m.last_touch + m.session
@@ -202,7 +265,7 @@ class ShardReplay:
                 continue
             if m.rid == rid:
                 m.rid = None
-                m.handle = -1
+                m.handle = NO_HANDLE
             if m.leaving or m.replaced:
                 continue
             reason = "session" if now >= m.last_touch + m.session else "rebalance"
@@ -302,14 +365,14 @@ class ShardReplay:
             if m.rid is not None:
                 self.by_rid.pop((m.group, m.rid), None)
             m.rid = rid
-            m.handle = -1
+            m.handle = LOOK_UP
             self.by_rid[(m.group, rid)] = m
 
     def _drop(self, m: _Member) -> None:
         if m.rid is not None:
             self.by_rid.pop((m.group, m.rid), None)
         m.rid = None
-        m.handle = -1
+        m.handle = NO_HANDLE
 
     def _sync(self, m: _Member, idx: int) -> None:
         if m.joining:
@@ -360,62 +423,74 @@ class ShardReplay:
         n = table.num_rows
         if not n:
             return self.tables()
-        # Python values only for the columns every event needs; a join's full row is
-        # built from the join rows alone (they are a small share of a trace)
-        seqs, times, gids, tids, insts, events = (
-            table.column(c).to_pylist()
-            for c in ("seq", "time_ms", "group_id", "member_id", "instance_id", "event"))
+        member_ix, group_ix = self._index(table)
+        events = table.column("event").to_pylist()
+        kinds = array.array("B", [_EVENT_CODES.get(e, _OTHER) for e in events])
+        times = array.array("q", table.column("time_ms").to_numpy().tobytes())
+        seqs = table.column("seq").to_pylist()
+        # A join's full row is built from the join rows alone (a small share of a trace)
         join_at = pc.indices_nonzero(pc.equal(table.column("event"), "join")).to_pylist()
         join_rows = dict(zip(join_at, zip(*(table.column(c).take(join_at).to_pylist()
                                             for c in TRACE_SCHEMA.names))))
-        self.errors = [-1] * n
-        self.answered = [-1] * n
+        self.errors = errors = array.array("i", [-1]) * n
+        self.answered = answered = array.array("q", [-1]) * n
         self._start(times[0])
-        members = self.members
-        checks = self.checks
-        errors, answered = self.errors, self.answered
+        arrays, by_ix, checks = self.arrays, self.by_ix, self.checks
         coord = self.coord
         advance_time, set_time_if_idle = coord.advance_time, coord.set_time_if_idle
         heartbeat, member_handle = coord.heartbeat_handle, coord.member_handle
-        for idx in range(n):
+        play_runs = self.heartbeat_runs
+        runs = _compat.module(coord.impl, "tracerun").HeartbeatRun(
+            coord, kinds, times, member_ix, group_ix, errors, answered, arrays.handles,
+            arrays.generations, arrays.check_at, arrays.last_touch, arrays.group_events)
+        group_events = arrays.group_events
+        idx = 0
+        while idx < n:
+            kind = kinds[idx]
+            if kind == _HEARTBEAT and play_runs:
+                # A run of heartbeats in one call; it stops where this path is needed
+                # (then the same heartbeat comes back here) and after a member to arm.
+                nxt = runs.run(idx, checks[0][0] if checks else _NEVER)
+                if nxt > idx:
+                    self.now = runs.now
+                    if runs.arm >= 0:
+                        self._arm(by_ix[runs.arm])
+                    idx = nxt
+                    continue
             t = times[idx]
-            event = events[idx]
             if checks and checks[0][0] <= t:
                 self.advance_to(t)
             elif t > self.now:                  # advance_to(t) without a check due
                 # Heartbeats and commits arm only session deadlines: the clock alone
                 # moves when the coordinator says that is exactly what advance_time does.
-                if not ((event == "heartbeat" or event == "commit") and set_time_if_idle(t)):
+                if not ((kind == _HEARTBEAT or kind == _COMMIT) and set_time_if_idle(t)):
                     advance_time(t - self.now)
                 self.now = t
-            gid = gids[idx]
-            m = members.get((gid, tids[idx]))
-            if m is None:
-                m = self._member(gid, tids[idx], insts[idx])
-            m.view.events += 1
-            if event == "heartbeat":
-                # The commonest event, inline: by the member's handle through
-                # heartbeat_handle (heartbeat_batch for one handle). A member without a
-                # live handle is unknown to the coordinator and is not sent (no rid
-                # means no handle: both are reset together).
+            m = by_ix[member_ix[idx]]
+            group_events[group_ix[idx]] += 1
+            if kind == _HEARTBEAT:
+                # What HeartbeatRun does, for the heartbeats it leaves: by the member's
+                # handle, looked up once it has a member id.
                 h = m.handle
-                if h < 0 and m.rid is not None:
-                    h = m.handle = member_handle(gid, m.rid)
+                if h == LOOK_UP:
+                    h = member_handle(m.group, m.rid)
+                    if h >= 0:
+                        m.handle = h
                 err = heartbeat(h, m.gen) if h >= 0 else _UNKNOWN
                 errors[idx] = err
                 answered[idx] = t
-                if err == 0 or err == _RIP:     # (the second test only on an error)
+                if err == 0 or err == _RIP:
                     m.last_touch = t
-                    if m.check_at is None:
-                        self._arm(m)
-            elif event == "join":
-                self._join(m, idx, join_rows[idx])
-            elif event == "sync":
-                self._sync(m, idx)
-            elif event == "leave":
-                self._leave(m, idx)
-            elif event == "commit":
+                    self._arm(m)
+            elif kind == _COMMIT:
                 self._commit(m, idx, seqs[idx])
+            elif kind == _JOIN:
+                self._join(m, idx, join_rows[idx])
+            elif kind == _SYNC:
+                self._sync(m, idx)
+            elif kind == _LEAVE:
+                self._leave(m, idx)
+            idx += 1
         if end_ms is not None and end_ms > self.now:
             self.advance_to(end_ms)
         for gid in sorted(self.groups):
@@ -439,8 +514,8 @@ class ShardReplay:
         cols = {"shard": pa.array(np.full(t.num_rows, self.shard, np.int32))}
         for c in ("seq", "time_ms", "group_id", "member_id", "event"):
             cols[c] = t.column(c)
-        cols["error"] = pa.array(self.errors, pa.int32())
-        cols["answered_ms"] = pa.array(self.answered, pa.int64())
+        cols["error"] = pa.array(np.frombuffer(self.errors, np.int32))
+        cols["answered_ms"] = pa.array(np.frombuffer(self.answered, np.int64))
         return pa.table(cols).cast(RESPONSES_SCHEMA)
 
 

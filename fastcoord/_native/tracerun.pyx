@@ -1,0 +1,92 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""A trace replay's runs of heartbeats, in C (twin and documentation:
+fastcoord/_pure/tracerun.py). Per heartbeat: no Python object and no Python call but
+the clock's new time."""
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+from fastcoord._native.members cimport MemberTable
+from fastcoord._native.wheel cimport Timer
+
+from fastcoord.clock import ManualClock
+from fastcoord.errors import Errors
+
+HEARTBEAT = 0
+NO_HANDLE = -1
+LOOK_UP = -2
+NOT_ARMED = -1
+
+cdef enum:
+    C_HEARTBEAT = 0
+    C_NO_HANDLE = -1
+    C_LOOK_UP = -2
+    C_NOT_ARMED = -1
+    C_NONE = 0
+
+cdef int C_UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
+cdef int C_REBALANCING = int(Errors.REBALANCE_IN_PROGRESS)
+
+
+cdef class HeartbeatRun:
+    """Plays runs of heartbeats for one replay (see fastcoord/_pure/tracerun.py)."""
+
+    def __init__(self, coordinator, kinds, times, members, groups, errors, answered,
+                 handles, generations, check_at, last_touch, group_events):
+        if type(coordinator.clock) is not ManualClock:
+            raise TypeError("HeartbeatRun needs a coordinator on a ManualClock")
+        self.clock = coordinator.clock
+        self.table = coordinator._logic.table
+        self.timer = coordinator._logic.timer
+        self.min_delay = coordinator.config.group_min_session_timeout_ms
+        self.kinds, self.times = kinds, times
+        self.members, self.groups = members, groups
+        self.errors, self.answered = errors, answered
+        self.handles, self.generations = handles, generations
+        self.check_at, self.last_touch = check_at, last_touch
+        self.group_events = group_events
+        self.n = self.kinds.shape[0]
+        for name, size in (("times", self.times.shape[0]), ("members", self.members.shape[0]),
+                           ("groups", self.groups.shape[0]), ("errors", self.errors.shape[0]),
+                           ("answered", self.answered.shape[0])):
+            if size != self.n:
+                raise ValueError(f"{name} has {size} entries, kinds has {self.n}")
+        self.arm = -1
+
+    @property
+    def now(self):
+        return self.clock.now_ms()
+
+    def run(self, Py_ssize_t i, int64_t check_due):
+        """Play the heartbeats from event i on; the index of the first one not played."""
+        cdef int64_t now = self.clock.now_ms(), t, handle
+        cdef int32_t m
+        cdef int error
+        self.arm = -1
+        if i < 0:
+            raise ValueError(f"i must be >= 0, got {i}")
+        while i < self.n and self.kinds[i] == C_HEARTBEAT:
+            t = self.times[i]
+            if t >= check_due:
+                break
+            m = self.members[i]
+            handle = self.handles[m]
+            if handle == C_LOOK_UP:
+                break
+            if t > now:
+                if not self.timer.c_idle_through(t, self.min_delay):
+                    break
+                self.clock._now = t          # ManualClock.set_ms(t), t > now
+                now = t
+            if handle == C_NO_HANDLE:
+                error = C_UNKNOWN
+            else:
+                error = self.table.c_heartbeat_handle(handle, self.generations[m], now)
+            self.errors[i] = error
+            self.answered[i] = t
+            self.group_events[self.groups[i]] += 1
+            i += 1
+            if error == C_NONE or error == C_REBALANCING:
+                self.last_touch[m] = t
+                if self.check_at[m] == C_NOT_ARMED:
+                    self.arm = m
+                    break
+        return i

@@ -1,0 +1,160 @@
+"""HeartbeatRun (the trace replay's runs of heartbeats), both twins, one body; and the
+replay with runs equal to the replay that plays every heartbeat by its general path."""
+import array
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, SystemClock
+from fastcoord import _compat
+from fastcoord.pipeline.gen import generate
+from fastcoord.pipeline.replay import TABLES, ShardReplay, canonical, split_by_shard
+
+HB, OTHER = 0, 4
+NEVER = 2 ** 63 - 1
+
+
+def _stable_member(coord, clock, group="g"):
+    """A one-member Stable group: (member id, generation)."""
+    got = {}
+    coord.join_group(group, "", "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     callback=lambda r: got.__setitem__("j", r))
+    mid = got["j"].member_id
+    coord.join_group(group, mid, "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     callback=lambda r: got.__setitem__("j", r))
+    coord.advance_time(coord.config.group_initial_rebalance_delay_ms)
+    gen = got["j"].generation_id
+    coord.sync_group(group, gen, mid, {mid: b""}, callback=lambda r: got.__setitem__("s", r))
+    assert got["s"].error == Errors.NONE
+    return mid, gen
+
+
+class Trace:
+    """A replay's arrays for events (kinds, times, member index) over members 0..k-1."""
+
+    def __init__(self, impl, kinds, times, members, handles, generations, armed=True):
+        n, k = len(kinds), len(handles)
+        self.errors = array.array("i", [-1]) * n
+        self.answered = array.array("q", [-1]) * n
+        self.handles = array.array("q", handles)
+        self.generations = array.array("i", generations)
+        self.check_at = array.array("q", [1 if armed else -1]) * k
+        self.last_touch = array.array("q", [-1]) * k
+        self.group_events = array.array("q", [0])
+        self.kinds = array.array("B", kinds)
+        self.times = array.array("q", times)
+        self.members = array.array("i", members)
+        self.impl = impl
+
+    def run_on(self, coord):
+        return _compat.module(self.impl, "tracerun").HeartbeatRun(
+            coord, self.kinds, self.times, self.members, array.array("i", [0]) * len(self.kinds),
+            self.errors, self.answered, self.handles, self.generations, self.check_at,
+            self.last_touch, self.group_events)
+
+
+@pytest.fixture
+def coord(impl):
+    clock = ManualClock(1_000)
+    c = GroupCoordinator(CoordinatorConfig(), clock=clock, impl=impl)
+    return c
+
+
+def test_a_run_plays_heartbeats_at_their_times(impl, coord):
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [HB, HB, HB, OTHER, HB], [t0 + 10, t0 + 20, t0 + 20, t0 + 30, t0 + 40],
+               [0, 1, 0, 0, 0], [h, -1], [gen, gen])
+    runs = tr.run_on(coord)
+    assert runs.run(0, NEVER) == 3                   # stops at the other event
+    assert list(tr.errors[:3]) == [0, int(Errors.UNKNOWN_MEMBER_ID), 0]
+    assert list(tr.answered[:3]) == [t0 + 10, t0 + 20, t0 + 20]
+    assert tr.errors[3] == -1 and tr.answered[3] == -1
+    assert coord.clock.now_ms() == t0 + 20 and runs.now == t0 + 20
+    assert list(tr.last_touch) == [t0 + 20, -1]      # the unknown member was not touched
+    assert tr.group_events[0] == 3
+    assert runs.arm == -1
+    # the coordinator saw the heartbeat at t0 + 20: the session runs from there
+    coord.advance_time(10_000 - 1)
+    assert coord.heartbeat("g", mid, gen) == Errors.NONE
+    assert runs.run(3, NEVER) == 3                   # not a heartbeat: nothing played
+
+
+def test_a_run_stops_before_a_due_check_and_a_look_up(impl, coord):
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [HB] * 4, [t0 + 1, t0 + 2, t0 + 3, t0 + 4], [0, 0, 1, 0], [h, -2],
+               [gen, gen])
+    runs = tr.run_on(coord)
+    assert runs.run(0, t0 + 2) == 1                  # the check at t0 + 2 comes first
+    assert runs.run(1, NEVER) == 2                   # member 1's handle: to look up
+    assert coord.clock.now_ms() == t0 + 2
+    tr.handles[1] = h
+    assert runs.run(2, NEVER) == 4
+    assert list(tr.errors) == [0, 0, 0, 0]
+
+
+def test_a_run_stops_after_a_member_to_arm(impl, coord):
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [HB, HB], [t0 + 1, t0 + 2], [0, 0], [h], [gen], armed=False)
+    runs = tr.run_on(coord)
+    assert runs.run(0, NEVER) == 1 and runs.arm == 0
+    tr.check_at[0] = t0 + 1 + 10_000
+    assert runs.run(1, NEVER) == 2 and runs.arm == -1
+    # an error does not ask for a check: a wrong generation
+    tr2 = Trace(impl, [HB], [t0 + 3], [0], [h], [gen + 7], armed=False)
+    runs2 = tr2.run_on(coord)
+    assert runs2.run(0, NEVER) == 1 and runs2.arm == -1
+    assert tr2.errors[0] == int(Errors.ILLEGAL_GENERATION) and tr2.last_touch[0] == -1
+
+
+def test_a_run_stops_where_the_timer_must_move(impl, coord):
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    due = coord._logic.timer.next_deadline_ms()      # the member's session deadline
+    assert due is not None and due > t0
+    tr = Trace(impl, [HB, HB], [t0 + 1, due + 5], [0, 0], [h], [gen])
+    runs = tr.run_on(coord)
+    assert runs.run(0, NEVER) == 1                   # the timer has something due first
+    assert coord.clock.now_ms() == t0 + 1
+    assert not coord.set_time_if_idle(due + 5)       # the coordinator agrees
+
+
+def test_bad_arguments(impl):
+    mod = _compat.module(impl, "tracerun")
+    sys_coord = GroupCoordinator(CoordinatorConfig(), clock=SystemClock(), impl=impl)
+    tr = Trace(impl, [HB], [1], [0], [-1], [0])
+    with pytest.raises(TypeError, match="ManualClock"):
+        tr.run_on(sys_coord)
+    coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl)
+    with pytest.raises(ValueError, match="times"):
+        mod.HeartbeatRun(coord, tr.kinds, array.array("q", [1, 2]), tr.members,
+                         array.array("i", [0]), tr.errors, tr.answered, tr.handles,
+                         tr.generations, tr.check_at, tr.last_touch, tr.group_events)
+
+
+def _replay(trace, impl, runs):
+    parts = {name: [] for name in TABLES}
+    end = max(trace.column("time_ms").to_pylist())
+    for shard, sub in split_by_shard(trace).items():
+        out = ShardReplay(shard, impl=impl, heartbeat_runs=runs).run(sub, end)
+        for name, t in out.items():
+            parts[name].append(t)
+    import pyarrow as pa
+    return {name: canonical(pa.concat_tables(ts), name).to_pylist() for name, ts in parts.items()}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, 10_000), groups=st.integers(1, 8), members=st.integers(1, 12),
+       gc_prob=st.sampled_from([0.0, 0.02, 0.3]), crash=st.sampled_from([0.5, 20.0]))
+def test_runs_equal_the_general_path(impl, seed, groups, members, gc_prob, crash):
+    trace = generate(groups=groups, members=members, duration_s=120, seed=seed,
+                     gc_prob=gc_prob, crash_per_hour=crash, leave_per_hour=crash)
+    with_runs = _replay(trace, impl, True)
+    assert with_runs == _replay(trace, impl, False)
+    assert len(with_runs["responses"]) == trace.num_rows
