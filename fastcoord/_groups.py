@@ -14,12 +14,14 @@ the order they were produced (so both twins deliver callbacks in the same order)
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import threading
 import time
+import types
 import uuid
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 from .config import CoordinatorConfig, shard_for
 from .errors import CoordinatorError, Errors, GroupState
@@ -30,7 +32,11 @@ from .results import (
 
 log = logging.getLogger("fastcoord.coordinator")
 
-E = Errors
+# The Errors members, read from a plain namespace: on Python 3.11 every `Errors.X` takes
+# the slow attribute path (EnumType defines __getattr__; ~70 ns a read), and a request
+# reads several (an offset commit about ten). The values are the very same members.
+E = types.SimpleNamespace(**Errors.__members__)
+_new_tuple = tuple.__new__     # a NamedTuple from its field values, as its __new__ does it
 EMPTY, PR, CR, STABLE, DEAD = range(5)
 STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
                GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
@@ -240,10 +246,21 @@ class Group:
                 for m in self.members.values()]
 
 
-class _Outbox(threading.local):
+class _Outbox:
+    """One thread's outbox: what to run once the locks are released, in order."""
+
+    __slots__ = ("items", "flushing")
+
     def __init__(self):
-        self.items: List[Tuple[Callable, tuple]] = []
+        self.items: Deque[Tuple[Callable, tuple]] = collections.deque()
         self.flushing = False
+
+
+class _Outboxes(threading.local):
+    # Each thread's _Outbox, read once per call: a thread-local attribute read costs
+    # several times a plain one, and a request reads its outbox's fields a few times.
+    def __init__(self):
+        self.box = _Outbox()
 
 
 class GroupLogic:
@@ -264,7 +281,7 @@ class GroupLogic:
         self.table.on_deadline = self._on_session_deadline
         self.table.slow_heartbeat = self.heartbeat_static
         self.owners: Dict[int, Tuple[Group, str]] = {}   # table slot -> (group, member id)
-        self._outbox = _Outbox()
+        self._outboxes = _Outboxes()
         self._join_ops, self._sync_ops = _delayed_op_classes(self._op_base)
         owned = config.owned_shards
         for shard in range(config.num_shards):
@@ -283,16 +300,17 @@ class GroupLogic:
     # outbox: user callbacks and store writes run outside every group lock
     # ======================================================================
     def _emit(self, fn, *args) -> None:
-        self._outbox.items.append((fn, args))
+        self._outboxes.box.items.append((fn, args))
 
     def flush(self) -> None:
-        box = self._outbox
-        if box.flushing or not box.items:
+        box = self._outboxes.box
+        items = box.items
+        if box.flushing or not items:
             return
         box.flushing = True
         try:
-            while box.items:
-                fn, args = box.items.pop(0)
+            while items:
+                fn, args = items.popleft()
                 try:
                     fn(*args)
                 except Exception:
@@ -871,7 +889,8 @@ class GroupLogic:
     # ======================================================================
     def commit_offsets(self, group_id, member_id, generation_id, offsets, instance_id,
                        done) -> None:
-        """Validate and store; `done({tp: Errors})` runs once the store answered."""
+        """Validate and store; `done({tp: Errors})` runs once the store answered. `offsets`
+        holds an OffsetAndMetadata per partition, or an int: the offset alone."""
         error = self.group_status(group_id, allow_empty=True)
         if error != E.NONE:
             self._emit(done, {tp: error for tp in offsets})
@@ -914,33 +933,44 @@ class GroupLogic:
         results: Dict[Tuple[str, int], Errors] = {}
         accepted: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         for tp, om in offsets.items():
+            if type(om) is int:
+                # The offset alone (a consumer's usual commit): OffsetAndMetadata(om,
+                # commit_timestamp_ms=now) made directly, with the class's defaults for the
+                # rest; its metadata "" is never too large (the limit is >= 0).
+                accepted[tp] = _new_tuple(OffsetAndMetadata, (om, "", -1, now))
+                results[tp] = E.NONE
+                continue
             metadata = om.metadata
             if metadata is not None and len(metadata) > limit:
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
-                # om._replace(commit_timestamp_ms=now), without its generic cost
-                accepted[tp] = (OffsetAndMetadata(om.offset, metadata, om.leader_epoch, now)
+                # om._replace(commit_timestamp_ms=now), without its generic cost (and
+                # without the call through OffsetAndMetadata's Python __new__)
+                accepted[tp] = (_new_tuple(OffsetAndMetadata,
+                                           (om.offset, metadata, om.leader_epoch, now))
                                 if type(om) is OffsetAndMetadata
                                 else om._replace(commit_timestamp_ms=now))
                 results[tp] = E.NONE
         if not accepted:
             self._emit(done, results)
             return
+        pending = group.pending_offsets
         for tp in accepted:
-            group.pending_offsets[tp] = group.pending_offsets.get(tp, 0) + 1
+            pending[tp] = pending.get(tp, 0) + 1
 
         def stored(error: Errors) -> None:
+            ok = error == E.NONE
             with group.rec:
                 for tp, om in accepted.items():
-                    left = group.pending_offsets.get(tp, 0) - 1
+                    left = pending.get(tp, 0) - 1
                     if left <= 0:
-                        group.pending_offsets.pop(tp, None)
+                        pending.pop(tp, None)
                     else:
-                        group.pending_offsets[tp] = left
-                    if error == E.NONE and group.state != DEAD:
+                        pending[tp] = left
+                    if ok and group.state != DEAD:
                         group.offsets[tp] = om
-                    else:
-                        results[tp] = error if error != E.NONE else results[tp]
+                    elif not ok:
+                        results[tp] = error
             self._emit(done, results)
             self.flush()
 

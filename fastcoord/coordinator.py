@@ -7,6 +7,7 @@ straight to the twin's member table, so a native heartbeat never runs Python cod
 """
 from __future__ import annotations
 
+import queue
 import threading
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -85,15 +86,31 @@ def _check_partition(tp) -> TopicPartition:
     return tp
 
 
-def _check_offsets(offsets) -> Dict[TopicPartition, OffsetAndMetadata]:
-    if type(offsets) is not dict and not isinstance(offsets, Mapping):
+def _check_offsets(offsets) -> Dict[TopicPartition, "OffsetAndMetadata | int"]:
+    """A checked copy of `offsets`. An offset given alone as an int stays that int: it
+    stands for OffsetAndMetadata(offset), which a commit makes once, with its commit time
+    (load_group makes it at once); every other value is an OffsetAndMetadata."""
+    if type(offsets) is dict:
+        # A commit per poll: {(topic: str, partition: int): offset: int}, checked in one
+        # pass without a call per item. Anything else (another type anywhere, an
+        # OffsetAndMetadata) goes through the checks below from the start, which raise the
+        # error the first bad item deserves.
+        checked = {}
+        for tp, value in offsets.items():
+            if not (type(tp) is tuple and len(tp) == 2 and type(tp[0]) is str
+                    and type(tp[1]) is int and type(value) is int):
+                break
+            checked[tp] = value
+        else:
+            return checked
+    elif not isinstance(offsets, Mapping):
         raise TypeError("offsets must be a mapping of (topic, partition) to offsets")
     return {_check_partition(tp): _check_offset(tp, value) for tp, value in offsets.items()}
 
 
-def _check_offset(tp, value) -> OffsetAndMetadata:
+def _check_offset(tp, value) -> "OffsetAndMetadata | int":
     if type(value) is int:
-        return OffsetAndMetadata(value)
+        return value
     if isinstance(value, OffsetAndMetadata):
         om = value
     elif isinstance(value, int) and not isinstance(value, bool):
@@ -233,35 +250,30 @@ class GroupCoordinator:
         """Commit offsets. Without `callback`, waits for the store and returns
         {(topic, partition): Errors}; with it, returns None and calls `callback(result)`
         once the store has answered (what a server with a durable store wants)."""
-        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
-        _check_str("member_id", member_id)
-        _check_int("generation_id", generation_id)
+        # A commit per poll: the usual arguments (exact types, in range) pass at a glance;
+        # any other runs the checks one by one, which name the argument at fault.
+        if not (type(group_id) is str and type(member_id) is str
+                and type(generation_id) is int and _INT32_MIN <= generation_id <= _INT32_MAX):
+            _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
+            _check_str("member_id", member_id)
+            _check_int("generation_id", generation_id)
         checked = _check_offsets(offsets)
-        _check_str("group_instance_id", group_instance_id, optional=True)
+        if group_instance_id is not None:
+            _check_str("group_instance_id", group_instance_id, optional=True)
+        logic = self._logic
         if callback is not None:
             _check_callable("callback", callback)
-            self._logic.commit_offsets(group_id, member_id, generation_id, checked,
-                                       group_instance_id, callback)
-            self._logic.flush()
+            logic.commit_offsets(group_id, member_id, generation_id, checked,
+                                 group_instance_id, callback)
+            logic.flush()
             return None
-        # Usually answered before flush() returns (an in-memory store, or an error): an
-        # Event is made only when the answer is still to come from a store's thread.
-        box: list = []
-        waiter: list = []
-
-        def answered(result):
-            box.append(result)
-            if waiter:
-                waiter[0].set()
-
-        self._logic.commit_offsets(group_id, member_id, generation_id, checked,
-                                   group_instance_id, answered)
-        self._logic.flush()
-        if not box:
-            waiter.append(threading.Event())
-            if not box:           # not answered between the two checks
-                waiter[0].wait()
-        return box[0]
+        # Usually answered before flush() returns (an in-memory store, or an error), else
+        # from a store's thread: get() takes the answer at once or waits for it.
+        answer: "queue.SimpleQueue[dict]" = queue.SimpleQueue()
+        logic.commit_offsets(group_id, member_id, generation_id, checked,
+                             group_instance_id, answer.put)
+        logic.flush()
+        return answer.get()
 
     def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[TopicPartition]] = None,
                       *, require_stable: bool = False) -> Tuple[Errors, Dict[TopicPartition, OffsetAndMetadata]]:
@@ -323,7 +335,9 @@ class GroupCoordinator:
         _check_str("group_id", group_id)
         if record is not None and not isinstance(record, dict):
             raise TypeError("record must be a dict or None")
-        self._logic.install_loaded_group(group_id, record, _check_offsets(offsets))
+        checked = _check_offsets(offsets)
+        self._logic.install_loaded_group(group_id, record, {
+            tp: OffsetAndMetadata(om) if type(om) is int else om for tp, om in checked.items()})
 
     def unload_shard(self, shard: int) -> None:
         self._logic.unload_shard(self._check_shard(shard))

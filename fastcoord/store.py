@@ -22,6 +22,10 @@ __all__ = ["InMemoryStore", "DeferredStore"]
 
 Done = Callable[[Errors], None]
 
+# Errors.NONE read once: on Python 3.11 every `Errors.X` takes the slow attribute path
+# (EnumType defines __getattr__), and every write compares with it.
+_NONE = Errors.NONE
+
 
 class InMemoryStore:
     """Keeps the latest record per group and every committed offset; writes succeed at once
@@ -35,14 +39,14 @@ class InMemoryStore:
 
     def store_group(self, group_id: str, record: dict, done: Done) -> None:
         error = self.fail_with
-        if error == Errors.NONE:
+        if error == _NONE:
             with self._lock:
                 self.groups[group_id] = record
         done(error)
 
     def store_offsets(self, group_id: str, offsets: dict, done: Done) -> None:
         error = self.fail_with
-        if error == Errors.NONE:
+        if error == _NONE:
             with self._lock:
                 self.offsets.setdefault(group_id, {}).update(offsets)
         done(error)

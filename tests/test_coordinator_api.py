@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from fastcoord import (CoordinatorConfig, Errors, GroupCoordinator, ManualClock, SystemClock,
-                       shard_for)
+from fastcoord import (CoordinatorConfig, Errors, GroupCoordinator, ManualClock,
+                       OffsetAndMetadata, SystemClock, shard_for)
 from fastcoord.store import InMemoryStore
 
 
@@ -66,6 +66,17 @@ def test_load_group_restores_members_assignments_and_offsets(impl):
     after = fresh.describe_group("g")
     assert after.state == "PreparingRebalance"
     assert {m.member_id for m in after.members} == {r.member_id for r in joined[:2]}
+
+
+def test_load_group_takes_int_offsets_as_offset_and_metadata(impl):
+    coord = GroupCoordinator(clock=ManualClock(), impl=impl)
+    coord.begin_loading(shard_for("g"))
+    coord.load_group("g", None, {("t", 0): 7, ("t", 1): OffsetAndMetadata(8, "m", 2, 5)})
+    coord.finish_loading(shard_for("g"))
+    error, offsets = coord.fetch_offsets("g")
+    assert error == Errors.NONE
+    assert offsets == {("t", 0): OffsetAndMetadata(7), ("t", 1): OffsetAndMetadata(8, "m", 2, 5)}
+    assert type(offsets[("t", 0)]) is OffsetAndMetadata
 
 
 def test_load_group_over_max_size_rebalances(impl):

@@ -61,6 +61,17 @@ def test_commit_plain_int_offset(impl):
     _assert_fetched(fetched, TP, 42, "", -1)
 
 
+def test_commit_int_offset_is_stored_as_its_offset_and_metadata(impl):
+    # A plain int offset is kept as the int through the argument checks and turned into
+    # its OffsetAndMetadata at commit time: the same value as committing OffsetAndMetadata.
+    h = Proto(impl)
+    other = ("topic", 1)
+    assert h.commit("", -1, {TP: 42, other: OffsetAndMetadata(42)}) == {TP: NONE, other: NONE}
+    err, fetched = h.fetch([TP, other])
+    assert err == NONE and type(fetched[TP]) is OffsetAndMetadata
+    assert fetched[TP] == fetched[other]
+
+
 def test_later_commit_overwrites(impl):
     h = Proto(impl)
     h.commit("", -1, {TP: _om(1, "a")})
