@@ -71,6 +71,8 @@ _RIP = int(Errors.REBALANCE_IN_PROGRESS)
 _NEVER = 2 ** 63 - 1
 # Event codes (HeartbeatRun's kinds: heartbeat must be its HEARTBEAT, 0)
 _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = range(6)
+_JOIN_COLUMNS = ("instance_id", "session_timeout_ms", "rebalance_timeout_ms", "protocol_type",
+                 "protocols", "client_id")              # ShardReplay._join's row
 _EVENT_CODES = {"heartbeat": _HEARTBEAT, "join": _JOIN, "sync": _SYNC, "leave": _LEAVE,
                 "commit": _COMMIT}
 # A member's handle: NO_HANDLE (no member id at the coordinator), LOOK_UP (one, its
@@ -196,16 +198,11 @@ class ShardReplay:
     def _index(self, table: pa.Table) -> Tuple[array.array, array.array]:
         """Every group and member (a (group, member id) pair) of the sorted trace, made
         up front with the instance id of its first event: the index of each event's
-        member and group (into by_ix and the arrays)."""
-        def codes(column):
-            enc = column.combine_chunks().dictionary_encode()
-            return enc.dictionary.to_pylist(), \
-                pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
-        gnames, gcode = codes(table.column("group_id"))     # code 0: null (unvalidated)
-        tnames, tcode = codes(table.column("member_id"))
-        pair = gcode * (len(tnames) + 1) + tcode
-        _, first, member_ix = np.unique(pair, return_index=True, return_inverse=True)
-        group_ix = np.unique(gcode, return_inverse=True)[1]
+        member and group (into by_ix and the arrays), numbered in order of first event."""
+        group_ix = _dense_codes(table.column("group_id"))
+        member_code = _dense_codes(table.column("member_id"))
+        member_ix = _dense_codes(pa.array(group_ix * (int(member_code.max()) + 1) + member_code))
+        first = _first_occurrences(member_ix)
         gids, tids, insts = (table.column(c).take(pa.array(first)).to_pylist()
                              for c in ("group_id", "member_id", "instance_id"))
         self.arrays = arrays = _Arrays(len(first), int(group_ix.max()) + 1)
@@ -221,10 +218,14 @@ class ShardReplay:
 
     # -- time ----------------------------------------------------------------------------
     def _arm(self, m: _Member) -> None:
-        if m.check_at == NOT_ARMED and m.last_touch >= 0:
-            m.check_at = m.last_touch + m.session
+        # (The per-member arrays indexed here directly, not through the _Column
+        # attributes: this runs for most requests.)
+        arrays, ix = self.arrays, m.ix
+        last = arrays.last_touch[ix]
+        if arrays.check_at[ix] == NOT_ARMED and last >= 0:
+            d = arrays.check_at[ix] = last + m.session
             self._check_seq += 1
-            heapq.heappush(self.checks, (m.check_at, self._check_seq, m))
+            heapq.heappush(self.checks, (d, self._check_seq, m))
 
     def _step(self, t: int) -> None:
         if t > self.now:
@@ -241,10 +242,11 @@ class ShardReplay:
                     self._step(d)
                     self._observe(m.gid, "timeout")
                 continue
-            m.check_at = NOT_ARMED
+            arrays = self.arrays
+            arrays.check_at[m.ix] = NOT_ARMED
             if m.rid is None or m.replaced:
                 continue
-            due = m.last_touch + m.session
+            due = arrays.last_touch[m.ix] + m.session
             if due > d:
                 self._arm(m)
                 continue
@@ -300,7 +302,7 @@ class ShardReplay:
 
     # -- requests -------------------------------------------------------------------------
     def _touch(self, m: _Member) -> None:
-        m.last_touch = self.clock.now_ms()
+        self.arrays.last_touch[m.ix] = self.clock.now_ms()
         self._arm(m)
 
     def _respond(self, idx: int, error: int) -> None:
@@ -308,7 +310,8 @@ class ShardReplay:
         self.answered[idx] = self.clock.now_ms()
 
     def _join(self, m: _Member, idx: int, row) -> None:
-        (_, _, gid, _, inst, _, session, rebalance, _, ptype, protocols, client, _) = row
+        inst, session, rebalance, ptype, protocols, client = row
+        gid = m.group
         gv = self._view(gid)
         if inst is not None:
             old = self.static.get((gid, inst))
@@ -407,8 +410,8 @@ class ShardReplay:
         self._drop(m)
 
     def _commit(self, m: _Member, idx: int, seq: int) -> None:
-        res = self.coord.commit_offsets(m.group, m.rid or "", m.gen, {("trace", 0): int(seq)},
-                                        group_instance_id=m.inst)
+        res = self.coord.commit_offsets(m.group, m.rid or "", self.arrays.generations[m.ix],
+                                        {("trace", 0): seq}, group_instance_id=m.inst)
         err = int(next(iter(res.values()))) if res else 0
         self._respond(idx, err)
         if err == 0:
@@ -424,14 +427,14 @@ class ShardReplay:
         if not n:
             return self.tables()
         member_ix, group_ix = self._index(table)
-        events = table.column("event").to_pylist()
-        kinds = array.array("B", [_EVENT_CODES.get(e, _OTHER) for e in events])
+        kinds = _event_kinds(table.column("event"))
         times = array.array("q", table.column("time_ms").to_numpy().tobytes())
         seqs = table.column("seq").to_pylist()
-        # A join's full row is built from the join rows alone (a small share of a trace)
-        join_at = pc.indices_nonzero(pc.equal(table.column("event"), "join")).to_pylist()
-        join_rows = dict(zip(join_at, zip(*(table.column(c).take(join_at).to_pylist()
-                                            for c in TRACE_SCHEMA.names))))
+        # The columns only a join reads, for the join rows alone (a small share of a trace)
+        join_at = pc.indices_nonzero(pc.equal(table.column("event"), "join"))
+        joins = table.take(join_at)
+        join_rows = dict(zip(join_at.to_pylist(), zip(*(joins.column(c).to_pylist()
+                                                        for c in _JOIN_COLUMNS))))
         self.errors = errors = array.array("i", [-1]) * n
         self.answered = answered = array.array("q", [-1]) * n
         self._start(times[0])
@@ -443,7 +446,8 @@ class ShardReplay:
         runs = _compat.module(coord.impl, "tracerun").HeartbeatRun(
             coord, kinds, times, member_ix, group_ix, errors, answered, arrays.handles,
             arrays.generations, arrays.check_at, arrays.last_touch, arrays.group_events)
-        group_events = arrays.group_events
+        handles, generations = arrays.handles, arrays.generations
+        last_touch, check_at, group_events = arrays.last_touch, arrays.check_at, arrays.group_events
         idx = 0
         while idx < n:
             kind = kinds[idx]
@@ -466,22 +470,24 @@ class ShardReplay:
                 if not ((kind == _HEARTBEAT or kind == _COMMIT) and set_time_if_idle(t)):
                     advance_time(t - self.now)
                 self.now = t
-            m = by_ix[member_ix[idx]]
+            ix = member_ix[idx]
+            m = by_ix[ix]
             group_events[group_ix[idx]] += 1
             if kind == _HEARTBEAT:
                 # What HeartbeatRun does, for the heartbeats it leaves: by the member's
                 # handle, looked up once it has a member id.
-                h = m.handle
+                h = handles[ix]
                 if h == LOOK_UP:
                     h = member_handle(m.group, m.rid)
                     if h >= 0:
-                        m.handle = h
-                err = heartbeat(h, m.gen) if h >= 0 else _UNKNOWN
+                        handles[ix] = h
+                err = heartbeat(h, generations[ix]) if h >= 0 else _UNKNOWN
                 errors[idx] = err
                 answered[idx] = t
                 if err == 0 or err == _RIP:
-                    m.last_touch = t
-                    self._arm(m)
+                    last_touch[ix] = t
+                    if check_at[ix] == NOT_ARMED:
+                        self._arm(m)
             elif kind == _COMMIT:
                 self._commit(m, idx, seqs[idx])
             elif kind == _JOIN:
@@ -517,6 +523,33 @@ class ShardReplay:
         cols["error"] = pa.array(np.frombuffer(self.errors, np.int32))
         cols["answered_ms"] = pa.array(np.frombuffer(self.answered, np.int64))
         return pa.table(cols).cast(RESPONSES_SCHEMA)
+
+
+def _dense_codes(column) -> np.ndarray:
+    """Each value's number (int64), 0, 1, ... in order of first appearance (a hash table,
+    not a sort); null is a value of its own."""
+    enc = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    enc = enc.dictionary_encode()
+    return pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(
+        zero_copy_only=False).astype(np.int64)
+
+
+def _first_occurrences(codes: np.ndarray) -> np.ndarray:
+    """Where each code of `codes` (numbered in order of first appearance) first appears:
+    exactly where the running maximum grows."""
+    if not len(codes):
+        return np.zeros(0, np.int64)
+    running = np.maximum.accumulate(codes)
+    return np.flatnonzero(np.diff(running, prepend=-1) > 0)
+
+
+def _event_kinds(column) -> array.array:
+    """The events' codes (_HEARTBEAT, ...; _OTHER for an unknown one or null)."""
+    enc = column.combine_chunks().dictionary_encode()
+    lookup = np.array([_EVENT_CODES.get(e, _OTHER) for e in enc.dictionary.to_pylist()]
+                      + [_OTHER], np.uint8)
+    idx = pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False)
+    return array.array("B", lookup[idx].tobytes())
 
 
 def shard_column(group_ids, num_shards: int = NUM_SHARDS) -> List[int]:
