@@ -125,6 +125,13 @@ def test_a_run_stops_where_the_timer_must_move(impl, coord):
     assert not coord.set_time_if_idle(due + 5)       # the coordinator agrees
 
 
+def test_the_twins_share_their_codes(impl):
+    from fastcoord._pure import tracerun as pure
+    mod = _compat.module(impl, "tracerun")
+    for name in ("HEARTBEAT", "NO_HANDLE", "LOOK_UP", "NOT_ARMED"):
+        assert getattr(mod, name) == getattr(pure, name), name
+
+
 def test_bad_arguments(impl):
     mod = _compat.module(impl, "tracerun")
     sys_coord = GroupCoordinator(CoordinatorConfig(), clock=SystemClock(), impl=impl)

@@ -10,17 +10,18 @@ from fastcoord._native.wheel cimport Timer
 from fastcoord.clock import ManualClock
 from fastcoord.errors import Errors
 
-HEARTBEAT = 0
-NO_HANDLE = -1
-LOOK_UP = -2
-NOT_ARMED = -1
-
 cdef enum:
     C_HEARTBEAT = 0
     C_NO_HANDLE = -1
     C_LOOK_UP = -2
     C_NOT_ARMED = -1
     C_NONE = 0
+
+# The pure twin's values (tests/test_tracerun.py checks they agree)
+HEARTBEAT = C_HEARTBEAT
+NO_HANDLE = C_NO_HANDLE
+LOOK_UP = C_LOOK_UP
+NOT_ARMED = C_NOT_ARMED
 
 cdef int C_UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 cdef int C_REBALANCING = int(Errors.REBALANCE_IN_PROGRESS)

@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, _compat, shard_for
+from .._pure.tracerun import HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED   # both twins' values
 
 NUM_SHARDS = 50
 
@@ -69,16 +70,14 @@ SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms
 
 _RIP = int(Errors.REBALANCE_IN_PROGRESS)
 _NEVER = 2 ** 63 - 1
-# Event codes (HeartbeatRun's kinds: heartbeat must be its HEARTBEAT, 0)
-_HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = range(6)
+# Event codes (HeartbeatRun's kinds: a heartbeat is its HEARTBEAT)
+_HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = HEARTBEAT, 1, 2, 3, 4, 5
 _JOIN_COLUMNS = ("instance_id", "session_timeout_ms", "rebalance_timeout_ms", "protocol_type",
                  "protocols", "client_id")              # ShardReplay._join's row
 _EVENT_CODES = {"heartbeat": _HEARTBEAT, "join": _JOIN, "sync": _SYNC, "leave": _LEAVE,
                 "commit": _COMMIT}
 # A member's handle: NO_HANDLE (no member id at the coordinator), LOOK_UP (one, its
 # handle not looked up) or the handle; its check_at: NOT_ARMED or the check's time.
-# (HeartbeatRun's values, the same in both twins.)
-NO_HANDLE, LOOK_UP, NOT_ARMED = -1, -2, -1
 _UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 _MIDREQ = int(Errors.MEMBER_ID_REQUIRED)
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
@@ -124,7 +123,6 @@ class _Member:
         self.tid, self.group, self.inst = tid, group, inst
         self.view = view
         self.ix, self.arrays = ix, arrays    # handle, gen, last_touch, check_at: arrays'
-
         self.rid = None
         self.joining = False
         self.pending_sync = None
