@@ -233,3 +233,42 @@ def test_compacted_segments_decode_cleanly(tmp_path):
     first = os.path.join(store.shard_dir(0), sorted(os.listdir(store.shard_dir(0)))[0])
     data = open(first, "rb").read()
     assert scan_segment(data, ShardState()) == (len(data), None)
+
+
+def test_a_segment_rolling_during_a_compaction_leaves_it_alone(tmp_path):
+    """A roll during a compaction asks whether another is due (it lists the segments);
+    that must not take the running compaction's new file for a crash's leftover. (It
+    did: the compaction then failed at its rename, and with nothing left to roll, the
+    shard kept its closed segments: the flaky background-compaction test above.)"""
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=3)
+    for i in range(60):
+        assert store_offsets_sync(store, "g", {("t", i % 3): OffsetAndMetadata(i)}) == NONE
+    lg = store._log(0)
+
+    def another_roll_meanwhile(at, shard):
+        if at == "after_write_before_fsync":
+            store._compaction_due(lg)        # what a roll on the writer's thread does
+
+    store._fault = another_roll_meanwhile
+    stats = store.compact(0)
+    store._fault = None
+    assert stats["segments"] >= 2
+    assert [n for n in os.listdir(store.shard_dir(0)) if not n.endswith(".log")] == []
+    store.close()
+    _, offsets = DurableStore(tmp_path, num_shards=1).load_shard(0)
+    assert {p: om.offset for (_, p), om in offsets["g"].items()} == {0: 57, 1: 58, 2: 59}
+
+
+def test_a_crash_leftover_is_removed_when_the_shard_opens(tmp_path):
+    store = DurableStore(tmp_path, num_shards=1)
+    assert store_offsets_sync(store, "g", {("t", 0): OffsetAndMetadata(5)}) == NONE
+    store.close()
+    leftover = os.path.join(store.shard_dir(0), "00000000000000000000.log.compact")
+    with open(leftover, "wb") as f:
+        f.write(b"half a compaction")
+    store = DurableStore(tmp_path, num_shards=1)
+    assert store_offsets_sync(store, "g", {("t", 1): OffsetAndMetadata(6)}) == NONE
+    assert not os.path.exists(leftover)
+    _, offsets = store.load_shard(0)
+    assert {p: om.offset for (_, p), om in offsets["g"].items()} == {0: 5, 1: 6}
+    store.close()

@@ -21,7 +21,8 @@ from .records import (
 )
 
 __all__ = ["CorruptLogError", "ShardState", "list_segments", "segment_path", "fsync_dir",
-           "scan_segment", "find_frame_after", "SEGMENT_SUFFIX", "COMPACT_SUFFIX"]
+           "scan_segment", "find_frame_after", "remove_compaction_leftovers", "SEGMENT_SUFFIX",
+           "COMPACT_SUFFIX"]
 
 log = logging.getLogger("fastcoord.storage")
 
@@ -50,22 +51,30 @@ def segment_path(directory: str, seg_id: int) -> str:
 
 
 def list_segments(directory: str) -> List[int]:
-    """Segment ids in log order; removes leftovers of an interrupted compaction."""
-    ids = []
+    """Segment ids in log order. (Only lists: a `.log.compact` file here may belong to a
+    compaction that is running; see remove_compaction_leftovers.)"""
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
-        return ids
+        return []
+    return sorted(int(name[:-len(SEGMENT_SUFFIX)]) for name in names
+                  if name.endswith(SEGMENT_SUFFIX) and name[:-len(SEGMENT_SUFFIX)].isdigit())
+
+
+def remove_compaction_leftovers(directory: str) -> None:
+    """Delete what an interrupted compaction left (its `.log.compact` file; the segments
+    it was replacing are intact). Only for a shard no compaction is running on: its
+    recovery, before any compaction of it can start."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return
     for name in names:
         if name.endswith(COMPACT_SUFFIX):
             path = os.path.join(directory, name)
             log.warning("removing %s: left over by an interrupted compaction (the segments "
                         "it was replacing are intact)", path)
             os.unlink(path)
-        elif name.endswith(SEGMENT_SUFFIX) and name[:-len(SEGMENT_SUFFIX)].isdigit():
-            ids.append(int(name[:-len(SEGMENT_SUFFIX)]))
-    ids.sort()
-    return ids
 
 
 def fsync_dir(directory: str) -> None:

@@ -15,7 +15,7 @@ from ..config import shard_for
 from ..errors import Errors
 from .log import (
     COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, find_frame_after, fsync_dir,
-    list_segments, scan_segment, segment_path,
+    list_segments, remove_compaction_leftovers, scan_segment, segment_path,
 )
 from .records import (
     FrameError, check_frame, encode_group, encode_group_tombstone, encode_offset_tombstones,
@@ -93,6 +93,9 @@ class _ShardLog:
         """Scan the segments (all, or only the last when `full` is False), truncate a torn
         tail, refuse (CorruptLogError) or repair corruption. Caller holds io_lock."""
         os.makedirs(self.directory, exist_ok=True)
+        # (No compaction runs meanwhile: a first recovery comes before any compaction of
+        # the shard, a load holds compact_lock.)
+        remove_compaction_leftovers(self.directory)
         ids = list_segments(self.directory)
         state = ShardState()
         start = 0 if full else max(len(ids) - 1, 0)
