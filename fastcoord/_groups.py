@@ -37,6 +37,7 @@ log = logging.getLogger("fastcoord.coordinator")
 # reads several (an offset commit about ten). The values are the very same members.
 E = types.SimpleNamespace(**Errors.__members__)
 _new_tuple = tuple.__new__     # a NamedTuple from its field values, as its __new__ does it
+_OM_DEFAULTS = OffsetAndMetadata._field_defaults    # what an offset given alone stands for
 EMPTY, PR, CR, STABLE, DEAD = range(5)
 STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
                GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
@@ -936,8 +937,9 @@ class GroupLogic:
             if type(om) is int:
                 # The offset alone (a consumer's usual commit): OffsetAndMetadata(om,
                 # commit_timestamp_ms=now) made directly, with the class's defaults for the
-                # rest; its metadata "" is never too large (the limit is >= 0).
-                accepted[tp] = _new_tuple(OffsetAndMetadata, (om, "", -1, now))
+                # rest; its default metadata is never too large (the limit is >= 0).
+                accepted[tp] = _new_tuple(OffsetAndMetadata, (
+                    om, _OM_DEFAULTS["metadata"], _OM_DEFAULTS["leader_epoch"], now))
                 results[tp] = E.NONE
                 continue
             metadata = om.metadata

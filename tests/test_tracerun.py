@@ -81,6 +81,18 @@ def test_a_run_plays_heartbeats_at_their_times(impl, coord):
     assert runs.run(3, NEVER) == 3                   # not a heartbeat: nothing played
 
 
+def test_a_run_stops_at_stop(impl, coord):
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [HB, HB, HB], [t0 + 1, t0 + 2, t0 + 3], [0, 0, 0], [h], [gen])
+    runs = tr.run_on(coord)
+    assert runs.run(0, NEVER, 1) == 1 and list(tr.errors) == [0, -1, -1]
+    assert runs.run(1, NEVER, 9) == 3 and list(tr.errors) == [0, 0, 0]
+    with pytest.raises(ValueError, match="i must be"):
+        runs.run(-1, NEVER)
+
+
 def test_a_run_stops_before_a_due_check_and_a_look_up(impl, coord):
     mid, gen = _stable_member(coord, coord.clock)
     h = coord.member_handle("g", mid)

@@ -56,15 +56,17 @@ cdef class HeartbeatRun:
     def now(self):
         return self.clock.now_ms()
 
-    def run(self, Py_ssize_t i, int64_t check_due):
-        """Play the heartbeats from event i on; the index of the first one not played."""
+    def run(self, Py_ssize_t i, int64_t check_due, stop=None):
+        """Play the heartbeats from event i on (before event `stop`, if given); the index
+        of the first one not played."""
         cdef int64_t now = self.clock.now_ms(), t, handle
         cdef int32_t m
         cdef int error
+        cdef Py_ssize_t end = self.n if stop is None or stop > self.n else stop
         self.arm = -1
         if i < 0:
             raise ValueError(f"i must be >= 0, got {i}")
-        while i < self.n and self.kinds[i] == C_HEARTBEAT:
+        while i < end and self.kinds[i] == C_HEARTBEAT:
             t = self.times[i]
             if t >= check_due:
                 break

@@ -31,6 +31,8 @@ clock is set without the coordinator's time lock.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ..clock import ManualClock
 from ..errors import Errors
 
@@ -71,13 +73,17 @@ class HeartbeatRun:
     def now(self) -> int:
         return self._clock.now_ms()
 
-    def run(self, i: int, check_due: int) -> int:
-        """Play the heartbeats from event i on; the index of the first one not played."""
+    def run(self, i: int, check_due: int, stop: Optional[int] = None) -> int:
+        """Play the heartbeats from event i on (before event `stop`, if given); the index
+        of the first one not played."""
         kinds, times, members = self._kinds, self._times, self._members
         clock = self._clock
         now = clock.now_ms()
+        end = len(kinds) if stop is None else min(stop, len(kinds))
         self.arm = -1
-        while i < len(kinds) and kinds[i] == HEARTBEAT:
+        if i < 0:
+            raise ValueError(f"i must be >= 0, got {i}")
+        while i < end and kinds[i] == HEARTBEAT:
             t = times[i]
             if t >= check_due:
                 break

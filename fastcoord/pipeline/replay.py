@@ -162,8 +162,9 @@ class ShardReplay:
         self.shard = shard
         self.impl = impl
         self.num_shards = num_shards
-        # False: every heartbeat by the general path (the same results, slower: what
-        # the tests compare the runs with)
+        # False: every heartbeat by the general path, which steps the clock in Python
+        # and then plays it as a run of one (the same results, slower: what the tests
+        # compare the long runs with)
         self.heartbeat_runs = heartbeat_runs
         self.coord = None
         self.now = 0
@@ -439,24 +440,20 @@ class ShardReplay:
         arrays, by_ix, checks = self.arrays, self.by_ix, self.checks
         coord = self.coord
         advance_time, set_time_if_idle = coord.advance_time, coord.set_time_if_idle
-        heartbeat, member_handle = coord.heartbeat_handle, coord.member_handle
-        play_runs = self.heartbeat_runs
+        member_handle = coord.member_handle
         runs = _compat.module(coord.impl, "tracerun").HeartbeatRun(
             coord, kinds, times, member_ix, group_ix, errors, answered, arrays.handles,
             arrays.generations, arrays.check_at, arrays.last_touch, arrays.group_events)
-        handles, generations = arrays.handles, arrays.generations
-        last_touch, check_at, group_events = arrays.last_touch, arrays.check_at, arrays.group_events
+        long_runs = self.heartbeat_runs
+        handles, group_events = arrays.handles, arrays.group_events
         idx = 0
         while idx < n:
             kind = kinds[idx]
-            if kind == _HEARTBEAT and play_runs:
+            if kind == _HEARTBEAT and long_runs:
                 # A run of heartbeats in one call; it stops where this path is needed
                 # (then the same heartbeat comes back here) and after a member to arm.
-                nxt = runs.run(idx, checks[0][0] if checks else _NEVER)
+                nxt = self._play(runs, idx, None)
                 if nxt > idx:
-                    self.now = runs.now
-                    if runs.arm >= 0:
-                        self._arm(by_ix[runs.arm])
                     idx = nxt
                     continue
             t = times[idx]
@@ -470,23 +467,23 @@ class ShardReplay:
                 self.now = t
             ix = member_ix[idx]
             m = by_ix[ix]
-            group_events[group_ix[idx]] += 1
             if kind == _HEARTBEAT:
-                # What HeartbeatRun does, for the heartbeats it leaves: by the member's
-                # handle, looked up once it has a member id.
-                h = handles[ix]
-                if h == LOOK_UP:
+                # The clock is at t and no check is due: a run of this one heartbeat,
+                # once the member's handle is known (looked up once it has a member id).
+                if handles[ix] == LOOK_UP:
                     h = member_handle(m.group, m.rid)
                     if h >= 0:
                         handles[ix] = h
-                err = heartbeat(h, generations[ix]) if h >= 0 else _UNKNOWN
-                errors[idx] = err
-                answered[idx] = t
-                if err == 0 or err == _RIP:
-                    last_touch[ix] = t
-                    if check_at[ix] == NOT_ARMED:
-                        self._arm(m)
-            elif kind == _COMMIT:
+                if handles[ix] != LOOK_UP:
+                    self._play(runs, idx, idx + 1)
+                else:                           # not a member (yet): not sent
+                    group_events[group_ix[idx]] += 1
+                    errors[idx] = _UNKNOWN
+                    answered[idx] = t
+                idx += 1
+                continue
+            group_events[group_ix[idx]] += 1
+            if kind == _COMMIT:
                 self._commit(m, idx, seqs[idx])
             elif kind == _JOIN:
                 self._join(m, idx, join_rows[idx])
@@ -500,6 +497,17 @@ class ShardReplay:
         for gid in sorted(self.groups):
             self._observe(gid, "timeout")
         return self.tables()
+
+    def _play(self, runs, idx: int, stop: Optional[int]) -> int:
+        """runs.run from event idx (to `stop`), then what follows a run: the replay's
+        clock, and a check for the member it stopped after. The next event's index."""
+        checks = self.checks
+        nxt = runs.run(idx, checks[0][0] if checks else _NEVER, stop)
+        if nxt > idx:
+            self.now = runs.now
+            if runs.arm >= 0:
+                self._arm(self.by_ix[runs.arm])
+        return nxt
 
     def tables(self) -> Dict[str, pa.Table]:
         groups = [(self.shard, g.gid, g.events, g.rebalances, g.expirations, g.generation,
