@@ -2,7 +2,8 @@
 
 - replay stage, one core: every shard's replay (`ShardReplay.run`) in turn in this
   process (pinned to one CPU), the partitioning done beforehand: events/s per core;
-  also with every heartbeat by the general path (no HeartbeatRun), for comparison.
+  also with every heartbeat by the general path (the clock stepped in Python, then a
+  HeartbeatRun of one), for comparison.
 - stage scaling: the same stage as a Spark job (`replay_dataframe`, run to completion
   by a no-op write) on local[1] and local[2], session start excluded; with the cores
   the machine kept busy meanwhile (JVM included) and the events per busy core-second.
@@ -86,7 +87,7 @@ def _one_cpu():
 
 @pytest.mark.parametrize("runs", [True, False], ids=["heartbeat-runs", "general-path"])
 def test_replay_stage_one_core(benchmark, request, runs):
-    """runs=False: every heartbeat by the replay's general path (one Python step each),
+    """runs=False: every heartbeat by the replay's general path (a Python step, a run of one),
     the comparison for HeartbeatRun, measured in the same session."""
     params = QUICK if quick(request) else FULL
     load = os.getloadavg()[0]    # other processes' share of the CPUs when we start
@@ -108,7 +109,7 @@ def test_replay_stage_one_core(benchmark, request, runs):
     finally:
         if before is not None:
             os.sched_setaffinity(0, before)
-    peer = fastcoord.IMPLEMENTATION if runs else f"{fastcoord.IMPLEMENTATION}, general path only"
+    peer = fastcoord.IMPLEMENTATION if runs else f"{fastcoord.IMPLEMENTATION}, runs of one"
     benchmark.extra_info.update(load_1m=round(load, 1), ops=n, peer=peer,
                                 shards=len(parts),
                                 events_per_s_per_core=round(n / sorted(took)[len(took) // 2]))
