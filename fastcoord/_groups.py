@@ -914,6 +914,18 @@ class GroupLogic:
                 self.table.touch(group.members[member_id].slot)
             self._store_offsets(group, offsets, done)
 
+    def commit_accepted(self, slot: int, offsets: dict) -> Dict[Tuple[str, int], Errors]:
+        """The rest of commit_offsets for a commit the member table accepted
+        (MemberTable.commit_handle: the member validated and touched): store `offsets`,
+        on a store that answers at once (InMemoryStore: a replay's). The answer."""
+        group = self.owners[slot][0]
+        answer: list = []
+        self._store_offsets(group, offsets, answer.append)
+        self.flush()
+        if not answer:
+            raise RuntimeError("the store did not answer at once: use commit_offsets")
+        return answer[0]
+
     def _validate_offset_commit(self, group, member_id, generation_id, instance_id) -> Errors:
         if group.state == DEAD:
             return E.COORDINATOR_NOT_AVAILABLE

@@ -10,7 +10,8 @@ from fastcoord import _compat
 from fastcoord.pipeline.gen import generate
 from fastcoord.pipeline.replay import TABLES, ShardReplay, canonical, split_by_shard
 
-HB, OTHER = 0, 4
+HB, COMMIT, OTHER = 0, 4, 5
+PART = ("trace", 0)
 NEVER = 2 ** 63 - 1
 
 
@@ -46,11 +47,14 @@ class Trace:
         self.members = array.array("i", members)
         self.impl = impl
 
-    def run_on(self, coord):
+    def run_on(self, coord, offsets=None, instances=None):
+        commits = {} if offsets is None else {
+            "offsets": array.array("q", offsets), "partition": PART,
+            "instances": instances or [None] * len(self.handles)}
         return _compat.module(self.impl, "tracerun").HeartbeatRun(
             coord, self.kinds, self.times, self.members, array.array("i", [0]) * len(self.kinds),
             self.errors, self.answered, self.handles, self.generations, self.check_at,
-            self.last_touch, self.group_events)
+            self.last_touch, self.group_events, **commits)
 
 
 @pytest.fixture
@@ -137,10 +141,132 @@ def test_a_run_stops_where_the_timer_must_move(impl, coord):
     assert not coord.set_time_if_idle(due + 5)       # the coordinator agrees
 
 
+def _offset(coord, group="g"):
+    err, offsets = coord.fetch_offsets(group, [PART])
+    assert err == Errors.NONE
+    om = offsets[PART]
+    return None if om.offset == -1 else (om.offset, om.commit_timestamp_ms)   # -1: none
+
+
+def test_a_run_plays_commits_the_coordinator_accepts(impl, coord):
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [HB, COMMIT, HB, COMMIT], [t0 + 10, t0 + 20, t0 + 30, t0 + 40],
+               [0, 0, 0, 0], [h], [gen])
+    runs = tr.run_on(coord, offsets=[0, 17, 0, 18])
+    assert runs.run(0, NEVER) == 4
+    assert list(tr.errors) == [0, 0, 0, 0]
+    assert list(tr.answered) == [t0 + 10, t0 + 20, t0 + 30, t0 + 40]
+    assert list(tr.last_touch) == [t0 + 40] and tr.group_events[0] == 4
+    assert _offset(coord) == (18, t0 + 40)           # stored, stamped at its own time
+    # the commit at t0 + 40 touched the session, as commit_offsets does
+    coord.advance_time(10_000 - 1)                  # the clock is at t0 + 40
+    assert coord.heartbeat("g", mid, gen) == Errors.NONE
+    # without offsets, instances and partition a run stops at a commit
+    tr2 = Trace(impl, [COMMIT], [coord.clock.now_ms()], [0], [h], [gen])
+    assert tr2.run_on(coord).run(0, NEVER) == 0 and tr2.errors[0] == -1
+
+
+def test_a_run_leaves_other_commits_to_commit_offsets(impl, coord):
+    """A commit the coordinator would answer with an error stops the run and changes
+    nothing: a wrong generation, a member without a handle, a static member's wrong
+    instance id, a group in CompletingRebalance."""
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    deadline = coord._logic.table.deadline(h & 0xFFFFFFFF)
+    cases = [([h], [gen + 1], None), ([-1], [gen], None), ([h], [gen], ["someone"])]
+    for handles, gens, instances in cases:
+        tr = Trace(impl, [COMMIT, HB], [t0, t0 + 1], [0, 0], handles, gens)
+        assert tr.run_on(coord, offsets=[5, 0], instances=instances).run(0, NEVER) == 0
+        assert list(tr.errors) == [-1, -1] and list(tr.last_touch) == [-1]
+    assert _offset(coord) is None
+    assert coord._logic.table.deadline(h & 0xFFFFFFFF) == deadline
+    # CompletingRebalance: a second member joins, the first rejoins, the round completes
+    got = {}
+    coord.join_group("g", "", "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     callback=lambda r: got.__setitem__("new", r))
+    mid2 = got["new"].member_id
+    coord.join_group("g", mid2, "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     callback=lambda r: got.__setitem__("new", r))
+    coord.join_group("g", mid, "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     callback=lambda r: got.__setitem__("old", r))
+    assert coord.describe_group("g").state == "CompletingRebalance"
+    gen2 = got["old"].generation_id
+    t1 = coord.clock.now_ms()
+    tr = Trace(impl, [COMMIT], [t1], [0], [h], [gen2])
+    assert tr.run_on(coord, offsets=[5]).run(0, NEVER) == 0 and tr.errors[0] == -1
+    res = coord.commit_offsets("g", mid, gen2, {PART: 5})
+    assert res == {PART: Errors.REBALANCE_IN_PROGRESS}     # what the general path answers
+
+
+def test_a_static_members_commit_plays_with_its_instance_id(impl, coord):
+    got = {}
+    coord.join_group("g", "", "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     group_instance_id="i-1", callback=lambda r: got.__setitem__("j", r))
+    coord.advance_time(coord.config.group_initial_rebalance_delay_ms)
+    mid, gen = got["j"].member_id, got["j"].generation_id
+    coord.sync_group("g", gen, mid, {mid: b""}, group_instance_id="i-1",
+                     callback=lambda r: got.__setitem__("s", r))
+    assert got["s"].error == Errors.NONE
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [COMMIT, COMMIT], [t0 + 1, t0 + 2], [0, 0], [h], [gen])
+    runs = tr.run_on(coord, offsets=[3, 4], instances=["i-1"])
+    assert runs.run(0, NEVER) == 2 and list(tr.errors) == [0, 0]
+    assert _offset(coord) == (4, t0 + 2)
+
+
+def test_commit_handle(impl, coord):
+    """MemberTable.commit_handle: the slot after touching the member, or -1 untouched."""
+    table = coord._logic.table
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    slot = h & 0xFFFFFFFF
+    before = table.deadline(slot)
+    coord.clock.set_ms(coord.clock.now_ms() + 5)
+    for args in ((h, gen + 1), (h + (1 << 32), gen), (-1, gen), (h, gen, "nobody")):
+        assert table.commit_handle(*args) == -1
+        assert table.deadline(slot) == before
+    assert table.commit_handle(h, gen) == slot
+    assert table.deadline(slot) == coord.clock.now_ms() + 10_000
+    with pytest.raises(TypeError, match="instance_id"):
+        table.commit_handle(h, gen, 7)
+    with pytest.raises(TypeError, match="handle"):
+        table.commit_handle("h", gen)
+    table.active = False
+    assert table.commit_handle(h, gen) == -1
+
+
+def test_bad_commit_arguments(impl, coord):
+    mod = _compat.module(impl, "tracerun")
+    tr = Trace(impl, [COMMIT], [1], [0], [-1], [0])
+    base = (coord, tr.kinds, tr.times, tr.members, array.array("i", [0]), tr.errors,
+            tr.answered, tr.handles, tr.generations, tr.check_at, tr.last_touch,
+            tr.group_events)
+    offsets = array.array("q", [1])
+    with pytest.raises(ValueError, match="go together"):
+        mod.HeartbeatRun(*base, offsets=offsets)
+    with pytest.raises(ValueError, match="offsets has"):
+        mod.HeartbeatRun(*base, offsets=array.array("q", [1, 2]), instances=[None],
+                         partition=PART)
+    with pytest.raises(ValueError, match="instances has"):
+        mod.HeartbeatRun(*base, offsets=offsets, instances=[None, None], partition=PART)
+    with pytest.raises(TypeError, match="partition"):
+        mod.HeartbeatRun(*base, offsets=offsets, instances=[None], partition="trace")
+    from fastcoord.store import DeferredStore
+    deferred = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl,
+                                store=DeferredStore())
+    with pytest.raises(TypeError, match="InMemoryStore"):
+        mod.HeartbeatRun(deferred, *base[1:], offsets=offsets, instances=[None],
+                         partition=PART)
+
+
 def test_the_twins_share_their_codes(impl):
     from fastcoord._pure import tracerun as pure
     mod = _compat.module(impl, "tracerun")
-    for name in ("HEARTBEAT", "NO_HANDLE", "LOOK_UP", "NOT_ARMED"):
+    for name in ("HEARTBEAT", "COMMIT", "NO_HANDLE", "LOOK_UP", "NOT_ARMED"):
         assert getattr(mod, name) == getattr(pure, name), name
 
 

@@ -661,6 +661,59 @@ cdef class MemberTable(TimerSink):
             self._rearm_if_needed(<Py_ssize_t><uint32_t>h)
         return o
 
+    def commit_handle(self, handle, generation_id, instance_id=None):
+        """commit_handle(handle: int, generation_id: int, instance_id: str | None = None) -> int
+
+        The member table's part of an offset commit by a member's handle (a trace
+        replay's commits): where GroupLogic.commit_offsets would accept the commit (shard
+        active, the member joined, its generation the group's, the group Stable or
+        PreparingRebalance, a static member's instance id its own), touch the member's
+        session as that does and return its slot, for GroupLogic.commit_accepted to store
+        the offsets. Otherwise -1, having changed nothing: commit_offsets decides."""
+        cdef int64_t h
+        cdef int32_t g
+        if type(handle) is not int or type(generation_id) is not int:
+            check_handle_args(handle, generation_id)
+        try:
+            h = handle
+            g = generation_id
+        except OverflowError:
+            check_handle_args(handle, generation_id)
+            raise
+        if instance_id is not None and type(instance_id) is not str:
+            raise TypeError(f"instance_id must be a str or None, got {type(instance_id).__name__}")
+        return self.c_commit_handle(h, g, instance_id, self.now())
+
+    cdef Py_ssize_t c_commit_handle(self, int64_t h, int32_t g, object instance_id,
+                                    int64_t now) except -2:
+        """commit_handle for C callers, at `now` (instance_id: a str or None)."""
+        cdef Py_ssize_t slot = <Py_ssize_t><uint32_t>h
+        cdef uint32_t gen = <uint32_t>(h >> 32)
+        cdef Slot* s
+        cdef GroupCore* core
+        if h < 0 or slot >= self.nslots or not self.active:
+            return -1
+        s = self.slot_ptr(slot)
+        core = s.core
+        if core is NULL or s.gen != gen or self.shards[core.shard] != SHARD_ACTIVE:
+            return -1
+        lock_with_gil(core)
+        try:
+            # Re-checked under the group's lock, as the heartbeat does.
+            if s.core is not core or s.gen != gen or s.member_id is NULL:
+                return -1
+            if g != core.generation or (core.state != STABLE and core.state != PR):
+                return -1
+            if instance_id is not None:
+                # commit_offsets' static check: the instance id must map to this member
+                current = (<GroupRecord>self.slot_recs[slot]).group.static.get(instance_id)
+                if current is None or current != <object>s.member_id:
+                    return -1
+            self.refresh(slot, s, now + s.session_timeout)
+            return slot
+        finally:
+            pthread_mutex_unlock(&core.mu)
+
     cdef Py_ssize_t _batch(self, int64_t* hp, int32_t* gp, int16_t* op, Py_ssize_t n,
                            int64_t now) noexcept nogil:
         cdef GroupCore* held = NULL

@@ -24,4 +24,10 @@ cdef class HeartbeatRun:
     cdef int64_t[::1] last_touch
     # per group
     cdef int64_t[::1] group_events
+    # commits (commits: given)
+    cdef bint commits
+    cdef const int64_t[::1] offsets
+    cdef list instances
+    cdef object partition
+    cdef object commit_accepted     # the group logic's store step
     cdef public Py_ssize_t arm

@@ -292,6 +292,39 @@ class MemberTable:
             self._refresh(slot, s, now + s.session_timeout_ms)
             return E_REBALANCING if state == PR else E_NONE
 
+    def commit_handle(self, handle: int, generation_id: int, instance_id=None) -> int:
+        """The member table's part of an offset commit by a member's handle (a trace
+        replay's commits): where GroupLogic.commit_offsets would accept the commit (shard
+        active, the member joined, its generation the group's, the group Stable or
+        PreparingRebalance, a static member's instance id its own), touch the member's
+        session as that does and return its slot, for GroupLogic.commit_accepted to store
+        the offsets. Otherwise -1, having changed nothing: commit_offsets decides."""
+        check_handle_args(handle, generation_id)
+        if instance_id is not None and type(instance_id) is not str:
+            raise TypeError(f"instance_id must be a str or None, got {type(instance_id).__name__}")
+        slot = handle & 0xFFFFFFFF
+        if handle < 0 or slot >= len(self._slots) or not self.active:
+            return -1
+        s = self._slots[slot]
+        if s is None or self._slot_gens[slot] != (handle >> 32):
+            return -1
+        rec = s.rec
+        if self._shards[rec.shard] != SHARD_ACTIVE:
+            return -1
+        with rec:
+            # Re-checked under the group's lock, as the heartbeat does.
+            if self._slots[slot] is not s or self._slot_gens[slot] != (handle >> 32):
+                return -1
+            if not s.joined or generation_id != rec.generation or rec.state not in (STABLE, PR):
+                return -1
+            if instance_id is not None:
+                # commit_offsets' static check: the instance id must map to this member
+                current = rec.group.static.get(instance_id)
+                if current is None or rec.slots.get(current) != slot:
+                    return -1
+            self._refresh(slot, s, self.clock.now_ms() + s.session_timeout_ms)
+            return slot
+
     def stats(self) -> dict:
         return {"slots": len(self._slots), "free": len(self._free), "groups": len(self.groups)}
 

@@ -7,9 +7,12 @@ the way a Kafka consumer does: a join of an unknown member goes in with member i
 (the answer's MEMBER_ID_REQUIRED id is used from the next join on), a sync goes out
 only once its join has been answered (a sync that arrives earlier waits for it), the
 leader's sync carries an (empty) assignment for every member of its join answer.
-Heartbeats go by member handle: runs of consecutive heartbeats are played in one call
-(`HeartbeatRun`, C in the native twin: fastcoord/_native/tracerun.pyx), each at its own
-time; the general path below plays the rest, one event at a time, the same way.
+Heartbeats and commits go by member handle: runs of consecutive ones are played in one
+call (`HeartbeatRun`, C in the native twin: fastcoord/_native/tracerun.pyx), each at its
+own time; a commit in a run is one the coordinator accepts as it is (its member table
+checks it, `MemberTable.commit_handle`, and its group logic stores the offset,
+`GroupLogic.commit_accepted`: the steps of `commit_offsets`). The general path below
+plays the rest, one event at a time, the same way (other commits by `commit_offsets`).
 
 What the coordinator did is read through the public API only: answers and callbacks,
 `group_summary` after every join/sync/leave and each answered callback (`describe_group`
@@ -43,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, _compat, shard_for
-from .._pure.tracerun import HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED   # both twins' values
+from .._pure.tracerun import COMMIT, HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED  # both twins' values
 
 NUM_SHARDS = 50
 
@@ -71,7 +74,8 @@ SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms
 _RIP = int(Errors.REBALANCE_IN_PROGRESS)
 _NEVER = 2 ** 63 - 1
 # Event codes (HeartbeatRun's kinds: a heartbeat is its HEARTBEAT)
-_HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = HEARTBEAT, 1, 2, 3, 4, 5
+_HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = HEARTBEAT, 1, 2, 3, COMMIT, 5
+_PARTITION = ("trace", 0)                   # what the trace's commits commit: seq
 _JOIN_COLUMNS = ("instance_id", "session_timeout_ms", "rebalance_timeout_ms", "protocol_type",
                  "protocols", "client_id")              # ShardReplay._join's row
 _EVENT_CODES = {"heartbeat": _HEARTBEAT, "join": _JOIN, "sync": _SYNC, "leave": _LEAVE,
@@ -109,20 +113,23 @@ class _Arrays:
         self.last_touch = array.array("q", [-1]) * members
         self.check_at = array.array("q", [NOT_ARMED]) * members
         self.group_events = array.array("q", [0]) * groups
+        self.instances: List[Optional[str]] = [None] * members   # what a commit names
 
 
 class _Member:
-    __slots__ = ("tid", "group", "inst", "rid", "joining", "pending_sync", "session",
+    __slots__ = ("tid", "group", "rid", "joining", "pending_sync", "session",
                  "leader_members", "leaving", "replaced", "view", "ix", "arrays")
+    inst = _Column("instances")
     handle = _Column("handles")
     gen = _Column("generations")
     last_touch = _Column("last_touch")
     check_at = _Column("check_at")
 
     def __init__(self, tid, group, inst, view, ix, arrays):
-        self.tid, self.group, self.inst = tid, group, inst
+        self.tid, self.group = tid, group
         self.view = view
-        self.ix, self.arrays = ix, arrays    # handle, gen, last_touch, check_at: arrays'
+        self.ix, self.arrays = ix, arrays    # inst, handle, gen, last_touch, check_at: arrays'
+        self.inst = inst
         self.rid = None
         self.joining = False
         self.pending_sync = None
@@ -162,9 +169,10 @@ class ShardReplay:
         self.shard = shard
         self.impl = impl
         self.num_shards = num_shards
-        # False: every heartbeat by the general path, which steps the clock in Python
-        # and then plays it as a run of one (the same results, slower: what the tests
-        # compare the long runs with)
+        # False: every heartbeat and commit by the general path, which steps the clock
+        # in Python and then plays a heartbeat as a run of one and a commit by
+        # commit_offsets (the same results, slower: what the tests compare the long
+        # runs with)
         self.heartbeat_runs = heartbeat_runs
         self.coord = None
         self.now = 0
@@ -410,7 +418,7 @@ class ShardReplay:
 
     def _commit(self, m: _Member, idx: int, seq: int) -> None:
         res = self.coord.commit_offsets(m.group, m.rid or "", self.arrays.generations[m.ix],
-                                        {("trace", 0): seq}, group_instance_id=m.inst)
+                                        {_PARTITION: seq}, group_instance_id=m.inst)
         err = int(next(iter(res.values()))) if res else 0
         self._respond(idx, err)
         if err == 0:
@@ -428,7 +436,7 @@ class ShardReplay:
         member_ix, group_ix = self._index(table)
         kinds = _event_kinds(table.column("event"))
         times = array.array("q", table.column("time_ms").to_numpy().tobytes())
-        seqs = table.column("seq").to_pylist()
+        seqs = array.array("q", table.column("seq").to_numpy().tobytes())
         # The columns only a join reads, for the join rows alone (a small share of a trace)
         join_at = pc.indices_nonzero(pc.equal(table.column("event"), "join"))
         joins = table.take(join_at)
@@ -443,15 +451,17 @@ class ShardReplay:
         member_handle = coord.member_handle
         runs = _compat.module(coord.impl, "tracerun").HeartbeatRun(
             coord, kinds, times, member_ix, group_ix, errors, answered, arrays.handles,
-            arrays.generations, arrays.check_at, arrays.last_touch, arrays.group_events)
+            arrays.generations, arrays.check_at, arrays.last_touch, arrays.group_events,
+            offsets=seqs, instances=arrays.instances, partition=_PARTITION)
         long_runs = self.heartbeat_runs
         handles, group_events = arrays.handles, arrays.group_events
         idx = 0
         while idx < n:
             kind = kinds[idx]
-            if kind == _HEARTBEAT and long_runs:
-                # A run of heartbeats in one call; it stops where this path is needed
-                # (then the same heartbeat comes back here) and after a member to arm.
+            if (kind == _HEARTBEAT or kind == _COMMIT) and long_runs:
+                # A run of heartbeats and commits in one call; it stops where this path
+                # is needed (then the same event comes back here) and after a member to
+                # arm.
                 nxt = self._play(runs, idx, None)
                 if nxt > idx:
                     idx = nxt
@@ -467,21 +477,25 @@ class ShardReplay:
                 self.now = t
             ix = member_ix[idx]
             m = by_ix[ix]
-            if kind == _HEARTBEAT:
-                # The clock is at t and no check is due: a run of this one heartbeat,
-                # once the member's handle is known (looked up once it has a member id).
+            if kind == _HEARTBEAT or (kind == _COMMIT and long_runs):
+                # The clock is at t and no check is due: a run from this event on (of
+                # this one heartbeat without long runs), once the member's handle is
+                # known (looked up once it has a member id). A heartbeat always plays; a
+                # commit the coordinator must answer otherwise goes to commit_offsets.
                 if handles[ix] == LOOK_UP:
                     h = member_handle(m.group, m.rid)
                     if h >= 0:
                         handles[ix] = h
-                if handles[ix] != LOOK_UP:
-                    self._play(runs, idx, idx + 1)
-                else:                           # not a member (yet): not sent
-                    group_events[group_ix[idx]] += 1
+                if kind == _HEARTBEAT and handles[ix] == LOOK_UP:   # not a member (yet):
+                    group_events[group_ix[idx]] += 1                # not sent
                     errors[idx] = _UNKNOWN
                     answered[idx] = t
-                idx += 1
-                continue
+                    idx += 1
+                    continue
+                nxt = self._play(runs, idx, None if long_runs else idx + 1)
+                if nxt > idx:
+                    idx = nxt
+                    continue
             group_events[group_ix[idx]] += 1
             if kind == _COMMIT:
                 self._commit(m, idx, seqs[idx])
@@ -503,10 +517,9 @@ class ShardReplay:
         clock, and a check for the member it stopped after. The next event's index."""
         checks = self.checks
         nxt = runs.run(idx, checks[0][0] if checks else _NEVER, stop)
-        if nxt > idx:
-            self.now = runs.now
-            if runs.arm >= 0:
-                self._arm(self.by_ix[runs.arm])
+        self.now = runs.now         # (a run that stops at a commit may have moved the clock)
+        if runs.arm >= 0:
+            self._arm(self.by_ix[runs.arm])
         return nxt
 
     def tables(self) -> Dict[str, pa.Table]:
