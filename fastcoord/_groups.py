@@ -914,17 +914,26 @@ class GroupLogic:
                 self.table.touch(group.members[member_id].slot)
             self._store_offsets(group, offsets, done)
 
-    def commit_accepted(self, slot: int, offsets: dict) -> Dict[Tuple[str, int], Errors]:
-        """The rest of commit_offsets for a commit the member table accepted
-        (MemberTable.commit_handle: the member validated and touched): store `offsets`,
-        on a store that answers at once (InMemoryStore: a replay's). The answer."""
+    def commit_accepted(self, slot: int, tp: Tuple[str, int], offset: int) -> Errors:
+        """The rest of commit_offsets for a commit of one int offset that the member table
+        accepted (MemberTable.commit_handle: the member validated and touched): store it,
+        on a store that answers at once (InMemoryStore: a replay's). The answer for tp.
+
+        _store_offsets' steps for this one case, called directly: no lock is held here
+        and nothing is queued, so the outbox and the callback have nothing to add (they
+        were two thirds of a replay's commit)."""
         group = self.owners[slot][0]
+        accepted = {tp: _new_tuple(OffsetAndMetadata, (
+            offset, _OM_DEFAULTS["metadata"], _OM_DEFAULTS["leader_epoch"],
+            self.commit_time_ms()))}
+        results = {tp: E.NONE}
+        _count_pending(group, accepted)
         answer: list = []
-        self._store_offsets(group, offsets, answer.append)
-        self.flush()
+        self.store.store_offsets(group.group_id, accepted, answer.append)
         if not answer:
             raise RuntimeError("the store did not answer at once: use commit_offsets")
-        return answer[0]
+        _offsets_written(group, accepted, results, answer[0])
+        return results[tp]
 
     def _validate_offset_commit(self, group, member_id, generation_id, instance_id) -> Errors:
         if group.state == DEAD:
@@ -968,23 +977,10 @@ class GroupLogic:
         if not accepted:
             self._emit(done, results)
             return
-        pending = group.pending_offsets
-        for tp in accepted:
-            pending[tp] = pending.get(tp, 0) + 1
+        _count_pending(group, accepted)
 
         def stored(error: Errors) -> None:
-            ok = error == E.NONE
-            with group.rec:
-                for tp, om in accepted.items():
-                    left = pending.get(tp, 0) - 1
-                    if left <= 0:
-                        pending.pop(tp, None)
-                    else:
-                        pending[tp] = left
-                    if ok and group.state != DEAD:
-                        group.offsets[tp] = om
-                    elif not ok:
-                        results[tp] = error
+            _offsets_written(group, accepted, results, error)
             self._emit(done, results)
             self.flush()
 
@@ -1175,6 +1171,31 @@ class GroupLogic:
                  "assignment": assignment.get(m.member_id, b"")}
                 for m in group.members.values()],
         }
+
+
+def _count_pending(group: Group, accepted: dict) -> None:
+    """Offsets on their way to the store: a fetch that requires stable offsets waits."""
+    pending = group.pending_offsets
+    for tp in accepted:
+        pending[tp] = pending.get(tp, 0) + 1
+
+
+def _offsets_written(group: Group, accepted: dict, results: dict, error: Errors) -> None:
+    """The store answered a write of `accepted`: no longer pending; on success the
+    group's offsets (unless the group died meanwhile), else the error in `results`."""
+    ok = error == E.NONE
+    pending = group.pending_offsets
+    with group.rec:
+        for tp, om in accepted.items():
+            left = pending.get(tp, 0) - 1
+            if left <= 0:
+                pending.pop(tp, None)
+            else:
+                pending[tp] = left
+            if ok and group.state != DEAD:
+                group.offsets[tp] = om
+            elif not ok:
+                results[tp] = error
 
 
 def _log_store_error(group_id: str):

@@ -103,8 +103,7 @@ cdef class HeartbeatRun:
                                                   <object>self.instances[m], now)
                 if slot < 0:
                     break                   # an answer commit_offsets gives
-                answer = self.commit_accepted(slot, {self.partition: self.offsets[i]})
-                error = answer[self.partition]
+                error = self.commit_accepted(slot, self.partition, self.offsets[i])
                 touched = error == C_NONE
             else:
                 if handle == C_NO_HANDLE:

@@ -120,8 +120,7 @@ class HeartbeatRun:
                                                  self._instances[m])
                 if slot < 0:
                     break                   # an answer commit_offsets gives
-                answer = self._logic.commit_accepted(slot, {self._partition: self._offsets[i]})
-                error = int(answer[self._partition])
+                error = int(self._logic.commit_accepted(slot, self._partition, self._offsets[i]))
                 touched = error == 0
             else:
                 if handle == NO_HANDLE:
