@@ -80,6 +80,7 @@ cdef class Timer:
     cdef pthread_mutex_t _mtx
     cdef bint _mtx_ok
     cdef object _clock
+    cdef bint _manual_clock         # exactly a ManualClock: its time read from _now
     cdef int64_t _tick
     cdef int32_t _size
     cdef int64_t _origin
