@@ -36,11 +36,17 @@ log = logging.getLogger("fastcoord.coordinator")
 # the slow attribute path (EnumType defines __getattr__; ~70 ns a read), and a request
 # reads several (an offset commit about ten). The values are the very same members.
 E = types.SimpleNamespace(**Errors.__members__)
-_new_tuple = tuple.__new__     # a NamedTuple from its field values, as its __new__ does it
+# A NamedTuple from its field values, as its __new__ does it, without the call through
+# that Python __new__: for the results a join/sync round makes per member, and the
+# summaries and descriptions read after each request.
+_new_tuple = tuple.__new__
 _OM_DEFAULTS = OffsetAndMetadata._field_defaults    # what an offset given alone stands for
 EMPTY, PR, CR, STABLE, DEAD = range(5)
 STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
                GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
+# Their values (Kafka's names, plain str), read without the enum's `.value` property
+# (group_summary answers with one after every join, sync and leave of a replay).
+STATE_VALUES = tuple(state.value for state in STATE_NAMES)
 _VALID_PREVIOUS = {
     PR: (STABLE, CR, EMPTY),
     CR: (PR,),
@@ -197,9 +203,10 @@ class Group:
             self.supported[name] = self.supported.get(name, 0) + 1
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        if callback is not None and not member.awaiting_join:
+        awaiting_join = member.join_callback is not None
+        if callback is not None and not awaiting_join:
             self.num_awaiting_join += 1
-        elif callback is None and member.awaiting_join:
+        elif callback is None and awaiting_join:
             self.num_awaiting_join -= 1
         member.join_callback = callback
 
@@ -209,12 +216,19 @@ class Group:
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    def supports_protocols(self, protocol_type: str, names) -> bool:
+    def supports_protocols(self, protocol_type: str, protocols) -> bool:
+        """May a member of protocol_type with these (name, metadata) pairs join? One of
+        the names must be supported by every member (any, in an Empty group)."""
         if self.state == EMPTY:
-            return bool(protocol_type) and bool(names)
+            return bool(protocol_type) and bool(protocols)
+        if self.protocol_type != protocol_type:
+            return False
         n = len(self.members)
-        return self.protocol_type == protocol_type and any(
-            self.supported.get(name, 0) == n for name in names)
+        supported = self.supported
+        for name, _ in protocols:      # (a loop: no generator to make, as any() would)
+            if supported.get(name, 0) == n:
+                return True
+        return False
 
     def candidate_protocols(self) -> set:
         n = len(self.members)
@@ -243,7 +257,8 @@ class Group:
         return False
 
     def current_member_metadata(self) -> List[JoinGroupMember]:
-        return [JoinGroupMember(m.member_id, m.instance_id, m.metadata(self.protocol_name))
+        protocol_name = self.protocol_name
+        return [_new_tuple(JoinGroupMember, (m.member_id, m.instance_id, m.metadata(protocol_name)))
                 for m in self.members.values()]
 
 
@@ -339,14 +354,17 @@ class GroupLogic:
     # ======================================================================
     # validation shared by the requests
     # ======================================================================
-    def group_status(self, group_id: str, allow_empty: bool) -> Errors:
-        """INVALID_GROUP_ID / COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS / NOT_COORDINATOR / NONE."""
+    def group_status(self, group_id: str, allow_empty: bool,
+                     shard: Optional[int] = None) -> Errors:
+        """INVALID_GROUP_ID / COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS / NOT_COORDINATOR / NONE.
+        `shard`: the group's shard when the caller knows it (else its id is hashed)."""
         if group_id is None or (not group_id and not allow_empty):
             return E.INVALID_GROUP_ID
         table = self.table
         if not table.active:
             return E.COORDINATOR_NOT_AVAILABLE
-        state = table.shard_state(shard_for(group_id, self.config.num_shards))
+        state = table.shard_state(shard_for(group_id, self.config.num_shards)
+                                  if shard is None else shard)
         if state == SHARD_LOADING:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if state == SHARD_NOT_OWNED:
@@ -356,6 +374,14 @@ class GroupLogic:
     def _get_group(self, group_id: str) -> Optional[Group]:
         rec = self.table.groups.get(group_id)
         return None if rec is None else rec.group
+
+    def _find_group(self, group_id: str, allow_empty: bool) -> Tuple[Errors, Optional[Group]]:
+        """(group_status(group_id, allow_empty), _get_group(group_id)) with one look-up of
+        the group: an existing group's record knows its shard, so its id is not hashed."""
+        rec = self.table.groups.get(group_id)
+        if rec is None:
+            return self.group_status(group_id, allow_empty), None
+        return self.group_status(group_id, allow_empty, rec.shard), rec.group
 
     def _create_group(self, group_id: str) -> Group:
         rec = self.table.groups.get(group_id)
@@ -384,7 +410,7 @@ class GroupLogic:
     def join_group(self, group_id, member_id, protocol_type, protocols, session_timeout_ms,
                    rebalance_timeout_ms, instance_id, require_known_member_id, client_id,
                    client_host, callback) -> None:
-        error = self.group_status(group_id, allow_empty=False)
+        error, group = self._find_group(group_id, allow_empty=False)
         if error != E.NONE:
             self._emit(callback, JoinGroupResult(error, member_id=member_id))
             return
@@ -393,7 +419,6 @@ class GroupLogic:
             self._emit(callback, JoinGroupResult(E.INVALID_SESSION_TIMEOUT, member_id=member_id))
             return
         is_unknown = member_id == ""
-        group = self._get_group(group_id)
         if group is None:
             if not is_unknown:
                 self._emit(callback, JoinGroupResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
@@ -434,7 +459,7 @@ class GroupLogic:
         if group.state == DEAD:
             self._emit(callback, JoinGroupResult(E.COORDINATOR_NOT_AVAILABLE, member_id=""))
             return
-        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+        if not group.supports_protocols(protocol_type, protocols):
             self._emit(callback, JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
             return
         new_id = self.member_id_factory(instance_id if instance_id is not None else client_id)
@@ -464,7 +489,7 @@ class GroupLogic:
         if group.state == DEAD:
             self._emit(callback, JoinGroupResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
             return
-        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+        if not group.supports_protocols(protocol_type, protocols):
             self._emit(callback, JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
             return
         if member_id in group.pending:
@@ -610,9 +635,10 @@ class GroupLogic:
         log.debug("group %s preparing to rebalance (generation %d)", group.group_id, group.generation)
         self.purgatory.try_complete_else_watch(op, [("join", group.group_id)])
 
+    # try_complete_join and try_complete_sync are the operations' try_complete, which the
+    # purgatory calls with op.lock held: that is group.rec (every join and sync tries one).
     def try_complete_join(self, group: Group, op) -> bool:
-        with group.rec:
-            return op.force_complete() if group.has_all_members_joined() else False
+        return op.force_complete() if group.has_all_members_joined() else False
 
     def on_complete_join(self, group: Group) -> None:
         with group.rec:
@@ -633,11 +659,13 @@ class GroupLogic:
                            _log_store_error(group.group_id))
                 return
             leader = group.leader_id
+            generation, protocol_type, protocol_name = \
+                group.generation, group.protocol_type, group.protocol_name
             for member in list(group.members.values()):
-                result = JoinGroupResult(
-                    E.NONE, group.generation, group.protocol_type, group.protocol_name, leader,
-                    member.member_id,
-                    group.current_member_metadata() if member.member_id == leader else [], False)
+                member_id = member.member_id
+                result = _new_tuple(JoinGroupResult, (
+                    E.NONE, generation, protocol_type, protocol_name, leader, member_id,
+                    group.current_member_metadata() if member_id == leader else [], False))
                 self._invoke_join(member, group, result)
                 self.table.touch(member.slot)
                 member.is_new = False
@@ -677,10 +705,9 @@ class GroupLogic:
         self.purgatory.check_and_complete(("sync", group.group_id))
 
     def try_complete_sync(self, group: Group, generation: int, op) -> bool:
-        with group.rec:
-            if generation != group.generation or group.state in (DEAD, EMPTY, PR):
-                return op.force_complete()
-            return op.force_complete() if not group.pending_sync else False
+        if generation != group.generation or group.state in (DEAD, EMPTY, PR):
+            return op.force_complete()
+        return op.force_complete() if not group.pending_sync else False
 
     def on_expire_sync(self, group: Group, generation: int) -> None:
         with group.rec:
@@ -699,13 +726,12 @@ class GroupLogic:
     # ======================================================================
     def sync_group(self, group_id, generation_id, member_id, assignments, instance_id,
                    protocol_type, protocol_name, callback) -> None:
-        error = self.group_status(group_id, allow_empty=False)
+        error, group = self._find_group(group_id, allow_empty=False)
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
             error = E.REBALANCE_IN_PROGRESS
         if error != E.NONE:
             self._emit(callback, SyncGroupResult(error))
             return
-        group = self._get_group(group_id)
         if group is None:
             self._emit(callback, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
             return
@@ -732,7 +758,8 @@ class GroupLogic:
                 member.sync_callback = callback
                 self._remove_pending_sync_member(group, member_id)
                 if group.leader_id == member_id:
-                    full = {mid: (assignments or {}).get(mid, b"") for mid in group.members}
+                    given = assignments or {}
+                    full = {mid: given.get(mid, b"") for mid in group.members}
                     generation = group.generation
 
                     def stored(error: Errors) -> None:
@@ -753,8 +780,8 @@ class GroupLogic:
             else:  # Stable
                 self._remove_pending_sync_member(group, member_id)
                 member = group.members[member_id]
-                self._emit(callback, SyncGroupResult(E.NONE, group.protocol_type,
-                                                     group.protocol_name, member.assignment))
+                self._emit(callback, _new_tuple(SyncGroupResult, (
+                    E.NONE, group.protocol_type, group.protocol_name, member.assignment)))
                 self.table.touch(member.slot)
 
     def _remove_pending_sync_member(self, group: Group, member_id: str) -> None:
@@ -768,9 +795,11 @@ class GroupLogic:
 
     def _propagate_assignment(self, group: Group, error: Errors) -> None:
         ok = error == E.NONE
+        protocol_type = group.protocol_type if ok else None
+        protocol_name = group.protocol_name if ok else None
         for member in group.members.values():
-            result = SyncGroupResult(error, group.protocol_type if ok else None,
-                                     group.protocol_name if ok else None, member.assignment)
+            result = _new_tuple(SyncGroupResult,
+                                (error, protocol_type, protocol_name, member.assignment))
             if self._invoke_sync(member, result):
                 self.table.touch(member.slot)
 
@@ -833,10 +862,9 @@ class GroupLogic:
     # LeaveGroup and member removal
     # ======================================================================
     def leave_group(self, group_id, members) -> LeaveGroupResult:
-        error = self.group_status(group_id, allow_empty=False)
+        error, group = self._find_group(group_id, allow_empty=False)
         if error != E.NONE:
             return LeaveGroupResult(error, [])
-        group = self._get_group(group_id)
         if group is None:
             return LeaveGroupResult(E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members))
         errors = []
@@ -1011,34 +1039,33 @@ class GroupLogic:
     # admin: describe / list / delete
     # ======================================================================
     def describe_group(self, group_id) -> GroupDescription:
-        error = self.group_status(group_id, allow_empty=True)
+        error, group = self._find_group(group_id, allow_empty=True)
         if error != E.NONE:
             return GroupDescription(error, group_id, "", "", "", [])
-        group = self._get_group(group_id)
         if group is None:
-            return GroupDescription(E.NONE, group_id, GroupState.DEAD.value, "", "", [])
+            return GroupDescription(E.NONE, group_id, STATE_VALUES[DEAD], "", "", [])
         with group.rec:
             stable = group.state == STABLE
             members = [
-                MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
-                                  m.metadata(group.protocol_name) if stable else b"",
-                                  m.assignment if stable else b"")
+                _new_tuple(MemberDescription, (
+                    m.member_id, m.instance_id, m.client_id, m.client_host,
+                    m.metadata(group.protocol_name) if stable else b"",
+                    m.assignment if stable else b""))
                 for m in group.members.values()]
-            return GroupDescription(E.NONE, group_id, STATE_NAMES[group.state].value,
+            return GroupDescription(E.NONE, group_id, STATE_VALUES[group.state],
                                     group.protocol_type or "",
                                     (group.protocol_name or "") if stable else "", members)
 
     def group_summary(self, group_id) -> GroupSummary:
         """describe_group's state and member count without building member descriptions."""
-        error = self.group_status(group_id, allow_empty=True)
+        error, group = self._find_group(group_id, allow_empty=True)
         if error != E.NONE:
             return GroupSummary(error, "", 0, 0, -2)
-        group = self._get_group(group_id)
         if group is None:
-            return GroupSummary(E.NONE, GroupState.DEAD.value, 0, 0, -1)
+            return GroupSummary(E.NONE, STATE_VALUES[DEAD], 0, 0, -1)
         with group.rec:
-            return GroupSummary(E.NONE, STATE_NAMES[group.state].value, group.generation,
-                                len(group.members), group.members_epoch)
+            return _new_tuple(GroupSummary, (E.NONE, STATE_VALUES[group.state], group.generation,
+                                             len(group.members), group.members_epoch))
 
     def list_groups(self, states) -> List[GroupListing]:
         wanted = None if not states else {str(s).lower() for s in states}

@@ -57,6 +57,15 @@ def _check_callable(name: str, value) -> None:
 
 
 def _check_protocols(protocols) -> List[Tuple[str, bytes]]:
+    if type(protocols) is list:
+        # A join per rebalance: a list of (str, bytes) pairs, checked in one pass without
+        # a call per item (a copy: the member keeps it); anything else, below.
+        for item in protocols:
+            if not (type(item) is tuple and len(item) == 2 and type(item[0]) is str
+                    and type(item[1]) is bytes):
+                break
+        else:
+            return protocols[:]
     if isinstance(protocols, (str, bytes)) or not isinstance(protocols, Iterable):
         raise TypeError("protocols must be a sequence of (name, metadata_bytes) pairs")
     return [_check_protocol(item) for item in protocols]
@@ -84,6 +93,29 @@ def _check_partition(tp) -> TopicPartition:
             or isinstance(tp[1], bool) or not isinstance(tp[1], int):
         raise TypeError(f"a partition must be a (topic: str, partition: int) tuple, got {tp!r}")
     return tp
+
+
+def _check_assignments(assignments) -> Dict[str, bytes]:
+    """A checked copy of a leader's `assignments` ({} for None)."""
+    if type(assignments) is dict:
+        # A leader's sync: {member id: bytes}, checked in one pass without a call per
+        # item; anything else (another type anywhere) through the checks below.
+        for mid, data in assignments.items():
+            if not (type(mid) is str and type(data) is bytes):
+                break
+        else:
+            return assignments.copy()
+    checked: Dict[str, bytes] = {}
+    if assignments is not None:
+        if not isinstance(assignments, Mapping):
+            raise TypeError("assignments must be a mapping of member id to bytes, or None")
+        for mid, data in assignments.items():
+            if not isinstance(mid, str):
+                raise TypeError(f"assignments: member ids must be str, got {type(mid).__name__}")
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f"assignments[{mid!r}] must be bytes, got {type(data).__name__}")
+            checked[mid] = bytes(data)
+    return checked
 
 
 def _check_offsets(offsets) -> Dict[TopicPartition, "OffsetAndMetadata | int"]:
@@ -173,19 +205,34 @@ class GroupCoordinator:
                    group_instance_id: Optional[str] = None, require_known_member_id: bool = True,
                    client_id: str = "", client_host: str = "",
                    callback: Callable[[JoinGroupResult], None]) -> None:
-        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
-        _check_str("member_id", member_id)
-        _check_str("protocol_type", protocol_type)
-        checked = _check_protocols(protocols)
-        _check_int("session_timeout_ms", session_timeout_ms)
-        if rebalance_timeout_ms is None:
-            rebalance_timeout_ms = session_timeout_ms
-        _check_int("rebalance_timeout_ms", rebalance_timeout_ms)
-        _check_str("group_instance_id", group_instance_id, optional=True)
-        if not isinstance(require_known_member_id, bool):
-            raise TypeError("require_known_member_id must be a bool")
-        _check_str("client_id", client_id)
-        _check_str("client_host", client_host)
+        # The usual arguments (exact types, in range) pass at a glance; any other runs the
+        # checks one by one, in order, which name the first argument at fault.
+        if (type(group_id) is str and type(member_id) is str and type(protocol_type) is str
+                and type(session_timeout_ms) is int
+                and _INT32_MIN <= session_timeout_ms <= _INT32_MAX
+                and (rebalance_timeout_ms is None
+                     or (type(rebalance_timeout_ms) is int
+                         and _INT32_MIN <= rebalance_timeout_ms <= _INT32_MAX))
+                and (group_instance_id is None or type(group_instance_id) is str)
+                and type(require_known_member_id) is bool
+                and type(client_id) is str and type(client_host) is str):
+            checked = _check_protocols(protocols)
+            if rebalance_timeout_ms is None:
+                rebalance_timeout_ms = session_timeout_ms
+        else:
+            _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
+            _check_str("member_id", member_id)
+            _check_str("protocol_type", protocol_type)
+            checked = _check_protocols(protocols)
+            _check_int("session_timeout_ms", session_timeout_ms)
+            if rebalance_timeout_ms is None:
+                rebalance_timeout_ms = session_timeout_ms
+            _check_int("rebalance_timeout_ms", rebalance_timeout_ms)
+            _check_str("group_instance_id", group_instance_id, optional=True)
+            if not isinstance(require_known_member_id, bool):
+                raise TypeError("require_known_member_id must be a bool")
+            _check_str("client_id", client_id)
+            _check_str("client_host", client_host)
         _check_callable("callback", callback)
         logic = self._logic
         logic.join_group(group_id, member_id, protocol_type, checked, session_timeout_ms,
@@ -198,22 +245,19 @@ class GroupCoordinator:
                    group_instance_id: Optional[str] = None, protocol_type: Optional[str] = None,
                    protocol_name: Optional[str] = None,
                    callback: Callable[[SyncGroupResult], None]) -> None:
-        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
-        _check_int("generation_id", generation_id)
-        _check_str("member_id", member_id)
-        checked: Dict[str, bytes] = {}
-        if assignments is not None:
-            if not isinstance(assignments, Mapping):
-                raise TypeError("assignments must be a mapping of member id to bytes, or None")
-            for mid, data in assignments.items():
-                if not isinstance(mid, str):
-                    raise TypeError(f"assignments: member ids must be str, got {type(mid).__name__}")
-                if not isinstance(data, (bytes, bytearray, memoryview)):
-                    raise TypeError(f"assignments[{mid!r}] must be bytes, got {type(data).__name__}")
-                checked[mid] = bytes(data)
-        _check_str("group_instance_id", group_instance_id, optional=True)
-        _check_str("protocol_type", protocol_type, optional=True)
-        _check_str("protocol_name", protocol_name, optional=True)
+        # As in join_group: the usual arguments pass at a glance, any other one by one.
+        if not (type(group_id) is str and type(generation_id) is int
+                and _INT32_MIN <= generation_id <= _INT32_MAX and type(member_id) is str):
+            _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
+            _check_int("generation_id", generation_id)
+            _check_str("member_id", member_id)
+        checked = _check_assignments(assignments)
+        if not ((group_instance_id is None or type(group_instance_id) is str)
+                and (protocol_type is None or type(protocol_type) is str)
+                and (protocol_name is None or type(protocol_name) is str)):
+            _check_str("group_instance_id", group_instance_id, optional=True)
+            _check_str("protocol_type", protocol_type, optional=True)
+            _check_str("protocol_name", protocol_name, optional=True)
         _check_callable("callback", callback)
         logic = self._logic
         logic.sync_group(group_id, generation_id, member_id, checked, group_instance_id,
@@ -292,7 +336,8 @@ class GroupCoordinator:
         members_epoch). state and the member count are describe_group's; members_epoch
         changes whenever the group's set of member ids does (and never repeats), so a
         caller that remembers it describes the group only when the members changed."""
-        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
+        if type(group_id) is not str:     # (after every join, sync and leave of a replay)
+            _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         return self._logic.group_summary(group_id)
 
     def list_groups(self, states: Optional[Iterable[str]] = None) -> List[GroupListing]:
