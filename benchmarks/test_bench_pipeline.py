@@ -2,8 +2,9 @@
 
 - replay stage, one core: every shard's replay (`ShardReplay.run`) in turn in this
   process (pinned to one CPU), the partitioning done beforehand: events/s per core;
-  also with every heartbeat by the general path (the clock stepped in Python, then a
-  HeartbeatRun of one), for comparison.
+  also with every heartbeat and commit by the general path (the clock stepped in
+  Python, then a heartbeat as a HeartbeatRun of one, a commit by commit_offsets), for
+  comparison.
 - stage scaling: the same stage as a Spark job (`replay_dataframe`, run to completion
   by a no-op write) on local[1] and local[2], session start excluded; with the cores
   the machine kept busy meanwhile (JVM included) and the events per busy core-second.
