@@ -951,9 +951,7 @@ class GroupLogic:
         and nothing is queued, so the outbox and the callback have nothing to add (they
         were two thirds of a replay's commit)."""
         group = self.owners[slot][0]
-        accepted = {tp: _new_tuple(OffsetAndMetadata, (
-            offset, _OM_DEFAULTS["metadata"], _OM_DEFAULTS["leader_epoch"],
-            self.commit_time_ms()))}
+        accepted = {tp: _offset_alone(offset, self.commit_time_ms())}
         results = {tp: E.NONE}
         _count_pending(group, accepted)
         answer: list = []
@@ -984,11 +982,9 @@ class GroupLogic:
         accepted: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         for tp, om in offsets.items():
             if type(om) is int:
-                # The offset alone (a consumer's usual commit): OffsetAndMetadata(om,
-                # commit_timestamp_ms=now) made directly, with the class's defaults for the
-                # rest; its default metadata is never too large (the limit is >= 0).
-                accepted[tp] = _new_tuple(OffsetAndMetadata, (
-                    om, _OM_DEFAULTS["metadata"], _OM_DEFAULTS["leader_epoch"], now))
+                # The offset alone (a consumer's usual commit); its default metadata is
+                # never too large (the limit is >= 0).
+                accepted[tp] = _offset_alone(om, now)
                 results[tp] = E.NONE
                 continue
             metadata = om.metadata
@@ -1198,6 +1194,13 @@ class GroupLogic:
                  "assignment": assignment.get(m.member_id, b"")}
                 for m in group.members.values()],
         }
+
+
+def _offset_alone(offset: int, now: int) -> OffsetAndMetadata:
+    """OffsetAndMetadata(offset, commit_timestamp_ms=now), made directly: the class's
+    defaults for the rest, without the call through its Python __new__."""
+    return _new_tuple(OffsetAndMetadata, (offset, _OM_DEFAULTS["metadata"],
+                                          _OM_DEFAULTS["leader_epoch"], now))
 
 
 def _count_pending(group: Group, accepted: dict) -> None:

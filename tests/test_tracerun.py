@@ -201,6 +201,24 @@ def test_a_run_leaves_other_commits_to_commit_offsets(impl, coord):
     assert res == {PART: Errors.REBALANCE_IN_PROGRESS}     # what the general path answers
 
 
+def test_a_commit_the_store_fails_answers_its_error(impl, coord):
+    """The store's error is the answer, as commit_offsets gives it: the session was
+    touched (commit_offsets touches before it stores), nothing stored, no contact noted."""
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    store = coord._logic.store
+    store.fail_with = Errors.COORDINATOR_NOT_AVAILABLE
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [COMMIT], [t0 + 5], [0], [h], [gen])
+    assert tr.run_on(coord, offsets=[9]).run(0, NEVER) == 1
+    assert list(tr.errors) == [int(Errors.COORDINATOR_NOT_AVAILABLE)]
+    assert list(tr.last_touch) == [-1]
+    assert coord._logic.table.deadline(h & 0xFFFFFFFF) == t0 + 5 + 10_000
+    assert _offset(coord) is None and not coord._logic.owners[h & 0xFFFFFFFF][0].pending_offsets
+    assert coord.commit_offsets("g", mid, gen, {PART: 9}) == {
+        PART: Errors.COORDINATOR_NOT_AVAILABLE}
+
+
 def test_a_static_members_commit_plays_with_its_instance_id(impl, coord):
     got = {}
     coord.join_group("g", "", "consumer", [("range", b"")], session_timeout_ms=10_000,

@@ -643,14 +643,7 @@ cdef class MemberTable(TimerSink):
         the error code as an int."""
         cdef int64_t h
         cdef int32_t g
-        if type(handle) is not int or type(generation_id) is not int:
-            check_handle_args(handle, generation_id)        # raises the twins' TypeError
-        try:
-            h = handle
-            g = generation_id
-        except OverflowError:
-            check_handle_args(handle, generation_id)        # raises the twins' ValueError
-            raise
+        _handle_args(handle, generation_id, &h, &g)
         return self.c_heartbeat_handle(h, g, self.now())
 
     cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1:
@@ -672,14 +665,7 @@ cdef class MemberTable(TimerSink):
         the offsets. Otherwise -1, having changed nothing: commit_offsets decides."""
         cdef int64_t h
         cdef int32_t g
-        if type(handle) is not int or type(generation_id) is not int:
-            check_handle_args(handle, generation_id)
-        try:
-            h = handle
-            g = generation_id
-        except OverflowError:
-            check_handle_args(handle, generation_id)
-            raise
+        _handle_args(handle, generation_id, &h, &g)
         if instance_id is not None and type(instance_id) is not str:
             raise TypeError(f"instance_id must be a str or None, got {type(instance_id).__name__}")
         return self.c_commit_handle(h, g, instance_id, self.now())
@@ -804,6 +790,19 @@ cdef class MemberTable(TimerSink):
                 "slot_bytes": sizeof(Slot), "group_core_bytes": sizeof(GroupCore),
                 "map_capacity": self.map_cap, "map_live": self.map_live,
                 "map_bytes_per_member": (self.map_cap * sizeof(uint64_t)) / max(self.map_live, 1)}
+
+
+cdef int _handle_args(object handle, object generation_id, int64_t* h, int32_t* g) except -1:
+    """A handle and a generation id as C ints, or the twins' errors (check_handle_args)."""
+    if type(handle) is not int or type(generation_id) is not int:
+        check_handle_args(handle, generation_id)        # raises the twins' TypeError
+    try:
+        h[0] = handle
+        g[0] = generation_id
+    except OverflowError:
+        check_handle_args(handle, generation_id)        # raises the twins' ValueError
+        raise
+    return 0
 
 
 cdef cnp.ndarray _check_array(str name, arr, int typenum):

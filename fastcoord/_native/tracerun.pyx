@@ -8,9 +8,8 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from fastcoord._native.members cimport MemberTable
 from fastcoord._native.wheel cimport Timer
 
-from fastcoord.clock import ManualClock
 from fastcoord.errors import Errors
-from fastcoord._pure.tracerun import check_commit_args
+from fastcoord._pure.tracerun import check_run_args
 
 cdef enum:
     C_HEARTBEAT = 0
@@ -38,8 +37,8 @@ cdef class HeartbeatRun:
     def __init__(self, coordinator, kinds, times, members, groups, errors, answered,
                  handles, generations, check_at, last_touch, group_events, *,
                  offsets=None, instances=None, partition=None):
-        if type(coordinator.clock) is not ManualClock:
-            raise TypeError("HeartbeatRun needs a coordinator on a ManualClock")
+        self.commits = check_run_args(coordinator, kinds, times, members, groups, errors,
+                                      answered, handles, offsets, instances, partition)
         self.clock = coordinator.clock
         self.table = coordinator._logic.table
         self.timer = coordinator._logic.timer
@@ -51,13 +50,6 @@ cdef class HeartbeatRun:
         self.check_at, self.last_touch = check_at, last_touch
         self.group_events = group_events
         self.n = self.kinds.shape[0]
-        for name, size in (("times", self.times.shape[0]), ("members", self.members.shape[0]),
-                           ("groups", self.groups.shape[0]), ("errors", self.errors.shape[0]),
-                           ("answered", self.answered.shape[0])):
-            if size != self.n:
-                raise ValueError(f"{name} has {size} entries, kinds has {self.n}")
-        self.commits = check_commit_args(coordinator, self.n, handles, offsets, instances,
-                                         partition)
         if self.commits:
             self.offsets = offsets
             self.instances = instances

@@ -57,20 +57,13 @@ _REBALANCING = int(Errors.REBALANCE_IN_PROGRESS)
 
 
 class HeartbeatRun:
-    """Plays runs of heartbeats for one replay (see the module docstring)."""
+    """Plays runs of heartbeats and commits for one replay (see the module docstring)."""
 
     def __init__(self, coordinator, kinds, times, members, groups, errors, answered,
                  handles, generations, check_at, last_touch, group_events, *,
                  offsets=None, instances=None, partition=None) -> None:
-        if type(coordinator.clock) is not ManualClock:
-            raise TypeError("HeartbeatRun needs a coordinator on a ManualClock")
-        n = len(kinds)
-        for name, arr in (("times", times), ("members", members), ("groups", groups),
-                          ("errors", errors), ("answered", answered)):
-            if len(arr) != n:
-                raise ValueError(f"{name} has {len(arr)} entries, kinds has {n}")
-        self._commits = check_commit_args(coordinator, n, handles, offsets, instances,
-                                          partition)
+        self._commits = check_run_args(coordinator, kinds, times, members, groups, errors,
+                                       answered, handles, offsets, instances, partition)
         self._clock = coordinator.clock
         self._table = coordinator._logic.table
         self._timer = coordinator._logic.timer
@@ -140,9 +133,19 @@ class HeartbeatRun:
         return i
 
 
-def check_commit_args(coordinator, n: int, handles, offsets, instances, partition) -> bool:
-    """HeartbeatRun's commit arguments (both twins): all three or none; True if given.
-    Commits are played only on a store that answers at once (GroupLogic.commit_accepted)."""
+def check_run_args(coordinator, kinds, times, members, groups, errors, answered, handles,
+                   offsets, instances, partition) -> bool:
+    """HeartbeatRun's arguments (both twins): a coordinator on a ManualClock, the
+    per-event arrays as long as `kinds`, and the commit arguments all three or none
+    (True if given). Commits are played only on a store that answers at once
+    (GroupLogic.commit_accepted)."""
+    if type(coordinator.clock) is not ManualClock:
+        raise TypeError("HeartbeatRun needs a coordinator on a ManualClock")
+    n = len(kinds)
+    for name, arr in (("times", times), ("members", members), ("groups", groups),
+                      ("errors", errors), ("answered", answered)):
+        if len(arr) != n:
+            raise ValueError(f"{name} has {len(arr)} entries, kinds has {n}")
     given = [a is not None for a in (offsets, instances, partition)]
     if not any(given):
         return False

@@ -544,13 +544,19 @@ class ShardReplay:
         return pa.table(cols).cast(RESPONSES_SCHEMA)
 
 
-def _dense_codes(column) -> np.ndarray:
-    """Each value's number (int64), 0, 1, ... in order of first appearance (a hash table,
-    not a sort); null is a value of its own."""
+def _encoded(column) -> Tuple[pa.Array, np.ndarray]:
+    """(the distinct values in order of first appearance, each value's number among
+    them): pyarrow's dictionary encoding (a hash table, not a sort); null is numbered
+    len(distinct), a value of its own."""
     enc = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     enc = enc.dictionary_encode()
-    return pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(
-        zero_copy_only=False).astype(np.int64)
+    codes = pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False)
+    return enc.dictionary, codes
+
+
+def _dense_codes(column) -> np.ndarray:
+    """Each value's number (int64), 0, 1, ... in order of first appearance."""
+    return _encoded(column)[1].astype(np.int64)
 
 
 def _first_occurrences(codes: np.ndarray) -> np.ndarray:
@@ -564,11 +570,10 @@ def _first_occurrences(codes: np.ndarray) -> np.ndarray:
 
 def _event_kinds(column) -> array.array:
     """The events' codes (_HEARTBEAT, ...; _OTHER for an unknown one or null)."""
-    enc = column.combine_chunks().dictionary_encode()
-    lookup = np.array([_EVENT_CODES.get(e, _OTHER) for e in enc.dictionary.to_pylist()]
-                      + [_OTHER], np.uint8)
-    idx = pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False)
-    return array.array("B", lookup[idx].tobytes())
+    events, codes = _encoded(column)
+    lookup = np.array([_EVENT_CODES.get(e, _OTHER) for e in events.to_pylist()] + [_OTHER],
+                      np.uint8)
+    return array.array("B", lookup[codes].tobytes())
 
 
 def shard_column(group_ids, num_shards: int = NUM_SHARDS) -> List[int]:
