@@ -914,7 +914,7 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
     summarized on the driver (the same tables as `whatif_local`)."""
     from pyspark.sql import functions as F
 
-    from .spark import default_parallelism, shard_udf
+    from .spark import default_parallelism, with_shards
 
     df = spark.read.parquet(trace_path)
     df = df.select(*[c for c in COLUMNS if c in df.columns])
@@ -923,8 +923,7 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
         return _finish(defaultdict(list), configs, 0, 0)
 
     grid = spark.createDataFrame([(i,) for i in range(len(configs))], "config int")
-    tasks = (df.withColumn("shard", shard_udf(num_shards)(F.col("group_id")))
-             .crossJoin(F.broadcast(grid)))
+    tasks = with_shards(df, num_shards).crossJoin(F.broadcast(grid))
     # The rows are few but each (configuration, shard) group is a long computation: an
     # explicit partition count keeps adaptive execution from coalescing the groups into
     # as few tasks as their bytes would suggest (the groupBy reuses this partitioning).
