@@ -2,6 +2,8 @@
 the generator's determinism and trace validation."""
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("pyarrow")
 from fastcoord import shard_for
@@ -124,6 +126,39 @@ def test_generator_deterministic_and_varied():
     assert a.column("instance_id").null_count < a.num_rows        # some static members
     good, stats = validate(a)
     assert good.num_rows == a.num_rows and stats.malformed == stats.unknown_event == 0
+
+
+def _out_of_order_by_hand(rows) -> int:
+    """The definition, row by row: a row whose time is earlier than that of an earlier
+    row (by seq) of its group."""
+    count, latest = 0, {}
+    for seq, group, time_ms in sorted(rows):
+        if group in latest and time_ms < latest[group]:
+            count += 1
+        latest[group] = max(latest.get(group, time_ms), time_ms)
+    return count
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", ""]),
+                          st.one_of(st.integers(-5, 5),
+                                    st.integers(-(2**62), 2**62))), max_size=40),
+       st.booleans())
+def test_validate_counts_out_of_order_rows(events, shuffled):
+    """validate's out-of-order count (array operations) against the definition, rows in
+    seq order or not, with times close together or far apart (beyond what a key of
+    group * span can hold)."""
+    seqs = list(range(len(events)))
+    if shuffled:
+        seqs.reverse()
+    t = pa.table({"seq": pa.array(seqs, pa.int64()),
+                  "time_ms": pa.array([e[1] for e in events], pa.int64()),
+                  "group_id": [e[0] for e in events], "member_id": ["m"] * len(events),
+                  "event": ["heartbeat"] * len(events)})
+    good, stats = validate(t)
+    assert good.num_rows == len(events)
+    rows = [(s, g, tm) for s, (g, tm) in zip(seqs, events)]
+    assert stats.out_of_order == _out_of_order_by_hand(rows)
 
 
 def test_validate_counts_bad_rows():

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -126,7 +127,9 @@ def validate(table: pa.Table, stats: IngestStats = None):
         setattr(stats, kind, getattr(stats, kind) + len(idx))
         for i in idx[: max(0, 20 - len(stats.examples))]:
             stats.examples.append(f"{kind}: {str(t.slice(i, 1).to_pylist()[0])[:200]}")
-    good = t.filter(pc.invert(pc.or_(bad_null, unknown)))
+    bad = pc.or_(bad_null, unknown)
+    # the filter copies every column (3 s for 10M events): only when a row must go
+    good = t.filter(pc.invert(bad)) if pc.any(bad).as_py() else t
     stats.rows_ok += good.num_rows
     stats.out_of_order += _count_out_of_order(good)
     return good, stats
@@ -148,22 +151,35 @@ def _coerce(value, typ):
 
 
 def _count_out_of_order(t: pa.Table) -> int:
-    """Rows whose time is earlier than an earlier row (by seq) of the same group."""
+    """Rows whose time is earlier than an earlier row (by seq) of the same group.
+
+    In array operations (a Python loop over the rows took most of the 10 s that
+    validating a 10M-event trace cost): the rows ordered by (group, seq), each row keyed
+    group * span + its time's offset from the earliest (span: the times' range, or the
+    ranks of the distinct times where that product would not fit in 63 bits). Every key
+    of a group is above every key of the groups before it, so a running maximum of the
+    keys starts afresh at each group, and a row is out of order exactly when its key is
+    below the running maximum of the rows before it."""
     if t.num_rows == 0:
         return 0
-    s = t.select(["group_id", "seq", "time_ms"]).sort_by([("group_id", "ascending"),
-                                                          ("seq", "ascending")])
-    groups = s.column("group_id").to_pylist()
-    times = s.column("time_ms").to_pylist()
-    count, prev_g, high = 0, None, None
-    for g, tm in zip(groups, times):
-        if g != prev_g:
-            prev_g, high = g, tm
-        elif tm < high:
-            count += 1
-        else:
-            high = tm
-    return count
+    groups = pc.dictionary_encode(t.column("group_id").combine_chunks()).indices
+    groups = groups.to_numpy(zero_copy_only=False).astype(np.int64)
+    seqs = t.column("seq").to_numpy()
+    in_seq_order = bool(np.all(seqs[1:] > seqs[:-1]))
+    order = (np.argsort(groups, kind="stable") if in_seq_order
+             else np.lexsort((seqs, groups)))
+    times = t.column("time_ms").to_numpy()[order]
+    low = int(times.min())
+    span = int(times.max()) - low + 1
+    if (int(groups.max()) + 1) * span < 1 << 62:
+        offsets = times - low
+    else:
+        _, offsets = np.unique(times, return_inverse=True)
+        offsets = offsets.reshape(-1)
+        span = int(offsets.max()) + 1
+    keys = groups[order] * span + offsets
+    highest = np.maximum.accumulate(keys)
+    return int(np.count_nonzero(keys[1:] < highest[:-1]))
 
 
 def read_trace(path) -> pa.Table:
