@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("pyspark")
 from fastcoord.pipeline.gen import generate
 from fastcoord.pipeline.replay import replay_local
-from fastcoord.pipeline.spark import replay_spark
-from fastcoord.pipeline.trace import write_trace
+from fastcoord.pipeline.spark import replay_spark, write_replay_spark
+from fastcoord.pipeline.trace import read_trace, write_trace
 
 from test_pipeline_replay import crash_trace, leave_trace, static_restart_trace
 
@@ -72,6 +72,25 @@ def test_spark_equals_single_process(spark, tmp_path, seed):
     assert len(set(got["responses"].column("shard").to_pylist())) > 2
 
 
+def test_write_replay_spark_writes_what_replay_spark_returns(spark, tmp_path):
+    """The CLI's form: the same files, nothing collected; the counts are the files'
+    rows, and the files hold the single-process replay's rows."""
+    import pyarrow.dataset as ds
+    from fastcoord.pipeline.replay import canonical
+    trace = generate(groups=12, members=5, duration_s=200, seed=13)
+    path = str(tmp_path / "t.parquet")
+    write_trace(trace, path)
+    out = str(tmp_path / "out")
+    counts = write_replay_spark(spark, path, out)
+    want = replay_local(trace)
+    assert counts == {name: t.num_rows for name, t in want.items()}
+    assert counts["responses"] == trace.num_rows
+    for name, t in want.items():
+        got = canonical(ds.dataset(os.path.join(out, name), format="parquet").to_table(), name)
+        assert got.select(t.column_names).to_pylist() == t.to_pylist(), name
+    assert os.path.isfile(os.path.join(out, "runtime.json"))
+
+
 def _job_args(argv):
     import argparse
 
@@ -103,7 +122,10 @@ def test_launch_settings_on_a_running_session_are_reported(spark, tmp_path, caps
     out = str(tmp_path / "out")
     assert main(["replay", trace, "--out", out, "--master", "local[2]",
                  "--driver-memory", "123m"]) == 0
-    err = capsys.readouterr().err
+    printed = capsys.readouterr()
+    err = printed.err
+    n = read_trace(trace).num_rows
+    assert f"; responses {n}, rebalances " in printed.out        # counted from the files
     assert "not applied: spark.driver.memory" in err
     assert not spark.sparkContext._jsc.sc().isStopped()    # the owner's session lives on
 

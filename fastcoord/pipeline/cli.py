@@ -185,14 +185,15 @@ def run(args) -> int:
         for name, t in tables.items():
             os.makedirs(os.path.join(args.out, name), exist_ok=True)
             pq.write_table(t, os.path.join(args.out, name, "part-0.parquet"))
+        rows = {name: t.num_rows for name, t in tables.items()}
     else:
         from . import spark as sp
-        tables = _on_spark(args, good, "replaying the shards as Spark tasks",
-                           lambda session, path: sp.replay_spark(session, path, args.out,
-                                                                 impl=args.impl))
+        rows = _on_spark(args, good, "replaying the shards as Spark tasks",
+                         lambda session, path: sp.write_replay_spark(session, path, args.out,
+                                                                     impl=args.impl))
     print(f"fastcoord replay: {good.num_rows} events ({stats.malformed} malformed, "
           f"{stats.unknown_event} unknown, {stats.out_of_order} out of order); "
-          + ", ".join(f"{n} {t.num_rows}" for n, t in tables.items()) + f" -> {args.out}")
+          + ", ".join(f"{n} {count}" for n, count in rows.items()) + f" -> {args.out}")
     return 0
 
 
