@@ -140,3 +140,13 @@ def test_spark_connect_without_its_client_packages_says_so(monkeypatch):
                         dict(sp.CONNECT_CLIENT_MODULES, zstandard="no_such_module_zstd"))
     with pytest.raises(RuntimeError, match=r"missing here: zstandard .*fastcoord\[spark\]"):
         sp.session("sc://127.0.0.1:1")
+
+
+def test_session_turns_off_the_per_row_arrow_batch_measure(spark):
+    """session() sets the Arrow batch byte limit to Int.MaxValue, the one value at which
+    Spark skips measuring the batch after every row it writes for a Python worker (the
+    batches stay bounded by maxRecordsPerBatch)."""
+    from fastcoord.pipeline import spark as sp
+    s = sp.session("local[2]")           # the running session, given the replay's settings
+    assert s.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(2**31 - 1)
+    assert int(s.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")) > 0

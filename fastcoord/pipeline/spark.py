@@ -151,6 +151,15 @@ def package_archive(cache_dir: Optional[str] = None) -> str:
     return path
 
 
+# Spark measures the Arrow batch it is filling for a Python worker after every row
+# (ArrowWriter.sizeInBytes over the whole struct of columns) unless this byte limit is
+# Int.MaxValue, which turns the check off: it was a quarter of the JVM's CPU time in the
+# replay stage (JFR on the 10M-event benchmark). Batches stay bounded by
+# spark.sql.execution.arrow.maxRecordsPerBatch (10,000 rows of a trace: a few hundred
+# KiB), far below Arrow's 2 GiB limit that the byte limit guards against.
+ARROW_MAX_BYTES_PER_BATCH = str(2**31 - 1)
+
+
 def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool = False,
             shuffle_partitions: Optional[int] = None, executor_python: Optional[str] = None,
             conf: Optional[Dict[str, str]] = None):
@@ -158,6 +167,7 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
     `conf`: extra Spark settings (e.g. spark.executor.memory)."""
     if is_connect(master):
         settings = {"spark.sql.execution.arrow.pyspark.enabled": "true",
+                    "spark.sql.execution.arrow.maxBytesPerBatch": ARROW_MAX_BYTES_PER_BATCH,
                     "spark.sql.shuffle.partitions": str(shuffle_partitions or NUM_SHARDS)}
         if executor_python:
             settings["spark.pyspark.python"] = executor_python
@@ -167,7 +177,8 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
     from pyspark.sql import SparkSession
     b = (SparkSession.builder.master(master).appName(app)
          .config("spark.ui.enabled", "true" if ui else "false")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+         .config("spark.sql.execution.arrow.maxBytesPerBatch", ARROW_MAX_BYTES_PER_BATCH))
     if is_local(master):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         b = b.config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
