@@ -49,22 +49,33 @@ import pyarrow as pa
 
 from .replay import NUM_SHARDS, TABLES, ShardReplay, canonical
 
-# One wide row type carries the four tables out of the workers ("table" says which).
-_WIDE: Dict[str, pa.DataType] = {"table": pa.string()}
-for _schema in TABLES.values():
-    for _f in _schema:
-        if _f.name not in _WIDE:
-            _WIDE[_f.name] = _f.type
-WIDE_SCHEMA = pa.schema(list(_WIDE.items()))
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string"}
-WIDE_DDL = ", ".join(f"{n} {_SPARK_TYPES[t]}" for n, t in _WIDE.items())
 
-# Each worker call also sends one "_runtime" row: where fastcoord came from and which
-# twin ran, so a cluster run can be checked (runtime.json) without a second job. The
-# values ride in string columns of the wide row.
+
+def spark_ddl(schema: pa.Schema) -> str:
+    """The Spark DDL of an Arrow schema of int32, int64 and string columns."""
+    return ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in schema)
+
+
+# Each worker call also sends a "_runtime" table of one row per shard: where fastcoord
+# came from and which twin ran, so a cluster run can be checked (runtime.json) without a
+# second job.
 RUNTIME_TABLE = "_runtime"
-_RUNTIME_COLUMNS = {"fastcoord": "group_id", "python": "member_id", "impl": "event",
-                    "host": "instance_id"}
+RUNTIME_SCHEMA = pa.schema([("shard", pa.int32()), ("fastcoord", pa.string()),
+                            ("python", pa.string()), ("impl", pa.string()),
+                            ("host", pa.string())])
+
+# The results leave the workers as Arrow IPC streams (LZ4-compressed), one row per
+# (shard, table, chunk of at most RESULT_ROWS_PER_BLOB rows): the replay stage hands the
+# JVM a few thousand binary values instead of 10M wide rows, whose conversion (a null
+# check per cell of every other table's columns) and in-memory cache cost about as much
+# as the Parquet write. Each table is decoded back to rows by its own mapInArrow right
+# before it is written, with only its own columns.
+BLOB_SCHEMA = pa.schema([("shard", pa.int32()), ("table", pa.string()),
+                         ("rows", pa.int64()), ("ipc", pa.binary())])
+BLOB_DDL = "shard int, table string, rows bigint, ipc binary"
+RESULT_ROWS_PER_BLOB = 100_000      # a blob of a few MB at most
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
 SHIP_NAME = "fastcoord"           # the directory the archive unpacks to on executors
 # What an executor needs of the package: sources, the compiled modules, type stubs.
@@ -256,31 +267,35 @@ def shard_udf(num_shards: int):
     return shard
 
 
-def _wide_table(name: str, t: pa.Table) -> pa.Table:
-    cols = {}
-    for fname, ftype in _WIDE.items():
-        if fname == "table":
-            cols[fname] = pa.array([name] * t.num_rows, pa.string())
-        elif fname in t.column_names:
-            cols[fname] = t.column(fname).cast(ftype)
-        else:
-            cols[fname] = pa.nulls(t.num_rows, ftype)
-    return pa.table(cols, schema=WIDE_SCHEMA)
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _blobs(shard: int, name: str, table: pa.Table) -> pa.RecordBatch:
+    """`table` as blob rows: at least one (an empty table still says its schema)."""
+    n = table.num_rows
+    chunks = [table.slice(i, RESULT_ROWS_PER_BLOB) for i in range(0, n, RESULT_ROWS_PER_BLOB)]
+    chunks = chunks or [table]
+    return pa.RecordBatch.from_arrays(
+        [pa.array([shard] * len(chunks), pa.int32()), pa.array([name] * len(chunks)),
+         pa.array([c.num_rows for c in chunks], pa.int64()),
+         pa.array([_ipc(c) for c in chunks], pa.binary())], schema=BLOB_SCHEMA)
 
 
 def _runtime_row(shard: int, impl: str) -> pa.Table:
     import socket
 
     import fastcoord
-    values = {"fastcoord": os.path.dirname(os.path.abspath(fastcoord.__file__)),
+    values = {"shard": shard, "fastcoord": os.path.dirname(os.path.abspath(fastcoord.__file__)),
               "python": sys.executable, "impl": impl, "host": socket.gethostname()}
-    cols = {"shard": pa.array([shard], pa.int32())}
-    cols.update({col: pa.array([values[k]], pa.string()) for k, col in _RUNTIME_COLUMNS.items()})
-    return pa.table(cols)
+    return pa.Table.from_pylist([values], schema=RUNTIME_SCHEMA)
 
 
-def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards) -> pa.Table:
-    """One shard's trace rows -> its wide result rows (the four tables and the runtime
+def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards):
+    """One shard's trace rows -> its result blobs (the four tables and the runtime
     row)."""
     from .trace import TRACE_SCHEMA
     table = pa.table({f.name: table.column(f.name).cast(f.type) for f in TRACE_SCHEMA},
@@ -288,9 +303,9 @@ def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards) -> pa.T
     replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
     out = replay.run(table, end_ms)
     used = replay.coord.impl if replay.coord is not None else "none"
-    parts = [_wide_table(name, t) for name, t in out.items()]
-    parts.append(_wide_table(RUNTIME_TABLE, _runtime_row(shard, used)))
-    return pa.concat_tables(parts)
+    for name, t in out.items():
+        yield _blobs(shard, name, t)
+    yield _blobs(shard, RUNTIME_TABLE, _runtime_row(shard, used))
 
 
 def _run_partition_fn(impl, end_ms, num_shards):
@@ -310,7 +325,7 @@ def _run_partition_fn(impl, end_ms, num_shards):
         present = sorted(pc.unique(shards).to_pylist())
         for shard in present:
             rows = table if len(present) == 1 else table.filter(pc.equal(shards, shard))
-            yield from _replay_shard(rows, shard, impl, end_ms, num_shards).to_batches()
+            yield from _replay_shard(rows, shard, impl, end_ms, num_shards)
     return run
 
 
@@ -328,7 +343,8 @@ def with_shards(df, num_shards: int = NUM_SHARDS):
 
 
 def replay_dataframe(spark, df, *, impl=None, num_shards: int = NUM_SHARDS):
-    """A trace DataFrame -> the wide result DataFrame (column `table` names the table)."""
+    """A trace DataFrame -> the result blobs (BLOB_DDL: each row a chunk of the table it
+    names, as Arrow IPC; `decoded_dataframe` and `decoded_table` turn them into rows)."""
     from pyspark.sql import functions as F
     end_ms = df.agg(F.max("time_ms")).collect()[0][0]
     # What the shuffle carries: a client id only on joins, the one event that reads it,
@@ -339,12 +355,27 @@ def replay_dataframe(spark, df, *, impl=None, num_shards: int = NUM_SHARDS):
     # repartition by column: every shard's rows in one partition, and adaptive execution
     # may still coalesce small partitions, as it did groupBy's
     return (with_shards(slim, num_shards).repartition("shard")
-            .mapInArrow(_run_partition_fn(impl, end_ms, num_shards), schema=WIDE_DDL))
+            .mapInArrow(_run_partition_fn(impl, end_ms, num_shards), schema=BLOB_DDL))
 
 
-def _collect(part) -> pa.Table:
-    return part.toArrow() if hasattr(part, "toArrow") else pa.Table.from_pandas(
-        part.toPandas(), preserve_index=False)
+def _decode_fn():
+    def run(batches):
+        for batch in batches:
+            for blob in batch.column("ipc").to_pylist():
+                yield from pa.ipc.open_stream(blob).read_all().to_batches()
+    return run
+
+
+def decoded_dataframe(blobs, name: str, schema: pa.Schema):
+    """The rows of table `name` from the result blobs, as a DataFrame of `schema`."""
+    return blobs.filter(blobs.table == name).mapInArrow(_decode_fn(), schema=spark_ddl(schema))
+
+
+def decoded_table(blobs, name: str, schema: pa.Schema) -> pa.Table:
+    """The rows of table `name` from the result blobs, collected into the driver."""
+    parts = [pa.ipc.open_stream(pa.py_buffer(row["ipc"])).read_all()
+             for row in blobs.filter(blobs.table == name).select("ipc").collect()]
+    return pa.concat_tables(parts).cast(schema) if parts else schema.empty_table()
 
 
 def replay_spark(spark, trace_path: str, out_dir: Optional[str] = None, *, impl=None,
@@ -393,21 +424,19 @@ def _visible(path: str):
 
 
 def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards, collect):
-    wide = replay_dataframe(spark, spark.read.parquet(trace_path), impl=impl,
-                            num_shards=num_shards).cache()
+    # cached: the first table's write runs the replay, the others read its blobs
+    blobs = replay_dataframe(spark, spark.read.parquet(trace_path), impl=impl,
+                             num_shards=num_shards).cache()
     result = {}
     for name, schema in TABLES.items():
-        part = wide.filter(wide.table == name).select(*schema.names)
         if out_dir is not None:
-            part.write.mode("overwrite").parquet(os.path.join(out_dir, name))
+            decoded_dataframe(blobs, name, schema).write.mode("overwrite").parquet(
+                os.path.join(out_dir, name))
         if collect:
-            result[name] = canonical(_collect(part), name)
+            result[name] = canonical(decoded_table(blobs, name, schema), name)
     if out_dir is not None:
-        runtime = _collect(wide.filter(wide.table == RUNTIME_TABLE).select(
-            "shard", *_RUNTIME_COLUMNS.values())).sort_by("shard").to_pylist()
-        rows = [{"shard": r["shard"], **{k: r[c] for k, c in _RUNTIME_COLUMNS.items()}}
-                for r in runtime]
+        rows = decoded_table(blobs, RUNTIME_TABLE, RUNTIME_SCHEMA).sort_by("shard").to_pylist()
         with open(os.path.join(out_dir, "runtime.json"), "w") as f:
             json.dump(rows, f, indent=2)
-    wide.unpersist()
+    blobs.unpersist()
     return result
