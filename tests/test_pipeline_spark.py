@@ -150,3 +150,17 @@ def test_session_turns_off_the_per_row_arrow_batch_measure(spark):
     s = sp.session("local[2]")           # the running session, given the replay's settings
     assert s.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(2**31 - 1)
     assert int(s.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")) > 0
+
+
+def test_with_shards_maps_groups_as_kafka_does_and_fails_on_a_null_group(spark):
+    """Each row gets its group's shard (shard_for); a null group id fails the job with
+    shard_for's error rather than going on with a null shard."""
+    from fastcoord import shard_for
+    from fastcoord.pipeline.spark import with_shards
+    groups = ["orders", "payments", "g-1", "", "orders"]
+    df = spark.createDataFrame([(g, i) for i, g in enumerate(groups)], "group_id string, i int")
+    got = {r["i"]: r["shard"] for r in with_shards(df, 7).collect()}
+    assert got == {i: shard_for(g, 7) for i, g in enumerate(groups)}
+    bad = spark.createDataFrame([("orders", 0), (None, 1)], "group_id string, i int")
+    with pytest.raises(Exception, match="group_id must be a str"):
+        with_shards(bad, 7).collect()

@@ -335,11 +335,17 @@ def with_shards(df, num_shards: int = NUM_SHARDS):
     The Java string hash runs in Python once per distinct group (`shard_udf`), and the
     mapping goes back to the rows as a broadcast join in the JVM: per row in a pandas
     UDF it cost 11 s of the 10M-event benchmark's stage on one core, the join 1.7 s.
-    A null group id fails the job in the UDF, as it did per row."""
+
+    The join is null-safe (<=>) so that a null group id reaches the UDF, which fails the
+    job on it as it did per row (shard_for's TypeError). With a plain equi-join Spark
+    infers `group_id IS NOT NULL` for the mapping side: the null group would never be
+    hashed and its rows would go on with a null shard."""
     from pyspark.sql import functions as F
-    groups = df.select("group_id").distinct()
-    mapping = groups.withColumn("shard", shard_udf(num_shards)(F.col("group_id")))
-    return df.join(F.broadcast(mapping), "group_id", "left")
+    mapping = df.select("group_id").distinct().select(
+        F.col("group_id").alias("_shard_group"),
+        shard_udf(num_shards)(F.col("group_id")).alias("shard"))
+    joined = df.join(F.broadcast(mapping), df.group_id.eqNullSafe(mapping._shard_group), "left")
+    return joined.drop("_shard_group")
 
 
 def replay_dataframe(spark, df, *, impl=None, num_shards: int = NUM_SHARDS):
