@@ -49,11 +49,12 @@ import pyarrow as pa
 
 from .replay import NUM_SHARDS, TABLES, ShardReplay, canonical
 
-_SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string"}
+_SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string",
+                pa.binary(): "binary"}
 
 
 def spark_ddl(schema: pa.Schema) -> str:
-    """The Spark DDL of an Arrow schema of int32, int64 and string columns."""
+    """The Spark DDL of an Arrow schema of int32, int64, string and binary columns."""
     return ", ".join(f"{f.name} {_SPARK_TYPES[f.type]}" for f in schema)
 
 
@@ -66,14 +67,13 @@ RUNTIME_SCHEMA = pa.schema([("shard", pa.int32()), ("fastcoord", pa.string()),
                             ("host", pa.string())])
 
 # The results leave the workers as Arrow IPC streams (LZ4-compressed), one row per
-# (shard, table, chunk of at most RESULT_ROWS_PER_BLOB rows): the replay stage hands the
+# (table, chunk of at most RESULT_ROWS_PER_BLOB rows): the replay stage hands the
 # JVM a few thousand binary values instead of 10M wide rows, whose conversion (a null
 # check per cell of every other table's columns) and in-memory cache cost about as much
 # as the Parquet write. Each table is decoded back to rows by its own mapInArrow right
 # before it is written, with only its own columns.
-BLOB_SCHEMA = pa.schema([("shard", pa.int32()), ("table", pa.string()),
-                         ("rows", pa.int64()), ("ipc", pa.binary())])
-BLOB_DDL = "shard int, table string, rows bigint, ipc binary"
+BLOB_SCHEMA = pa.schema([("table", pa.string()), ("ipc", pa.binary())])
+BLOB_DDL = spark_ddl(BLOB_SCHEMA)
 RESULT_ROWS_PER_BLOB = 100_000      # a blob of a few MB at most
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
 
@@ -164,8 +164,8 @@ def package_archive(cache_dir: Optional[str] = None) -> str:
 
 # Spark measures the Arrow batch it is filling for a Python worker after every row
 # (ArrowWriter.sizeInBytes over the whole struct of columns) unless this byte limit is
-# Int.MaxValue, which turns the check off: it was a quarter of the JVM's CPU time in the
-# replay stage (JFR on the 10M-event benchmark). Batches stay bounded by
+# Int.MaxValue, which turns the check off: 718 of 2,060 JFR samples of the JVM in the
+# replay stage on the 10M-event benchmark were in it. Batches stay bounded by
 # spark.sql.execution.arrow.maxRecordsPerBatch (10,000 rows of a trace: a few hundred
 # KiB), far below Arrow's 2 GiB limit that the byte limit guards against.
 ARROW_MAX_BYTES_PER_BATCH = str(2**31 - 1)
@@ -267,22 +267,27 @@ def shard_udf(num_shards: int):
     return shard
 
 
-def _ipc(table: pa.Table) -> bytes:
+def table_to_ipc(table: pa.Table) -> bytes:
+    """`table` as one Arrow IPC stream (LZ4): how results travel from a Python worker
+    as a Spark binary value, with their exact types (the replay's and what-if's)."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
 
 
-def _blobs(shard: int, name: str, table: pa.Table) -> pa.RecordBatch:
+def table_from_ipc(blob) -> pa.Table:
+    """table_to_ipc's table back, from its bytes (or bytearray, as collect() gives)."""
+    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+
+
+def _blobs(name: str, table: pa.Table) -> pa.RecordBatch:
     """`table` as blob rows: at least one (an empty table still says its schema)."""
-    n = table.num_rows
-    chunks = [table.slice(i, RESULT_ROWS_PER_BLOB) for i in range(0, n, RESULT_ROWS_PER_BLOB)]
-    chunks = chunks or [table]
+    chunks = [table.slice(i, RESULT_ROWS_PER_BLOB)
+              for i in range(0, table.num_rows, RESULT_ROWS_PER_BLOB)] or [table]
     return pa.RecordBatch.from_arrays(
-        [pa.array([shard] * len(chunks), pa.int32()), pa.array([name] * len(chunks)),
-         pa.array([c.num_rows for c in chunks], pa.int64()),
-         pa.array([_ipc(c) for c in chunks], pa.binary())], schema=BLOB_SCHEMA)
+        [pa.array([name] * len(chunks)), pa.array([table_to_ipc(c) for c in chunks])],
+        schema=BLOB_SCHEMA)
 
 
 def _runtime_row(shard: int, impl: str) -> pa.Table:
@@ -304,8 +309,8 @@ def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards):
     out = replay.run(table, end_ms)
     used = replay.coord.impl if replay.coord is not None else "none"
     for name, t in out.items():
-        yield _blobs(shard, name, t)
-    yield _blobs(shard, RUNTIME_TABLE, _runtime_row(shard, used))
+        yield _blobs(name, t)
+    yield _blobs(RUNTIME_TABLE, _runtime_row(shard, used))
 
 
 def _run_partition_fn(impl, end_ms, num_shards):
@@ -368,7 +373,7 @@ def _decode_fn():
     def run(batches):
         for batch in batches:
             for blob in batch.column("ipc").to_pylist():
-                yield from pa.ipc.open_stream(blob).read_all().to_batches()
+                yield from table_from_ipc(blob).to_batches()
     return run
 
 
@@ -379,9 +384,9 @@ def decoded_dataframe(blobs, name: str, schema: pa.Schema):
 
 def decoded_table(blobs, name: str, schema: pa.Schema) -> pa.Table:
     """The rows of table `name` from the result blobs, collected into the driver."""
-    parts = [pa.ipc.open_stream(pa.py_buffer(row["ipc"])).read_all()
+    parts = [table_from_ipc(row["ipc"])
              for row in blobs.filter(blobs.table == name).select("ipc").collect()]
-    return pa.concat_tables(parts).cast(schema) if parts else schema.empty_table()
+    return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
 def replay_spark(spark, trace_path: str, out_dir: Optional[str] = None, *, impl=None,

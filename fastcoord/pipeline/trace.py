@@ -164,10 +164,7 @@ def _count_out_of_order(t: pa.Table) -> int:
         return 0
     groups = pc.dictionary_encode(t.column("group_id").combine_chunks()).indices
     groups = groups.to_numpy(zero_copy_only=False).astype(np.int64)
-    seqs = t.column("seq").to_numpy()
-    in_seq_order = bool(np.all(seqs[1:] > seqs[:-1]))
-    order = (np.argsort(groups, kind="stable") if in_seq_order
-             else np.lexsort((seqs, groups)))
+    order = np.lexsort((t.column("seq").to_numpy(), groups))
     times = t.column("time_ms").to_numpy()[order]
     low = int(times.min())
     span = int(times.max()) - low + 1

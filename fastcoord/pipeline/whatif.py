@@ -887,6 +887,7 @@ def _task_fn(configs: Sequence[WhatIfConfig], end_ms: int, impl, num_shards: int
     """The task of one (configuration, shard): Arrow tables in and out (applyInArrow:
     the trace rows, repeated once per configuration, are never converted to pandas)."""
     def run(table: pa.Table) -> pa.Table:
+        from .spark import table_to_ipc
         config_id = table.column("config")[0].as_py()
         shard = table.column("shard")[0].as_py()
         out = simulate_shard(table.drop_columns(["config", "shard"]), configs[config_id],
@@ -896,11 +897,7 @@ def _task_fn(configs: Sequence[WhatIfConfig], end_ms: int, impl, num_shards: int
         cols = {"config": pa.array([config_id], pa.int32()),
                 "shard": pa.array([shard], pa.int32())}
         for name in ("rebalances", "removals", "groups"):
-            t = out[name]
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, t.schema) as w:
-                w.write_table(t)
-            cols[name] = pa.array([sink.getvalue().to_pybytes()], pa.binary())
+            cols[name] = pa.array([table_to_ipc(out[name])], pa.binary())
         return pa.table(cols)
     return run
 
@@ -914,7 +911,7 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
     summarized on the driver (the same tables as `whatif_local`)."""
     from pyspark.sql import functions as F
 
-    from .spark import default_parallelism, with_shards
+    from .spark import default_parallelism, table_from_ipc, with_shards
 
     df = spark.read.parquet(trace_path)
     df = df.select(*[c for c in COLUMNS if c in df.columns])
@@ -935,7 +932,7 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
     parts: Dict[str, List[pa.Table]] = defaultdict(list)
     for row in result:
         for name in TABLES:
-            parts[name].append(pa.ipc.open_stream(row[name]).read_all())
+            parts[name].append(table_from_ipc(row[name]))
     return _finish(parts, configs, int(lo), int(hi))
 
 
