@@ -1,5 +1,6 @@
-"""HeartbeatRun (the trace replay's runs of heartbeats), both twins, one body; and the
-replay with runs equal to the replay that plays every heartbeat by its general path."""
+"""HeartbeatRun (the trace replay's runs of heartbeats) and CheckHeap (its pending
+checks), both twins, one body; and the replay with runs equal to the replay that plays
+every heartbeat by its general path."""
 import array
 
 import pytest
@@ -39,13 +40,23 @@ class Trace:
         self.answered = array.array("q", [-1]) * n
         self.handles = array.array("q", handles)
         self.generations = array.array("i", generations)
-        self.check_at = array.array("q", [1 if armed else -1]) * k
+        self.sessions = array.array("q", [10_000]) * k
+        self.replaced = array.array("B", [0]) * k
+        # armed: as if each member had a check pending (its time far off, not in checks)
+        self.check_at = array.array("q", [NEVER if armed else -1]) * k
         self.last_touch = array.array("q", [-1]) * k
         self.group_events = array.array("q", [0])
+        self.group_check_at = array.array("q", [-1])
+        self.checks = _compat.module(impl, "tracerun").CheckHeap()
         self.kinds = array.array("B", kinds)
         self.times = array.array("q", times)
         self.members = array.array("i", members)
         self.impl = impl
+
+    def shared(self):
+        """The keyword arguments for the replay's checks and their arrays."""
+        return {"checks": self.checks, "sessions": self.sessions, "replaced": self.replaced,
+                "group_check_at": self.group_check_at}
 
     def run_on(self, coord, offsets=None, instances=None):
         commits = {} if offsets is None else {
@@ -54,7 +65,7 @@ class Trace:
         return _compat.module(self.impl, "tracerun").HeartbeatRun(
             coord, self.kinds, self.times, self.members, array.array("i", [0]) * len(self.kinds),
             self.errors, self.answered, self.handles, self.generations, self.check_at,
-            self.last_touch, self.group_events, **commits)
+            self.last_touch, self.group_events, **self.shared(), **commits)
 
 
 @pytest.fixture
@@ -71,18 +82,17 @@ def test_a_run_plays_heartbeats_at_their_times(impl, coord):
     tr = Trace(impl, [HB, HB, HB, OTHER, HB], [t0 + 10, t0 + 20, t0 + 20, t0 + 30, t0 + 40],
                [0, 1, 0, 0, 0], [h, -1], [gen, gen])
     runs = tr.run_on(coord)
-    assert runs.run(0, NEVER) == 3                   # stops at the other event
+    assert runs.run(0) == 3                   # stops at the other event
     assert list(tr.errors[:3]) == [0, int(Errors.UNKNOWN_MEMBER_ID), 0]
     assert list(tr.answered[:3]) == [t0 + 10, t0 + 20, t0 + 20]
     assert tr.errors[3] == -1 and tr.answered[3] == -1
     assert coord.clock.now_ms() == t0 + 20 and runs.now == t0 + 20
     assert list(tr.last_touch) == [t0 + 20, -1]      # the unknown member was not touched
     assert tr.group_events[0] == 3
-    assert runs.arm == -1
     # the coordinator saw the heartbeat at t0 + 20: the session runs from there
     coord.advance_time(10_000 - 1)
     assert coord.heartbeat("g", mid, gen) == Errors.NONE
-    assert runs.run(3, NEVER) == 3                   # not a heartbeat: nothing played
+    assert runs.run(3) == 3                   # not a heartbeat: nothing played
 
 
 def test_a_run_stops_at_stop(impl, coord):
@@ -91,54 +101,148 @@ def test_a_run_stops_at_stop(impl, coord):
     t0 = coord.clock.now_ms()
     tr = Trace(impl, [HB, HB, HB], [t0 + 1, t0 + 2, t0 + 3], [0, 0, 0], [h], [gen])
     runs = tr.run_on(coord)
-    assert runs.run(0, NEVER, 1) == 1 and list(tr.errors) == [0, -1, -1]
-    assert runs.run(1, NEVER, 9) == 3 and list(tr.errors) == [0, 0, 0]
+    assert runs.run(0, 1) == 1 and list(tr.errors) == [0, -1, -1]
+    assert runs.run(1, 9) == 3 and list(tr.errors) == [0, 0, 0]
     with pytest.raises(ValueError, match="i must be"):
-        runs.run(-1, NEVER)
+        runs.run(-1)
 
 
-def test_a_run_stops_before_a_due_check_and_a_look_up(impl, coord):
+def test_a_run_stops_at_a_look_up(impl, coord):
     mid, gen = _stable_member(coord, coord.clock)
     h = coord.member_handle("g", mid)
     t0 = coord.clock.now_ms()
-    tr = Trace(impl, [HB] * 4, [t0 + 1, t0 + 2, t0 + 3, t0 + 4], [0, 0, 1, 0], [h, -2],
-               [gen, gen])
+    tr = Trace(impl, [HB] * 3, [t0 + 1, t0 + 2, t0 + 3], [0, 1, 0], [h, -2], [gen, gen])
     runs = tr.run_on(coord)
-    assert runs.run(0, t0 + 2) == 1                  # the check at t0 + 2 comes first
-    assert runs.run(1, NEVER) == 2                   # member 1's handle: to look up
-    assert coord.clock.now_ms() == t0 + 2
+    assert runs.run(0) == 1                         # member 1's handle: to look up
+    assert coord.clock.now_ms() == t0 + 2           # (its time was set)
     tr.handles[1] = h
-    assert runs.run(2, NEVER) == 4
-    assert list(tr.errors) == [0, 0, 0, 0]
+    assert runs.run(1) == 3
+    assert list(tr.errors) == [0, 0, 0]
 
 
-def test_a_run_stops_after_a_member_to_arm(impl, coord):
+def test_a_run_settles_the_checks_it_can(impl, coord):
+    """Due by an event's time: a member's check with contact since moves to the new
+    deadline, one of a member without a handle or replaced is dropped, a group's check
+    that a later one superseded is dropped; all before the event is played."""
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [HB, HB], [t0 + 1, t0 + 50], [0, 0], [h, -1, h], [gen] * 3)
+    tr.last_touch[0] = t0 - 10_000 + 30              # contact since its check was armed
+    tr.last_touch[1] = tr.last_touch[2] = t0 - 10_000
+    tr.replaced[2] = 1
+    for m in range(3):
+        tr.check_at[m] = t0 - 1
+        tr.checks.push(t0 - 1, m)
+    tr.group_check_at[0] = t0 + 100                   # the group's current check...
+    tr.checks.push(t0 + 40, ~0)                       # ... superseded this one
+    tr.checks.push(t0 + 100, ~0)
+    runs = tr.run_on(coord)
+    assert runs.run(0, 1) == 1 and list(tr.errors) == [0, -1]
+    assert list(tr.check_at) == [t0 + 30, -1, -1]     # moved; dropped; dropped
+    assert len(tr.checks) == 3 and tr.checks.next_due() == t0 + 30
+    # due by t0 + 50: the member's contact at t0 + 1 moves it once more; the superseded
+    # group check goes
+    assert runs.run(1) == 2 and list(tr.errors) == [0, 0]
+    assert list(tr.check_at) == [t0 + 1 + 10_000, -1, -1]
+    assert len(tr.checks) == 2
+    assert tr.checks.pop() == (t0 + 100, ~0)
+    assert tr.checks.pop() == (t0 + 1 + 10_000, 0) and tr.check_at[0] == t0 + 1 + 10_000
+
+
+def test_a_run_stops_at_a_check_the_replay_takes(impl, coord):
+    """A member's session that may have run out, and a group's current check, are the
+    replay's: the run stops before the event they are due by, and leaves them."""
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [HB, HB], [t0 + 1, t0 + 2], [0, 0], [h], [gen])
+    tr.last_touch[0] = t0 - 10_000
+    tr.check_at[0] = t0
+    tr.checks.push(t0, 0)                            # no contact for 10 s at t0
+    runs = tr.run_on(coord)
+    assert runs.run(0) == 0 and tr.errors[0] == -1 and len(tr.checks) == 1
+    assert tr.checks.pop() == (t0, 0) and tr.check_at[0] == t0
+    tr.group_check_at[0] = t0 + 2
+    tr.checks.push(t0 + 2, ~0)
+    assert runs.run(0) == 1                          # the group's check is due by t0 + 2
+    assert tr.checks.next_due() == t0 + 2 and list(tr.errors) == [0, -1]
+
+
+def test_a_run_arms_a_check_after_a_first_contact(impl, coord):
     mid, gen = _stable_member(coord, coord.clock)
     h = coord.member_handle("g", mid)
     t0 = coord.clock.now_ms()
     tr = Trace(impl, [HB, HB], [t0 + 1, t0 + 2], [0, 0], [h], [gen], armed=False)
+    tr.sessions[0] = 7_000
     runs = tr.run_on(coord)
-    assert runs.run(0, NEVER) == 1 and runs.arm == 0
-    tr.check_at[0] = t0 + 1 + 10_000
-    assert runs.run(1, NEVER) == 2 and runs.arm == -1
-    # an error does not ask for a check: a wrong generation
+    assert runs.run(0) == 2
+    assert tr.check_at[0] == t0 + 1 + 7_000          # armed once, at the first contact
+    assert len(tr.checks) == 1 and tr.checks.pop() == (t0 + 1 + 7_000, 0)
+    # an error does not arm a check: a wrong generation
     tr2 = Trace(impl, [HB], [t0 + 3], [0], [h], [gen + 7], armed=False)
-    runs2 = tr2.run_on(coord)
-    assert runs2.run(0, NEVER) == 1 and runs2.arm == -1
+    assert tr2.run_on(coord).run(0) == 1 and not len(tr2.checks)
     assert tr2.errors[0] == int(Errors.ILLEGAL_GENERATION) and tr2.last_touch[0] == -1
+    assert tr2.check_at[0] == -1
 
 
-def test_a_run_stops_where_the_timer_must_move(impl, coord):
+def test_a_run_moves_the_timer_where_it_must(impl, coord):
+    """Where the timer has something due before a heartbeat, the run moves time with
+    advance_time, as the general path does: what fires, fires at its own deadline, and
+    its callbacks run, before the heartbeat."""
     mid, gen = _stable_member(coord, coord.clock)
     h = coord.member_handle("g", mid)
     t0 = coord.clock.now_ms()
-    due = coord._logic.timer.next_deadline_ms()      # the member's session deadline
-    assert due is not None and due > t0
-    tr = Trace(impl, [HB, HB], [t0 + 1, due + 5], [0, 0], [h], [gen])
+    answered = []
+    coord.join_group("other", "", "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     require_known_member_id=False,
+                     callback=lambda r: answered.append((coord.clock.now_ms(), r.error)))
+    delay = coord.config.group_initial_rebalance_delay_ms
+    assert not answered and not coord.set_time_if_idle(t0 + delay + 5)
+    tr = Trace(impl, [HB, HB], [t0 + 1, t0 + delay + 5], [0, 0], [h], [gen])
     runs = tr.run_on(coord)
-    assert runs.run(0, NEVER) == 1                   # the timer has something due first
-    assert coord.clock.now_ms() == t0 + 1
-    assert not coord.set_time_if_idle(due + 5)       # the coordinator agrees
+    assert runs.run(0) == 2 and list(tr.errors) == [0, 0]
+    assert answered == [(t0 + delay, Errors.NONE)]   # the join round, at its own time
+    assert coord.clock.now_ms() == t0 + delay + 5 and runs.now == t0 + delay + 5
+    # and the member's session runs from its last heartbeat
+    coord.advance_time(10_000 - 1)
+    assert coord.heartbeat("g", mid, gen) == Errors.NONE
+
+
+def test_check_heap_order_and_errors(impl):
+    mod = _compat.module(impl, "tracerun")
+    heap = mod.CheckHeap()
+    assert heap.next_due() == mod.NEVER == NEVER and len(heap) == 0
+    with pytest.raises(IndexError):
+        heap.pop()
+    with pytest.raises(TypeError, match="deadline"):
+        heap.push("5", 1)
+    with pytest.raises(TypeError, match="code"):
+        heap.push(5, 1.0)
+    for d, code in ((5, 1), (3, 2), (5, ~0), (3, 3), (9, 0)):
+        heap.push(d, code)
+    assert heap.next_due() == 3 and len(heap) == 5
+    assert [heap.pop() for _ in range(5)] == [(3, 2), (3, 3), (5, 1), (5, ~0), (9, 0)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.one_of(st.tuples(st.integers(0, 20), st.integers(-5, 5)),
+                              st.none()), max_size=80))
+def test_check_heap_is_a_stable_priority_queue(impl, ops):
+    """Against its definition: the earliest deadline first, ties in push order."""
+    heap = _compat.module(impl, "tracerun").CheckHeap()
+    model = []
+    for pushed, op in enumerate(ops):
+        if op is None:
+            if model:
+                model.sort()
+                d, _, code = model.pop(0)
+                assert heap.pop() == (d, code)
+        else:
+            heap.push(*op)
+            model.append((op[0], pushed, op[1]))
+        assert len(heap) == len(model)
+        assert heap.next_due() == (min(model)[0] if model else NEVER)
 
 
 def _offset(coord, group="g"):
@@ -155,7 +259,7 @@ def test_a_run_plays_commits_the_coordinator_accepts(impl, coord):
     tr = Trace(impl, [HB, COMMIT, HB, COMMIT], [t0 + 10, t0 + 20, t0 + 30, t0 + 40],
                [0, 0, 0, 0], [h], [gen])
     runs = tr.run_on(coord, offsets=[0, 17, 0, 18])
-    assert runs.run(0, NEVER) == 4
+    assert runs.run(0) == 4
     assert list(tr.errors) == [0, 0, 0, 0]
     assert list(tr.answered) == [t0 + 10, t0 + 20, t0 + 30, t0 + 40]
     assert list(tr.last_touch) == [t0 + 40] and tr.group_events[0] == 4
@@ -165,7 +269,7 @@ def test_a_run_plays_commits_the_coordinator_accepts(impl, coord):
     assert coord.heartbeat("g", mid, gen) == Errors.NONE
     # without offsets, instances and partition a run stops at a commit
     tr2 = Trace(impl, [COMMIT], [coord.clock.now_ms()], [0], [h], [gen])
-    assert tr2.run_on(coord).run(0, NEVER) == 0 and tr2.errors[0] == -1
+    assert tr2.run_on(coord).run(0) == 0 and tr2.errors[0] == -1
 
 
 def test_a_run_leaves_other_commits_to_commit_offsets(impl, coord):
@@ -179,7 +283,7 @@ def test_a_run_leaves_other_commits_to_commit_offsets(impl, coord):
     cases = [([h], [gen + 1], None), ([-1], [gen], None), ([h], [gen], ["someone"])]
     for handles, gens, instances in cases:
         tr = Trace(impl, [COMMIT, HB], [t0, t0 + 1], [0, 0], handles, gens)
-        assert tr.run_on(coord, offsets=[5, 0], instances=instances).run(0, NEVER) == 0
+        assert tr.run_on(coord, offsets=[5, 0], instances=instances).run(0) == 0
         assert list(tr.errors) == [-1, -1] and list(tr.last_touch) == [-1]
     assert _offset(coord) is None
     assert coord._logic.table.deadline(h & 0xFFFFFFFF) == deadline
@@ -196,7 +300,7 @@ def test_a_run_leaves_other_commits_to_commit_offsets(impl, coord):
     gen2 = got["old"].generation_id
     t1 = coord.clock.now_ms()
     tr = Trace(impl, [COMMIT], [t1], [0], [h], [gen2])
-    assert tr.run_on(coord, offsets=[5]).run(0, NEVER) == 0 and tr.errors[0] == -1
+    assert tr.run_on(coord, offsets=[5]).run(0) == 0 and tr.errors[0] == -1
     res = coord.commit_offsets("g", mid, gen2, {PART: 5})
     assert res == {PART: Errors.REBALANCE_IN_PROGRESS}     # what the general path answers
 
@@ -210,7 +314,7 @@ def test_a_commit_the_store_fails_answers_its_error(impl, coord):
     store.fail_with = Errors.COORDINATOR_NOT_AVAILABLE
     t0 = coord.clock.now_ms()
     tr = Trace(impl, [COMMIT], [t0 + 5], [0], [h], [gen])
-    assert tr.run_on(coord, offsets=[9]).run(0, NEVER) == 1
+    assert tr.run_on(coord, offsets=[9]).run(0) == 1
     assert list(tr.errors) == [int(Errors.COORDINATOR_NOT_AVAILABLE)]
     assert list(tr.last_touch) == [-1]
     assert coord._logic.table.deadline(h & 0xFFFFFFFF) == t0 + 5 + 10_000
@@ -232,7 +336,7 @@ def test_a_static_members_commit_plays_with_its_instance_id(impl, coord):
     t0 = coord.clock.now_ms()
     tr = Trace(impl, [COMMIT, COMMIT], [t0 + 1, t0 + 2], [0, 0], [h], [gen])
     runs = tr.run_on(coord, offsets=[3, 4], instances=["i-1"])
-    assert runs.run(0, NEVER) == 2 and list(tr.errors) == [0, 0]
+    assert runs.run(0) == 2 and list(tr.errors) == [0, 0]
     assert _offset(coord) == (4, t0 + 2)
 
 
@@ -264,27 +368,30 @@ def test_bad_commit_arguments(impl, coord):
             tr.answered, tr.handles, tr.generations, tr.check_at, tr.last_touch,
             tr.group_events)
     offsets = array.array("q", [1])
+    shared = tr.shared()
     with pytest.raises(ValueError, match="go together"):
-        mod.HeartbeatRun(*base, offsets=offsets)
+        mod.HeartbeatRun(*base, **shared, offsets=offsets)
     with pytest.raises(ValueError, match="offsets has"):
-        mod.HeartbeatRun(*base, offsets=array.array("q", [1, 2]), instances=[None],
+        mod.HeartbeatRun(*base, **shared, offsets=array.array("q", [1, 2]), instances=[None],
                          partition=PART)
     with pytest.raises(ValueError, match="instances has"):
-        mod.HeartbeatRun(*base, offsets=offsets, instances=[None, None], partition=PART)
+        mod.HeartbeatRun(*base, **shared, offsets=offsets, instances=[None, None],
+                         partition=PART)
     with pytest.raises(TypeError, match="partition"):
-        mod.HeartbeatRun(*base, offsets=offsets, instances=[None], partition="trace")
+        mod.HeartbeatRun(*base, **shared, offsets=offsets, instances=[None],
+                         partition="trace")
     from fastcoord.store import DeferredStore
     deferred = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl,
                                 store=DeferredStore())
     with pytest.raises(TypeError, match="InMemoryStore"):
-        mod.HeartbeatRun(deferred, *base[1:], offsets=offsets, instances=[None],
+        mod.HeartbeatRun(deferred, *base[1:], **shared, offsets=offsets, instances=[None],
                          partition=PART)
 
 
 def test_the_twins_share_their_codes(impl):
     from fastcoord._pure import tracerun as pure
     mod = _compat.module(impl, "tracerun")
-    for name in ("HEARTBEAT", "COMMIT", "NO_HANDLE", "LOOK_UP", "NOT_ARMED"):
+    for name in ("HEARTBEAT", "COMMIT", "NO_HANDLE", "LOOK_UP", "NOT_ARMED", "NEVER"):
         assert getattr(mod, name) == getattr(pure, name), name
 
 
@@ -295,10 +402,36 @@ def test_bad_arguments(impl):
     with pytest.raises(TypeError, match="ManualClock"):
         tr.run_on(sys_coord)
     coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl)
+    groups = array.array("i", [0])
+
+    def make(**change):
+        args = dict(kinds=tr.kinds, times=tr.times, members=tr.members, groups=groups,
+                    errors=tr.errors, answered=tr.answered, handles=tr.handles,
+                    generations=tr.generations, check_at=tr.check_at,
+                    last_touch=tr.last_touch, group_events=tr.group_events, **tr.shared())
+        args.update(change)
+        positional = [args.pop(k) for k in ("kinds", "times", "members", "groups", "errors",
+                                            "answered", "handles", "generations", "check_at",
+                                            "last_touch", "group_events")]
+        return mod.HeartbeatRun(coord, *positional, **args)
+
+    make()                                                      # the arguments are good
     with pytest.raises(ValueError, match="times"):
-        mod.HeartbeatRun(coord, tr.kinds, array.array("q", [1, 2]), tr.members,
-                         array.array("i", [0]), tr.errors, tr.answered, tr.handles,
-                         tr.generations, tr.check_at, tr.last_touch, tr.group_events)
+        make(times=array.array("q", [1, 2]))
+    with pytest.raises(ValueError, match="sessions has"):
+        make(sessions=array.array("q", [1, 2]))
+    with pytest.raises(ValueError, match="group_check_at has"):
+        make(group_check_at=array.array("q"))
+    with pytest.raises(ValueError, match="members must index"):
+        make(members=array.array("i", [1]))                    # one member: 0 only
+    with pytest.raises(ValueError, match="groups must index"):
+        make(groups=array.array("i", [-1]))
+    if _compat.NATIVE_AVAILABLE:                               # the other twin's heap
+        other = "pure" if _compat.resolve(impl) == "native" else "native"
+        with pytest.raises(TypeError, match="CheckHeap"):
+            make(checks=_compat.module(other, "tracerun").CheckHeap())
+    with pytest.raises(TypeError, match="CheckHeap"):
+        make(checks=[])
 
 
 def _replay(trace, impl, runs):

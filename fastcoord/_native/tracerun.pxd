@@ -4,8 +4,31 @@ from fastcoord._native.members cimport MemberTable
 from fastcoord._native.wheel cimport Timer
 
 
+ctypedef struct check_entry:
+    int64_t deadline
+    int64_t seq            # push order: ties go first in, first out
+    int64_t code           # a member's index (>= 0), or ~ a group's index
+
+
+cdef class CheckHeap:
+    cdef check_entry* items
+    cdef Py_ssize_t n
+    cdef Py_ssize_t cap
+    cdef int64_t seq
+
+    cdef int c_push(self, int64_t deadline, int64_t code) except -1
+    cdef void c_pop(self) noexcept
+
+    cdef inline int64_t c_next_due(self) noexcept:
+        return self.items[0].deadline if self.n else 0x7FFFFFFFFFFFFFFF
+
+    cdef inline int64_t c_next_code(self) noexcept:
+        return self.items[0].code       # (n > 0)
+
+
 cdef class HeartbeatRun:
     cdef object clock               # the coordinator's ManualClock (its time is set here)
+    cdef object advance_time        # the coordinator's: where the timer must move
     cdef MemberTable table
     cdef Timer timer
     cdef int64_t min_delay          # group_min_session_timeout_ms: what idle_through needs
@@ -20,14 +43,20 @@ cdef class HeartbeatRun:
     # per member
     cdef const int64_t[::1] handles
     cdef const int32_t[::1] generations
-    cdef const int64_t[::1] check_at
+    cdef const int64_t[::1] sessions
+    cdef const uint8_t[::1] replaced
+    cdef int64_t[::1] check_at
     cdef int64_t[::1] last_touch
     # per group
     cdef int64_t[::1] group_events
+    cdef const int64_t[::1] group_check_at
+    # the replay's pending checks
+    cdef CheckHeap checks
     # commits (commits: given)
     cdef bint commits
     cdef const int64_t[::1] offsets
     cdef list instances
     cdef object partition
     cdef object commit_accepted     # the group logic's store step
-    cdef public Py_ssize_t arm
+
+    cdef bint _settle_checks(self, int64_t t) except -1

@@ -1,8 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""A trace replay's runs of heartbeats and commits, in C (twin and documentation:
-fastcoord/_pure/tracerun.py). Per heartbeat: no Python object and no Python call but
-the clock's new time. Per commit: the member table's checks in C, then the group
-logic's store step (GroupLogic.commit_accepted) in Python."""
+"""A trace replay's runs of heartbeats and commits, and its pending checks, in C (twin
+and documentation: fastcoord/_pure/tracerun.py). Per heartbeat: no Python object and
+no Python call but the clock's new time. Per commit: the member table's checks in C,
+then the group logic's store step (GroupLogic.commit_accepted) in Python. A session
+check that only moves to the member's new deadline, or is dropped, is settled here."""
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from fastcoord._native.members cimport MemberTable
@@ -19,15 +21,94 @@ cdef enum:
     C_NOT_ARMED = -1
     C_NONE = 0
 
+cdef int64_t C_NEVER = 0x7FFFFFFFFFFFFFFF
+
 # The pure twin's values (tests/test_tracerun.py checks they agree)
 HEARTBEAT = C_HEARTBEAT
 COMMIT = C_COMMIT
 NO_HANDLE = C_NO_HANDLE
 LOOK_UP = C_LOOK_UP
 NOT_ARMED = C_NOT_ARMED
+NEVER = C_NEVER
 
 cdef int C_UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 cdef int C_REBALANCING = int(Errors.REBALANCE_IN_PROGRESS)
+
+
+cdef inline bint _before(check_entry* a, check_entry* b) noexcept:
+    return a.deadline < b.deadline or (a.deadline == b.deadline and a.seq < b.seq)
+
+
+cdef class CheckHeap:
+    """The replay's pending checks, earliest deadline first, ties in push order (see
+    fastcoord/_pure/tracerun.py): a binary heap in one C array."""
+
+    def __dealloc__(self):
+        PyMem_Free(self.items)
+
+    def __len__(self):
+        return self.n
+
+    def push(self, deadline, code):
+        """Add a check at `deadline` for `code` (a member's index, or ~ a group's)."""
+        if type(deadline) is not int or type(code) is not int:
+            raise TypeError("deadline and code must be ints")
+        self.c_push(deadline, code)
+
+    def next_due(self):
+        """The earliest deadline, or NEVER when there is no check."""
+        return self.c_next_due()
+
+    def pop(self):
+        """(deadline, code) of the earliest check, removed."""
+        if not self.n:
+            raise IndexError("pop from an empty CheckHeap")
+        cdef int64_t deadline = self.items[0].deadline, code = self.items[0].code
+        self.c_pop()
+        return deadline, code
+
+    cdef int c_push(self, int64_t deadline, int64_t code) except -1:
+        cdef Py_ssize_t i, parent
+        cdef check_entry* grown
+        cdef check_entry e
+        if self.n == self.cap:
+            grown = <check_entry*>PyMem_Realloc(self.items,
+                                                 (self.cap * 2 + 64) * sizeof(check_entry))
+            if grown is NULL:
+                raise MemoryError()
+            self.items = grown
+            self.cap = self.cap * 2 + 64
+        self.seq += 1
+        e.deadline, e.seq, e.code = deadline, self.seq, code
+        i = self.n
+        self.n += 1
+        while i > 0:
+            parent = (i - 1) >> 1
+            if not _before(&e, &self.items[parent]):
+                break
+            self.items[i] = self.items[parent]
+            i = parent
+        self.items[i] = e
+        return 0
+
+    cdef void c_pop(self) noexcept:
+        cdef Py_ssize_t i = 0, child
+        cdef check_entry last
+        self.n -= 1
+        if self.n == 0:
+            return
+        last = self.items[self.n]
+        while True:
+            child = 2 * i + 1
+            if child >= self.n:
+                break
+            if child + 1 < self.n and _before(&self.items[child + 1], &self.items[child]):
+                child += 1
+            if not _before(&self.items[child], &last):
+                break
+            self.items[i] = self.items[child]
+            i = child
+        self.items[i] = last
 
 
 cdef class HeartbeatRun:
@@ -36,10 +117,16 @@ cdef class HeartbeatRun:
 
     def __init__(self, coordinator, kinds, times, members, groups, errors, answered,
                  handles, generations, check_at, last_touch, group_events, *,
+                 checks, sessions, replaced, group_check_at,
                  offsets=None, instances=None, partition=None):
-        self.commits = check_run_args(coordinator, kinds, times, members, groups, errors,
-                                      answered, handles, offsets, instances, partition)
+        self.commits = check_run_args(
+            coordinator, kinds, times, members, groups, errors, answered,
+            handles=handles, generations=generations, sessions=sessions, replaced=replaced,
+            check_at=check_at, last_touch=last_touch, group_events=group_events,
+            group_check_at=group_check_at, checks=checks, heap_type=CheckHeap,
+            offsets=offsets, instances=instances, partition=partition)
         self.clock = coordinator.clock
+        self.advance_time = coordinator.advance_time
         self.table = coordinator._logic.table
         self.timer = coordinator._logic.timer
         self.min_delay = coordinator.config.group_min_session_timeout_ms
@@ -47,21 +134,48 @@ cdef class HeartbeatRun:
         self.members, self.groups = members, groups
         self.errors, self.answered = errors, answered
         self.handles, self.generations = handles, generations
+        self.sessions, self.replaced = sessions, replaced
         self.check_at, self.last_touch = check_at, last_touch
-        self.group_events = group_events
+        self.group_events, self.group_check_at = group_events, group_check_at
+        self.checks = checks
         self.n = self.kinds.shape[0]
         if self.commits:
             self.offsets = offsets
             self.instances = instances
             self.partition = partition
             self.commit_accepted = coordinator._logic.commit_accepted
-        self.arm = -1
 
     @property
     def now(self):
         return self.clock.now_ms()
 
-    def run(self, Py_ssize_t i, int64_t check_due, stop=None):
+    cdef bint _settle_checks(self, int64_t t) except -1:
+        """Settle the checks due by t that need no more than moving or dropping; True
+        if one due by t is the replay's to take (a session that may have run out, a
+        group's check)."""
+        cdef CheckHeap checks = self.checks
+        cdef int64_t d, code, due
+        while checks.c_next_due() <= t:
+            d = checks.c_next_due()
+            code = checks.c_next_code()
+            if code < 0:
+                if self.group_check_at[~code] == d:
+                    return True
+                checks.c_pop()                          # superseded by a later one
+                continue
+            if self.handles[code] == C_NO_HANDLE or self.replaced[code]:
+                checks.c_pop()                          # not a member to watch now
+                self.check_at[code] = C_NOT_ARMED
+                continue
+            due = self.last_touch[code] + self.sessions[code]
+            if due <= d:
+                return True
+            checks.c_pop()                              # contact since: a later check
+            self.check_at[code] = due
+            checks.c_push(due, code)
+        return False
+
+    def run(self, Py_ssize_t i, stop=None):
         """Play the heartbeats (and commits) from event i on (before event `stop`, if
         given); the index of the first one not played."""
         cdef int64_t now = self.clock.now_ms(), t, handle
@@ -71,7 +185,6 @@ cdef class HeartbeatRun:
         cdef Py_ssize_t slot
         cdef bint touched
         cdef Py_ssize_t end = self.n if stop is None or stop > self.n else stop
-        self.arm = -1
         if i < 0:
             raise ValueError(f"i must be >= 0, got {i}")
         while i < end:
@@ -79,17 +192,22 @@ cdef class HeartbeatRun:
             if kind != C_HEARTBEAT and not (kind == C_COMMIT and self.commits):
                 break
             t = self.times[i]
-            if t >= check_due:
+            if self._settle_checks(t):
                 break
+            if t > now:
+                if self.timer.c_idle_through(t, self.min_delay):
+                    self.clock._now = t          # ManualClock.set_ms(t), t > now
+                    now = t
+                else:
+                    # What fires may answer requests (the replay's callbacks run) and arm
+                    # checks: settle again before this event.
+                    self.advance_time(t - now)
+                    now = self.clock.now_ms()
+                    continue
             m = self.members[i]
             handle = self.handles[m]
             if handle == C_LOOK_UP or (kind == C_COMMIT and handle == C_NO_HANDLE):
                 break
-            if t > now:
-                if not self.timer.c_idle_through(t, self.min_delay):
-                    break
-                self.clock._now = t          # ManualClock.set_ms(t), t > now
-                now = t
             if kind == C_COMMIT:
                 slot = self.table.c_commit_handle(handle, self.generations[m],
                                                   <object>self.instances[m], now)
@@ -110,6 +228,6 @@ cdef class HeartbeatRun:
             if touched:
                 self.last_touch[m] = t
                 if self.check_at[m] == C_NOT_ARMED:
-                    self.arm = m
-                    break
+                    self.check_at[m] = t + self.sessions[m]
+                    self.checks.c_push(t + self.sessions[m], m)
         return i

@@ -1,21 +1,36 @@
-"""A trace replay's runs of heartbeats and commits (twin: fastcoord/_native/tracerun.pyx).
+"""A trace replay's runs of heartbeats and commits, and its pending checks (twin:
+fastcoord/_native/tracerun.pyx).
 
 `fastcoord.pipeline.replay` plays one coordinator shard's requests in time order.
 Heartbeats are most of them, and each needs the same few steps: move the clock to its
 time, heartbeat the member by its handle, record the answer, note the member's contact.
-`HeartbeatRun.run(i, check_due)` takes those steps for the heartbeats from event `i`
-on, and stops at the first event that needs the replay's general path:
+`HeartbeatRun.run(i)` takes those steps for the heartbeats from event `i` on, and stops
+at the first event that needs the replay's general path:
 
 - an event that is not a heartbeat (or a commit, below);
-- a heartbeat at or after `check_due`, the replay's earliest pending session or group
-  check (the replay steps time to each check itself);
-- a heartbeat whose time the coordinator cannot simply be set to: a timer falls due
-  before it, or the wheel would have to move (`Timer.idle_through`; the general path
-  uses advance_time there);
+- a heartbeat with a check due by its time that the replay must take itself (below);
 - a member whose handle the replay has yet to look up (`LOOK_UP`).
 
-After an accepted heartbeat of a member with no session check pending (`NOT_ARMED`) it
-stops as well, with the member in `arm`: arming a check is the replay's business.
+Where the coordinator's timer has something due before a heartbeat's time, or its wheel
+would have to move (`Timer.idle_through`), the run moves time with the coordinator's
+`advance_time`, as the general path does; what fires may answer parked requests, whose
+callbacks (the replay's) run there. Otherwise it only sets the clock.
+
+The checks (`CheckHeap`: deadline, then push order) are the replay's: a session check
+for a member (code: its index) at its last accepted contact plus its session timeout,
+and a group's check (code: ~ the group's index) at the end of a rebalance timeout. A run
+settles those due by an event's time that need nothing but bookkeeping, in heap order:
+
+- a member's check when it is not a member to watch (no member id at the coordinator,
+  `NO_HANDLE`, or `replaced` by a newer member with its instance id): dropped;
+- a member's check when the member has had contact since: moved to the new deadline;
+- a group's check that a later one superseded (`group_check_at` is not its deadline):
+  dropped.
+
+It stops at any other due check (a session that may have run out, a group's check),
+which the replay takes: it steps time to the check's deadline and reads the group.
+After an accepted heartbeat of a member without a pending check (`NOT_ARMED`), the run
+arms one.
 
 Commits (`COMMIT`) come between a member's heartbeats; given `offsets`, `instances` and
 `partition`, a run plays them too, when the coordinator accepts them as they are
@@ -27,11 +42,14 @@ general path's `commit_offsets`. Such a stop may leave the clock at the commit's
 The state is the replay's, shared as arrays (array.array, or anything indexable the
 same way; the native twin wants the array.array typecodes below):
 
-    per event:  kinds (B), times (q), members (i), groups (i)   read
-                errors (i), answered (q)                        written
-    per member: handles (q), generations (i), check_at (q)      read
-                last_touch (q)                                  written
-    per group:  group_events (q)                                counted
+    per event:  kinds (B), times (q), members (i), groups (i)       read
+                errors (i), answered (q)                            written
+    per member: handles (q), generations (i), sessions (q),
+                replaced (B)                                        read
+                check_at (q), last_touch (q)                        written
+    per group:  group_check_at (q)                                  read
+                group_events (q)                                    counted
+    checks:     a CheckHeap of this twin                            settled, armed
     commits:    offsets (q, per event), instances (a list, per member: the instance
                 id the member's commits name, or None), partition (what they commit)
 
@@ -40,7 +58,10 @@ clock is set without the coordinator's time lock.
 """
 from __future__ import annotations
 
-from typing import Optional
+import heapq
+from typing import Optional, Tuple
+
+import numpy as np
 
 from ..clock import ManualClock
 from ..errors import Errors
@@ -50,10 +71,44 @@ HEARTBEAT = 0       # kinds[i] of a heartbeat
 COMMIT = 4          # kinds[i] of an offset commit
 NO_HANDLE = -1      # handles[m]: no member id at the coordinator (UNKNOWN_MEMBER_ID)
 LOOK_UP = -2        # handles[m]: a member id, its handle not looked up yet
-NOT_ARMED = -1      # check_at[m]: no session check pending
+NOT_ARMED = -1      # check_at[m], group_check_at[g]: no check pending
+NEVER = 2 ** 63 - 1 # CheckHeap.next_due() with no check
 
 _UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 _REBALANCING = int(Errors.REBALANCE_IN_PROGRESS)
+
+
+class CheckHeap:
+    """The replay's pending checks: (deadline, code), earliest deadline first, checks
+    with the same deadline in the order they were pushed."""
+
+    def __init__(self) -> None:
+        self._heap: list = []
+        self._pushed = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, deadline: int, code: int) -> None:
+        """Add a check at `deadline` for `code` (a member's index, or ~ a group's)."""
+        if type(deadline) is not int or type(code) is not int:
+            raise TypeError("deadline and code must be ints")
+        self._pushed += 1
+        heapq.heappush(self._heap, (deadline, self._pushed, code))
+
+    def next_due(self) -> int:
+        """The earliest deadline, or NEVER when there is no check."""
+        return self._heap[0][0] if self._heap else NEVER
+
+    def pop(self) -> Tuple[int, int]:
+        """(deadline, code) of the earliest check, removed."""
+        if not self._heap:
+            raise IndexError("pop from an empty CheckHeap")
+        deadline, _, code = heapq.heappop(self._heap)
+        return deadline, code
+
+    def _next_code(self) -> int:
+        return self._heap[0][2]
 
 
 class HeartbeatRun:
@@ -61,10 +116,16 @@ class HeartbeatRun:
 
     def __init__(self, coordinator, kinds, times, members, groups, errors, answered,
                  handles, generations, check_at, last_touch, group_events, *,
+                 checks, sessions, replaced, group_check_at,
                  offsets=None, instances=None, partition=None) -> None:
-        self._commits = check_run_args(coordinator, kinds, times, members, groups, errors,
-                                       answered, handles, offsets, instances, partition)
+        self._commits = check_run_args(
+            coordinator, kinds, times, members, groups, errors, answered,
+            handles=handles, generations=generations, sessions=sessions, replaced=replaced,
+            check_at=check_at, last_touch=last_touch, group_events=group_events,
+            group_check_at=group_check_at, checks=checks, heap_type=CheckHeap,
+            offsets=offsets, instances=instances, partition=partition)
         self._clock = coordinator.clock
+        self._advance_time = coordinator.advance_time
         self._table = coordinator._logic.table
         self._timer = coordinator._logic.timer
         self._min_delay = coordinator.config.group_min_session_timeout_ms
@@ -72,24 +133,48 @@ class HeartbeatRun:
         self._members, self._groups = members, groups
         self._errors, self._answered = errors, answered
         self._handles, self._generations = handles, generations
+        self._sessions, self._replaced = sessions, replaced
         self._check_at, self._last_touch = check_at, last_touch
-        self._group_events = group_events
+        self._group_events, self._group_check_at = group_events, group_check_at
+        self._checks = checks
         self._logic = coordinator._logic
         self._offsets, self._instances, self._partition = offsets, instances, partition
-        self.arm = -1           # after run(): the member to arm a check for, or -1
 
     @property
     def now(self) -> int:
         return self._clock.now_ms()
 
-    def run(self, i: int, check_due: int, stop: Optional[int] = None) -> int:
+    def _settle_checks(self, t: int) -> bool:
+        """Settle the checks due by t that need no more than moving or dropping; True if
+        one due by t is the replay's to take (a session that may have run out, a
+        group's check)."""
+        checks = self._checks
+        while checks.next_due() <= t:
+            d, code = checks.next_due(), checks._next_code()
+            if code < 0:
+                if self._group_check_at[~code] == d:
+                    return True
+                checks.pop()                            # superseded by a later one
+                continue
+            if self._handles[code] == NO_HANDLE or self._replaced[code]:
+                checks.pop()                            # not a member to watch now
+                self._check_at[code] = NOT_ARMED
+                continue
+            due = self._last_touch[code] + self._sessions[code]
+            if due <= d:
+                return True
+            checks.pop()                                # contact since: a later check
+            self._check_at[code] = due
+            checks.push(due, code)
+        return False
+
+    def run(self, i: int, stop: Optional[int] = None) -> int:
         """Play the heartbeats (and commits) from event i on (before event `stop`, if
         given); the index of the first one not played."""
         kinds, times, members = self._kinds, self._times, self._members
         clock = self._clock
         now = clock.now_ms()
         end = len(kinds) if stop is None else min(stop, len(kinds))
-        self.arm = -1
         if i < 0:
             raise ValueError(f"i must be >= 0, got {i}")
         while i < end:
@@ -97,17 +182,22 @@ class HeartbeatRun:
             if kind != HEARTBEAT and not (kind == COMMIT and self._commits):
                 break
             t = times[i]
-            if t >= check_due:
+            if self._settle_checks(t):
                 break
+            if t > now:
+                if self._timer.idle_through(t, self._min_delay):
+                    clock.set_ms(t)
+                    now = t
+                else:
+                    # What fires may answer requests (the replay's callbacks run) and
+                    # arm checks: settle again before this event.
+                    self._advance_time(t - now)
+                    now = clock.now_ms()
+                    continue
             m = members[i]
             handle = self._handles[m]
             if handle == LOOK_UP or (kind == COMMIT and handle == NO_HANDLE):
                 break
-            if t > now:
-                if not self._timer.idle_through(t, self._min_delay):
-                    break
-                clock.set_ms(t)
-                now = t
             if kind == COMMIT:
                 slot = self._table.commit_handle(handle, self._generations[m],
                                                  self._instances[m])
@@ -128,24 +218,43 @@ class HeartbeatRun:
             if touched:
                 self._last_touch[m] = t
                 if self._check_at[m] == NOT_ARMED:
-                    self.arm = m
-                    break
+                    self._check_at[m] = t + self._sessions[m]
+                    self._checks.push(t + self._sessions[m], m)
         return i
 
 
-def check_run_args(coordinator, kinds, times, members, groups, errors, answered, handles,
-                   offsets, instances, partition) -> bool:
+def check_run_args(coordinator, kinds, times, members, groups, errors, answered, *,
+                   handles, generations, sessions, replaced, check_at, last_touch,
+                   group_events, group_check_at, checks, heap_type, offsets, instances,
+                   partition) -> bool:
     """HeartbeatRun's arguments (both twins): a coordinator on a ManualClock, the
-    per-event arrays as long as `kinds`, and the commit arguments all three or none
-    (True if given). Commits are played only on a store that answers at once
-    (GroupLogic.commit_accepted)."""
+    per-event arrays as long as `kinds`, the per-member ones as long as `handles`, the
+    per-group ones as long as each other, `checks` a `heap_type` (the twin's CheckHeap),
+    and the commit arguments all three or none (True if given). Commits are played only
+    on a store that answers at once (GroupLogic.commit_accepted)."""
     if type(coordinator.clock) is not ManualClock:
         raise TypeError("HeartbeatRun needs a coordinator on a ManualClock")
+    if type(checks) is not heap_type:
+        raise TypeError(f"checks must be this twin's CheckHeap, got {type(checks).__name__}")
     n = len(kinds)
     for name, arr in (("times", times), ("members", members), ("groups", groups),
                       ("errors", errors), ("answered", answered)):
         if len(arr) != n:
             raise ValueError(f"{name} has {len(arr)} entries, kinds has {n}")
+    for name, arr, of, size in (
+            ("generations", generations, "handles", len(handles)),
+            ("sessions", sessions, "handles", len(handles)),
+            ("replaced", replaced, "handles", len(handles)),
+            ("check_at", check_at, "handles", len(handles)),
+            ("last_touch", last_touch, "handles", len(handles)),
+            ("group_check_at", group_check_at, "group_events", len(group_events))):
+        if len(arr) != size:
+            raise ValueError(f"{name} has {len(arr)} entries, {of} has {size}")
+    for name, arr, size in (("members", members, len(handles)),
+                            ("groups", groups, len(group_events))):
+        # (the native twin indexes without bounds checks)
+        if n and not 0 <= int(np.min(arr)) <= int(np.max(arr)) < size:
+            raise ValueError(f"{name} must index 0..{size - 1}")
     given = [a is not None for a in (offsets, instances, partition)]
     if not any(given):
         return False

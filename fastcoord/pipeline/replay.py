@@ -13,6 +13,10 @@ own time; a commit in a run is one the coordinator accepts as it is (its member 
 checks it, `MemberTable.commit_handle`, and its group logic stores the offset,
 `GroupLogic.commit_accepted`: the steps of `commit_offsets`). The general path below
 plays the rest, one event at a time, the same way (other commits by `commit_offsets`).
+The replay's checks (below) are kept in the twin's `CheckHeap`, which a run shares: it
+moves a member's session check that has had contact since, drops those that no longer
+watch anything, and arms one after a member's first contact, and leaves every other
+check to `advance_to`.
 
 What the coordinator did is read through the public API only: answers and callbacks,
 `group_summary` after every join/sync/leave and each answered callback (`describe_group`
@@ -36,7 +40,6 @@ Tables (see the *_SCHEMA constants):
 from __future__ import annotations
 
 import array
-import heapq
 import itertools
 from collections import defaultdict
 from typing import Callable, Dict, List, Optional, Tuple
@@ -72,7 +75,6 @@ SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms
              "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"]}
 
 _RIP = int(Errors.REBALANCE_IN_PROGRESS)
-_NEVER = 2 ** 63 - 1
 # Event codes (HeartbeatRun's kinds: a heartbeat is its HEARTBEAT)
 _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = HEARTBEAT, 1, 2, 3, COMMIT, 5
 _PARTITION = ("trace", 0)                   # what the trace's commits commit: seq
@@ -110,25 +112,30 @@ class _Arrays:
     def __init__(self, members: int, groups: int) -> None:
         self.handles = array.array("q", [NO_HANDLE]) * members
         self.generations = array.array("i", [-1]) * members
+        self.sessions = array.array("q", [10_000]) * members
+        self.replaced = array.array("B", [0]) * members
         self.last_touch = array.array("q", [-1]) * members
         self.check_at = array.array("q", [NOT_ARMED]) * members
         self.group_events = array.array("q", [0]) * groups
+        self.group_check_at = array.array("q", [NOT_ARMED]) * groups
         self.instances: List[Optional[str]] = [None] * members   # what a commit names
 
 
 class _Member:
-    __slots__ = ("tid", "group", "rid", "joining", "pending_sync", "session",
-                 "leader_members", "leaving", "replaced", "view", "ix", "arrays")
+    __slots__ = ("tid", "group", "rid", "joining", "pending_sync",
+                 "leader_members", "leaving", "view", "ix", "arrays")
     inst = _Column("instances")
     handle = _Column("handles")
     gen = _Column("generations")
+    session = _Column("sessions")
+    replaced = _Column("replaced")
     last_touch = _Column("last_touch")
     check_at = _Column("check_at")
 
     def __init__(self, tid, group, inst, view, ix, arrays):
         self.tid, self.group = tid, group
         self.view = view
-        self.ix, self.arrays = ix, arrays    # inst, handle, gen, last_touch, check_at: arrays'
+        self.ix, self.arrays = ix, arrays    # inst ... check_at: in the arrays
         self.inst = inst
         self.rid = None
         self.joining = False
@@ -141,9 +148,10 @@ class _Member:
 
 class _GroupView:
     __slots__ = ("gid", "state", "members", "generation", "open", "rebalances",
-                 "expirations", "rebalancing_ms", "seen", "rebalance_timeout", "check_at",
+                 "expirations", "rebalancing_ms", "seen", "rebalance_timeout",
                  "epoch", "ix", "arrays")
     events = _Column("group_events")
+    check_at = _Column("group_check_at")     # NOT_ARMED, or the group's check's time
 
     def __init__(self, gid, ix, arrays):
         self.gid = gid
@@ -157,7 +165,6 @@ class _GroupView:
         self.rebalancing_ms = 0
         self.seen = None
         self.rebalance_timeout = 0
-        self.check_at = None
         self.epoch = None           # the coordinator's members_epoch `members` was read at
 
 
@@ -181,8 +188,8 @@ class ShardReplay:
         self.by_rid: Dict[tuple, _Member] = {}
         self.static: Dict[tuple, _Member] = {}
         self.groups: Dict[str, _GroupView] = {}
-        self.checks: list = []
-        self._check_seq = 0
+        self.by_group_ix: List[_GroupView] = []  # the groups by their ix
+        self.checks = None          # the twin's CheckHeap (tracerun), made with the coordinator
         # responses: one slot per trace row in replay order; the other columns of the
         # table are the sorted trace's own (see tables())
         self.errors = array.array("i")
@@ -198,6 +205,7 @@ class ShardReplay:
         self.coord = GroupCoordinator(CoordinatorConfig(num_shards=self.num_shards),
                                       clock=self.clock, impl=self.impl,
                                       member_id_factory=member_ids(self.shard))
+        self.checks = _compat.module(self.coord.impl, "tracerun").CheckHeap()
 
     def _view(self, gid: str) -> _GroupView:
         return self.groups[gid]
@@ -216,6 +224,7 @@ class ShardReplay:
         for g, gid in zip(group_ix[first].tolist(), gids):
             if gid not in self.groups:
                 self.groups[gid] = _GroupView(gid, g, arrays)
+        self.by_group_ix = sorted(self.groups.values(), key=lambda gv: gv.ix)
         for ix, (gid, tid, inst) in enumerate(zip(gids, tids, insts)):
             m = _Member(tid, gid, inst, self.groups[gid], ix, arrays)
             self.members[(gid, tid)] = m
@@ -230,9 +239,8 @@ class ShardReplay:
         arrays, ix = self.arrays, m.ix
         last = arrays.last_touch[ix]
         if arrays.check_at[ix] == NOT_ARMED and last >= 0:
-            d = arrays.check_at[ix] = last + m.session
-            self._check_seq += 1
-            heapq.heappush(self.checks, (d, self._check_seq, m))
+            d = arrays.check_at[ix] = last + arrays.sessions[ix]
+            self.checks.push(d, ix)
 
     def _step(self, t: int) -> None:
         if t > self.now:
@@ -241,14 +249,16 @@ class ShardReplay:
 
     def advance_to(self, t: int) -> None:
         checks = self.checks
-        while checks and checks[0][0] <= t:
-            d, _, m = heapq.heappop(checks)
-            if type(m) is _GroupView:
-                if m.check_at == d:
-                    m.check_at = None       # (a group view's check: a Python attribute)
+        while checks.next_due() <= t:
+            d, code = checks.pop()
+            if code < 0:                    # a group's check (code: ~ its ix)
+                gv = self.by_group_ix[~code]
+                if gv.check_at == d:        # (else a later one superseded it)
+                    gv.check_at = NOT_ARMED
                     self._step(d)
-                    self._observe(m.gid, "timeout")
+                    self._observe(gv.gid, "timeout")
                 continue
+            m = self.by_ix[code]
             arrays = self.arrays
             arrays.check_at[m.ix] = NOT_ARMED
             if m.rid is None or m.replaced:
@@ -302,10 +312,9 @@ class ShardReplay:
     def _arm_group(self, gv: _GroupView, now: int) -> None:
         """A group check one rebalance timeout on: where a join or sync round times out."""
         d = now + max(gv.rebalance_timeout, 1)
-        if gv.check_at is None or gv.check_at < d:
+        if gv.check_at == NOT_ARMED or gv.check_at < d:
             gv.check_at = d
-            self._check_seq += 1
-            heapq.heappush(self.checks, (d, self._check_seq, gv))
+            self.checks.push(d, ~gv.ix)
 
     # -- requests -------------------------------------------------------------------------
     def _touch(self, m: _Member) -> None:
@@ -452,6 +461,8 @@ class ShardReplay:
         runs = _compat.module(coord.impl, "tracerun").HeartbeatRun(
             coord, kinds, times, member_ix, group_ix, errors, answered, arrays.handles,
             arrays.generations, arrays.check_at, arrays.last_touch, arrays.group_events,
+            checks=checks, sessions=arrays.sessions, replaced=arrays.replaced,
+            group_check_at=arrays.group_check_at,
             offsets=seqs, instances=arrays.instances, partition=_PARTITION)
         long_runs = self.heartbeat_runs
         handles, group_events = arrays.handles, arrays.group_events
@@ -460,14 +471,13 @@ class ShardReplay:
             kind = kinds[idx]
             if (kind == _HEARTBEAT or kind == _COMMIT) and long_runs:
                 # A run of heartbeats and commits in one call; it stops where this path
-                # is needed (then the same event comes back here) and after a member to
-                # arm.
+                # is needed (then the same event comes back here).
                 nxt = self._play(runs, idx, None)
                 if nxt > idx:
                     idx = nxt
                     continue
             t = times[idx]
-            if checks and checks[0][0] <= t:
+            if checks.next_due() <= t:
                 self.advance_to(t)
             elif t > self.now:                  # advance_to(t) without a check due
                 # Heartbeats and commits arm only session deadlines: the clock alone
@@ -513,13 +523,10 @@ class ShardReplay:
         return self.tables()
 
     def _play(self, runs, idx: int, stop: Optional[int]) -> int:
-        """runs.run from event idx (to `stop`), then what follows a run: the replay's
-        clock, and a check for the member it stopped after. The next event's index."""
-        checks = self.checks
-        nxt = runs.run(idx, checks[0][0] if checks else _NEVER, stop)
-        self.now = runs.now         # (a run that stops at a commit may have moved the clock)
-        if runs.arm >= 0:
-            self._arm(self.by_ix[runs.arm])
+        """runs.run from event idx (to `stop`), then the replay's clock (a run moves it).
+        The next event's index."""
+        nxt = runs.run(idx, stop)
+        self.now = runs.now
         return nxt
 
     def tables(self) -> Dict[str, pa.Table]:
