@@ -40,6 +40,7 @@ E = types.SimpleNamespace(**Errors.__members__)
 # that Python __new__: for the results a join/sync round makes per member, and the
 # summaries and descriptions read after each request.
 _new_tuple = tuple.__new__
+_NONE = Errors.NONE                 # (read once: Errors.X is slow on 3.11)
 _OM_DEFAULTS = OffsetAndMetadata._field_defaults    # what an offset given alone stands for
 EMPTY, PR, CR, STABLE, DEAD = range(5)
 STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
@@ -949,17 +950,26 @@ class GroupLogic:
 
         _store_offsets' steps for this one case, called directly: no lock is held here
         and nothing is queued, so the outbox and the callback have nothing to add (they
-        were two thirds of a replay's commit)."""
+        were two thirds of a replay's commit); and those of _count_pending and
+        _offsets_written for one partition, inline (this is most of a replay's commits)."""
         group = self.owners[slot][0]
-        accepted = {tp: _offset_alone(offset, self.commit_time_ms())}
-        results = {tp: E.NONE}
-        _count_pending(group, accepted)
+        om = _offset_alone(offset, self.commit_time_ms())
+        pending = group.pending_offsets
+        pending[tp] = pending.get(tp, 0) + 1
         answer: list = []
-        self.store.store_offsets(group.group_id, accepted, answer.append)
+        self.store.store_offsets(group.group_id, {tp: om}, answer.append)
         if not answer:
             raise RuntimeError("the store did not answer at once: use commit_offsets")
-        _offsets_written(group, accepted, results, answer[0])
-        return results[tp]
+        error = answer[0]
+        with group.rec:
+            left = pending.get(tp, 0) - 1
+            if left <= 0:
+                pending.pop(tp, None)
+            else:
+                pending[tp] = left
+            if error == _NONE and group.state != DEAD:
+                group.offsets[tp] = om
+        return error
 
     def _validate_offset_commit(self, group, member_id, generation_id, instance_id) -> Errors:
         if group.state == DEAD:

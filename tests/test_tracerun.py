@@ -83,6 +83,7 @@ def test_a_run_plays_heartbeats_at_their_times(impl, coord):
                [0, 1, 0, 0, 0], [h, -1], [gen, gen])
     runs = tr.run_on(coord)
     assert runs.run(0) == 3                   # stops at the other event
+    assert not runs.left_commit
     assert list(tr.errors[:3]) == [0, int(Errors.UNKNOWN_MEMBER_ID), 0]
     assert list(tr.answered[:3]) == [t0 + 10, t0 + 20, t0 + 20]
     assert tr.errors[3] == -1 and tr.answered[3] == -1
@@ -283,7 +284,8 @@ def test_a_run_leaves_other_commits_to_commit_offsets(impl, coord):
     cases = [([h], [gen + 1], None), ([-1], [gen], None), ([h], [gen], ["someone"])]
     for handles, gens, instances in cases:
         tr = Trace(impl, [COMMIT, HB], [t0, t0 + 1], [0, 0], handles, gens)
-        assert tr.run_on(coord, offsets=[5, 0], instances=instances).run(0) == 0
+        runs = tr.run_on(coord, offsets=[5, 0], instances=instances)
+        assert runs.run(0) == 0 and runs.left_commit     # for commit_offsets
         assert list(tr.errors) == [-1, -1] and list(tr.last_touch) == [-1]
     assert _offset(coord) is None
     assert coord._logic.table.deadline(h & 0xFFFFFFFF) == deadline
@@ -300,7 +302,8 @@ def test_a_run_leaves_other_commits_to_commit_offsets(impl, coord):
     gen2 = got["old"].generation_id
     t1 = coord.clock.now_ms()
     tr = Trace(impl, [COMMIT], [t1], [0], [h], [gen2])
-    assert tr.run_on(coord, offsets=[5]).run(0) == 0 and tr.errors[0] == -1
+    runs = tr.run_on(coord, offsets=[5])
+    assert runs.run(0) == 0 and runs.left_commit and tr.errors[0] == -1
     res = coord.commit_offsets("g", mid, gen2, {PART: 5})
     assert res == {PART: Errors.REBALANCE_IN_PROGRESS}     # what the general path answers
 

@@ -58,5 +58,6 @@ cdef class HeartbeatRun:
     cdef list instances
     cdef object partition
     cdef object commit_accepted     # the group logic's store step
+    cdef readonly bint left_commit  # run() stopped at a commit for commit_offsets
 
     cdef bint _settle_checks(self, int64_t t) except -1

@@ -15,6 +15,7 @@ class CheckHeap:
     def pop(self) -> Tuple[int, int]: ...
 
 class HeartbeatRun:
+    left_commit: bool
     def __init__(self, coordinator: Any, kinds: Any, times: Any, members: Any, groups: Any,
                  errors: Any, answered: Any, handles: Any, generations: Any, check_at: Any,
                  last_touch: Any, group_events: Any, *, checks: CheckHeap, sessions: Any,

@@ -185,6 +185,7 @@ cdef class HeartbeatRun:
         cdef Py_ssize_t slot
         cdef bint touched
         cdef Py_ssize_t end = self.n if stop is None or stop > self.n else stop
+        self.left_commit = False
         if i < 0:
             raise ValueError(f"i must be >= 0, got {i}")
         while i < end:
@@ -206,13 +207,14 @@ cdef class HeartbeatRun:
                     continue
             m = self.members[i]
             handle = self.handles[m]
-            if handle == C_LOOK_UP or (kind == C_COMMIT and handle == C_NO_HANDLE):
+            if handle == C_LOOK_UP:
                 break
             if kind == C_COMMIT:
-                slot = self.table.c_commit_handle(handle, self.generations[m],
-                                                  <object>self.instances[m], now)
+                slot = -1 if handle == C_NO_HANDLE else self.table.c_commit_handle(
+                    handle, self.generations[m], <object>self.instances[m], now)
                 if slot < 0:
-                    break                   # an answer commit_offsets gives
+                    self.left_commit = True     # an answer commit_offsets gives
+                    break
                 error = self.commit_accepted(slot, self.partition, self.offsets[i])
                 touched = error == C_NONE
             else:

@@ -37,7 +37,8 @@ Commits (`COMMIT`) come between a member's heartbeats; given `offsets`, `instanc
 (`MemberTable.commit_handle`: the member joined, its generation current, the group
 Stable or PreparingRebalance) and stores the offset (`GroupLogic.commit_accepted`). Any
 other commit (a member without a handle, an error to answer) stops the run, for the
-general path's `commit_offsets`. Such a stop may leave the clock at the commit's time.
+general path's `commit_offsets`, with `left_commit` set: the run has settled the checks
+due by the commit's time and set the clock to it, and changed nothing else for it.
 
 The state is the replay's, shared as arrays (array.array, or anything indexable the
 same way; the native twin wants the array.array typecodes below):
@@ -139,6 +140,7 @@ class HeartbeatRun:
         self._checks = checks
         self._logic = coordinator._logic
         self._offsets, self._instances, self._partition = offsets, instances, partition
+        self.left_commit = False    # run() stopped at a commit for commit_offsets
 
     @property
     def now(self) -> int:
@@ -175,6 +177,7 @@ class HeartbeatRun:
         clock = self._clock
         now = clock.now_ms()
         end = len(kinds) if stop is None else min(stop, len(kinds))
+        self.left_commit = False
         if i < 0:
             raise ValueError(f"i must be >= 0, got {i}")
         while i < end:
@@ -196,13 +199,14 @@ class HeartbeatRun:
                     continue
             m = members[i]
             handle = self._handles[m]
-            if handle == LOOK_UP or (kind == COMMIT and handle == NO_HANDLE):
+            if handle == LOOK_UP:
                 break
             if kind == COMMIT:
-                slot = self._table.commit_handle(handle, self._generations[m],
-                                                 self._instances[m])
+                slot = -1 if handle == NO_HANDLE else self._table.commit_handle(
+                    handle, self._generations[m], self._instances[m])
                 if slot < 0:
-                    break                   # an answer commit_offsets gives
+                    self.left_commit = True     # an answer commit_offsets gives
+                    break
                 error = int(self._logic.commit_accepted(slot, self._partition, self._offsets[i]))
                 touched = error == 0
             else:

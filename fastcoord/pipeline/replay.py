@@ -305,15 +305,17 @@ class ShardReplay:
 
     def _observe_cb(self, gid: str, kind: str) -> None:
         gv = self.groups[gid]
-        if gv.seen != (self.clock.now_ms(), gv.events, kind):
+        seen = (self.clock.now_ms(), self.arrays.group_events[gv.ix], kind)   # (gv.events)
+        if gv.seen != seen:
             self._observe(gid, "timeout")
-            gv.seen = (self.clock.now_ms(), gv.events, kind)
+            gv.seen = seen
 
     def _arm_group(self, gv: _GroupView, now: int) -> None:
         """A group check one rebalance timeout on: where a join or sync round times out."""
         d = now + max(gv.rebalance_timeout, 1)
-        if gv.check_at == NOT_ARMED or gv.check_at < d:
-            gv.check_at = d
+        check_at = self.arrays.group_check_at        # (gv.check_at, read directly)
+        if check_at[gv.ix] < d:                      # NOT_ARMED (-1) included
+            check_at[gv.ix] = d
             self.checks.push(d, ~gv.ix)
 
     # -- requests -------------------------------------------------------------------------
@@ -334,12 +336,16 @@ class ShardReplay:
             if old is not None and old is not m:
                 old.replaced = True
             self.static[(gid, inst)] = m
-        m.inst = inst
+        # m.inst, m.replaced and m.session, in the arrays directly: every join sets them
+        arrays, ix = self.arrays, m.ix
+        arrays.instances[ix] = inst
+        arrays.replaced[ix] = False
         m.leaving = False
-        m.replaced = False
-        if session is not None:
-            m.session = int(session)
-        rto = m.session if rebalance is None else int(rebalance)
+        if session is None:
+            session = arrays.sessions[ix]
+        else:
+            session = arrays.sessions[ix] = int(session)
+        rto = session if rebalance is None else int(rebalance)
         if rto > gv.rebalance_timeout:
             gv.rebalance_timeout = rto
         known = m.rid is not None and m.rid in gv.members
@@ -373,7 +379,7 @@ class ShardReplay:
                 self._sync(m, sidx)
 
         self.coord.join_group(gid, m.rid or "", ptype or "consumer", protos,
-                              session_timeout_ms=m.session,
+                              session_timeout_ms=session,
                               rebalance_timeout_ms=None if rebalance is None else int(rebalance),
                               group_instance_id=inst, client_id=client or "",
                               callback=answered)
@@ -471,8 +477,15 @@ class ShardReplay:
             kind = kinds[idx]
             if (kind == _HEARTBEAT or kind == _COMMIT) and long_runs:
                 # A run of heartbeats and commits in one call; it stops where this path
-                # is needed (then the same event comes back here).
+                # is needed (then the same event comes back here), or at a commit that
+                # commit_offsets must answer, with the checks and the clock where this
+                # path would put them.
                 nxt = self._play(runs, idx, None)
+                if runs.left_commit:
+                    group_events[group_ix[nxt]] += 1
+                    self._commit(by_ix[member_ix[nxt]], nxt, seqs[nxt])
+                    idx = nxt + 1
+                    continue
                 if nxt > idx:
                     idx = nxt
                     continue
