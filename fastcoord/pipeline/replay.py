@@ -28,7 +28,10 @@ coordinator says that is the same.
 
 Tables (see the *_SCHEMA constants):
 - responses: one row per trace request: the error code and when it was answered
-  (answered_ms = -1: still parked when the trace ended).
+  (error and answered_ms -1: never answered: still parked when the trace ended, or a
+  join whose member joined again while it was parked: the coordinator keeps only the
+  newer callback, as Kafka does; error -1 with a time: a sync the client never sent,
+  superseded while it waited for its join's answer).
 - rebalances: one row per rebalance episode (the group out of Stable/Empty): start,
   end (-1: unfinished), duration, cause (what opened it: member-join, member-rejoin,
   leave, session-timeout, timeout), members before and after, generation at the end.
