@@ -950,25 +950,16 @@ class GroupLogic:
 
         _store_offsets' steps for this one case, called directly: no lock is held here
         and nothing is queued, so the outbox and the callback have nothing to add (they
-        were two thirds of a replay's commit); and those of _count_pending and
-        _offsets_written for one partition, inline (this is most of a replay's commits)."""
+        were two thirds of a replay's commit)."""
         group = self.owners[slot][0]
-        om = _offset_alone(offset, self.commit_time_ms())
-        pending = group.pending_offsets
-        pending[tp] = pending.get(tp, 0) + 1
+        accepted = {tp: _offset_alone(offset, self.commit_time_ms())}
+        _count_pending(group, accepted)
         answer: list = []
-        self.store.store_offsets(group.group_id, {tp: om}, answer.append)
+        self.store.store_offsets(group.group_id, accepted, answer.append)
         if not answer:
             raise RuntimeError("the store did not answer at once: use commit_offsets")
         error = answer[0]
-        with group.rec:
-            left = pending.get(tp, 0) - 1
-            if left <= 0:
-                pending.pop(tp, None)
-            else:
-                pending[tp] = left
-            if error == _NONE and group.state != DEAD:
-                group.offsets[tp] = om
+        _offsets_written(group, accepted, {}, error)    # (the answer is the store's)
         return error
 
     def _validate_offset_commit(self, group, member_id, generation_id, instance_id) -> Errors:

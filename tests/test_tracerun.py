@@ -162,6 +162,7 @@ def test_a_run_stops_at_a_check_the_replay_takes(impl, coord):
     tr.check_at[0] = t0
     tr.checks.push(t0, 0)                            # no contact for 10 s at t0
     runs = tr.run_on(coord)
+    assert runs.settle_checks(t0) and len(tr.checks) == 1   # left for the replay
     assert runs.run(0) == 0 and tr.errors[0] == -1 and len(tr.checks) == 1
     assert tr.checks.pop() == (t0, 0) and tr.check_at[0] == t0
     tr.group_check_at[0] = t0 + 2

@@ -60,4 +60,4 @@ cdef class HeartbeatRun:
     cdef object commit_accepted     # the group logic's store step
     cdef readonly bint left_commit  # run() stopped at a commit for commit_offsets
 
-    cdef bint _settle_checks(self, int64_t t) except -1
+    cdef bint c_settle_checks(self, int64_t t) except -1

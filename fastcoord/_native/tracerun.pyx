@@ -149,10 +149,14 @@ cdef class HeartbeatRun:
     def now(self):
         return self.clock.now_ms()
 
-    cdef bint _settle_checks(self, int64_t t) except -1:
+    def settle_checks(self, int64_t t):
         """Settle the checks due by t that need no more than moving or dropping; True
-        if one due by t is the replay's to take (a session that may have run out, a
-        group's check)."""
+        if one due by t is left, the earliest, for the replay to take (a session that
+        may have run out, a group's current check)."""
+        return self.c_settle_checks(t)
+
+    cdef bint c_settle_checks(self, int64_t t) except -1:
+        """settle_checks, for C callers."""
         cdef CheckHeap checks = self.checks
         cdef int64_t d, code, due
         while checks.c_next_due() <= t:
@@ -193,7 +197,7 @@ cdef class HeartbeatRun:
             if kind != C_HEARTBEAT and not (kind == C_COMMIT and self.commits):
                 break
             t = self.times[i]
-            if self._settle_checks(t):
+            if self.c_settle_checks(t):
                 break
             if t > now:
                 if self.timer.c_idle_through(t, self.min_delay):

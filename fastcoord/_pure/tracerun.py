@@ -146,10 +146,10 @@ class HeartbeatRun:
     def now(self) -> int:
         return self._clock.now_ms()
 
-    def _settle_checks(self, t: int) -> bool:
+    def settle_checks(self, t: int) -> bool:
         """Settle the checks due by t that need no more than moving or dropping; True if
-        one due by t is the replay's to take (a session that may have run out, a
-        group's check)."""
+        one due by t is left, the earliest, for the replay to take (a session that may
+        have run out, a group's current check)."""
         checks = self._checks
         while checks.next_due() <= t:
             d, code = checks.next_due(), checks._next_code()
@@ -185,7 +185,7 @@ class HeartbeatRun:
             if kind != HEARTBEAT and not (kind == COMMIT and self._commits):
                 break
             t = times[i]
-            if self._settle_checks(t):
+            if self.settle_checks(t):
                 break
             if t > now:
                 if self._timer.idle_through(t, self._min_delay):

@@ -15,8 +15,8 @@ checks it, `MemberTable.commit_handle`, and its group logic stores the offset,
 plays the rest, one event at a time, the same way (other commits by `commit_offsets`).
 The replay's checks (below) are kept in the twin's `CheckHeap`, which a run shares: it
 moves a member's session check that has had contact since, drops those that no longer
-watch anything, and arms one after a member's first contact, and leaves every other
-check to `advance_to`.
+watch anything (`HeartbeatRun.settle_checks`, also `advance_to`'s first step), and arms
+one after a member's first contact; `advance_to` takes every other check.
 
 What the coordinator did is read through the public API only: answers and callbacks,
 `group_summary` after every join/sync/leave and each answered callback (`describe_group`
@@ -193,6 +193,7 @@ class ShardReplay:
         self.groups: Dict[str, _GroupView] = {}
         self.by_group_ix: List[_GroupView] = []  # the groups by their ix
         self.checks = None          # the twin's CheckHeap (tracerun), made with the coordinator
+        self.runs = None            # the twin's HeartbeatRun, made with the trace's arrays
         # responses: one slot per trace row in replay order; the other columns of the
         # table are the sorted trace's own (see tables())
         self.errors = array.array("i")
@@ -251,25 +252,22 @@ class ShardReplay:
             self.now = t
 
     def advance_to(self, t: int) -> None:
+        """Take the checks due by t in order, then step the clock to t. The run settles
+        those that need only bookkeeping (HeartbeatRun.settle_checks: a session check
+        moved past newer contact, checks that watch nothing dropped); each one it leaves
+        is a group's current check or a session that may have run out, taken here at
+        its own time."""
         checks = self.checks
-        while checks.next_due() <= t:
+        while self.runs.settle_checks(t):
             d, code = checks.pop()
             if code < 0:                    # a group's check (code: ~ its ix)
                 gv = self.by_group_ix[~code]
-                if gv.check_at == d:        # (else a later one superseded it)
-                    gv.check_at = NOT_ARMED
-                    self._step(d)
-                    self._observe(gv.gid, "timeout")
+                gv.check_at = NOT_ARMED
+                self._step(d)
+                self._observe(gv.gid, "timeout")
                 continue
             m = self.by_ix[code]
-            arrays = self.arrays
-            arrays.check_at[m.ix] = NOT_ARMED
-            if m.rid is None or m.replaced:
-                continue
-            due = arrays.last_touch[m.ix] + m.session
-            if due > d:
-                self._arm(m)
-                continue
+            m.check_at = NOT_ARMED
             self._step(d)
             if m.rid is not None and self.coord.member_handle(m.group, m.rid) == -1:
                 self._observe(m.group, "session-timeout")
@@ -467,7 +465,7 @@ class ShardReplay:
         coord = self.coord
         advance_time, set_time_if_idle = coord.advance_time, coord.set_time_if_idle
         member_handle = coord.member_handle
-        runs = _compat.module(coord.impl, "tracerun").HeartbeatRun(
+        runs = self.runs = _compat.module(coord.impl, "tracerun").HeartbeatRun(
             coord, kinds, times, member_ix, group_ix, errors, answered, arrays.handles,
             arrays.generations, arrays.check_at, arrays.last_touch, arrays.group_events,
             checks=checks, sessions=arrays.sessions, replaced=arrays.replaced,
@@ -607,6 +605,13 @@ def split_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS) -> Dict[int, p
     """The rows of each coordinator shard (by their group id), shards ascending, each
     shard's rows in the table's order; a shard without rows has no entry."""
     shards = pa.array(shard_column(table.column("group_id").to_pylist(), num_shards), pa.int32())
+    return split_on(table, shards)
+
+
+def split_on(table: pa.Table, shards) -> Dict[int, pa.Table]:
+    """The rows of `table` by their value in `shards` (one per row, no nulls), values
+    ascending, each one's rows in the table's order: one sort, then slices."""
+    shards = shards.combine_chunks() if isinstance(shards, pa.ChunkedArray) else shards
     order = pc.sort_indices(shards)              # a stable sort: table order within a shard
     table = table.take(order)
     ids, counts = np.unique(shards.to_numpy(), return_counts=True)

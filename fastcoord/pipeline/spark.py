@@ -47,7 +47,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 import pyarrow as pa
 
-from .replay import NUM_SHARDS, TABLES, ShardReplay, canonical
+from .replay import NUM_SHARDS, TABLES, ShardReplay, canonical, split_on
 
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string",
                 pa.binary(): "binary"}
@@ -321,15 +321,11 @@ def _run_partition_fn(impl, end_ms, num_shards):
     without sorting the trace by shard first, which groupBy's applyInArrow does (5 s of
     the 10M-event benchmark's stage on one core)."""
     def run(batches):
-        import pyarrow.compute as pc
         batches = list(batches)
         if not batches:
             return
         table = pa.Table.from_batches(batches)
-        shards = table.column("shard")
-        present = sorted(pc.unique(shards).to_pylist())
-        for shard in present:
-            rows = table if len(present) == 1 else table.filter(pc.equal(shards, shard))
+        for shard, rows in split_on(table, table.column("shard")).items():
             yield from _replay_shard(rows, shard, impl, end_ms, num_shards)
     return run
 
