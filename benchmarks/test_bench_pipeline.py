@@ -5,11 +5,12 @@
   also with every heartbeat and commit by the general path (the clock stepped in
   Python, then a heartbeat as a HeartbeatRun of one, a commit by commit_offsets), for
   comparison.
-- stage scaling: the same stage as a Spark job (`replay_dataframe`, run to completion
-  by a no-op write: shard mapping, shuffle, replay, the results encoded as Arrow IPC
-  blobs; decoding them to rows is part of each table's write, in the end-to-end case)
-  on local[1] and local[2], session start excluded; with the cores
-  the machine kept busy meanwhile (JVM included) and the events per busy core-second.
+- stage scaling: the same stage as a Spark job (`replay_trace_file`, run to completion
+  by a no-op write: the trace's row groups read by the Python workers, shard mapping,
+  shuffle, replay, the results encoded as Arrow IPC blobs; decoding them to rows is
+  part of each table's write, in the end-to-end case) on local[1] and local[2], session
+  start excluded; with the cores the machine kept busy meanwhile (JVM included) and
+  the events per busy core-second.
 - end to end: `fastcoord replay TRACE --out DIR --master local[2]` as a user runs it
   (JVM start, validation, replay, Parquet writes; the row counts are read from the
   files written, nothing is collected into the driver).
@@ -130,12 +131,11 @@ def _busy_cpu_s() -> float:
 
 
 def _stage(spark, path, took, busy) -> None:
-    from fastcoord.pipeline.spark import replay_dataframe
+    from fastcoord.pipeline.spark import replay_trace_file
     b0 = _busy_cpu_s()
     t0 = time.perf_counter()
     # a no-op sink runs every shard's replay to completion without writing anything
-    replay_dataframe(spark, spark.read.parquet(path)).write.format("noop").mode(
-        "overwrite").save()
+    replay_trace_file(spark, path).write.format("noop").mode("overwrite").save()
     took.append(time.perf_counter() - t0)
     busy.append(_busy_cpu_s() - b0)
 

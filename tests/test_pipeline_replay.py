@@ -177,3 +177,21 @@ def test_shard_is_java_hashcode():
     # "polygenelubricants".hashCode() == Integer.MIN_VALUE -> Kafka's abs gives 0
     assert shard_for("polygenelubricants") == 0
     assert shard_for("abc") == 96354 % 50        # "abc".hashCode() == 96354
+
+
+def test_shard_array_hashes_each_distinct_group_and_rejects_a_null_one():
+    from fastcoord.pipeline.replay import shard_array, split_by_shard
+    groups = ["orders", "payments", "", "orders", "polygenelubricants", "payments"]
+    got = shard_array(pa.chunked_array([groups[:2], groups[2:]]), 7)
+    assert got.type == pa.int32()
+    assert got.to_pylist() == [shard_for(g, 7) for g in groups]
+    assert shard_array(pa.array([], pa.string())).to_pylist() == []
+    with pytest.raises(TypeError, match="group_id must be a str"):
+        shard_array(pa.array(["orders", None]))
+    # split_by_shard: each shard's rows, in table order
+    table = pa.table({"group_id": groups, "i": list(range(len(groups)))})
+    parts = split_by_shard(table, 7)
+    assert list(parts) == sorted({shard_for(g, 7) for g in groups})
+    for s, part in parts.items():
+        assert part.column("i").to_pylist() == [i for i, g in enumerate(groups)
+                                                if shard_for(g, 7) == s]

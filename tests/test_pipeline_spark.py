@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 from fastcoord.pipeline.gen import generate
-from fastcoord.pipeline.replay import replay_local
+from fastcoord.pipeline.replay import TABLES, replay_local
 from fastcoord.pipeline.spark import replay_spark, write_replay_spark
 from fastcoord.pipeline.trace import read_trace, write_trace
 
@@ -164,3 +164,102 @@ def test_with_shards_maps_groups_as_kafka_does_and_fails_on_a_null_group(spark):
     bad = spark.createDataFrame([("orders", 0), (None, 1)], "group_id string, i int")
     with pytest.raises(Exception, match="group_id must be a str"):
         with_shards(bad, 7).collect()
+
+
+def _split_files(trace, d, row_group_size, statistics=(True, False)):
+    """`trace` as a directory of Parquet files (one per entry of `statistics`, small
+    row groups; the second without column statistics) beside a file Spark and pyarrow
+    both skip as metadata."""
+    import pyarrow.parquet as pq
+    os.makedirs(d)
+    half = trace.num_rows // 2
+    for i, (part, stats) in enumerate(zip((trace.slice(0, half), trace.slice(half)),
+                                          statistics)):
+        pq.write_table(part, os.path.join(d, f"part-{i}.parquet"),
+                       row_group_size=row_group_size, write_statistics=stats)
+    open(os.path.join(d, "_SUCCESS"), "w").close()
+
+
+def test_a_directory_of_row_groups_and_a_dataframe_replay_as_one_file(spark, tmp_path):
+    """The workers read the trace's row groups themselves (trace_units): a directory of
+    files with many row groups, with and without statistics, replays as the
+    single-process replay does; so does the same trace given as a DataFrame, and a file
+    whose name Spark's reader would skip (a leading "_")."""
+    import pyarrow.parquet as pq
+
+    from fastcoord.pipeline.replay import canonical
+    from fastcoord.pipeline.spark import (decoded_table, replay_dataframe, trace_units)
+    trace = generate(groups=9, members=5, duration_s=150, seed=21)
+    want = replay_local(trace)
+    d = str(tmp_path / "dir")
+    _split_files(trace, d, row_group_size=300)
+    units, end_ms = trace_units(d)
+    assert end_ms == max(trace.column("time_ms").to_pylist())
+    assert len(units) == sum(pq.ParquetFile(os.path.join(d, f)).num_row_groups
+                             for f in ("part-0.parquet", "part-1.parquet")) > 4
+    got = replay_spark(spark, d)
+    for name in want:
+        assert got[name].to_pylist() == want[name].to_pylist(), name
+    blobs = replay_dataframe(spark, spark.read.parquet(d)).cache()
+    for name, schema in TABLES.items():
+        assert canonical(decoded_table(blobs, name, schema), name).to_pylist() == \
+            want[name].to_pylist(), name
+    blobs.unpersist()
+    hidden = str(tmp_path / "_trace.parquet")
+    write_trace(trace, hidden)
+    got = replay_spark(spark, hidden)
+    assert got["responses"].to_pylist() == want["responses"].to_pylist()
+
+
+def test_trace_units_of_an_empty_trace_and_of_one_missing_a_column(spark, tmp_path):
+    from fastcoord.pipeline.spark import trace_units
+    trace = generate(groups=2, members=3, duration_s=30, seed=3)
+    empty = str(tmp_path / "empty.parquet")
+    write_trace(trace.slice(0, 0), empty)
+    assert trace_units(empty) == ([], None)
+    got = replay_spark(spark, empty)
+    assert all(t.num_rows == 0 for t in got.values())
+    lacking = str(tmp_path / "lacking.parquet")
+    write_trace(trace.drop_columns(["client_id"]), lacking)
+    with pytest.raises(ValueError, match=r"lacking.parquet lacks column\(s\) \['client_id'\]"):
+        trace_units(lacking)
+
+
+def test_packing_keeps_each_shards_rows_and_only_what_the_replay_reads(monkeypatch):
+    """pack_by_shard: per shard its rows in order, the client id on joins only, no
+    recorded error; pieces of at most PACK_ROWS rows put back together are the trace;
+    a null group id fails."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from fastcoord.pipeline import spark as sp
+    from fastcoord.pipeline.replay import split_by_shard
+    from fastcoord.pipeline.trace import TRACE_SCHEMA
+    trace = generate(groups=8, members=4, duration_s=60, seed=5).select(
+        TRACE_SCHEMA.names).combine_chunks()
+    monkeypatch.setattr(sp, "PACK_ROWS", 300)
+    pieces = list(sp._pack_batches(trace.to_batches(max_chunksize=128), 7))
+    assert len(pieces) == -(-trace.num_rows // 384)          # 3 batches of 128 a piece
+    got = {}
+    for batch in pieces:
+        assert batch.schema == sp.SHARD_PIECE_SCHEMA
+        shards = batch.column("shard").to_pylist()
+        assert shards == sorted(set(shards))
+        for s, blob in zip(shards, batch.column("ipc").to_pylist()):
+            got.setdefault(s, []).append(sp.table_from_ipc(blob))
+    want = split_by_shard(trace, 7)
+    assert sorted(got) == list(want)
+    for s, rows in want.items():
+        back = pa.concat_tables(got[s])
+        assert back.column("seq").to_pylist() == rows.column("seq").to_pylist()
+        assert back.column("error").null_count == back.num_rows
+        joins = pc.equal(rows.column("event"), "join")
+        assert back.column("client_id").to_pylist() == \
+            pc.if_else(joins, rows.column("client_id"), None).to_pylist()
+        keep = [c for c in TRACE_SCHEMA.names if c not in ("client_id", "error")]
+        assert back.select(keep).equals(rows.select(keep))
+    bad = trace.set_column(trace.schema.get_field_index("group_id"), "group_id",
+                           pa.array([None] + trace.column("group_id").to_pylist()[1:],
+                                    pa.string()))
+    with pytest.raises(TypeError, match="group_id must be a str"):
+        sp.pack_by_shard(bad, 7)

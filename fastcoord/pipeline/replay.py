@@ -601,11 +601,21 @@ def shard_column(group_ids, num_shards: int = NUM_SHARDS) -> List[int]:
     return [shard_for(g, num_shards) for g in group_ids]    # shard_for remembers groups
 
 
+def shard_array(group_ids, num_shards: int = NUM_SHARDS) -> pa.Int32Array:
+    """Each row's coordinator shard (int32), from a column of group ids: the Java hash
+    runs once per distinct group, not per row. A null group id is a TypeError, as in
+    shard_for: a row no coordinator shard can take."""
+    distinct, codes = _encoded(group_ids)
+    if len(codes) and codes.max() == len(distinct):            # (null's code)
+        raise TypeError("group_id must be a str, got a null group id")
+    shards = np.array(shard_column(distinct.to_pylist(), num_shards), np.int32)
+    return pa.array(shards[codes] if len(shards) else np.zeros(0, np.int32))
+
+
 def split_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS) -> Dict[int, pa.Table]:
     """The rows of each coordinator shard (by their group id), shards ascending, each
     shard's rows in the table's order; a shard without rows has no entry."""
-    shards = pa.array(shard_column(table.column("group_id").to_pylist(), num_shards), pa.int32())
-    return split_on(table, shards)
+    return split_on(table, shard_array(table.column("group_id"), num_shards))
 
 
 def split_on(table: pa.Table, shards) -> Dict[int, pa.Table]:

@@ -2,6 +2,12 @@
 ShardReplay inside a Python worker (`repartition("shard").mapInArrow`), write the same
 tables as the single-process replay.
 
+The trace reaches the shuffle packed: the Python workers read its Parquet row groups
+themselves (pyarrow), map each row's group to its shard, and hand Spark one row per
+(shard, piece of the trace) holding that shard's rows as an Arrow IPC stream. The JVM
+moves a few hundred binary values instead of converting 10M rows from Parquet to its
+rows, shuffling them, and converting them again to Arrow for the replay.
+
 `session(master)` makes a SparkSession.
 
 - local masters (`local`, `local[N]`, `local[*]`): the Python workers run this very
@@ -34,20 +40,18 @@ tables as the single-process replay.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import zipfile
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import pandas as pd
 import pyarrow as pa
 
-from .replay import NUM_SHARDS, TABLES, ShardReplay, canonical, split_on
+from .replay import NUM_SHARDS, TABLES, ShardReplay, canonical, shard_array, split_on
 
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string",
                 pa.binary(): "binary"}
@@ -267,11 +271,13 @@ def shard_udf(num_shards: int):
     return shard
 
 
-def table_to_ipc(table: pa.Table) -> bytes:
-    """`table` as one Arrow IPC stream (LZ4): how results travel from a Python worker
-    as a Spark binary value, with their exact types (the replay's and what-if's)."""
+def table_to_ipc(table: pa.Table, *, compress: bool = True) -> bytes:
+    """`table` as one Arrow IPC stream (LZ4 unless not `compress`): how results travel
+    from a Python worker as a Spark binary value, with their exact types (the replay's
+    and what-if's)."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=_IPC_OPTIONS) as writer:
+    options = _IPC_OPTIONS if compress else None
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
 
@@ -314,19 +320,19 @@ def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards):
 
 
 def _run_partition_fn(impl, end_ms, num_shards):
-    """The task of one partition of the shuffle by shard (mapInArrow): every shard in it
-    replayed in turn, shards ascending. Its rows arrive as Arrow batches and leave as
-    Arrow batches (no pandas conversion of the trace's strings). A shard's rows are all
-    in one partition (the shuffle's key), so this is the same work as one task per shard
-    without sorting the trace by shard first, which groupBy's applyInArrow does (5 s of
-    the 10M-event benchmark's stage on one core)."""
+    """The task of one partition of the shuffle by shard (mapInArrow): its packed pieces
+    (SHARD_PIECE_SCHEMA rows) put together by shard, then every shard replayed in turn,
+    shards ascending. A shard's pieces are all in one partition (the shuffle's key), so
+    this is the same work as one task per shard."""
     def run(batches):
-        batches = list(batches)
-        if not batches:
-            return
-        table = pa.Table.from_batches(batches)
-        for shard, rows in split_on(table, table.column("shard")).items():
-            yield from _replay_shard(rows, shard, impl, end_ms, num_shards)
+        pieces: Dict[int, list] = {}
+        for batch in batches:
+            for shard, blob in zip(batch.column("shard").to_pylist(),
+                                   batch.column("ipc").to_pylist()):
+                pieces.setdefault(shard, []).append(table_from_ipc(blob))
+        for shard in sorted(pieces):
+            yield from _replay_shard(pa.concat_tables(pieces[shard]), shard, impl, end_ms,
+                                     num_shards)
     return run
 
 
@@ -349,20 +355,134 @@ def with_shards(df, num_shards: int = NUM_SHARDS):
     return joined.drop("_shard_group")
 
 
+# What the shuffle carries: one row per (shard, piece of the trace), the shard's rows of
+# that piece as an uncompressed Arrow IPC stream (Spark compresses shuffle blocks).
+SHARD_PIECE_SCHEMA = pa.schema([("shard", pa.int32()), ("ipc", pa.binary())])
+SHARD_PIECE_DDL = spark_ddl(SHARD_PIECE_SCHEMA)
+PACK_ROWS = 1 << 20         # trace rows per packed piece at most: bounds a worker's memory
+MAX_READ_TASKS = 256        # tasks reading a trace's row groups at most
+
+
+def pack_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS) -> pa.RecordBatch:
+    """Trace rows -> SHARD_PIECE_SCHEMA rows, one per shard present, shards ascending.
+
+    A client id stays only on joins, the one event that reads it, and a recorded error
+    is dropped (the replay makes its own answers): less to encode and shuffle. A null
+    group id fails here (shard_array's TypeError), as it fails the single-process
+    replay."""
+    import pyarrow.compute as pc
+
+    from .trace import TRACE_SCHEMA
+    table = table.select(TRACE_SCHEMA.names)
+    on_join = pc.equal(table.column("event"), "join")
+    table = table.set_column(
+        table.schema.get_field_index("client_id"), "client_id",
+        pc.if_else(on_join, table.column("client_id"), pa.scalar(None, pa.string())))
+    table = table.set_column(table.schema.get_field_index("error"), "error",
+                             pa.nulls(table.num_rows, table.schema.field("error").type))
+    parts = split_on(table, shard_array(table.column("group_id"), num_shards))
+    return pa.RecordBatch.from_arrays(
+        [pa.array(list(parts), pa.int32()),
+         pa.array([table_to_ipc(p, compress=False) for p in parts.values()], pa.binary())],
+        schema=SHARD_PIECE_SCHEMA)
+
+
+def _pack_batches(batches, num_shards):
+    """Arrow batches of trace rows -> packed pieces of about PACK_ROWS rows at most."""
+    held, rows = [], 0
+    for batch in batches:
+        if batch.num_rows:
+            held.append(batch)
+            rows += batch.num_rows
+        if rows >= PACK_ROWS:
+            yield pack_by_shard(pa.Table.from_batches(held), num_shards)
+            held, rows = [], 0
+    if held:
+        yield pack_by_shard(pa.Table.from_batches(held), num_shards)
+
+
+def _pack_dataframe_fn(num_shards):
+    def pack(batches):
+        yield from _pack_batches(batches, num_shards)
+    return pack
+
+
+def _pack_units_fn(units, num_shards):
+    """The task of a range of trace units (spark.range ids): each unit (file, row group)
+    read by the worker itself, in batches, and packed."""
+    def pack(batches):
+        import pyarrow.parquet as pq
+
+        from .trace import TRACE_SCHEMA
+        for batch in batches:
+            for i in batch.column("id").to_pylist():
+                path, row_group = units[i]
+                with pq.ParquetFile(path) as f:
+                    yield from _pack_batches(
+                        f.iter_batches(row_groups=[row_group], columns=TRACE_SCHEMA.names),
+                        num_shards)
+    return pack
+
+
+def trace_units(path: str) -> Tuple[List[Tuple[str, int]], Optional[int]]:
+    """A Parquet trace (a file, or a directory of them) as (file, row group) units, in
+    file order, and its last event time (None without rows): from the row groups'
+    statistics, else by reading the time column. A file without one of the trace's
+    columns is a ValueError naming them."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from .trace import TRACE_SCHEMA
+    units: List[Tuple[str, int]] = []
+    end_ms: Optional[int] = None
+    for fragment in ds.dataset(path, format="parquet").get_fragments():
+        names = set(fragment.physical_schema.names)
+        missing = [n for n in TRACE_SCHEMA.names if n not in names]
+        if missing:
+            raise ValueError(f"trace file {fragment.path} lacks column(s) {missing}")
+        for rg in fragment.row_groups:
+            if not rg.num_rows:
+                continue
+            units.append((fragment.path, rg.id))
+            last = (rg.statistics or {}).get("time_ms", {}).get("max")
+            if last is None:                    # written without statistics
+                with pq.ParquetFile(fragment.path) as f:
+                    times = f.read_row_group(rg.id, columns=["time_ms"]).column("time_ms")
+                last = pc.max(times).as_py()
+            if last is not None:
+                end_ms = last if end_ms is None else max(end_ms, last)
+    return units, end_ms
+
+
+def replay_trace_file(spark, path: str, *, impl=None, num_shards: int = NUM_SHARDS):
+    """A Parquet trace (a file or a directory) -> the result blobs (BLOB_DDL: each row a
+    chunk of the table it names, as Arrow IPC; `decoded_dataframe` and `decoded_table`
+    turn them into rows). The Python workers read its row groups with pyarrow, one task
+    per row group (MAX_READ_TASKS at most): the path must be readable by the executors,
+    as for spark.read."""
+    units, end_ms = trace_units(path)
+    ids = spark.range(0, len(units), 1, numPartitions=max(1, min(len(units), MAX_READ_TASKS)))
+    packed = ids.mapInArrow(_pack_units_fn(units, num_shards), schema=SHARD_PIECE_DDL)
+    return _replay_packed(packed, impl, end_ms, num_shards)
+
+
 def replay_dataframe(spark, df, *, impl=None, num_shards: int = NUM_SHARDS):
-    """A trace DataFrame -> the result blobs (BLOB_DDL: each row a chunk of the table it
-    names, as Arrow IPC; `decoded_dataframe` and `decoded_table` turn them into rows)."""
+    """replay_trace_file's blobs for a trace DataFrame (every trace column present)."""
     from pyspark.sql import functions as F
+
+    from .trace import TRACE_SCHEMA
     end_ms = df.agg(F.max("time_ms")).collect()[0][0]
-    # What the shuffle carries: a client id only on joins, the one event that reads it,
-    # and no recorded error (the replay makes its own answers): less to serialize,
-    # shuffle and convert to Arrow for every row.
-    slim = (df.withColumn("client_id", F.when(F.col("event") == "join", F.col("client_id")))
-            .withColumn("error", F.lit(None).cast("smallint")))
-    # repartition by column: every shard's rows in one partition, and adaptive execution
-    # may still coalesce small partitions, as it did groupBy's
-    return (with_shards(slim, num_shards).repartition("shard")
-            .mapInArrow(_run_partition_fn(impl, end_ms, num_shards), schema=BLOB_DDL))
+    packed = df.select(*TRACE_SCHEMA.names).mapInArrow(_pack_dataframe_fn(num_shards),
+                                                       schema=SHARD_PIECE_DDL)
+    return _replay_packed(packed, impl, end_ms, num_shards)
+
+
+def _replay_packed(packed, impl, end_ms, num_shards):
+    # repartition by column: every shard's pieces in one partition; adaptive execution
+    # may coalesce small partitions
+    return packed.repartition("shard").mapInArrow(_run_partition_fn(impl, end_ms, num_shards),
+                                                  schema=BLOB_DDL)
 
 
 def _decode_fn():
@@ -391,9 +511,8 @@ def replay_spark(spark, trace_path: str, out_dir: Optional[str] = None, *, impl=
     Parquet (out_dir/<table>/) by Spark, and runtime.json lists, per shard, the executor
     Python, where it imported fastcoord from and which twin ran; returns the tables
     collected (canonical order)."""
-    with _visible(trace_path) as path:
-        return _replay_spark(spark, path, out_dir, impl=impl, num_shards=num_shards,
-                             collect=True)
+    return _replay_spark(spark, trace_path, out_dir, impl=impl, num_shards=num_shards,
+                         collect=True)
 
 
 def write_replay_spark(spark, trace_path: str, out_dir: str, *, impl=None,
@@ -402,38 +521,15 @@ def write_replay_spark(spark, trace_path: str, out_dir: str, *, impl=None,
     tables into the driver: each table's row count, read from the Parquet files
     written. What `fastcoord replay` needs: a 10M-event trace's 10M response rows
     would otherwise cross to the driver and be sorted there only to be counted."""
-    with _visible(trace_path) as path:
-        _replay_spark(spark, path, out_dir, impl=impl, num_shards=num_shards, collect=False)
+    _replay_spark(spark, trace_path, out_dir, impl=impl, num_shards=num_shards, collect=False)
     import pyarrow.dataset as ds
     return {name: ds.dataset(os.path.join(out_dir, name), format="parquet").count_rows()
             for name in TABLES}
 
 
-@contextlib.contextmanager
-def _visible(path: str):
-    """`path`, or a hard link (else a copy) of it under a name Spark will read: Spark's
-    file listing skips names starting with "_" or "." even when named explicitly (it
-    takes them for metadata), which would fail the job on a valid file. The link sits
-    beside the file, so it is on the same (shared) storage the executors read."""
-    d, base = os.path.split(os.path.abspath(path))
-    if not base.startswith(("_", ".")) or os.path.isdir(path):
-        yield path
-        return
-    alias = os.path.join(d, f"replay-input-{os.getpid()}-{base.lstrip('_.')}")
-    try:
-        os.link(path, alias)
-    except OSError:
-        shutil.copyfile(path, alias)
-    try:
-        yield alias
-    finally:
-        os.unlink(alias)
-
-
 def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards, collect):
     # cached: the first table's write runs the replay, the others read its blobs
-    blobs = replay_dataframe(spark, spark.read.parquet(trace_path), impl=impl,
-                             num_shards=num_shards).cache()
+    blobs = replay_trace_file(spark, trace_path, impl=impl, num_shards=num_shards).cache()
     result = {}
     for name, schema in TABLES.items():
         if out_dir is not None:
