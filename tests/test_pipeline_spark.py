@@ -263,3 +263,55 @@ def test_packing_keeps_each_shards_rows_and_only_what_the_replay_reads(monkeypat
                                     pa.string()))
     with pytest.raises(TypeError, match="group_id must be a str"):
         sp.pack_by_shard(bad, 7)
+
+
+def test_replay_tasks_write_one_whole_file_per_shard_and_table(spark, tmp_path):
+    """With an output directory the replay tasks write the tables themselves: one file
+    per (table, shard), nothing else (no temporary left), and a second replay into the
+    same directory replaces the first one's files instead of mixing with them; an
+    empty trace leaves each table's schema."""
+    import pyarrow.dataset as ds
+
+    from fastcoord.pipeline.replay import TABLES
+    out = str(tmp_path / "out")
+    first = generate(groups=10, members=4, duration_s=60, seed=31)
+    write_trace(first, str(tmp_path / "a.parquet"))
+    counts = write_replay_spark(spark, str(tmp_path / "a.parquet"), out)
+    shards = sorted(set(replay_local(first)["responses"].column("shard").to_pylist()))
+    for name in TABLES:
+        assert sorted(os.listdir(os.path.join(out, name))) == \
+            [f"shard-{s:05d}.parquet" for s in shards], name
+    second = generate(groups=3, members=3, duration_s=40, seed=32)
+    write_trace(second, str(tmp_path / "b.parquet"))
+    counts = write_replay_spark(spark, str(tmp_path / "b.parquet"), out)
+    want = replay_local(second)
+    assert counts == {name: t.num_rows for name, t in want.items()}
+    got = ds.dataset(os.path.join(out, "responses"), format="parquet").to_table()
+    assert sorted(got.column("seq").to_pylist()) == sorted(second.column("seq").to_pylist())
+    empty = str(tmp_path / "empty.parquet")
+    write_trace(second.slice(0, 0), empty)
+    assert write_replay_spark(spark, empty, out) == {name: 0 for name in TABLES}
+    for name, schema in TABLES.items():
+        assert os.listdir(os.path.join(out, name)) == ["empty.parquet"]
+        assert ds.dataset(os.path.join(out, name), format="parquet").schema.names == schema.names
+
+
+def test_a_shard_file_appears_whole_or_not_at_all(tmp_path):
+    import pyarrow as pa
+
+    from fastcoord.pipeline.spark import shard_file, write_shard_tables
+    (tmp_path / "responses").mkdir()
+    (tmp_path / "groups").mkdir()
+    table = pa.table({"x": [1, 2, 3]})
+    write_shard_tables(str(tmp_path), 7, {"responses": table})
+    write_shard_tables(str(tmp_path), 7, {"responses": table})     # a retried task
+    assert os.listdir(tmp_path / "responses") == ["shard-00007.parquet"]
+    import pyarrow.parquet as pq
+    assert pq.read_table(shard_file(str(tmp_path), "responses", 7)).equals(table)
+    # a write that fails after its temporary file exists (the rename cannot replace a
+    # directory) leaves no temporary behind
+    (tmp_path / "groups" / "shard-00008.parquet").mkdir()
+    (tmp_path / "groups" / "shard-00008.parquet" / "x").touch()
+    with pytest.raises(OSError):
+        write_shard_tables(str(tmp_path), 8, {"groups": table})
+    assert os.listdir(tmp_path / "groups") == ["shard-00008.parquet"]

@@ -43,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -70,12 +71,12 @@ RUNTIME_SCHEMA = pa.schema([("shard", pa.int32()), ("fastcoord", pa.string()),
                             ("python", pa.string()), ("impl", pa.string()),
                             ("host", pa.string())])
 
-# The results leave the workers as Arrow IPC streams (LZ4-compressed), one row per
-# (table, chunk of at most RESULT_ROWS_PER_BLOB rows): the replay stage hands the
-# JVM a few thousand binary values instead of 10M wide rows, whose conversion (a null
-# check per cell of every other table's columns) and in-memory cache cost about as much
-# as the Parquet write. Each table is decoded back to rows by its own mapInArrow right
-# before it is written, with only its own columns.
+# Results the driver collects (replay_spark without an output directory, and the
+# runtime rows) leave the workers as Arrow IPC streams (LZ4-compressed), one row per
+# (table, chunk of at most RESULT_ROWS_PER_BLOB rows): a few binary values instead of
+# wide rows, whose conversion checks every cell of every other table's columns for
+# null. Tables for an output directory are written by the replay tasks themselves
+# (write_shard_tables).
 BLOB_SCHEMA = pa.schema([("table", pa.string()), ("ipc", pa.binary())])
 BLOB_DDL = spark_ddl(BLOB_SCHEMA)
 RESULT_ROWS_PER_BLOB = 100_000      # a blob of a few MB at most
@@ -305,21 +306,51 @@ def _runtime_row(shard: int, impl: str) -> pa.Table:
     return pa.Table.from_pylist([values], schema=RUNTIME_SCHEMA)
 
 
-def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards):
-    """One shard's trace rows -> its result blobs (the four tables and the runtime
-    row)."""
+def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards,
+                  out_dir: Optional[str] = None):
+    """One shard's trace rows -> its result blobs: the four tables (unless written to
+    `out_dir` here, see write_shard_tables) and the runtime row."""
     from .trace import TRACE_SCHEMA
     table = pa.table({f.name: table.column(f.name).cast(f.type) for f in TRACE_SCHEMA},
                      schema=TRACE_SCHEMA)
     replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
     out = replay.run(table, end_ms)
     used = replay.coord.impl if replay.coord is not None else "none"
-    for name, t in out.items():
-        yield _blobs(name, t)
+    if out_dir is not None:
+        write_shard_tables(out_dir, shard, out)
+    else:
+        for name, t in out.items():
+            yield _blobs(name, t)
     yield _blobs(RUNTIME_TABLE, _runtime_row(shard, used))
 
 
-def _run_partition_fn(impl, end_ms, num_shards):
+def shard_file(out_dir: str, name: str, shard: int) -> str:
+    return os.path.join(out_dir, name, f"shard-{shard:05d}.parquet")
+
+
+def write_shard_tables(out_dir: str, shard: int, tables: Dict[str, pa.Table]) -> None:
+    """A shard's result tables, each as out_dir/<table>/shard-<shard>.parquet, written by
+    the task that replayed it. The name is the shard's alone and the file appears only
+    whole (written under a hidden temporary name, then renamed): a retried or
+    speculative task writes the same rows to the same name, so the directory never
+    holds a part or a duplicate. A shard's file is written even without rows: it
+    carries the table's schema."""
+    import uuid
+
+    import pyarrow.parquet as pq
+    for name, table in tables.items():
+        final = shard_file(out_dir, name, shard)
+        tmp = os.path.join(os.path.dirname(final),
+                           f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, final)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+
+def _run_partition_fn(impl, end_ms, num_shards, out_dir: Optional[str] = None):
     """The task of one partition of the shuffle by shard (mapInArrow): its packed pieces
     (SHARD_PIECE_SCHEMA rows) put together by shard, then every shard replayed in turn,
     shards ascending. A shard's pieces are all in one partition (the shuffle's key), so
@@ -332,7 +363,7 @@ def _run_partition_fn(impl, end_ms, num_shards):
                 pieces.setdefault(shard, []).append(table_from_ipc(blob))
         for shard in sorted(pieces):
             yield from _replay_shard(pa.concat_tables(pieces[shard]), shard, impl, end_ms,
-                                     num_shards)
+                                     num_shards, out_dir)
     return run
 
 
@@ -455,16 +486,18 @@ def trace_units(path: str) -> Tuple[List[Tuple[str, int]], Optional[int]]:
     return units, end_ms
 
 
-def replay_trace_file(spark, path: str, *, impl=None, num_shards: int = NUM_SHARDS):
+def replay_trace_file(spark, path: str, *, impl=None, num_shards: int = NUM_SHARDS,
+                      out_dir: Optional[str] = None):
     """A Parquet trace (a file or a directory) -> the result blobs (BLOB_DDL: each row a
-    chunk of the table it names, as Arrow IPC; `decoded_dataframe` and `decoded_table`
-    turn them into rows). The Python workers read its row groups with pyarrow, one task
+    chunk of the table it names, as Arrow IPC; `decoded_table` turns them into rows). The Python workers read its row groups with pyarrow, one task
     per row group (MAX_READ_TASKS at most): the path must be readable by the executors,
-    as for spark.read."""
+    as for spark.read. With `out_dir`, the tasks write the four tables there themselves
+    (write_shard_tables; the directories must exist) and the blobs hold only the runtime
+    rows."""
     units, end_ms = trace_units(path)
     ids = spark.range(0, len(units), 1, numPartitions=max(1, min(len(units), MAX_READ_TASKS)))
     packed = ids.mapInArrow(_pack_units_fn(units, num_shards), schema=SHARD_PIECE_DDL)
-    return _replay_packed(packed, impl, end_ms, num_shards)
+    return _replay_packed(packed, impl, end_ms, num_shards, out_dir)
 
 
 def replay_dataframe(spark, df, *, impl=None, num_shards: int = NUM_SHARDS):
@@ -478,24 +511,11 @@ def replay_dataframe(spark, df, *, impl=None, num_shards: int = NUM_SHARDS):
     return _replay_packed(packed, impl, end_ms, num_shards)
 
 
-def _replay_packed(packed, impl, end_ms, num_shards):
+def _replay_packed(packed, impl, end_ms, num_shards, out_dir=None):
     # repartition by column: every shard's pieces in one partition; adaptive execution
     # may coalesce small partitions
-    return packed.repartition("shard").mapInArrow(_run_partition_fn(impl, end_ms, num_shards),
-                                                  schema=BLOB_DDL)
-
-
-def _decode_fn():
-    def run(batches):
-        for batch in batches:
-            for blob in batch.column("ipc").to_pylist():
-                yield from table_from_ipc(blob).to_batches()
-    return run
-
-
-def decoded_dataframe(blobs, name: str, schema: pa.Schema):
-    """The rows of table `name` from the result blobs, as a DataFrame of `schema`."""
-    return blobs.filter(blobs.table == name).mapInArrow(_decode_fn(), schema=spark_ddl(schema))
+    return packed.repartition("shard").mapInArrow(
+        _run_partition_fn(impl, end_ms, num_shards, out_dir), schema=BLOB_DDL)
 
 
 def decoded_table(blobs, name: str, schema: pa.Schema) -> pa.Table:
@@ -508,7 +528,8 @@ def decoded_table(blobs, name: str, schema: pa.Schema) -> pa.Table:
 def replay_spark(spark, trace_path: str, out_dir: Optional[str] = None, *, impl=None,
                  num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
     """Replay a Parquet trace on Spark. With `out_dir`, each table is written there as
-    Parquet (out_dir/<table>/) by Spark, and runtime.json lists, per shard, the executor
+    Parquet (out_dir/<table>/shard-NNNNN.parquet, one file per shard, written by the
+    task that replayed it), and runtime.json lists, per shard, the executor
     Python, where it imported fastcoord from and which twin ran; returns the tables
     collected (canonical order)."""
     return _replay_spark(spark, trace_path, out_dir, impl=impl, num_shards=num_shards,
@@ -528,18 +549,41 @@ def write_replay_spark(spark, trace_path: str, out_dir: str, *, impl=None,
 
 
 def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards, collect):
-    # cached: the first table's write runs the replay, the others read its blobs
-    blobs = replay_trace_file(spark, trace_path, impl=impl, num_shards=num_shards).cache()
-    result = {}
+    if out_dir is None:
+        # cached: each table's collect reads the blobs of one replay
+        blobs = replay_trace_file(spark, trace_path, impl=impl, num_shards=num_shards).cache()
+        try:
+            return {name: canonical(decoded_table(blobs, name, schema), name)
+                    for name, schema in TABLES.items()}
+        finally:
+            blobs.unpersist()
+    # The tasks write the tables themselves (write_shard_tables): no result rows to
+    # convert, cache and decode again for Spark's writer; the job returns the runtime
+    # rows alone.
+    _fresh_table_dirs(out_dir)
+    blobs = replay_trace_file(spark, trace_path, impl=impl, num_shards=num_shards,
+                              out_dir=out_dir)
+    rows = decoded_table(blobs, RUNTIME_TABLE, RUNTIME_SCHEMA).sort_by("shard").to_pylist()
     for name, schema in TABLES.items():
-        if out_dir is not None:
-            decoded_dataframe(blobs, name, schema).write.mode("overwrite").parquet(
-                os.path.join(out_dir, name))
-        if collect:
-            result[name] = canonical(decoded_table(blobs, name, schema), name)
-    if out_dir is not None:
-        rows = decoded_table(blobs, RUNTIME_TABLE, RUNTIME_SCHEMA).sort_by("shard").to_pylist()
-        with open(os.path.join(out_dir, "runtime.json"), "w") as f:
-            json.dump(rows, f, indent=2)
-    blobs.unpersist()
-    return result
+        folder = os.path.join(out_dir, name)
+        if not any(f.endswith(".parquet") and not f.startswith(".") for f in os.listdir(folder)):
+            import pyarrow.parquet as pq          # no shard at all: the schema, no rows
+            pq.write_table(schema.empty_table(), os.path.join(folder, "empty.parquet"))
+    with open(os.path.join(out_dir, "runtime.json"), "w") as f:
+        json.dump(rows, f, indent=2)
+    if not collect:
+        return {}
+    import pyarrow.dataset as ds
+    return {name: canonical(ds.dataset(os.path.join(out_dir, name), format="parquet")
+                            .to_table(), name)
+            for name in TABLES}
+
+
+def _fresh_table_dirs(out_dir: str) -> None:
+    """out_dir/<table>/ for each table, emptied (what a Spark write in overwrite mode
+    did): shard files of an earlier replay must not mix with this one's."""
+    for name in TABLES:
+        folder = os.path.join(out_dir, name)
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+        os.makedirs(folder)
