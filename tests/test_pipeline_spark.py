@@ -168,13 +168,17 @@ def test_with_shards_maps_groups_as_kafka_does_and_fails_on_a_null_group(spark):
 
 def _split_files(trace, d, row_group_size, statistics=(True, False)):
     """`trace` as a directory of Parquet files (one per entry of `statistics`, small
-    row groups; the second without column statistics) beside a file Spark and pyarrow
-    both skip as metadata."""
+    row groups; the second without column statistics and with wider types for two
+    columns) beside a file Spark and pyarrow both skip as metadata."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
     os.makedirs(d)
     half = trace.num_rows // 2
-    for i, (part, stats) in enumerate(zip((trace.slice(0, half), trace.slice(half)),
-                                          statistics)):
+    second = trace.slice(half)
+    for name, wider in (("session_timeout_ms", pa.int64()), ("member_id", pa.large_string())):
+        second = second.set_column(second.schema.get_field_index(name), name,
+                                   second.column(name).cast(wider))
+    for i, (part, stats) in enumerate(zip((trace.slice(0, half), second), statistics)):
         pq.write_table(part, os.path.join(d, f"part-{i}.parquet"),
                        row_group_size=row_group_size, write_statistics=stats)
     open(os.path.join(d, "_SUCCESS"), "w").close()
@@ -182,9 +186,10 @@ def _split_files(trace, d, row_group_size, statistics=(True, False)):
 
 def test_a_directory_of_row_groups_and_a_dataframe_replay_as_one_file(spark, tmp_path):
     """The workers read the trace's row groups themselves (trace_units): a directory of
-    files with many row groups, with and without statistics, replays as the
-    single-process replay does; so does the same trace given as a DataFrame, and a file
-    whose name Spark's reader would skip (a leading "_")."""
+    files with many row groups, with and without statistics, and with a column's type
+    differing between files, replays as the single-process replay does; so does the
+    same trace given as a DataFrame, and a file whose name Spark's reader would skip (a
+    leading "_")."""
     import pyarrow.parquet as pq
 
     from fastcoord.pipeline.replay import canonical
@@ -200,7 +205,9 @@ def test_a_directory_of_row_groups_and_a_dataframe_replay_as_one_file(spark, tmp
     got = replay_spark(spark, d)
     for name in want:
         assert got[name].to_pylist() == want[name].to_pylist(), name
-    blobs = replay_dataframe(spark, spark.read.parquet(d)).cache()
+    whole = str(tmp_path / "whole.parquet")      # (Spark's reader takes one type a column)
+    write_trace(trace, whole)
+    blobs = replay_dataframe(spark, spark.read.parquet(whole)).cache()
     for name, schema in TABLES.items():
         assert canonical(decoded_table(blobs, name, schema), name).to_pylist() == \
             want[name].to_pylist(), name
@@ -294,6 +301,13 @@ def test_replay_tasks_write_one_whole_file_per_shard_and_table(spark, tmp_path):
     for name, schema in TABLES.items():
         assert os.listdir(os.path.join(out, name)) == ["empty.parquet"]
         assert ds.dataset(os.path.join(out, name), format="parquet").schema.names == schema.names
+    # a replay that fails leaves no runtime.json of an earlier one beside its tables
+    assert os.path.isfile(os.path.join(out, "runtime.json"))
+    lacking = str(tmp_path / "lacking.parquet")
+    write_trace(second.drop_columns(["event"]), lacking)
+    with pytest.raises(ValueError, match="lacks column"):
+        write_replay_spark(spark, lacking, out)
+    assert not os.path.exists(os.path.join(out, "runtime.json"))
 
 
 def test_a_shard_file_appears_whole_or_not_at_all(tmp_path):

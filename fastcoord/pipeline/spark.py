@@ -397,14 +397,15 @@ MAX_READ_TASKS = 256        # tasks reading a trace's row groups at most
 def pack_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS) -> pa.RecordBatch:
     """Trace rows -> SHARD_PIECE_SCHEMA rows, one per shard present, shards ascending.
 
-    A client id stays only on joins, the one event that reads it, and a recorded error
-    is dropped (the replay makes its own answers): less to encode and shuffle. A null
-    group id fails here (shard_array's TypeError), as it fails the single-process
-    replay."""
+    The rows take the trace schema's types (the files of one trace may differ, and a
+    shard's pieces are put together again). A client id stays only on joins, the one
+    event that reads it, and a recorded error is dropped (the replay makes its own
+    answers): less to encode and shuffle. A null group id fails here (shard_array's
+    TypeError), as it fails the single-process replay."""
     import pyarrow.compute as pc
 
     from .trace import TRACE_SCHEMA
-    table = table.select(TRACE_SCHEMA.names)
+    table = table.select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
     on_join = pc.equal(table.column("event"), "join")
     table = table.set_column(
         table.schema.get_field_index("client_id"), "client_id",
@@ -489,11 +490,12 @@ def trace_units(path: str) -> Tuple[List[Tuple[str, int]], Optional[int]]:
 def replay_trace_file(spark, path: str, *, impl=None, num_shards: int = NUM_SHARDS,
                       out_dir: Optional[str] = None):
     """A Parquet trace (a file or a directory) -> the result blobs (BLOB_DDL: each row a
-    chunk of the table it names, as Arrow IPC; `decoded_table` turns them into rows). The Python workers read its row groups with pyarrow, one task
-    per row group (MAX_READ_TASKS at most): the path must be readable by the executors,
-    as for spark.read. With `out_dir`, the tasks write the four tables there themselves
-    (write_shard_tables; the directories must exist) and the blobs hold only the runtime
-    rows."""
+    chunk of the table it names, as Arrow IPC; `decoded_table` turns them into rows).
+    The Python workers read its row groups with pyarrow, one task per row group
+    (MAX_READ_TASKS at most): the path must be readable by the executors, as for
+    spark.read. With `out_dir`, the tasks write the four tables there themselves
+    (write_shard_tables; the directories must exist) and the blobs hold only the
+    runtime rows."""
     units, end_ms = trace_units(path)
     ids = spark.range(0, len(units), 1, numPartitions=max(1, min(len(units), MAX_READ_TASKS)))
     packed = ids.mapInArrow(_pack_units_fn(units, num_shards), schema=SHARD_PIECE_DDL)
@@ -581,7 +583,11 @@ def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards, collect):
 
 def _fresh_table_dirs(out_dir: str) -> None:
     """out_dir/<table>/ for each table, emptied (what a Spark write in overwrite mode
-    did): shard files of an earlier replay must not mix with this one's."""
+    did): shard files of an earlier replay must not mix with this one's. An earlier
+    runtime.json goes too: it is written last, once every table is whole."""
+    runtime = os.path.join(out_dir, "runtime.json")
+    if os.path.exists(runtime):
+        os.unlink(runtime)
     for name in TABLES:
         folder = os.path.join(out_dir, name)
         if os.path.isdir(folder):
