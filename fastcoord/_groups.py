@@ -40,7 +40,6 @@ E = types.SimpleNamespace(**Errors.__members__)
 # that Python __new__: for the results a join/sync round makes per member, and the
 # summaries and descriptions read after each request.
 _new_tuple = tuple.__new__
-_NONE = Errors.NONE                 # (read once: Errors.X is slow on 3.11)
 _OM_DEFAULTS = OffsetAndMetadata._field_defaults    # what an offset given alone stands for
 EMPTY, PR, CR, STABLE, DEAD = range(5)
 STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,

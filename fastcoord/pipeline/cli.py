@@ -94,9 +94,8 @@ def _job_parser(sub, name: str, help: str):
                    help="Spark master (local[*], spark://host:7077), or 'none' for one process")
     p.add_argument("--impl", choices=["native", "pure"], default=None)
     p.add_argument("--driver-memory", default=None, metavar="SIZE",
-                   help="spark.driver.memory, e.g. 6g (in local mode it also holds the "
-                        "tasks and the cached results; a 10M-event replay runs in the 1g "
-                        "default)")
+                   help="spark.driver.memory, e.g. 6g (in local mode it also runs the "
+                        "tasks; a 10M-event replay runs in the 1g default)")
     p.add_argument("--executor-memory", default=None, metavar="SIZE",
                    help="spark.executor.memory on a cluster, e.g. 4g")
     p.add_argument("--conf", action="append", default=[], type=_spark_conf,

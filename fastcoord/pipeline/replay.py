@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import array
 import itertools
+import os
+import shutil
 from collections import defaultdict
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -609,7 +611,7 @@ def shard_array(group_ids, num_shards: int = NUM_SHARDS) -> pa.Int32Array:
     if len(codes) and codes.max() == len(distinct):            # (null's code)
         raise TypeError("group_id must be a str, got a null group id")
     shards = np.array(shard_column(distinct.to_pylist(), num_shards), np.int32)
-    return pa.array(shards[codes] if len(shards) else np.zeros(0, np.int32))
+    return pa.array(shards[codes])
 
 
 def split_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS) -> Dict[int, pa.Table]:
@@ -648,6 +650,38 @@ def replay_local(table: pa.Table, *, impl=None, num_shards: int = NUM_SHARDS) ->
     return {name: canonical(pa.concat_tables(parts[name]) if parts[name]
                             else schema.empty_table(), name)
             for name, schema in TABLES.items()}
+
+
+def fresh_table_dirs(out_dir: str) -> None:
+    """out_dir/<table>/ for each table, emptied: files of an earlier replay (of either
+    path, single-process or Spark) must not mix with this one's. An earlier runtime.json
+    goes too: it describes that replay (a Spark one writes it last, once every table
+    is whole)."""
+    runtime = os.path.join(out_dir, "runtime.json")
+    if os.path.exists(runtime):
+        os.unlink(runtime)
+    for name in TABLES:
+        folder = os.path.join(out_dir, name)
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+        os.makedirs(folder)
+
+
+def write_table_file(path: str, table: pa.Table) -> None:
+    """`table` as the Parquet file `path`, which appears only whole: written under a
+    hidden temporary name beside it, then renamed (a Spark task that is retried, or
+    runs twice, rewrites the same name with the same rows)."""
+    import uuid
+
+    import pyarrow.parquet as pq
+    folder, base = os.path.split(path)
+    tmp = os.path.join(folder, f".{base}.{uuid.uuid4().hex}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def canonical(table: pa.Table, name: str) -> pa.Table:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import zipfile
@@ -52,7 +51,8 @@ from typing import Dict, List, Optional, Tuple
 import pandas as pd
 import pyarrow as pa
 
-from .replay import NUM_SHARDS, TABLES, ShardReplay, canonical, shard_array, split_on
+from .replay import (NUM_SHARDS, TABLES, ShardReplay, canonical, fresh_table_dirs,
+                     shard_array, split_on, write_table_file)
 
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string",
                 pa.binary(): "binary"}
@@ -170,7 +170,8 @@ def package_archive(cache_dir: Optional[str] = None) -> str:
 # Spark measures the Arrow batch it is filling for a Python worker after every row
 # (ArrowWriter.sizeInBytes over the whole struct of columns) unless this byte limit is
 # Int.MaxValue, which turns the check off: 718 of 2,060 JFR samples of the JVM in the
-# replay stage on the 10M-event benchmark were in it. Batches stay bounded by
+# replay stage on the 10M-event benchmark were in it, when Spark still fed the replay
+# the trace's rows (what-if's tasks and replay_dataframe's packing are still fed so). Batches stay bounded by
 # spark.sql.execution.arrow.maxRecordsPerBatch (10,000 rows of a trace: a few hundred
 # KiB), far below Arrow's 2 GiB limit that the byte limit guards against.
 ARROW_MAX_BYTES_PER_BATCH = str(2**31 - 1)
@@ -308,11 +309,9 @@ def _runtime_row(shard: int, impl: str) -> pa.Table:
 
 def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards,
                   out_dir: Optional[str] = None):
-    """One shard's trace rows -> its result blobs: the four tables (unless written to
-    `out_dir` here, see write_shard_tables) and the runtime row."""
-    from .trace import TRACE_SCHEMA
-    table = pa.table({f.name: table.column(f.name).cast(f.type) for f in TRACE_SCHEMA},
-                     schema=TRACE_SCHEMA)
+    """One shard's trace rows (in the trace schema: pack_by_shard's) -> its result
+    blobs: the four tables (unless written to `out_dir` here, see write_shard_tables)
+    and the runtime row."""
     replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
     out = replay.run(table, end_ms)
     used = replay.coord.impl if replay.coord is not None else "none"
@@ -331,23 +330,11 @@ def shard_file(out_dir: str, name: str, shard: int) -> str:
 def write_shard_tables(out_dir: str, shard: int, tables: Dict[str, pa.Table]) -> None:
     """A shard's result tables, each as out_dir/<table>/shard-<shard>.parquet, written by
     the task that replayed it. The name is the shard's alone and the file appears only
-    whole (written under a hidden temporary name, then renamed): a retried or
-    speculative task writes the same rows to the same name, so the directory never
-    holds a part or a duplicate. A shard's file is written even without rows: it
-    carries the table's schema."""
-    import uuid
-
-    import pyarrow.parquet as pq
+    whole (write_table_file): a retried or speculative task writes the same rows to the
+    same name, so the directory never holds a part or a duplicate. A shard's file is
+    written even without rows: it carries the table's schema."""
     for name, table in tables.items():
-        final = shard_file(out_dir, name, shard)
-        tmp = os.path.join(os.path.dirname(final),
-                           f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
-        try:
-            pq.write_table(table, tmp)
-            os.replace(tmp, final)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        write_table_file(shard_file(out_dir, name, shard), table)
 
 
 def _run_partition_fn(impl, end_ms, num_shards, out_dir: Optional[str] = None):
@@ -562,15 +549,15 @@ def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards, collect):
     # The tasks write the tables themselves (write_shard_tables): no result rows to
     # convert, cache and decode again for Spark's writer; the job returns the runtime
     # rows alone.
-    _fresh_table_dirs(out_dir)
+    fresh_table_dirs(out_dir)
     blobs = replay_trace_file(spark, trace_path, impl=impl, num_shards=num_shards,
                               out_dir=out_dir)
     rows = decoded_table(blobs, RUNTIME_TABLE, RUNTIME_SCHEMA).sort_by("shard").to_pylist()
     for name, schema in TABLES.items():
         folder = os.path.join(out_dir, name)
         if not any(f.endswith(".parquet") and not f.startswith(".") for f in os.listdir(folder)):
-            import pyarrow.parquet as pq          # no shard at all: the schema, no rows
-            pq.write_table(schema.empty_table(), os.path.join(folder, "empty.parquet"))
+            # no shard at all: the schema, no rows
+            write_table_file(os.path.join(folder, "empty.parquet"), schema.empty_table())
     with open(os.path.join(out_dir, "runtime.json"), "w") as f:
         json.dump(rows, f, indent=2)
     if not collect:
@@ -579,17 +566,3 @@ def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards, collect):
     return {name: canonical(ds.dataset(os.path.join(out_dir, name), format="parquet")
                             .to_table(), name)
             for name in TABLES}
-
-
-def _fresh_table_dirs(out_dir: str) -> None:
-    """out_dir/<table>/ for each table, emptied (what a Spark write in overwrite mode
-    did): shard files of an earlier replay must not mix with this one's. An earlier
-    runtime.json goes too: it is written last, once every table is whole."""
-    runtime = os.path.join(out_dir, "runtime.json")
-    if os.path.exists(runtime):
-        os.unlink(runtime)
-    for name in TABLES:
-        folder = os.path.join(out_dir, name)
-        if os.path.isdir(folder):
-            shutil.rmtree(folder)
-        os.makedirs(folder)
