@@ -329,3 +329,29 @@ def test_a_shard_file_appears_whole_or_not_at_all(tmp_path):
     with pytest.raises(OSError):
         write_shard_tables(str(tmp_path), 8, {"groups": table})
     assert os.listdir(tmp_path / "groups") == ["shard-00008.parquet"]
+
+
+def test_a_replay_in_one_process_replaces_a_spark_replays_output(spark, tmp_path):
+    """`--master none` into a directory a Spark replay wrote: its tables replace the
+    shard files (they would otherwise be read together with its own) and the Spark
+    run's runtime.json goes; and a Spark replay into a directory returns the runtime
+    rows alone to the driver (the tables stay in the files its tasks wrote)."""
+    import pyarrow.dataset as ds
+
+    from fastcoord.cli import main
+    from fastcoord.pipeline.replay import TABLES
+    from fastcoord.pipeline.spark import RUNTIME_TABLE, replay_trace_file
+    trace = generate(groups=6, members=4, duration_s=60, seed=41)
+    path, out = str(tmp_path / "t.parquet"), str(tmp_path / "out")
+    write_trace(trace, path)
+    write_replay_spark(spark, path, out)
+    assert os.path.isfile(os.path.join(out, "runtime.json"))
+    blob_rows = replay_trace_file(spark, path, out_dir=out).collect()
+    assert {r["table"] for r in blob_rows} == {RUNTIME_TABLE}
+    assert main(["replay", path, "--out", out, "--master", "none"]) == 0
+    want = replay_local(trace)
+    for name in TABLES:
+        assert os.listdir(os.path.join(out, name)) == ["part-0.parquet"], name
+        assert ds.dataset(os.path.join(out, name), format="parquet").count_rows() == \
+            want[name].num_rows, name
+    assert not os.path.exists(os.path.join(out, "runtime.json"))

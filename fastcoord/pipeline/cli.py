@@ -178,12 +178,11 @@ def run(args) -> int:
     os.makedirs(args.out, exist_ok=True)
     good, stats = _ingest(args, trace)
     if args.master == "none":
-        import pyarrow.parquet as pq
         _stage("replay", "replaying every shard in this process")
         tables = replay.replay_local(good, impl=args.impl)
+        replay.fresh_table_dirs(args.out)
         for name, t in tables.items():
-            os.makedirs(os.path.join(args.out, name), exist_ok=True)
-            pq.write_table(t, os.path.join(args.out, name, "part-0.parquet"))
+            replay.write_table_file(os.path.join(args.out, name, "part-0.parquet"), t)
         rows = {name: t.num_rows for name, t in tables.items()}
     else:
         from . import spark as sp
