@@ -6,14 +6,16 @@
   Python, then a heartbeat as a HeartbeatRun of one, a commit by commit_offsets), for
   comparison.
 - stage scaling: the same stage as a Spark job (`replay_trace_file`, run to completion
-  by a no-op write: the trace's row groups read by the Python workers, shard mapping,
+  by a no-op write: the trace's row groups read and validated by the Python workers,
+  shard mapping,
   shuffle, replay, the results encoded as Arrow IPC blobs; decoding them to rows is
   part of each table's write, in the end-to-end case) on local[1] and local[2], session
   start excluded; with the cores the machine kept busy meanwhile (JVM included) and
   the events per busy core-second.
 - end to end: `fastcoord replay TRACE --out DIR --master local[2]` as a user runs it
-  (JVM start, validation, replay, Parquet writes; the row counts are read from the
-  files written, nothing is collected into the driver).
+  (JVM start; the trace read and validated by the tasks, replayed, written as Parquet
+  by them; the row counts are read from the files written, only the runtime rows and
+  ingest counts are collected into the driver).
 
 The trace is generated once (gen.generate, seed 1) and cached as Parquet under
 FASTCOORD_BENCH_CACHE (default: the temp dir), keyed by its parameters and the

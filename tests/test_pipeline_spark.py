@@ -152,20 +152,6 @@ def test_session_turns_off_the_per_row_arrow_batch_measure(spark):
     assert int(s.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")) > 0
 
 
-def test_with_shards_maps_groups_as_kafka_does_and_fails_on_a_null_group(spark):
-    """Each row gets its group's shard (shard_for); a null group id fails the job with
-    shard_for's error rather than going on with a null shard."""
-    from fastcoord import shard_for
-    from fastcoord.pipeline.spark import with_shards
-    groups = ["orders", "payments", "g-1", "", "orders"]
-    df = spark.createDataFrame([(g, i) for i, g in enumerate(groups)], "group_id string, i int")
-    got = {r["i"]: r["shard"] for r in with_shards(df, 7).collect()}
-    assert got == {i: shard_for(g, 7) for i, g in enumerate(groups)}
-    bad = spark.createDataFrame([("orders", 0), (None, 1)], "group_id string, i int")
-    with pytest.raises(Exception, match="group_id must be a str"):
-        with_shards(bad, 7).collect()
-
-
 def _split_files(trace, d, row_group_size, statistics=(True, False)):
     """`trace` as a directory of Parquet files (one per entry of `statistics`, small
     row groups; the second without column statistics and with wider types for two
@@ -192,19 +178,25 @@ def test_a_directory_of_row_groups_and_a_dataframe_replay_as_one_file(spark, tmp
     leading "_")."""
     import pyarrow.parquet as pq
 
+    from fastcoord.pipeline.ingest import trace_units
     from fastcoord.pipeline.replay import canonical
-    from fastcoord.pipeline.spark import (decoded_table, replay_dataframe, trace_units)
+    from fastcoord.pipeline.spark import decoded_table, replay_dataframe
+    from fastcoord.pipeline.trace import IngestStats
     trace = generate(groups=9, members=5, duration_s=150, seed=21)
     want = replay_local(trace)
     d = str(tmp_path / "dir")
     _split_files(trace, d, row_group_size=300)
-    units, end_ms = trace_units(d)
-    assert end_ms == max(trace.column("time_ms").to_pylist())
+    units = trace_units(d)
     assert len(units) == sum(pq.ParquetFile(os.path.join(d, f)).num_row_groups
                              for f in ("part-0.parquet", "part-1.parquet")) > 4
-    got = replay_spark(spark, d)
+    sizes = [pq.ParquetFile(u.path).metadata.row_group(u.row_group).num_rows for u in units]
+    assert [u.first_row for u in units] == [sum(sizes[:i]) for i in range(len(units))]
+    assert sum(sizes) == trace.num_rows
+    stats = IngestStats()
+    got = replay_spark(spark, d, stats=stats)
     for name in want:
         assert got[name].to_pylist() == want[name].to_pylist(), name
+    assert (stats.rows_in, stats.rows_ok, stats.malformed) == (trace.num_rows, trace.num_rows, 0)
     whole = str(tmp_path / "whole.parquet")      # (Spark's reader takes one type a column)
     write_trace(trace, whole)
     blobs = replay_dataframe(spark, spark.read.parquet(whole)).cache()
@@ -218,58 +210,108 @@ def test_a_directory_of_row_groups_and_a_dataframe_replay_as_one_file(spark, tmp
     assert got["responses"].to_pylist() == want["responses"].to_pylist()
 
 
-def test_trace_units_of_an_empty_trace_and_of_one_missing_a_column(spark, tmp_path):
-    from fastcoord.pipeline.spark import trace_units
+def test_an_empty_trace_and_one_missing_a_column(spark, tmp_path):
+    """An empty trace has no units and replays to empty tables; a file without a
+    column is read as nulls in it and reported, not refused."""
+    from fastcoord.pipeline.ingest import read_validated, trace_units
+    from fastcoord.pipeline.trace import IngestStats
     trace = generate(groups=2, members=3, duration_s=30, seed=3)
     empty = str(tmp_path / "empty.parquet")
     write_trace(trace.slice(0, 0), empty)
-    assert trace_units(empty) == ([], None)
+    assert trace_units(empty) == []
     got = replay_spark(spark, empty)
     assert all(t.num_rows == 0 for t in got.values())
     lacking = str(tmp_path / "lacking.parquet")
     write_trace(trace.drop_columns(["client_id"]), lacking)
-    with pytest.raises(ValueError, match=r"lacking.parquet lacks column\(s\) \['client_id'\]"):
-        trace_units(lacking)
+    assert "client_id" not in trace_units(lacking)[0].columns
+    stats = IngestStats()
+    got = replay_spark(spark, lacking, stats=stats)
+    assert stats.missing_columns == ["client_id"] and stats.rows_ok == trace.num_rows
+    good, _ = read_validated(lacking)
+    assert good.column("client_id").null_count == trace.num_rows
+    want = replay_local(good)
+    for name in want:
+        assert got[name].to_pylist() == want[name].to_pylist(), name
 
 
 def test_packing_keeps_each_shards_rows_and_only_what_the_replay_reads(monkeypatch):
-    """pack_by_shard: per shard its rows in order, the client id on joins only, no
-    recorded error; pieces of at most PACK_ROWS rows put back together are the trace;
-    a null group id fails."""
+    """pack_pieces: per shard its valid rows in order, numbered by piece, the client id
+    on joins only (what-if's packing keeps them all), no recorded error; pieces of at
+    most PIECE_ROWS rows put back together are the valid trace; every piece's report
+    to shard 0, the time range to every other shard; pack_by_shard fails on a null
+    group (validation sets such rows aside before)."""
+    import json
+
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from fastcoord.pipeline import ingest
     from fastcoord.pipeline import spark as sp
     from fastcoord.pipeline.replay import split_by_shard
     from fastcoord.pipeline.trace import TRACE_SCHEMA
     trace = generate(groups=8, members=4, duration_s=60, seed=5).select(
         TRACE_SCHEMA.names).combine_chunks()
-    monkeypatch.setattr(sp, "PACK_ROWS", 300)
-    pieces = list(sp._pack_batches(trace.to_batches(max_chunksize=128), 7))
+    dirty = trace.set_column(trace.schema.get_field_index("group_id"), "group_id",
+                             pa.array([None] + trace.column("group_id").to_pylist()[1:],
+                                      pa.string()))
+    monkeypatch.setattr(ingest, "PIECE_ROWS", 300)
+    pieces = list(ingest.validated_pieces(dirty.to_batches(max_chunksize=128), 1 << 20))
     assert len(pieces) == -(-trace.num_rows // 384)          # 3 batches of 128 a piece
-    got = {}
-    for batch in pieces:
-        assert batch.schema == sp.SHARD_PIECE_SCHEMA
-        shards = batch.column("shard").to_pylist()
-        assert shards == sorted(set(shards))
-        for s, blob in zip(shards, batch.column("ipc").to_pylist()):
-            got.setdefault(s, []).append(sp.table_from_ipc(blob))
-    want = split_by_shard(trace, 7)
-    assert sorted(got) == list(want)
-    for s, rows in want.items():
-        back = pa.concat_tables(got[s])
-        assert back.column("seq").to_pylist() == rows.column("seq").to_pylist()
-        assert back.column("error").null_count == back.num_rows
-        joins = pc.equal(rows.column("event"), "join")
-        assert back.column("client_id").to_pylist() == \
-            pc.if_else(joins, rows.column("client_id"), None).to_pylist()
-        keep = [c for c in TRACE_SCHEMA.names if c not in ("client_id", "error")]
-        assert back.select(keep).equals(rows.select(keep))
-    bad = trace.set_column(trace.schema.get_field_index("group_id"), "group_id",
-                           pa.array([None] + trace.column("group_id").to_pylist()[1:],
-                                    pa.string()))
+    assert [p[0] for p in pieces] == [(1 << 20) + k for k in range(len(pieces))]
+    assert sum(p[2].malformed for p in pieces) == 1
+    for lean in (True, False):
+        got, reports, spans = {}, [], set()
+        for batch in sp.pack_pieces(iter(pieces), 7, lean=lean):
+            assert batch.schema == sp.SHARD_PIECE_SCHEMA
+            for s, piece, blob, report in zip(*(batch.column(c).to_pylist()
+                                                for c in batch.schema.names)):
+                if blob is not None:
+                    got.setdefault(s, []).append((piece, sp.table_from_ipc(blob)))
+                elif s == 0:
+                    reports.append((piece, report))
+                else:
+                    spans.add((s, report))
+        assert [r[0] for r in reports] == [p[0] for p in pieces]
+        stats, first, last = ingest.merge_reports(reports)
+        assert (stats.rows_in, stats.malformed) == (trace.num_rows, 1)
+        times = trace.column("time_ms").to_pylist()[1:]
+        assert (first, last) == (min(times), max(times))
+        assert {s for s, _ in spans} == set(range(1, 7))
+        assert {json.loads(r)["last_ms"] for _, r in spans} == {last}
+        want = split_by_shard(trace.slice(1), 7)
+        assert sorted(got) == list(want)
+        for s, rows in want.items():
+            assert [p for p, _ in got[s]] == sorted(p for p, _ in got[s])
+            back = pa.concat_tables([t for _, t in got[s]])
+            assert back.column("seq").to_pylist() == rows.column("seq").to_pylist()
+            if not lean:
+                assert back.equals(rows)
+                continue
+            assert back.column("error").null_count == back.num_rows
+            joins = pc.equal(rows.column("event"), "join")
+            assert back.column("client_id").to_pylist() == \
+                pc.if_else(joins, rows.column("client_id"), None).to_pylist()
+            keep = [c for c in TRACE_SCHEMA.names if c not in ("client_id", "error")]
+            assert back.select(keep).equals(rows.select(keep))
     with pytest.raises(TypeError, match="group_id must be a str"):
-        sp.pack_by_shard(bad, 7)
+        sp.pack_by_shard(dirty, 7)
+
+
+def test_a_shards_pieces_go_back_in_trace_order_whatever_order_they_arrive_in():
+    """ShardInput orders each shard's pieces by their number: the shuffle may deliver
+    them in any order, and rows of equal (time, seq) replay in the trace's order."""
+    import pyarrow as pa
+
+    from fastcoord.pipeline import spark as sp
+    trace = generate(groups=5, members=3, duration_s=60, seed=8)
+    halves = [trace.slice(0, trace.num_rows // 2), trace.slice(trace.num_rows // 2)]
+    batches = [sp.pack_by_shard(h, 3, piece, lean=False) for piece, h in enumerate(halves)]
+    got = sp.ShardInput(reversed(batches))
+    assert all(len(got.pieces[s]) == 2 for s in got.keys()) and len(got.keys()) == 3
+    for s in got.keys():
+        want = pa.concat_tables([sp.split_on(h, sp.shard_array(h.column("group_id"), 3))
+                                 .get(s, h.slice(0, 0)) for h in halves])
+        assert got.rows(s).equals(want.cast(got.rows(s).schema))
 
 
 def test_replay_tasks_write_one_whole_file_per_shard_and_table(spark, tmp_path):
@@ -303,10 +345,8 @@ def test_replay_tasks_write_one_whole_file_per_shard_and_table(spark, tmp_path):
         assert ds.dataset(os.path.join(out, name), format="parquet").schema.names == schema.names
     # a replay that fails leaves no runtime.json of an earlier one beside its tables
     assert os.path.isfile(os.path.join(out, "runtime.json"))
-    lacking = str(tmp_path / "lacking.parquet")
-    write_trace(second.drop_columns(["event"]), lacking)
-    with pytest.raises(ValueError, match="lacks column"):
-        write_replay_spark(spark, lacking, out)
+    with pytest.raises(Exception, match="impl must be None, 'native' or 'pure'"):
+        write_replay_spark(spark, str(tmp_path / "b.parquet"), out, impl="bogus")
     assert not os.path.exists(os.path.join(out, "runtime.json"))
 
 
@@ -340,14 +380,14 @@ def test_a_replay_in_one_process_replaces_a_spark_replays_output(spark, tmp_path
 
     from fastcoord.cli import main
     from fastcoord.pipeline.replay import TABLES
-    from fastcoord.pipeline.spark import RUNTIME_TABLE, replay_trace_file
+    from fastcoord.pipeline.spark import INGEST_TABLE, RUNTIME_TABLE, replay_trace_file
     trace = generate(groups=6, members=4, duration_s=60, seed=41)
     path, out = str(tmp_path / "t.parquet"), str(tmp_path / "out")
     write_trace(trace, path)
     write_replay_spark(spark, path, out)
     assert os.path.isfile(os.path.join(out, "runtime.json"))
     blob_rows = replay_trace_file(spark, path, out_dir=out).collect()
-    assert {r["table"] for r in blob_rows} == {RUNTIME_TABLE}
+    assert {r["table"] for r in blob_rows} == {RUNTIME_TABLE, INGEST_TABLE}
     assert main(["replay", path, "--out", out, "--master", "none"]) == 0
     want = replay_local(trace)
     for name in TABLES:
@@ -355,3 +395,75 @@ def test_a_replay_in_one_process_replaces_a_spark_replays_output(spark, tmp_path
         assert ds.dataset(os.path.join(out, name), format="parquet").count_rows() == \
             want[name].num_rows, name
     assert not os.path.exists(os.path.join(out, "runtime.json"))
+
+
+def _dirty_trace_dir(d):
+    """A trace directory whose rows a reader must sort out: in the first file a null
+    group, a null time, an unknown event and a row whose time goes back within its
+    group; the second file without client ids and without `seq` (its rows are numbered
+    by their place in the trace). The first file has small row groups: many units."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from fastcoord.pipeline.trace import validate
+    trace = generate(groups=7, members=4, duration_s=90, seed=17)
+    assert validate(trace)[1].out_of_order == 0
+    half = trace.num_rows // 2
+    rows = trace.slice(0, half).to_pylist()
+    rows[5]["group_id"] = None
+    rows[9]["time_ms"] = None
+    rows[12]["event"] = "describe"
+    later = next(i for i in range(30, half) if any(r["group_id"] == rows[i]["group_id"]
+                                                   for r in rows[:i]))
+    rows[later]["time_ms"] = 0
+    os.makedirs(d)
+    pq.write_table(pa.Table.from_pylist(rows, schema=trace.schema),
+                   os.path.join(d, "a.parquet"), row_group_size=200)
+    second = trace.slice(half).drop_columns(["client_id", "seq"])
+    pq.write_table(second, os.path.join(d, "b.parquet"))
+    assert pc.min(trace.column("time_ms")).as_py() >= 0
+    return trace.num_rows
+
+
+def test_the_tasks_validate_the_trace_as_one_process_does(spark, tmp_path, capsys):
+    """Bad rows are set aside and counted where Spark's tasks read them: the replay,
+    what-if and ingest.json of a Spark job equal those of one process reading the same
+    pieces (ingest.read_validated), examples and out-of-order count included."""
+    import json
+
+    from fastcoord.cli import main
+    from fastcoord.pipeline.ingest import read_validated
+    from fastcoord.pipeline.trace import IngestStats
+    from fastcoord.pipeline.whatif import make_grid, whatif_local, whatif_spark
+    d = str(tmp_path / "dirty")
+    n = _dirty_trace_dir(d)
+    good, want_stats = read_validated(d)
+    assert (want_stats.rows_in, want_stats.malformed, want_stats.unknown_event,
+            want_stats.out_of_order, want_stats.missing_columns) == \
+        (n, 2, 1, 1, ["client_id"])
+    assert want_stats.rows_ok == good.num_rows == n - 3
+    assert sorted(good.column("seq").to_pylist()) == list(range(n))[:5] + \
+        list(range(n))[6:9] + list(range(n))[10:12] + list(range(n))[13:]
+    stats = IngestStats()
+    got = replay_spark(spark, d, stats=stats)
+    assert stats.as_dict() == want_stats.as_dict()
+    want = replay_local(good)
+    for name in want:
+        assert got[name].to_pylist() == want[name].to_pylist(), name
+    grid = make_grid([10_000, 30_000], ["off"])
+    stats = IngestStats()
+    got = whatif_spark(spark, d, grid, stats=stats)
+    assert stats.as_dict() == want_stats.as_dict()
+    want = whatif_local(good, grid)
+    for name in want:
+        assert got[name].to_pylist() == want[name].to_pylist(), name
+    ingest = {}
+    for master in ("none", "local[2]"):
+        out = str(tmp_path / master)
+        assert main(["replay", d, "--out", out, "--master", master]) == 0
+        with open(os.path.join(out, "ingest.json")) as f:
+            ingest[master] = json.load(f)
+        assert f"fastcoord replay: {n - 3} events (2 malformed, 1 unknown, 1 out of order)" \
+            in capsys.readouterr().out
+    assert ingest["none"] == ingest["local[2]"] == want_stats.as_dict()

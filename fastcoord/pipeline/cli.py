@@ -10,9 +10,6 @@ import time
 from typing import Dict, Optional
 
 COMMANDS = ("trace", "replay", "whatif", "report")
-# the validated trace handed to Spark (its name must not start with "_" or ".":
-# Spark skips such files)
-CLEAN_TRACE = "clean_trace.parquet"
 
 
 def _durations(text: str) -> list:
@@ -176,8 +173,9 @@ def run(args) -> int:
         print(json.dumps(stats.as_dict(), indent=2))
         return 0
     os.makedirs(args.out, exist_ok=True)
-    good, stats = _ingest(args, trace)
+    _forget_ingest(args.out)
     if args.master == "none":
+        good, stats = _ingest(args)
         _stage("replay", "replaying every shard in this process")
         tables = replay.replay_local(good, impl=args.impl)
         replay.fresh_table_dirs(args.out)
@@ -186,42 +184,59 @@ def run(args) -> int:
         rows = {name: t.num_rows for name, t in tables.items()}
     else:
         from . import spark as sp
-        rows = _on_spark(args, good, "replaying the shards as Spark tasks",
-                         lambda session, path: sp.write_replay_spark(session, path, args.out,
-                                                                     impl=args.impl))
-    print(f"fastcoord replay: {good.num_rows} events ({stats.malformed} malformed, "
+        stats = trace.IngestStats()
+        rows = _on_spark(args, "reading, validating and replaying the shards as Spark tasks",
+                         lambda session: sp.write_replay_spark(session, args.trace, args.out,
+                                                               impl=args.impl, stats=stats))
+        _ingested(args, stats)
+    print(f"fastcoord replay: {stats.rows_ok} events ({stats.malformed} malformed, "
           f"{stats.unknown_event} unknown, {stats.out_of_order} out of order); "
           + ", ".join(f"{n} {count}" for n, count in rows.items()) + f" -> {args.out}")
     return 0
 
 
-def _on_spark(args, good, what: str, job):
-    """Hand the validated trace to Spark and run `job(session, trace_path)` with its
-    progress on stderr; the session is stopped only if this command started it."""
-    from .trace import write_trace
+def _on_spark(args, what: str, job):
+    """Run `job(session)` on a Spark session for args.master with its progress on
+    stderr; the session is stopped only if this command started it. The trace is read
+    by the tasks: on a cluster its path must be readable by the executors."""
     from .whatif import SparkProgress
-    clean = os.path.join(args.out, CLEAN_TRACE)
-    write_trace(good, clean)
     _stage(args.command, f"starting Spark ({args.master})")
     session, owned = _spark_session(args.master, spark_conf(args))
     try:
         _stage(args.command, what)
         with SparkProgress(session, args.command):
-            return job(session, clean)
+            return job(session)
     finally:
         if owned:
             session.stop()
 
 
-def _ingest(args, trace):
-    """Read and validate the trace; the counts go to OUT/ingest.json."""
+INGEST_FILE = "ingest.json"
+
+
+def _forget_ingest(out: str) -> None:
+    """An earlier run's counts go before this run starts: a failed run leaves none."""
+    try:
+        os.unlink(os.path.join(out, INGEST_FILE))
+    except FileNotFoundError:
+        pass
+
+
+def _ingest(args):
+    """Read and validate the trace in this process (ingest.read_validated: the pieces a
+    Spark job's tasks read); the counts go to OUT/ingest.json."""
+    from .ingest import read_validated
     _stage(args.command, f"reading {args.trace}")
-    good, stats = trace.validate(trace.read_trace(args.trace))
-    with open(os.path.join(args.out, "ingest.json"), "w") as f:
-        json.dump(stats.as_dict(), f, indent=2)
-    _stage(args.command, f"{good.num_rows} valid events ({stats.malformed} malformed, "
-                         f"{stats.unknown_event} unknown)")
+    good, stats = read_validated(args.trace)
+    _ingested(args, stats)
     return good, stats
+
+
+def _ingested(args, stats) -> None:
+    with open(os.path.join(args.out, INGEST_FILE), "w") as f:
+        json.dump(stats.as_dict(), f, indent=2)
+    _stage(args.command, f"{stats.rows_ok} valid events ({stats.malformed} malformed, "
+                         f"{stats.unknown_event} unknown, {stats.out_of_order} out of order)")
 
 
 def _run_whatif(args) -> int:
@@ -230,10 +245,11 @@ def _run_whatif(args) -> int:
     os.makedirs(args.out, exist_ok=True)
     configs = whatif.make_grid(args.session_timeout, args.static, args.rebalance_timeout,
                                args.heartbeat_interval)
-    good, stats = _ingest(args, trace)
+    _forget_ingest(args.out)
     _stage("whatif", f"{len(configs)} configurations: " + "; ".join(c.label for c in configs))
     t0 = time.perf_counter()
     if args.master == "none":
+        good, stats = _ingest(args)
         bar = None
 
         def progress(done: int, total: int) -> None:
@@ -246,14 +262,17 @@ def _run_whatif(args) -> int:
         if bar is not None:
             bar.close()
     else:
-        tables = _on_spark(args, good, "simulating (configuration, shard) pairs as Spark tasks",
-                           lambda session, path: whatif.whatif_spark(session, path, configs,
-                                                                     impl=args.impl))
+        stats = trace.IngestStats()
+        tables = _on_spark(args, "reading the trace and simulating (configuration, shard) "
+                                 "pairs as Spark tasks",
+                           lambda session: whatif.whatif_spark(session, args.trace, configs,
+                                                               impl=args.impl, stats=stats))
+        _ingested(args, stats)
     whatif.write_results(tables, args.out, configs,
                          meta={"trace": os.path.abspath(args.trace), "impl": args.impl,
                                "master": args.master, "ingest": stats.as_dict(),
                                "seconds": round(time.perf_counter() - t0, 3)})
-    print(f"fastcoord whatif: {len(configs)} configurations, {good.num_rows} events -> {args.out}")
+    print(f"fastcoord whatif: {len(configs)} configurations, {stats.rows_ok} events -> {args.out}")
     for row in tables["summary"].to_pylist():
         p50, p99 = row["crash_detect_p50_ms"], row["crash_detect_p99_ms"]
         print(f"  {row['label']:<40} rebalances/h {row['rebalances_per_hour']:8.1f}  "

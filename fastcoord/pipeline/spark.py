@@ -3,10 +3,12 @@ ShardReplay inside a Python worker (`repartition("shard").mapInArrow`), write th
 tables as the single-process replay.
 
 The trace reaches the shuffle packed: the Python workers read its Parquet row groups
-themselves (pyarrow), map each row's group to its shard, and hand Spark one row per
-(shard, piece of the trace) holding that shard's rows as an Arrow IPC stream. The JVM
-moves a few hundred binary values instead of converting 10M rows from Parquet to its
-rows, shuffling them, and converting them again to Arrow for the replay.
+themselves (pyarrow), set its bad rows aside and count them (ingest.py), map each
+row's group to its shard, and hand Spark one row per (shard, piece of the trace)
+holding that shard's rows as an Arrow IPC stream. The JVM moves a few hundred binary
+values instead of converting 10M rows from Parquet to its rows, shuffling them, and
+converting them again to Arrow for the replay; the driver reads only the files'
+footers, so no machine holds the whole trace.
 
 `session(master)` makes a SparkSession.
 
@@ -48,7 +50,6 @@ import tempfile
 import zipfile
 from typing import Dict, List, Optional, Tuple
 
-import pandas as pd
 import pyarrow as pa
 
 from .replay import (NUM_SHARDS, TABLES, ShardReplay, canonical, fresh_table_dirs,
@@ -263,16 +264,6 @@ def default_parallelism(spark) -> int:
     return ids.agg(F.max("p")).collect()[0][0] + 1
 
 
-def shard_udf(num_shards: int):
-    from pyspark.sql.functions import pandas_udf
-
-    @pandas_udf("int")
-    def shard(groups: pd.Series) -> pd.Series:
-        from .replay import shard_column
-        return pd.Series(shard_column(groups.tolist(), num_shards), dtype="int32")
-    return shard
-
-
 def table_to_ipc(table: pa.Table, *, compress: bool = True) -> bytes:
     """`table` as one Arrow IPC stream (LZ4 unless not `compress`): how results travel
     from a Python worker as a Spark binary value, with their exact types (the replay's
@@ -309,9 +300,9 @@ def _runtime_row(shard: int, impl: str) -> pa.Table:
 
 def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards,
                   out_dir: Optional[str] = None):
-    """One shard's trace rows (in the trace schema: pack_by_shard's) -> its result
-    blobs: the four tables (unless written to `out_dir` here, see write_shard_tables)
-    and the runtime row."""
+    """One shard's valid trace rows (pack_by_shard's) -> its result blobs: the four
+    tables (unless written to `out_dir` here, see write_shard_tables), the runtime row
+    and the shard's count of rows out of order."""
     replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
     out = replay.run(table, end_ms)
     used = replay.coord.impl if replay.coord is not None else "none"
@@ -337,222 +328,294 @@ def write_shard_tables(out_dir: str, shard: int, tables: Dict[str, pa.Table]) ->
         write_table_file(shard_file(out_dir, name, shard), table)
 
 
-def _run_partition_fn(impl, end_ms, num_shards, out_dir: Optional[str] = None):
-    """The task of one partition of the shuffle by shard (mapInArrow): its packed pieces
-    (SHARD_PIECE_SCHEMA rows) put together by shard, then every shard replayed in turn,
-    shards ascending. A shard's pieces are all in one partition (the shuffle's key), so
-    this is the same work as one task per shard."""
-    def run(batches):
-        pieces: Dict[int, list] = {}
-        for batch in batches:
-            for shard, blob in zip(batch.column("shard").to_pylist(),
-                                   batch.column("ipc").to_pylist()):
-                pieces.setdefault(shard, []).append(table_from_ipc(blob))
-        for shard in sorted(pieces):
-            yield from _replay_shard(pa.concat_tables(pieces[shard]), shard, impl, end_ms,
-                                     num_shards, out_dir)
-    return run
-
-
-def with_shards(df, num_shards: int = NUM_SHARDS):
-    """`df` with a `shard` column: its group's coordinator shard (Kafka's partitionFor).
-
-    The Java string hash runs in Python once per distinct group (`shard_udf`), and the
-    mapping goes back to the rows as a broadcast join in the JVM: per row in a pandas
-    UDF it cost 11 s of the 10M-event benchmark's stage on one core, the join 1.7 s.
-
-    The join is null-safe (<=>) so that a null group id reaches the UDF, which fails the
-    job on it as it did per row (shard_for's TypeError). With a plain equi-join Spark
-    infers `group_id IS NOT NULL` for the mapping side: the null group would never be
-    hashed and its rows would go on with a null shard."""
-    from pyspark.sql import functions as F
-    mapping = df.select("group_id").distinct().select(
-        F.col("group_id").alias("_shard_group"),
-        shard_udf(num_shards)(F.col("group_id")).alias("shard"))
-    joined = df.join(F.broadcast(mapping), df.group_id.eqNullSafe(mapping._shard_group), "left")
-    return joined.drop("_shard_group")
-
-
-# What the shuffle carries: one row per (shard, piece of the trace), the shard's rows of
-# that piece as an uncompressed Arrow IPC stream (Spark compresses shuffle blocks).
-SHARD_PIECE_SCHEMA = pa.schema([("shard", pa.int32()), ("ipc", pa.binary())])
+# -- the packed trace ---------------------------------------------------------------------------
+#
+# What the shuffle carries, one row per (shard, piece of the trace):
+# - a data row: the shard's valid rows of that piece as an uncompressed Arrow IPC stream
+#   (Spark compresses shuffle blocks), `report` null;
+# - a report row, `ipc` null: a piece's ingest counts and the time range of its valid
+#   rows (ingest.piece_report). Every piece's report goes to shard 0, and every reading
+#   task sends its pieces' time range to every shard: a shard's task learns the whole
+#   trace's end (where the replay stops) from what it receives, and the driver gets the
+#   counts with the results, in one pass over the trace. A retried reading task's rows
+#   replace its failed attempt's in the shuffle, so nothing is counted twice.
+# `piece` (ingest.ordinal) puts a shard's pieces back in trace order, whatever order
+# the shuffle delivers them in: rows with equal (time, seq), as a directory of files
+# each numbering its rows from 0 has, replay in the order the trace has them.
+SHARD_PIECE_SCHEMA = pa.schema([("shard", pa.int32()), ("piece", pa.int64()),
+                                ("ipc", pa.binary()), ("report", pa.string())])
 SHARD_PIECE_DDL = spark_ddl(SHARD_PIECE_SCHEMA)
-PACK_ROWS = 1 << 20         # trace rows per packed piece at most: bounds a worker's memory
 MAX_READ_TASKS = 256        # tasks reading a trace's row groups at most
+INGEST_TABLE = "_ingest"    # the piece reports and shards' out-of-order counts, as blobs
+INGEST_SCHEMA = pa.schema([("piece", pa.int64()), ("report", pa.string())])
 
 
-def pack_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS) -> pa.RecordBatch:
-    """Trace rows -> SHARD_PIECE_SCHEMA rows, one per shard present, shards ascending.
+def pack_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS, piece: int = 0, *,
+                  lean: bool = True) -> pa.RecordBatch:
+    """Valid trace rows -> data rows of SHARD_PIECE_SCHEMA, one per shard present,
+    shards ascending, numbered `piece`.
 
     The rows take the trace schema's types (the files of one trace may differ, and a
-    shard's pieces are put together again). A client id stays only on joins, the one
-    event that reads it, and a recorded error is dropped (the replay makes its own
-    answers): less to encode and shuffle. A null group id fails here (shard_array's
-    TypeError), as it fails the single-process replay."""
+    shard's pieces are put together again). `lean` (the replay): a client id stays
+    only on joins, the one event the replay reads it on, and a recorded error is
+    dropped (the replay makes its own answers): less to encode and shuffle. What-if
+    reads a member's client id from its first request of any kind. A null group id
+    fails here (shard_array's TypeError), as it fails the single-process replay."""
     import pyarrow.compute as pc
 
     from .trace import TRACE_SCHEMA
     table = table.select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
-    on_join = pc.equal(table.column("event"), "join")
-    table = table.set_column(
-        table.schema.get_field_index("client_id"), "client_id",
-        pc.if_else(on_join, table.column("client_id"), pa.scalar(None, pa.string())))
-    table = table.set_column(table.schema.get_field_index("error"), "error",
-                             pa.nulls(table.num_rows, table.schema.field("error").type))
+    if lean:
+        on_join = pc.equal(table.column("event"), "join")
+        table = table.set_column(
+            table.schema.get_field_index("client_id"), "client_id",
+            pc.if_else(on_join, table.column("client_id"), pa.scalar(None, pa.string())))
+        table = table.set_column(table.schema.get_field_index("error"), "error",
+                                 pa.nulls(table.num_rows, table.schema.field("error").type))
     parts = split_on(table, shard_array(table.column("group_id"), num_shards))
+    n = len(parts)
     return pa.RecordBatch.from_arrays(
-        [pa.array(list(parts), pa.int32()),
-         pa.array([table_to_ipc(p, compress=False) for p in parts.values()], pa.binary())],
-        schema=SHARD_PIECE_SCHEMA)
+        [pa.array(list(parts), pa.int32()), pa.array([piece] * n, pa.int64()),
+         pa.array([table_to_ipc(p, compress=False) for p in parts.values()], pa.binary()),
+         pa.nulls(n, pa.string())], schema=SHARD_PIECE_SCHEMA)
 
 
-def _pack_batches(batches, num_shards):
-    """Arrow batches of trace rows -> packed pieces of about PACK_ROWS rows at most."""
-    held, rows = [], 0
-    for batch in batches:
-        if batch.num_rows:
-            held.append(batch)
-            rows += batch.num_rows
-        if rows >= PACK_ROWS:
-            yield pack_by_shard(pa.Table.from_batches(held), num_shards)
-            held, rows = [], 0
-    if held:
-        yield pack_by_shard(pa.Table.from_batches(held), num_shards)
+def _report_rows(shards: List[int], pieces: List[int], reports: List[str]) -> pa.RecordBatch:
+    n = len(shards)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(shards, pa.int32()), pa.array(pieces, pa.int64()), pa.nulls(n, pa.binary()),
+         pa.array(reports, pa.string())], schema=SHARD_PIECE_SCHEMA)
 
 
-def _pack_dataframe_fn(num_shards):
-    def pack(batches):
-        yield from _pack_batches(batches, num_shards)
-    return pack
+def pack_pieces(pieces, num_shards: int, lean: bool = True):
+    """ingest's validated pieces (ordinal, valid rows, counts) -> SHARD_PIECE_SCHEMA
+    batches: each piece's data rows, then the reports (see above)."""
+    from .ingest import piece_report
+    ordinals, reports, first, last = [], [], None, None
+    for number, good, stats in pieces:
+        if good.num_rows:
+            yield pack_by_shard(good, num_shards, number, lean=lean)
+        ordinals.append(number)
+        reports.append(piece_report(stats, good))
+        bounds = json.loads(reports[-1])
+        if bounds["first_ms"] is not None:
+            first = bounds["first_ms"] if first is None else min(first, bounds["first_ms"])
+            last = bounds["last_ms"] if last is None else max(last, bounds["last_ms"])
+    if not ordinals:
+        return
+    yield _report_rows([0] * len(ordinals), ordinals, reports)
+    if num_shards > 1 and last is not None:
+        span = json.dumps({"first_ms": first, "last_ms": last})
+        yield _report_rows(list(range(1, num_shards)), [ordinals[0]] * (num_shards - 1),
+                           [span] * (num_shards - 1))
 
 
-def _pack_units_fn(units, num_shards):
+def _pack_units_fn(units, num_shards, lean=True):
     """The task of a range of trace units (spark.range ids): each unit (file, row group)
-    read by the worker itself, in batches, and packed."""
+    read by the worker itself and validated piece by piece (ingest.read_unit)."""
     def pack(batches):
-        import pyarrow.parquet as pq
-
-        from .trace import TRACE_SCHEMA
+        from .ingest import read_unit
         for batch in batches:
-            for i in batch.column("id").to_pylist():
-                path, row_group = units[i]
-                with pq.ParquetFile(path) as f:
-                    yield from _pack_batches(
-                        f.iter_batches(row_groups=[row_group], columns=TRACE_SCHEMA.names),
-                        num_shards)
+            ids = batch.column("id").to_pylist()
+            yield from pack_pieces((p for i in ids for p in read_unit(units, i)),
+                                   num_shards, lean)
     return pack
 
 
-def trace_units(path: str) -> Tuple[List[Tuple[str, int]], Optional[int]]:
-    """A Parquet trace (a file, or a directory of them) as (file, row group) units, in
-    file order, and its last event time (None without rows): from the row groups'
-    statistics, else by reading the time column. A file without one of the trace's
-    columns is a ValueError naming them."""
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-    import pyarrow.parquet as pq
+def _pack_dataframe_fn(num_shards, lean=True):
+    """The task of a partition of a trace DataFrame: its rows, validated piece by piece,
+    numbered after the partition."""
+    def pack(batches):
+        from pyspark import TaskContext
 
+        from .ingest import ordinal, validated_pieces
+        partition = TaskContext.get().partitionId()
+        yield from pack_pieces(validated_pieces(batches, ordinal(partition, 0)), num_shards,
+                               lean)
+    return pack
+
+
+def packed_trace(spark, path: str, *, num_shards: int = NUM_SHARDS, lean: bool = True):
+    """A Parquet trace (a file or a directory) as SHARD_PIECE_SCHEMA rows. The Python
+    workers read its row groups with pyarrow, one task per row group (MAX_READ_TASKS
+    at most), and validate them where they read them: the path must be readable by
+    the executors, as for spark.read; the driver reads only the files' footers."""
+    from .ingest import trace_units
+    units = trace_units(path)
+    ids = spark.range(0, len(units), 1, numPartitions=max(1, min(len(units), MAX_READ_TASKS)))
+    return ids.mapInArrow(_pack_units_fn(units, num_shards, lean), schema=SHARD_PIECE_DDL)
+
+
+def packed_dataframe(df, *, num_shards: int = NUM_SHARDS, lean: bool = True):
+    """packed_trace for a trace DataFrame (its trace columns; a missing one is reported
+    as validate reports it)."""
     from .trace import TRACE_SCHEMA
-    units: List[Tuple[str, int]] = []
-    end_ms: Optional[int] = None
-    for fragment in ds.dataset(path, format="parquet").get_fragments():
-        names = set(fragment.physical_schema.names)
-        missing = [n for n in TRACE_SCHEMA.names if n not in names]
-        if missing:
-            raise ValueError(f"trace file {fragment.path} lacks column(s) {missing}")
-        for rg in fragment.row_groups:
-            if not rg.num_rows:
-                continue
-            units.append((fragment.path, rg.id))
-            last = (rg.statistics or {}).get("time_ms", {}).get("max")
-            if last is None:                    # written without statistics
-                with pq.ParquetFile(fragment.path) as f:
-                    times = f.read_row_group(rg.id, columns=["time_ms"]).column("time_ms")
-                last = pc.max(times).as_py()
-            if last is not None:
-                end_ms = last if end_ms is None else max(end_ms, last)
-    return units, end_ms
+    return df.select(*[c for c in TRACE_SCHEMA.names if c in df.columns]).mapInArrow(
+        _pack_dataframe_fn(num_shards, lean), schema=SHARD_PIECE_DDL)
+
+
+class ShardInput:
+    """What a task of the shuffle by shard received, put back together: per shard its
+    valid rows in trace order and the whole trace's time range; per key, the piece
+    reports it received (shard 0's)."""
+
+    def __init__(self, batches, keys=lambda batch: batch.column("shard").to_pylist()):
+        self.pieces: Dict[object, list] = {}
+        self.last: Dict[object, int] = {}
+        self.first: Dict[object, int] = {}
+        self.reports: Dict[object, List[Tuple[int, str]]] = {}
+        for batch in batches:
+            for k, piece, blob, report in zip(keys(batch), batch.column("piece").to_pylist(),
+                                              batch.column("ipc").to_pylist(),
+                                              batch.column("report").to_pylist()):
+                if blob is not None:
+                    self.pieces.setdefault(k, []).append((piece, table_from_ipc(blob)))
+                    continue
+                bounds = json.loads(report)
+                if "stats" in bounds:
+                    self.reports.setdefault(k, []).append((piece, report))
+                if bounds["last_ms"] is not None:
+                    self.last[k] = max(self.last.get(k, bounds["last_ms"]), bounds["last_ms"])
+                    self.first[k] = min(self.first.get(k, bounds["first_ms"]),
+                                        bounds["first_ms"])
+
+    def keys(self) -> List[object]:
+        """The keys with rows, ascending."""
+        return sorted(self.pieces)
+
+    def rows(self, k) -> pa.Table:
+        return pa.concat_tables([t for _, t in sorted(self.pieces[k], key=lambda p: p[0])])
+
+
+def _out_of_order_report(shard: int, rows: pa.Table) -> Tuple[int, str]:
+    """A shard's out-of-order count as a report (numbered below every piece)."""
+    from .trace import IngestStats, count_out_of_order
+    stats = IngestStats(out_of_order=count_out_of_order(rows))
+    return -1 - shard, json.dumps({"stats": stats.as_dict(), "first_ms": None,
+                                   "last_ms": None})
+
+
+def _ingest_blob(reports: List[Tuple[int, str]]) -> pa.RecordBatch:
+    pieces, texts = zip(*reports) if reports else ((), ())
+    return _blobs(INGEST_TABLE, pa.table([pa.array(pieces, pa.int64()),
+                                          pa.array(texts, pa.string())], schema=INGEST_SCHEMA))
+
+
+def _run_partition_fn(impl, num_shards, out_dir: Optional[str] = None):
+    """The task of one partition of the shuffle by shard (mapInArrow): its pieces put
+    together by shard, then every shard replayed in turn, shards ascending, up to the
+    trace's end. A shard's pieces are all in one partition (the shuffle's key), so this
+    is the same work as one task per shard."""
+    def run(batches):
+        got = ShardInput(batches)
+        reports = list(got.reports.get(0, ()))
+        for shard in got.keys():
+            rows = got.rows(shard)
+            reports.append(_out_of_order_report(shard, rows))
+            yield from _replay_shard(rows, shard, impl, got.last.get(shard), num_shards,
+                                     out_dir)
+        if reports:
+            yield _ingest_blob(reports)
+    return run
 
 
 def replay_trace_file(spark, path: str, *, impl=None, num_shards: int = NUM_SHARDS,
                       out_dir: Optional[str] = None):
     """A Parquet trace (a file or a directory) -> the result blobs (BLOB_DDL: each row a
-    chunk of the table it names, as Arrow IPC; `decoded_table` turns them into rows).
-    The Python workers read its row groups with pyarrow, one task per row group
-    (MAX_READ_TASKS at most): the path must be readable by the executors, as for
-    spark.read. With `out_dir`, the tasks write the four tables there themselves
-    (write_shard_tables; the directories must exist) and the blobs hold only the
-    runtime rows."""
-    units, end_ms = trace_units(path)
-    ids = spark.range(0, len(units), 1, numPartitions=max(1, min(len(units), MAX_READ_TASKS)))
-    packed = ids.mapInArrow(_pack_units_fn(units, num_shards), schema=SHARD_PIECE_DDL)
-    return _replay_packed(packed, impl, end_ms, num_shards, out_dir)
+    chunk of the table it names, as Arrow IPC; `decoded_table` turns them into rows),
+    read and validated by the tasks (packed_trace). With `out_dir`, the tasks write the
+    four tables there themselves (write_shard_tables; the directories must exist) and
+    the blobs hold only the runtime rows and the ingest reports (`ingest_stats`)."""
+    return _replay_packed(packed_trace(spark, path, num_shards=num_shards), impl,
+                          num_shards, out_dir)
 
 
 def replay_dataframe(spark, df, *, impl=None, num_shards: int = NUM_SHARDS):
-    """replay_trace_file's blobs for a trace DataFrame (every trace column present)."""
-    from pyspark.sql import functions as F
-
-    from .trace import TRACE_SCHEMA
-    end_ms = df.agg(F.max("time_ms")).collect()[0][0]
-    packed = df.select(*TRACE_SCHEMA.names).mapInArrow(_pack_dataframe_fn(num_shards),
-                                                       schema=SHARD_PIECE_DDL)
-    return _replay_packed(packed, impl, end_ms, num_shards)
+    """replay_trace_file's blobs for a trace DataFrame."""
+    return _replay_packed(packed_dataframe(df, num_shards=num_shards), impl, num_shards)
 
 
-def _replay_packed(packed, impl, end_ms, num_shards, out_dir=None):
+def _replay_packed(packed, impl, num_shards, out_dir=None):
     # repartition by column: every shard's pieces in one partition; adaptive execution
     # may coalesce small partitions
     return packed.repartition("shard").mapInArrow(
-        _run_partition_fn(impl, end_ms, num_shards, out_dir), schema=BLOB_DDL)
+        _run_partition_fn(impl, num_shards, out_dir), schema=BLOB_DDL)
+
+
+def blob_tables(rows, names: Dict[str, pa.Schema]) -> Dict[str, pa.Table]:
+    """Collected blob rows -> the tables named in `names` (each its schema when no
+    blob holds it)."""
+    parts: Dict[str, list] = {name: [] for name in names}
+    for row in rows:
+        if row["table"] in parts:
+            parts[row["table"]].append(table_from_ipc(row["ipc"]))
+    return {name: pa.concat_tables(parts[name]) if parts[name] else schema.empty_table()
+            for name, schema in names.items()}
 
 
 def decoded_table(blobs, name: str, schema: pa.Schema) -> pa.Table:
     """The rows of table `name` from the result blobs, collected into the driver."""
-    parts = [table_from_ipc(row["ipc"])
-             for row in blobs.filter(blobs.table == name).select("ipc").collect()]
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+    rows = blobs.filter(blobs.table == name).select("table", "ipc").collect()
+    return blob_tables(rows, {name: schema})[name]
+
+
+def ingest_stats(reports: pa.Table):
+    """The INGEST_TABLE rows gathered from the tasks -> the trace's IngestStats and its
+    first and last valid times."""
+    from .ingest import merge_reports
+    return merge_reports(zip(reports.column("piece").to_pylist(),
+                             reports.column("report").to_pylist()))
 
 
 def replay_spark(spark, trace_path: str, out_dir: Optional[str] = None, *, impl=None,
-                 num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
+                 num_shards: int = NUM_SHARDS, stats=None) -> Dict[str, pa.Table]:
     """Replay a Parquet trace on Spark. With `out_dir`, each table is written there as
     Parquet (out_dir/<table>/shard-NNNNN.parquet, one file per shard, written by the
     task that replayed it), and runtime.json lists, per shard, the executor
     Python, where it imported fastcoord from and which twin ran; returns the tables
-    collected (canonical order)."""
+    collected (canonical order). The tasks set bad rows aside (trace.validate); the
+    counts are merged into `stats` (an IngestStats) when given."""
     return _replay_spark(spark, trace_path, out_dir, impl=impl, num_shards=num_shards,
-                         collect=True)
+                         collect=True, stats=stats)
 
 
 def write_replay_spark(spark, trace_path: str, out_dir: str, *, impl=None,
-                       num_shards: int = NUM_SHARDS) -> Dict[str, int]:
+                       num_shards: int = NUM_SHARDS, stats=None) -> Dict[str, int]:
     """replay_spark's files (out_dir/<table>/ and runtime.json) without collecting the
     tables into the driver: each table's row count, read from the Parquet files
     written. What `fastcoord replay` needs: a 10M-event trace's 10M response rows
     would otherwise cross to the driver and be sorted there only to be counted."""
-    _replay_spark(spark, trace_path, out_dir, impl=impl, num_shards=num_shards, collect=False)
+    _replay_spark(spark, trace_path, out_dir, impl=impl, num_shards=num_shards, collect=False,
+                  stats=stats)
     import pyarrow.dataset as ds
     return {name: ds.dataset(os.path.join(out_dir, name), format="parquet").count_rows()
             for name in TABLES}
 
 
-def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards, collect):
+def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards, collect, stats):
+    def counted(reports: pa.Table) -> None:
+        if stats is not None:
+            stats.merge(ingest_stats(reports)[0])
+
     if out_dir is None:
         # cached: each table's collect reads the blobs of one replay
         blobs = replay_trace_file(spark, trace_path, impl=impl, num_shards=num_shards).cache()
         try:
+            counted(decoded_table(blobs, INGEST_TABLE, INGEST_SCHEMA))
             return {name: canonical(decoded_table(blobs, name, schema), name)
                     for name, schema in TABLES.items()}
         finally:
             blobs.unpersist()
     # The tasks write the tables themselves (write_shard_tables): no result rows to
     # convert, cache and decode again for Spark's writer; the job returns the runtime
-    # rows alone.
+    # rows and the ingest reports alone, in one collect.
     fresh_table_dirs(out_dir)
     blobs = replay_trace_file(spark, trace_path, impl=impl, num_shards=num_shards,
                               out_dir=out_dir)
-    rows = decoded_table(blobs, RUNTIME_TABLE, RUNTIME_SCHEMA).sort_by("shard").to_pylist()
+    small = blob_tables(blobs.collect(), {RUNTIME_TABLE: RUNTIME_SCHEMA,
+                                          INGEST_TABLE: INGEST_SCHEMA})
+    counted(small[INGEST_TABLE])
+    rows = small[RUNTIME_TABLE].sort_by("shard").to_pylist()
     for name, schema in TABLES.items():
         folder = os.path.join(out_dir, name)
         if not any(f.endswith(".parquet") and not f.startswith(".") for f in os.listdir(folder)):

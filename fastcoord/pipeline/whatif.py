@@ -883,56 +883,74 @@ def whatif_local(table: pa.Table, configs: Sequence[WhatIfConfig], *, impl: Opti
 
 # -- Spark ------------------------------------------------------------------------------------------
 
-def _task_fn(configs: Sequence[WhatIfConfig], end_ms: int, impl, num_shards: int):
-    """The task of one (configuration, shard): Arrow tables in and out (applyInArrow:
-    the trace rows, repeated once per configuration, are never converted to pandas)."""
-    def run(table: pa.Table) -> pa.Table:
-        from .spark import table_to_ipc
-        config_id = table.column("config")[0].as_py()
-        shard = table.column("shard")[0].as_py()
-        out = simulate_shard(table.drop_columns(["config", "shard"]), configs[config_id],
-                             config_id=config_id, shard=shard, end_ms=end_ms, impl=impl,
-                             num_shards=num_shards)
-        # the three tables travel as one Arrow IPC blob per task: exact types, no wide rows
-        cols = {"config": pa.array([config_id], pa.int32()),
-                "shard": pa.array([shard], pa.int32())}
-        for name in ("rebalances", "removals", "groups"):
-            cols[name] = pa.array([table_to_ipc(out[name])], pa.binary())
-        return pa.table(cols)
+def _task_fn(configs: Sequence[WhatIfConfig], impl, num_shards: int):
+    """The task of a partition of the packed trace repeated once per configuration
+    (spark.SHARD_PIECE_SCHEMA rows plus `config`), shuffled by (configuration, shard):
+    each (configuration, shard) simulated in turn up to the trace's end, its three
+    tables out as Arrow IPC blobs (exact types, no wide rows); the ingest reports of
+    configuration 0 with them."""
+    def run(batches):
+        from .spark import ShardInput, _blobs, _ingest_blob, _out_of_order_report
+        got = ShardInput(batches, keys=lambda batch: list(zip(
+            batch.column("config").to_pylist(), batch.column("shard").to_pylist())))
+        reports = list(got.reports.get((0, 0), ()))      # each configuration has a copy
+        for config_id, shard in got.keys():
+            rows = got.rows((config_id, shard))
+            if config_id == 0:
+                reports.append(_out_of_order_report(shard, rows))
+            out = simulate_shard(rows, configs[config_id], config_id=config_id, shard=shard,
+                                 end_ms=got.last[(config_id, shard)], impl=impl,
+                                 num_shards=num_shards)
+            for name in TABLES:
+                yield _keyed(config_id, shard, _blobs(name, out[name]))
+        if reports:
+            yield _keyed(-1, -1, _ingest_blob(reports))
     return run
 
 
-_TASK_DDL = "config int, shard int, rebalances binary, removals binary, groups binary"
+def _keyed(config_id: int, shard: int, blobs: pa.RecordBatch) -> pa.RecordBatch:
+    n = blobs.num_rows
+    return pa.RecordBatch.from_arrays(
+        [pa.array([config_id] * n, pa.int32()), pa.array([shard] * n, pa.int32()),
+         blobs.column("table"), blobs.column("ipc")], names=["config", "shard", "table", "ipc"])
+
+
+_TASK_DDL = "config int, shard int, table string, ipc binary"
 
 
 def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
-                 impl: Optional[str] = None, num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
+                 impl: Optional[str] = None, num_shards: int = NUM_SHARDS,
+                 stats=None) -> Dict[str, pa.Table]:
     """The grid on Spark: one task group per (configuration, shard), results gathered and
-    summarized on the driver (the same tables as `whatif_local`)."""
+    summarized on the driver (the same tables as `whatif_local`). The trace is read,
+    validated and packed by shard in the tasks (spark.packed_trace), each packed piece
+    then repeated once per configuration; the ingest counts are merged into `stats`
+    (an IngestStats) when given."""
     from pyspark.sql import functions as F
 
-    from .spark import default_parallelism, table_from_ipc, with_shards
+    from .spark import (INGEST_SCHEMA, INGEST_TABLE, blob_tables, default_parallelism,
+                        ingest_stats, packed_trace, table_from_ipc)
 
-    df = spark.read.parquet(trace_path)
-    df = df.select(*[c for c in COLUMNS if c in df.columns])
-    lo, hi = df.agg(F.min("time_ms"), F.max("time_ms")).collect()[0]
-    if lo is None:
-        return _finish(defaultdict(list), configs, 0, 0)
-
+    packed = packed_trace(spark, trace_path, num_shards=num_shards, lean=False)
     grid = spark.createDataFrame([(i,) for i in range(len(configs))], "config int")
-    tasks = with_shards(df, num_shards).crossJoin(F.broadcast(grid))
-    # The rows are few but each (configuration, shard) group is a long computation: an
-    # explicit partition count keeps adaptive execution from coalescing the groups into
-    # as few tasks as their bytes would suggest (the groupBy reuses this partitioning).
+    tasks = packed.crossJoin(F.broadcast(grid))
+    # The rows are few but each (configuration, shard) is a long computation: an explicit
+    # partition count keeps adaptive execution from coalescing them into as few tasks as
+    # their bytes would suggest.
     slots = default_parallelism(spark)
     tasks = tasks.repartition(max(1, min(len(configs) * num_shards, 4 * slots)),
                               "config", "shard")
-    result = tasks.groupBy("config", "shard").applyInArrow(
-        _task_fn(list(configs), int(hi), impl, num_shards), schema=_TASK_DDL).collect()
+    rows = tasks.mapInArrow(_task_fn(list(configs), impl, num_shards),
+                            schema=_TASK_DDL).collect()
+    ingest, lo, hi = ingest_stats(blob_tables(rows, {INGEST_TABLE: INGEST_SCHEMA})[INGEST_TABLE])
+    if stats is not None:
+        stats.merge(ingest)
+    if lo is None:
+        return _finish(defaultdict(list), configs, 0, 0)
     parts: Dict[str, List[pa.Table]] = defaultdict(list)
-    for row in result:
-        for name in TABLES:
-            parts[name].append(table_from_ipc(row[name]))
+    for row in rows:
+        if row["table"] in TABLES:
+            parts[row["table"]].append(table_from_ipc(row["ipc"]))
     return _finish(parts, configs, int(lo), int(hi))
 
 
