@@ -317,3 +317,18 @@ def test_cli_bad_arguments(tmp_path, capsys, argv, message):
         main(["whatif", "t.parquet", "--out", str(tmp_path)] + argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+def test_cli_trace_that_does_not_read(tmp_path, capsys, command):
+    """A missing trace, or a file that is not Parquet: a clear error, exit 2, and no
+    output directory made (nothing is started)."""
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"not parquet at all")
+    for path, reason in ((str(tmp_path / "none.parquet"), "none.parquet"),
+                         (str(bad), "magic bytes")):
+        out = tmp_path / f"out-{command}"
+        assert main([command, path, "--out", str(out), "--master", "none"]) == 2
+        err = capsys.readouterr().err
+        assert f"fastcoord {command}: cannot read the trace {path}" in err and reason in err
+        assert not out.exists()

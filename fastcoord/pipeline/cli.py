@@ -148,6 +148,8 @@ def run(args) -> int:
         print(f"fastcoord {args.command} needs the spark extra (pip install 'fastcoord[spark]'): "
               f"{exc}", file=sys.stderr)
         return 2
+    if args.command in ("replay", "whatif") and not _readable_trace(args):
+        return 2
     if args.command == "whatif":
         return _run_whatif(args)
     if args.command == "report":
@@ -212,6 +214,21 @@ def _on_spark(args, what: str, job):
 
 
 INGEST_FILE = "ingest.json"
+
+
+def _readable_trace(args) -> bool:
+    """Whether the trace's Parquet footers read (no Spark is started for a trace that
+    is missing or is not Parquet); else the reason, said on stderr."""
+    import pyarrow as pa
+
+    from .ingest import trace_units
+    try:
+        trace_units(args.trace)
+    except (OSError, pa.ArrowInvalid) as exc:
+        print(f"fastcoord {args.command}: cannot read the trace {args.trace}: {exc}",
+              file=sys.stderr)
+        return False
+    return True
 
 
 def _forget_ingest(out: str) -> None:

@@ -280,7 +280,7 @@ def table_from_ipc(blob) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
 
 
-def _blobs(name: str, table: pa.Table) -> pa.RecordBatch:
+def table_blobs(name: str, table: pa.Table) -> pa.RecordBatch:
     """`table` as blob rows: at least one (an empty table still says its schema)."""
     chunks = [table.slice(i, RESULT_ROWS_PER_BLOB)
               for i in range(0, table.num_rows, RESULT_ROWS_PER_BLOB)] or [table]
@@ -310,8 +310,8 @@ def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards,
         write_shard_tables(out_dir, shard, out)
     else:
         for name, t in out.items():
-            yield _blobs(name, t)
-    yield _blobs(RUNTIME_TABLE, _runtime_row(shard, used))
+            yield table_blobs(name, t)
+    yield table_blobs(RUNTIME_TABLE, _runtime_row(shard, used))
 
 
 def shard_file(out_dir: str, name: str, shard: int) -> str:
@@ -487,7 +487,7 @@ class ShardInput:
         return pa.concat_tables([t for _, t in sorted(self.pieces[k], key=lambda p: p[0])])
 
 
-def _out_of_order_report(shard: int, rows: pa.Table) -> Tuple[int, str]:
+def out_of_order_report(shard: int, rows: pa.Table) -> Tuple[int, str]:
     """A shard's out-of-order count as a report (numbered below every piece)."""
     from .trace import IngestStats, count_out_of_order
     stats = IngestStats(out_of_order=count_out_of_order(rows))
@@ -495,9 +495,9 @@ def _out_of_order_report(shard: int, rows: pa.Table) -> Tuple[int, str]:
                                    "last_ms": None})
 
 
-def _ingest_blob(reports: List[Tuple[int, str]]) -> pa.RecordBatch:
+def ingest_blob(reports: List[Tuple[int, str]]) -> pa.RecordBatch:
     pieces, texts = zip(*reports) if reports else ((), ())
-    return _blobs(INGEST_TABLE, pa.table([pa.array(pieces, pa.int64()),
+    return table_blobs(INGEST_TABLE, pa.table([pa.array(pieces, pa.int64()),
                                           pa.array(texts, pa.string())], schema=INGEST_SCHEMA))
 
 
@@ -511,11 +511,11 @@ def _run_partition_fn(impl, num_shards, out_dir: Optional[str] = None):
         reports = list(got.reports.get(0, ()))
         for shard in got.keys():
             rows = got.rows(shard)
-            reports.append(_out_of_order_report(shard, rows))
+            reports.append(out_of_order_report(shard, rows))
             yield from _replay_shard(rows, shard, impl, got.last.get(shard), num_shards,
                                      out_dir)
         if reports:
-            yield _ingest_blob(reports)
+            yield ingest_blob(reports)
     return run
 
 

@@ -890,21 +890,21 @@ def _task_fn(configs: Sequence[WhatIfConfig], impl, num_shards: int):
     tables out as Arrow IPC blobs (exact types, no wide rows); the ingest reports of
     configuration 0 with them."""
     def run(batches):
-        from .spark import ShardInput, _blobs, _ingest_blob, _out_of_order_report
+        from .spark import ShardInput, ingest_blob, out_of_order_report, table_blobs
         got = ShardInput(batches, keys=lambda batch: list(zip(
             batch.column("config").to_pylist(), batch.column("shard").to_pylist())))
         reports = list(got.reports.get((0, 0), ()))      # each configuration has a copy
         for config_id, shard in got.keys():
             rows = got.rows((config_id, shard))
             if config_id == 0:
-                reports.append(_out_of_order_report(shard, rows))
+                reports.append(out_of_order_report(shard, rows))
             out = simulate_shard(rows, configs[config_id], config_id=config_id, shard=shard,
                                  end_ms=got.last[(config_id, shard)], impl=impl,
                                  num_shards=num_shards)
             for name in TABLES:
-                yield _keyed(config_id, shard, _blobs(name, out[name]))
+                yield _keyed(config_id, shard, table_blobs(name, out[name]))
         if reports:
-            yield _keyed(-1, -1, _ingest_blob(reports))
+            yield _keyed(-1, -1, ingest_blob(reports))
     return run
 
 
