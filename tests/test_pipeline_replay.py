@@ -173,6 +173,20 @@ def test_validate_counts_bad_rows():
     assert stats.rows_ok + stats.malformed + stats.unknown_event == stats.rows_in
 
 
+def test_validate_coerces_columns_of_another_type_value_by_value():
+    """Columns a plain cast refuses are converted value by value: a value that does not
+    convert is null (a null required value makes its row malformed); a protocol name
+    given as a string is a list of one name."""
+    t = pa.table({"time_ms": ["5", "x", "7"], "group_id": ["g", "g", "g"],
+                  "member_id": [1, 2, 3], "event": ["join", "join", "join"],
+                  "protocols": ["range", None, "cooperative-sticky"]})
+    good, stats = validate(t)
+    assert stats.malformed == 1 and stats.examples[0].startswith("malformed: ")
+    assert good.column("time_ms").to_pylist() == [5, 7]
+    assert good.column("member_id").to_pylist() == ["1", "3"]
+    assert good.column("protocols").to_pylist() == [["range"], ["cooperative-sticky"]]
+
+
 def test_shard_is_java_hashcode():
     # "polygenelubricants".hashCode() == Integer.MIN_VALUE -> Kafka's abs gives 0
     assert shard_for("polygenelubricants") == 0

@@ -156,7 +156,8 @@ def _coerce(value, typ):
         if pa.types.is_string(typ):
             return str(value)
         if pa.types.is_list(typ):
-            return [str(v) for v in value]
+            # one name given as a plain string is a list of one, not of its characters
+            return [value] if isinstance(value, str) else [str(v) for v in value]
     except (TypeError, ValueError):
         return None
     return None
