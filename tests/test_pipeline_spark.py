@@ -142,14 +142,34 @@ def test_spark_connect_without_its_client_packages_says_so(monkeypatch):
         sp.session("sc://127.0.0.1:1")
 
 
-def test_session_turns_off_the_per_row_arrow_batch_measure(spark):
-    """session() sets the Arrow batch byte limit to Int.MaxValue, the one value at which
-    Spark skips measuring the batch after every row it writes for a Python worker (the
-    batches stay bounded by maxRecordsPerBatch)."""
+def test_session_bounds_the_arrow_batches_fed_to_python(spark, tmp_path):
+    """session() bounds the bytes of an Arrow batch Spark fills for a Python worker: the
+    jobs feed their workers packed pieces of a few MB, and 10,000 of them in a batch
+    (maxRecordsPerBatch alone) overran the JVM's direct memory on a 10M-event what-if.
+    The limit at work, set small here for a small trace: the pieces arrive in several
+    batches, none much over the limit unless a single piece is."""
     from fastcoord.pipeline import spark as sp
     s = sp.session("local[2]")           # the running session, given the replay's settings
-    assert s.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(2**31 - 1)
-    assert int(s.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")) > 0
+    assert s.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(64 << 20)
+    path = str(tmp_path / "t.parquet")
+    write_trace(generate(groups=40, members=5, duration_s=120, seed=4), path)
+    limit = 64 << 10
+
+    def sizes(batches):
+        import pyarrow as pa
+        for batch in batches:
+            blobs = [len(b) for b in batch.column("ipc").to_pylist() if b is not None]
+            yield pa.RecordBatch.from_pydict({"rows": [batch.num_rows],
+                                              "bytes": [sum(blobs)],
+                                              "largest": [max(blobs, default=0)]})
+    s.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", str(limit))
+    try:
+        got = sp.packed_trace(s, path).repartition(1).mapInArrow(
+            sizes, "rows bigint, bytes bigint, largest bigint").collect()
+    finally:
+        s.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", sp.ARROW_MAX_BYTES_PER_BATCH)
+    assert sum(r["bytes"] for r in got) > 4 * limit and len(got) > 4
+    assert all(r["bytes"] <= limit + 2 * r["largest"] for r in got), got
 
 
 def _split_files(trace, d, row_group_size, statistics=(True, False)):

@@ -168,14 +168,16 @@ def package_archive(cache_dir: Optional[str] = None) -> str:
     return path
 
 
-# Spark measures the Arrow batch it is filling for a Python worker after every row
-# (ArrowWriter.sizeInBytes over the whole struct of columns) unless this byte limit is
-# Int.MaxValue, which turns the check off: 718 of 2,060 JFR samples of the JVM in the
-# replay stage on the 10M-event benchmark were in it, when Spark still fed the replay
-# the trace's rows (what-if's tasks and replay_dataframe's packing are still fed so). Batches stay bounded by
-# spark.sql.execution.arrow.maxRecordsPerBatch (10,000 rows of a trace: a few hundred
-# KiB), far below Arrow's 2 GiB limit that the byte limit guards against.
-ARROW_MAX_BYTES_PER_BATCH = str(2**31 - 1)
+# The bytes of one Arrow batch Spark fills for a Python worker, at most. The jobs feed
+# their workers packed trace pieces (a shard's rows of up to a million trace rows, a few
+# MB each), and maxRecordsPerBatch (10,000 rows) alone would put every piece a task
+# receives into one batch: on the 10M-event trace, what-if's tasks (each piece repeated
+# once per configuration) asked the JVM for a 512 MiB buffer and failed with 1 GiB of
+# direct memory (Spark's default driver memory, which local mode runs the tasks in). Spark
+# measures the batch after every row it writes (ArrowWriter.sizeInBytes), which cost
+# 718 of 2,060 JFR samples when the replay was fed the trace's rows themselves; per
+# packed piece it is nothing. A piece larger than this still goes, alone in its batch.
+ARROW_MAX_BYTES_PER_BATCH = str(64 << 20)
 
 
 def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool = False,
