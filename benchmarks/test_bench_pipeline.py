@@ -7,15 +7,16 @@
   comparison.
 - stage scaling: the same stage as a Spark job (`replay_trace_file`, run to completion
   by a no-op write: the trace's row groups read and validated by the Python workers,
-  shard mapping,
-  shuffle, replay, the results encoded as Arrow IPC blobs; decoding them to rows is
-  part of each table's write, in the end-to-end case) on local[1] and local[2], session
+  shard mapping, shuffle, replay, the results encoded as Arrow IPC blobs for the sink,
+  where the end-to-end case's tasks write Parquet) on local[1] and local[2], session
   start excluded; with the cores the machine kept busy meanwhile (JVM included) and
   the events per busy core-second.
 - end to end: `fastcoord replay TRACE --out DIR --master local[2]` as a user runs it
   (JVM start; the trace read and validated by the tasks, replayed, written as Parquet
   by them; the row counts are read from the files written, only the runtime rows and
   ingest counts are collected into the driver).
+- what-if end to end: `fastcoord whatif TRACE --out DIR --master local[2]` with its
+  default grid of 6 configurations.
 
 The trace is generated once (gen.generate, seed 1) and cached as Parquet under
 FASTCOORD_BENCH_CACHE (default: the temp dir), keyed by its parameters and the
@@ -164,29 +165,55 @@ def test_replay_stage_scaling(benchmark, request, cores):
                                 events_per_busy_core_s=round(n / busy[0]) if busy[0] else 0)
 
 
+def _command(benchmark, group: str, peer: str, cmd) -> dict:
+    """One timed run of a fastcoord command, as a user runs it: its exit code, the end
+    of its output, its wall time."""
+    result = {}
+
+    def run():
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=dict(os.environ), capture_output=True, text=True,
+                              timeout=3600)
+        result.update(rc=proc.returncode, log=proc.stdout + proc.stderr[-3000:],
+                      s=time.perf_counter() - t0)
+
+    benchmark.group = group
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    assert result["rc"] == 0, result["log"]
+    return result
+
+
 def test_end_to_end_local2(benchmark, request, tmp_path):
     params = QUICK if quick(request) else FULL
     load = os.getloadavg()[0]    # other processes' share of the CPUs when we start
     path = trace_path(params)
     n = read_trace(path).num_rows
-    out = tmp_path / "out"
-    env = dict(os.environ)
     # 6g as in the earlier runs, for comparison (the CLI no longer collects the tables
     # into the driver; the 1 GiB default also completes a 10 M-event replay)
-    cmd = [sys.executable, "-m", "fastcoord", "replay", path, "--out", str(out),
-           "--master", "local[2]", "--driver-memory", "6g"]
-    result = {}
-
-    def run():
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
-        result.update(rc=proc.returncode, log=proc.stdout + proc.stderr[-3000:],
-                      s=time.perf_counter() - t0)
-
-    benchmark.group = "pipeline-end-to-end-local2"
-    benchmark.pedantic(run, rounds=1, iterations=1)
-    assert result["rc"] == 0, result["log"]
+    peer = "fastcoord replay --master local[2]"
+    result = _command(benchmark, "pipeline-end-to-end-local2", peer,
+                      [sys.executable, "-m", "fastcoord", "replay", path, "--out",
+                       str(tmp_path / "out"), "--master", "local[2]", "--driver-memory", "6g"])
     assert f"responses {n}" in result["log"]
-    benchmark.extra_info.update(load_1m=round(load, 1), ops=n,
-                                peer="fastcoord replay --master local[2]",
+    benchmark.extra_info.update(load_1m=round(load, 1), ops=n, peer=peer,
                                 events_per_s=round(n / result["s"]))
+
+
+def test_whatif_end_to_end_local2(benchmark, request, tmp_path):
+    """`fastcoord whatif` with its default grid (session timeouts 10s, 30s, 45s, static
+    membership on and off: 6 configurations, each a closed-loop simulation of every
+    consumer of the trace) on local[2], Spark's default memory. ops: trace events times
+    configurations."""
+    params = QUICK if quick(request) else FULL
+    load = os.getloadavg()[0]
+    path = trace_path(params)
+    n = read_trace(path).num_rows
+    configs = 6
+    peer = "fastcoord whatif --master local[2], 6 configurations"
+    result = _command(benchmark, "pipeline-whatif-end-to-end-local2", peer,
+                      [sys.executable, "-m", "fastcoord", "whatif", path, "--out",
+                       str(tmp_path / "whatif"), "--master", "local[2]"])
+    assert f"{configs} configurations, {n} events" in result["log"]
+    benchmark.extra_info.update(load_1m=round(load, 1), ops=n * configs, peer=peer,
+                                events_per_s=round(n / result["s"]),
+                                simulated_events_per_s=round(n * configs / result["s"]))
