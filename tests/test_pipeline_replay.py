@@ -209,3 +209,18 @@ def test_shard_array_hashes_each_distinct_group_and_rejects_a_null_one():
     for s, part in parts.items():
         assert part.column("i").to_pylist() == [i for i, g in enumerate(groups)
                                                 if shard_for(g, 7) == s]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_replays_clock_shortcut_changes_no_table(monkeypatch, seed):
+    """Before heartbeats and commits the replay moves only the clock when the timer is
+    idle through (Timer.idle_through), and a join or sync at that same millisecond then
+    schedules with the timer's lower levels not stepped: the tables equal those of a
+    replay that steps the timer every time (the pure twin with idle_through refused)."""
+    import fastcoord._pure.wheel as wheel
+    trace = generate(groups=20, members=8, duration_s=200, seed=seed)
+    shortcut = replay_local(trace, impl="pure")
+    monkeypatch.setattr(wheel.Timer, "idle_through", lambda self, now, min_delay: False)
+    stepped = replay_local(trace, impl="pure")
+    for name in shortcut:
+        assert shortcut[name].equals(stepped[name]), name
