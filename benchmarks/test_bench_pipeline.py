@@ -165,7 +165,7 @@ def test_replay_stage_scaling(benchmark, request, cores):
                                 events_per_busy_core_s=round(n / busy[0]) if busy[0] else 0)
 
 
-def _command(benchmark, group: str, peer: str, cmd) -> dict:
+def _command(benchmark, group: str, cmd) -> dict:
     """One timed run of a fastcoord command, as a user runs it: its exit code, the end
     of its output, its wall time."""
     result = {}
@@ -191,7 +191,7 @@ def test_end_to_end_local2(benchmark, request, tmp_path):
     # 6g as in the earlier runs, for comparison (the CLI no longer collects the tables
     # into the driver; the 1 GiB default also completes a 10 M-event replay)
     peer = "fastcoord replay --master local[2]"
-    result = _command(benchmark, "pipeline-end-to-end-local2", peer,
+    result = _command(benchmark, "pipeline-end-to-end-local2",
                       [sys.executable, "-m", "fastcoord", "replay", path, "--out",
                        str(tmp_path / "out"), "--master", "local[2]", "--driver-memory", "6g"])
     assert f"responses {n}" in result["log"]
@@ -210,7 +210,7 @@ def test_whatif_end_to_end_local2(benchmark, request, tmp_path):
     n = read_trace(path).num_rows
     configs = 6
     peer = "fastcoord whatif --master local[2], 6 configurations"
-    result = _command(benchmark, "pipeline-whatif-end-to-end-local2", peer,
+    result = _command(benchmark, "pipeline-whatif-end-to-end-local2",
                       [sys.executable, "-m", "fastcoord", "whatif", path, "--out",
                        str(tmp_path / "whatif"), "--master", "local[2]"])
     assert f"{configs} configurations, {n} events" in result["log"]

@@ -116,24 +116,38 @@ def read_validated(path: str) -> Tuple[pa.Table, IngestStats]:
 
 # -- a piece's report, as it travels from a Spark task to the driver ---------------------------
 
-def piece_report(stats: IngestStats, good: pa.Table) -> str:
-    """A piece's counts and the time range of its valid rows, as JSON."""
-    first = last = None
-    if good.num_rows:
-        bounds = pc.min_max(good.column("time_ms")).as_py()
-        first, last = bounds["min"], bounds["max"]
-    return json.dumps({"stats": stats.as_dict(), "first_ms": first, "last_ms": last})
+Span = Tuple[Optional[int], Optional[int]]     # (first, last) valid time; (None, None): none
+
+
+def time_span(good: pa.Table) -> Span:
+    """The first and last time of a piece's valid rows."""
+    if not good.num_rows:
+        return None, None
+    bounds = pc.min_max(good.column("time_ms")).as_py()
+    return bounds["min"], bounds["max"]
+
+
+def wider(span: Span, first: Optional[int], last: Optional[int]) -> Span:
+    """`span` widened to take in first..last (None: nothing to take in)."""
+    if first is None:
+        return span
+    if span[0] is None:
+        return first, last
+    return min(span[0], first), max(span[1], last)
+
+
+def piece_report(stats: IngestStats, span: Span) -> str:
+    """A piece's counts and the time span of its valid rows, as JSON."""
+    return json.dumps({"stats": stats.as_dict(), "first_ms": span[0], "last_ms": span[1]})
 
 
 def merge_reports(reports: Iterable[Tuple[int, str]]
                   ) -> Tuple[IngestStats, Optional[int], Optional[int]]:
     """(ordinal, piece_report JSON) pairs -> the merged counts (in ordinal order) and
     the first and last valid times of the whole trace (None without a valid row)."""
-    stats, first, last = IngestStats(), None, None
+    stats, span = IngestStats(), (None, None)
     for _, text in sorted(reports, key=lambda r: r[0]):
         report = json.loads(text)
         stats.merge(IngestStats.from_dict(report["stats"]))
-        if report["first_ms"] is not None:
-            first = report["first_ms"] if first is None else min(first, report["first_ms"])
-            last = report["last_ms"] if last is None else max(last, report["last_ms"])
-    return stats, first, last
+        span = wider(span, report["first_ms"], report["last_ms"])
+    return (stats,) + span

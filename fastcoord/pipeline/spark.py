@@ -8,7 +8,7 @@ row's group to its shard, and hand Spark one row per (shard, piece of the trace)
 holding that shard's rows as an Arrow IPC stream. The JVM moves a few hundred binary
 values instead of converting 10M rows from Parquet to its rows, shuffling them, and
 converting them again to Arrow for the replay; the driver reads only the files'
-footers, so no machine holds the whole trace.
+footers and never holds the trace.
 
 `session(master)` makes a SparkSession.
 
@@ -175,8 +175,9 @@ def package_archive(cache_dir: Optional[str] = None) -> str:
 # once per configuration) asked the JVM for a 512 MiB buffer and failed with 1 GiB of
 # direct memory (Spark's default driver memory, which local mode runs the tasks in). Spark
 # measures the batch after every row it writes (ArrowWriter.sizeInBytes), which cost
-# 718 of 2,060 JFR samples when the replay was fed the trace's rows themselves; per
-# packed piece it is nothing. A piece larger than this still goes, alone in its batch.
+# 718 of 2,060 JFR samples when the replay was fed the trace's rows themselves; now it
+# runs once per packed piece (a few hundred a task). A piece larger than this still
+# goes, alone in its batch.
 ARROW_MAX_BYTES_PER_BATCH = str(64 << 20)
 
 
@@ -392,24 +393,22 @@ def _report_rows(shards: List[int], pieces: List[int], reports: List[str]) -> pa
 def pack_pieces(pieces, num_shards: int, lean: bool = True):
     """ingest's validated pieces (ordinal, valid rows, counts) -> SHARD_PIECE_SCHEMA
     batches: each piece's data rows, then the reports (see above)."""
-    from .ingest import piece_report
-    ordinals, reports, first, last = [], [], None, None
+    from .ingest import piece_report, time_span, wider
+    ordinals, reports, span = [], [], (None, None)
     for number, good, stats in pieces:
         if good.num_rows:
             yield pack_by_shard(good, num_shards, number, lean=lean)
+        piece_span = time_span(good)
         ordinals.append(number)
-        reports.append(piece_report(stats, good))
-        bounds = json.loads(reports[-1])
-        if bounds["first_ms"] is not None:
-            first = bounds["first_ms"] if first is None else min(first, bounds["first_ms"])
-            last = bounds["last_ms"] if last is None else max(last, bounds["last_ms"])
+        reports.append(piece_report(stats, piece_span))
+        span = wider(span, *piece_span)
     if not ordinals:
         return
     yield _report_rows([0] * len(ordinals), ordinals, reports)
-    if num_shards > 1 and last is not None:
-        span = json.dumps({"first_ms": first, "last_ms": last})
+    if num_shards > 1 and span[1] is not None:
+        text = json.dumps({"first_ms": span[0], "last_ms": span[1]})
         yield _report_rows(list(range(1, num_shards)), [ordinals[0]] * (num_shards - 1),
-                           [span] * (num_shards - 1))
+                           [text] * (num_shards - 1))
 
 
 def _pack_units_fn(units, num_shards, lean=True):
@@ -458,13 +457,12 @@ def packed_dataframe(df, *, num_shards: int = NUM_SHARDS, lean: bool = True):
 
 class ShardInput:
     """What a task of the shuffle by shard received, put back together: per shard its
-    valid rows in trace order and the whole trace's time range; per key, the piece
-    reports it received (shard 0's)."""
+    valid rows in trace order and the whole trace's last valid time (where its replay
+    stops); per key, the piece reports it received (shard 0's)."""
 
     def __init__(self, batches, keys=lambda batch: batch.column("shard").to_pylist()):
         self.pieces: Dict[object, list] = {}
         self.last: Dict[object, int] = {}
-        self.first: Dict[object, int] = {}
         self.reports: Dict[object, List[Tuple[int, str]]] = {}
         for batch in batches:
             for k, piece, blob, report in zip(keys(batch), batch.column("piece").to_pylist(),
@@ -478,8 +476,6 @@ class ShardInput:
                     self.reports.setdefault(k, []).append((piece, report))
                 if bounds["last_ms"] is not None:
                     self.last[k] = max(self.last.get(k, bounds["last_ms"]), bounds["last_ms"])
-                    self.first[k] = min(self.first.get(k, bounds["first_ms"]),
-                                        bounds["first_ms"])
 
     def keys(self) -> List[object]:
         """The keys with rows, ascending."""
@@ -500,7 +496,8 @@ def out_of_order_report(shard: int, rows: pa.Table) -> Tuple[int, str]:
 def ingest_blob(reports: List[Tuple[int, str]]) -> pa.RecordBatch:
     pieces, texts = zip(*reports) if reports else ((), ())
     return table_blobs(INGEST_TABLE, pa.table([pa.array(pieces, pa.int64()),
-                                          pa.array(texts, pa.string())], schema=INGEST_SCHEMA))
+                                               pa.array(texts, pa.string())],
+                                              schema=INGEST_SCHEMA))
 
 
 def _run_partition_fn(impl, num_shards, out_dir: Optional[str] = None):
