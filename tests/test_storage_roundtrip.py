@@ -223,7 +223,7 @@ def test_fsync_interval_acknowledges_before_fsync_and_syncs_later(tmp_path):
     for i in range(50):
         assert store_offsets_sync(store, "g", {("t", 0): OffsetAndMetadata(i)}) == NONE
     assert len(fsyncs) < 50
-    wait_until(lambda: not store._log(0).dirty, timeout=5, what="the interval fsync")
+    wait_until(lambda: not store._log(0).dirty, timeout=60, what="the interval fsync")
     assert fsyncs
     store.close()
     _, offsets = DurableStore(tmp_path, num_shards=1).load_shard(0)
