@@ -945,20 +945,21 @@ class GroupLogic:
     def commit_accepted(self, slot: int, tp: Tuple[str, int], offset: int) -> Errors:
         """The rest of commit_offsets for a commit of one int offset that the member table
         accepted (MemberTable.commit_handle: the member validated and touched): store it,
-        on a store that answers at once (InMemoryStore: a replay's). The answer for tp.
+        on a store that writes at once (InMemoryStore.store_offset_now: a replay's;
+        HeartbeatRun plays commits on no other). The answer for tp.
 
         _store_offsets' steps for this one case, called directly: no lock is held here
         and nothing is queued, so the outbox and the callback have nothing to add (they
-        were two thirds of a replay's commit)."""
+        were two thirds of a replay's commit). No write is left in flight, so none is
+        counted pending; the commit takes effect where the group's offset changes, and a
+        fetch before that sees the previous offset."""
         group = self.owners[slot][0]
-        accepted = {tp: _offset_alone(offset, self.commit_time_ms())}
-        _count_pending(group, accepted)
-        answer: list = []
-        self.store.store_offsets(group.group_id, accepted, answer.append)
-        if not answer:
-            raise RuntimeError("the store did not answer at once: use commit_offsets")
-        error = answer[0]
-        _offsets_written(group, accepted, {}, error)    # (the answer is the store's)
+        om = _offset_alone(offset, self.commit_time_ms())
+        error = self.store.store_offset_now(group.group_id, tp, om)
+        if error == E.NONE:
+            with group.rec:
+                if group.state != DEAD:
+                    group.offsets[tp] = om
         return error
 
     def _validate_offset_commit(self, group, member_id, generation_id, instance_id) -> Errors:

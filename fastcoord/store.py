@@ -52,6 +52,19 @@ class InMemoryStore:
         done(error)
 
 
+    def store_offset_now(self, group_id: str, tp: Tuple[str, int], om) -> Errors:
+        """One offset written at once: the error returned rather than passed to a
+        callback (a replay's commits: GroupLogic.commit_accepted)."""
+        error = self.fail_with
+        if error == _NONE:
+            with self._lock:
+                offsets = self.offsets.get(group_id)
+                if offsets is None:
+                    offsets = self.offsets[group_id] = {}
+                offsets[tp] = om
+        return error
+
+
 class DeferredStore(InMemoryStore):
     """Parks every write; `complete(i, error=NONE)` finishes the i-th parked write
     (applying it on success) and `complete_all()` finishes them in order."""
@@ -59,6 +72,8 @@ class DeferredStore(InMemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.pending: List[Tuple[str, str, object, Done]] = []
+
+    store_offset_now = None                # it parks every write: none is written at once
 
     def store_group(self, group_id: str, record: dict, done: Done) -> None:
         self.pending.append(("group", group_id, record, done))

@@ -224,3 +224,46 @@ def test_the_replays_clock_shortcut_changes_no_table(monkeypatch, seed):
     stepped = replay_local(trace, impl="pure")
     for name in shortcut:
         assert shortcut[name].equals(stepped[name]), name
+
+
+def test_a_replay_collects_less_often_and_puts_the_thresholds_back(impl):
+    """The cyclic GC's thresholds are raised while a shard runs (pipeline/_gc.py) and
+    restored after, also when runs in two threads overlap; the tables do not change."""
+    import gc
+    import threading
+
+    from fastcoord.pipeline import _gc
+    from fastcoord.pipeline.replay import ShardReplay
+
+    trace = generate(groups=3, members=4, duration_s=60, seed=2)
+    seen = []
+    real_run = ShardReplay._run
+
+    def spy(self, table, end_ms):
+        seen.append(gc.get_threshold())
+        return real_run(self, table, end_ms)
+
+    before = gc.get_threshold()
+    ShardReplay._run = spy
+    try:
+        tables = ShardReplay(0, impl=impl).run(trace)
+    finally:
+        ShardReplay._run = real_run
+    assert seen == [_gc.THRESHOLDS] and gc.get_threshold() == before
+    assert tables["responses"].equals(ShardReplay(0, impl=impl).run(trace)["responses"])
+
+    inside, release = threading.Event(), threading.Event()
+
+    def first():
+        with _gc.fewer_collections():
+            inside.set()
+            release.wait(10)
+
+    t = threading.Thread(target=first)
+    t.start()
+    assert inside.wait(10)
+    with _gc.fewer_collections():                    # enters second, leaves last
+        release.set()
+        t.join(10)
+        assert gc.get_threshold() == _gc.THRESHOLDS  # this run is still inside
+    assert gc.get_threshold() == before

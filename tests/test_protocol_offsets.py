@@ -4,7 +4,7 @@ all offsets, metadata size, store failures. Transactional offsets are out of sco
 from __future__ import annotations
 
 from fastcoord import Errors, OffsetAndMetadata
-from fastcoord.store import InMemoryStore
+from fastcoord.store import DeferredStore, InMemoryStore
 
 from protocol_harness import (
     COMPLETING, DELAY, EMPTY, GROUP, NONE, OTHER_GROUP, PREPARING, PTYPE, SESSION, STABLE,
@@ -243,6 +243,20 @@ def test_commit_with_failing_store_returns_error_per_partition(impl):
     assert h.commit(f.leader, f.generation, {TP: 1}) == {TP: NONE}
     assert h.fetch([TP])[1][TP].offset == 1
     assert store.offsets[GROUP][TP].offset == 1
+
+
+def test_store_offset_now_writes_at_once_or_returns_the_error():
+    """The replay's commits (GroupLogic.commit_accepted) write through store_offset_now:
+    what store_offsets would store, the error returned instead of called back."""
+    store = InMemoryStore()
+    assert store.store_offset_now("g", TP, _om(3)) == NONE
+    assert store.store_offset_now("g", ("topic", 1), _om(4)) == NONE
+    assert store.store_offset_now("g", TP, _om(5)) == NONE
+    assert store.offsets == {"g": {TP: _om(5), ("topic", 1): _om(4)}}
+    store.fail_with = Errors.NOT_COORDINATOR
+    assert store.store_offset_now("g", TP, _om(6)) == Errors.NOT_COORDINATOR
+    assert store.offsets == {"g": {TP: _om(5), ("topic", 1): _om(4)}}
+    assert DeferredStore().store_offset_now is None      # it parks every write
 
 
 def test_static_member_commit_with_invalid_member_id_is_fenced(impl):

@@ -54,6 +54,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, _compat, shard_for
+from ._gc import fewer_collections
 from .._pure.tracerun import COMMIT, HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED  # both twins' values
 
 NUM_SHARDS = 50
@@ -444,6 +445,10 @@ class ShardReplay:
 
     # -- the loop ----------------------------------------------------------------------------
     def run(self, table: pa.Table, end_ms: Optional[int] = None) -> Dict[str, pa.Table]:
+        with fewer_collections():
+            return self._run(table, end_ms)
+
+    def _run(self, table: pa.Table, end_ms: Optional[int]) -> Dict[str, pa.Table]:
         from .trace import TRACE_SCHEMA
         table = table.select(TRACE_SCHEMA.names).sort_by([("time_ms", "ascending"),
                                                           ("seq", "ascending")])

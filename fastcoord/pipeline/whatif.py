@@ -70,6 +70,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
+from ._gc import fewer_collections
 from .replay import (NUM_SHARDS, member_ids, read_members, rows_table, sort_canonical,
                      split_by_shard)
 
@@ -701,6 +702,10 @@ class ShardSimulation:
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self) -> Dict[str, pa.Table]:
+        with fewer_collections():
+            return self._run()
+
+    def _run(self) -> Dict[str, pa.Table]:
         incs = [i for gid in sorted(self.behaviour) for i in self.behaviour[gid]]
         if not incs:
             return self.tables()
