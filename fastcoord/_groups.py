@@ -1064,6 +1064,14 @@ class GroupLogic:
             return _new_tuple(GroupSummary, (E.NONE, STATE_VALUES[group.state], group.generation,
                                              len(group.members), group.members_epoch))
 
+    def member_ids(self, group_id) -> List[str]:
+        """describe_group's member ids alone, in its order."""
+        error, group = self._find_group(group_id, allow_empty=True)
+        if error != E.NONE or group is None:
+            return []
+        with group.rec:
+            return list(group.members)
+
     def list_groups(self, states) -> List[GroupListing]:
         wanted = None if not states else {str(s).lower() for s in states}
         listings = []

@@ -340,6 +340,13 @@ class GroupCoordinator:
             _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         return self._logic.group_summary(group_id)
 
+    def member_ids(self, group_id: str) -> List[str]:
+        """The member ids of describe_group's members, in its order, without building
+        their descriptions (a replay reads them whenever group_summary's members epoch
+        moves)."""
+        _check_str("group_id", group_id, optional=True)   # None: like describe_group's
+        return self._logic.member_ids(group_id)
+
     def list_groups(self, states: Optional[Iterable[str]] = None) -> List[GroupListing]:
         if states is not None:
             states = list(states)

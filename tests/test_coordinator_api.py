@@ -136,12 +136,13 @@ def test_demo_runs_and_ends_stable():
     assert "groups by state: {'Stable': 30}" in out.stdout
 
 
-def test_group_summary_follows_describe_and_the_member_ids(impl):
+def test_group_summary_and_member_ids_follow_describe(impl):
     coord, joined = formed_group(impl, InMemoryStore())
 
     def check():
         s, d = coord.group_summary("g"), coord.describe_group("g")
         assert (s.error, s.state, s.num_members) == (d.error, d.state, len(d.members))
+        assert coord.member_ids("g") == [m.member_id for m in d.members]
         return s
 
     s1 = check()
@@ -171,6 +172,9 @@ def test_group_summary_follows_describe_and_the_member_ids(impl):
     assert coord.group_summary(None).error == Errors.INVALID_GROUP_ID
     with pytest.raises(TypeError):
         coord.group_summary(7)
+    assert coord.member_ids("nope") == [] and coord.member_ids(None) == []
+    with pytest.raises(TypeError, match="group_id"):
+        coord.member_ids(7)
     # Epochs never repeat, not even for a group deleted and made again.
     fresh, _ = formed_group(impl, InMemoryStore())
     assert fresh.group_summary("g").members_epoch not in {s.members_epoch for s in

@@ -267,3 +267,33 @@ def test_a_replay_collects_less_often_and_puts_the_thresholds_back(impl):
         t.join(10)
         assert gc.get_threshold() == _gc.THRESHOLDS  # this run is still inside
     assert gc.get_threshold() == before
+
+
+def test_in_trace_order_sees_every_way_rows_can_be_out_of_order():
+    from fastcoord.pipeline.replay import in_trace_order
+
+    def table(times, seqs):
+        return pa.table({"time_ms": pa.array(times, pa.int64()),
+                         "seq": pa.array(seqs, pa.int64())})
+
+    assert in_trace_order(table([], []))
+    assert in_trace_order(table([5], [9]))
+    assert in_trace_order(table([1, 2, 2, 3], [4, 0, 1, 2]))      # seq breaks time ties only
+    assert in_trace_order(table([1, 1], [3, 3]))                  # a stable sort keeps these
+    assert not in_trace_order(table([1, 3, 2], [0, 1, 2]))
+    assert not in_trace_order(table([1, 2, 2], [0, 2, 1]))
+    assert not in_trace_order(table([1, None], [0, 1]))
+    assert not in_trace_order(table([1, 2], [None, 1]))
+    chunked = pa.concat_tables([table([1, 2], [0, 1]), table([2], [0])])
+    assert not in_trace_order(chunked)                            # across chunks too
+
+
+def test_a_shuffled_trace_replays_as_the_sorted_one(impl):
+    from fastcoord.pipeline.replay import ShardReplay
+
+    trace = generate(groups=4, members=4, duration_s=90, seed=5)
+    shuffled = trace.take(pa.array(list(reversed(range(trace.num_rows)))))
+    want = ShardReplay(0, impl=impl).run(trace)
+    got = ShardReplay(0, impl=impl).run(shuffled)
+    for name in want:
+        assert got[name].equals(want[name]), name
