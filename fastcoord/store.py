@@ -8,8 +8,10 @@ holds a group lock while calling the store.
     store_group(group_id, record, done)      record: dict (see GroupCoordinator)
     store_offsets(group_id, offsets, done)   offsets: {(topic, partition): OffsetAndMetadata}
 
-`InMemoryStore` completes at once (the default). `DeferredStore` parks each write
-until the test completes or fails it: the way to test "answer only after the write".
+`InMemoryStore` completes at once (the default); it also writes one offset with no
+callback, `store_offset_now(group_id, tp, om) -> Errors` (a replay's commits).
+`DeferredStore` parks each write until the test completes or fails it: the way to test
+"answer only after the write"; it has no `store_offset_now`.
 """
 from __future__ import annotations
 
@@ -50,7 +52,6 @@ class InMemoryStore:
             with self._lock:
                 self.offsets.setdefault(group_id, {}).update(offsets)
         done(error)
-
 
     def store_offset_now(self, group_id: str, tp: Tuple[str, int], om) -> Errors:
         """One offset written at once: the error returned rather than passed to a
