@@ -948,8 +948,8 @@ class GroupLogic:
         on a store that writes at once (InMemoryStore.store_offset_now: a replay's;
         HeartbeatRun plays commits on no other). The answer for tp.
 
-        _store_offsets' steps for this one case, called directly: no lock is held here
-        and nothing is queued, so the outbox and the callback have nothing to add (they
+        _store_offsets' steps for this one case, called directly: its caller holds no
+        lock and nothing is queued, so the outbox and the callback have nothing to add (they
         were two thirds of a replay's commit). No write is left in flight, so none is
         counted pending; the commit takes effect where the group's offset changes, and a
         fetch before that sees the previous offset."""

@@ -141,6 +141,11 @@ def piece_report(stats: IngestStats, span: Span) -> str:
     return json.dumps({"stats": stats.as_dict(), "first_ms": span[0], "last_ms": span[1]})
 
 
+def span_report(span: Span) -> str:
+    """A time span alone, as JSON (a report without counts)."""
+    return json.dumps({"first_ms": span[0], "last_ms": span[1]})
+
+
 def merge_reports(reports: Iterable[Tuple[int, str]]
                   ) -> Tuple[IngestStats, Optional[int], Optional[int]]:
     """(ordinal, piece_report JSON) pairs -> the merged counts (in ordinal order) and

@@ -393,7 +393,7 @@ def _report_rows(shards: List[int], pieces: List[int], reports: List[str]) -> pa
 def pack_pieces(pieces, num_shards: int, lean: bool = True):
     """ingest's validated pieces (ordinal, valid rows, counts) -> SHARD_PIECE_SCHEMA
     batches: each piece's data rows, then the reports (see above)."""
-    from .ingest import piece_report, time_span, wider
+    from .ingest import piece_report, span_report, time_span, wider
     ordinals, reports, span = [], [], (None, None)
     for number, good, stats in pieces:
         if good.num_rows:
@@ -406,7 +406,7 @@ def pack_pieces(pieces, num_shards: int, lean: bool = True):
         return
     yield _report_rows([0] * len(ordinals), ordinals, reports)
     if num_shards > 1 and span[1] is not None:
-        text = json.dumps({"first_ms": span[0], "last_ms": span[1]})
+        text = span_report(span)
         yield _report_rows(list(range(1, num_shards)), [ordinals[0]] * (num_shards - 1),
                            [text] * (num_shards - 1))
 
@@ -487,10 +487,10 @@ class ShardInput:
 
 def out_of_order_report(shard: int, rows: pa.Table) -> Tuple[int, str]:
     """A shard's out-of-order count as a report (numbered below every piece)."""
+    from .ingest import piece_report
     from .trace import IngestStats, count_out_of_order
-    stats = IngestStats(out_of_order=count_out_of_order(rows))
-    return -1 - shard, json.dumps({"stats": stats.as_dict(), "first_ms": None,
-                                   "last_ms": None})
+    return -1 - shard, piece_report(IngestStats(out_of_order=count_out_of_order(rows)),
+                                    (None, None))
 
 
 def ingest_blob(reports: List[Tuple[int, str]]) -> pa.RecordBatch:

@@ -934,7 +934,7 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
     from pyspark.sql import functions as F
 
     from .spark import (INGEST_SCHEMA, INGEST_TABLE, blob_tables, default_parallelism,
-                        ingest_stats, packed_trace, table_from_ipc)
+                        ingest_stats, packed_trace)
 
     packed = packed_trace(spark, trace_path, num_shards=num_shards, lean=False)
     grid = spark.createDataFrame([(i,) for i in range(len(configs))], "config int")
@@ -947,16 +947,13 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
                               "config", "shard")
     rows = tasks.mapInArrow(_task_fn(list(configs), impl, num_shards),
                             schema=_TASK_DDL).collect()
-    ingest, lo, hi = ingest_stats(blob_tables(rows, {INGEST_TABLE: INGEST_SCHEMA})[INGEST_TABLE])
+    got = blob_tables(rows, {INGEST_TABLE: INGEST_SCHEMA, **TABLES})
+    ingest, lo, hi = ingest_stats(got[INGEST_TABLE])
     if stats is not None:
         stats.merge(ingest)
     if lo is None:
         return _finish(defaultdict(list), configs, 0, 0)
-    parts: Dict[str, List[pa.Table]] = defaultdict(list)
-    for row in rows:
-        if row["table"] in TABLES:
-            parts[row["table"]].append(table_from_ipc(row["ipc"]))
-    return _finish(parts, configs, int(lo), int(hi))
+    return _finish({name: [got[name]] for name in TABLES}, configs, int(lo), int(hi))
 
 
 class SparkProgress:
