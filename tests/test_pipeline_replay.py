@@ -66,6 +66,19 @@ def static_restart_trace():
     return from_rows(rows)
 
 
+def static_rejoin_while_parked_trace():
+    """b (static) joins at 0 and again at 1000 while its first join still waits out the
+    initial delay (a trace can hold what no client sends: two joins in flight), then
+    syncs and heartbeats; a is dynamic and steady."""
+    rows = []
+    _start(rows, "g", "ab", static="b")
+    rows.append(dict(time_ms=1000, group_id="g", member_id="b", instance_id="i-b",
+                     event="join", **J))
+    _hb(rows, "g", "a", range(6000, 45001, 3000))
+    _hb(rows, "g", "b", range(6000, 45001, 3000), inst="i-b")
+    return from_rows(rows)
+
+
 def _rebalances(out):
     return [(r["start_ms"], r["end_ms"], r["cause"], r["members_before"], r["members_after"],
              r["generation"]) for r in out["rebalances"].to_pylist()]
@@ -100,6 +113,23 @@ def test_golden_static_restart_no_rebalance(impl):
     assert _rebalances(out) == [(0, 6000, "member-join", 0, 2, 1)]
     b2 = [r for r in out["responses"].to_pylist() if r["member_id"] == "b2"]
     assert {r["error"] for r in b2} == {0}
+
+
+def test_golden_second_join_in_flight_decides_the_member(impl):
+    out = replay_local(static_rejoin_while_parked_trace(), impl=impl)
+    answers = [(r["member_id"], r["time_ms"], r["event"], r["error"], r["answered_ms"])
+               for r in out["responses"].to_pylist() if r["event"] != "heartbeat"]
+    # The rejoin with member id "" fences b's first join at once (82); the second join
+    # completes the round with a. b's sync goes out after that answer, with the member id
+    # it gave, and succeeds: the fenced answer must not make the replay send it earlier
+    # with the fenced id (FENCED_INSTANCE_ID, and b removed when the sync round expires).
+    assert ("b", 0, "join", 82, 1000) in answers
+    assert ("b", 1000, "join", 0, 6000) in answers
+    assert ("b", 3001, "sync", 0, 6000) in answers
+    assert _expirations(out) == []
+    assert _rebalances(out) == [(0, 6000, "member-join", 0, 2, 1)]
+    hb = [r["error"] for r in out["responses"].to_pylist() if r["event"] == "heartbeat"]
+    assert hb == [0] * len(hb)
 
 
 @pytest.mark.parametrize("seed", [1, 2])

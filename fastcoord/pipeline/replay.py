@@ -144,7 +144,7 @@ class _Member:
         self.ix, self.arrays = ix, arrays    # inst ... check_at: in the arrays
         self.inst = inst
         self.rid = None
-        self.joining = False
+        self.joining = -1           # the trace index of its join in flight (-1: none)
         self.pending_sync = None
         self.session = 10_000
         self.leader_members = None
@@ -355,12 +355,18 @@ class ShardReplay:
         known = m.rid is not None and m.rid in gv.members
         cause = "member-rejoin" if known else "member-join"
         protos = [(p, b"") for p in (protocols or ["range"])]
-        m.joining = True
+        m.joining = idx
 
         def answered(result, m=m, idx=idx, gid=gid):
             err = int(result.error)
             self._respond(idx, err)
-            m.joining = False
+            if m.joining != idx:
+                # A join the member has sent again since (a trace can hold two in flight;
+                # a client would not): the coordinator answers the older one only when
+                # it fences it (a static member's rejoin with member id ""), and the
+                # newer join decides the member's id, generation and pending sync.
+                return
+            m.joining = -1
             if err == _MIDREQ:
                 self._adopt(m, result.member_id)
             elif err == 0:
@@ -404,7 +410,7 @@ class ShardReplay:
         m.handle = NO_HANDLE
 
     def _sync(self, m: _Member, idx: int) -> None:
-        if m.joining:
+        if m.joining >= 0:
             if m.pending_sync is not None:        # superseded: never sent
                 self._respond(m.pending_sync, -1)
             m.pending_sync = idx
