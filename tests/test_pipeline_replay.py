@@ -158,6 +158,78 @@ def test_generator_deterministic_and_varied():
     assert good.num_rows == a.num_rows and stats.malformed == stats.unknown_event == 0
 
 
+FAULTS = [dict(),                                                   # the defaults
+          dict(gc_prob=0.1, crash_per_hour=20, leave_per_hour=10),  # every kind, often
+          dict(deploy_prob=1.0, static_fraction=0.6, session_timeouts=(10_000,))]
+
+
+@pytest.mark.parametrize("faults", range(len(FAULTS)))
+@pytest.mark.parametrize("seed", [3, 4])
+def test_replaying_a_generated_trace_gives_the_answers_its_consumers_got(impl, faults, seed):
+    """The generator's consumers ran against a coordinator (closed loop) and the trace
+    keeps each request's answer in `error`; the replay (open loop, its heartbeat runs
+    in C for native) must answer every request it answers within the trace the same
+    way. The requests it leaves unanswered are joins and syncs still parked at the
+    trace's end (the generating simulation ran past it, so it has their answers)."""
+    trace = generate(groups=10, members=6, duration_s=180, seed=seed, **FAULTS[faults])
+    assert trace.column("error").null_count == 0
+    out = replay_local(trace, impl=impl)
+    source = dict(zip(trace.column("seq").to_pylist(), trace.column("error").to_pylist()))
+    kinds = dict(zip(trace.column("seq").to_pylist(), trace.column("event").to_pylist()))
+    compared, errors = 0, set()
+    for r in out["responses"].to_pylist():
+        if r["answered_ms"] < 0:
+            assert kinds[r["seq"]] in ("join", "sync"), r
+            continue
+        assert r["error"] == source[r["seq"]], r
+        compared += 1
+        errors.add(r["error"])
+    assert compared > 0.99 * trace.num_rows
+    # the traces exercise more than the happy path: rebalances seen by heartbeats, and
+    # MEMBER_ID_REQUIRED for dynamic members' first joins
+    assert {0, 27, 79} <= errors
+
+
+def _slots(incarnations):
+    by_slot = {}
+    for i in incarnations:
+        by_slot.setdefault(i.slot, set()).add(i.member)
+    return sorted(sorted(members) for members in by_slot.values())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_what_if_reads_back_the_behaviour_the_generator_gave(seed):
+    """derive_behaviour on a generated trace recovers its consumers' behaviour: every
+    incarnation, how each ended (a dynamic member's LeaveGroup, a crash, the trace's end,
+    a static member's restart), and the heartbeat interval of each that heartbeat a few
+    times without a pause."""
+    from collections import Counter
+
+    from fastcoord.pipeline.gen import behaviours
+    from fastcoord.pipeline.whatif import derive_behaviour
+    params = dict(groups=12, members=6, duration_s=240, seed=seed)
+    trace = generate(**params)
+    beats = Counter(m for m, e in zip(trace.column("member_id").to_pylist(),
+                                      trace.column("event").to_pylist()) if e == "heartbeat")
+    derived = derive_behaviour(trace, 240_000)
+    checked = 0
+    for by_group in behaviours(**params).values():
+        for gid, incarnations in by_group.items():
+            seen = {i.member: i for i in derived[gid]}
+            assert set(seen) == {i.member for i in incarnations}
+            # the processes of one consumer slot (its restarts) are found to be one slot
+            assert _slots(derived[gid]) == _slots(incarnations)
+            for inc in incarnations:
+                got = seen[inc.member]
+                assert (got.instance_id, got.start_ms) == (inc.instance_id, inc.start_ms)
+                if inc.end == "leave":
+                    assert got.end == "leave"
+                if beats[inc.member] >= 4 and not inc.pauses:
+                    assert got.heartbeat_ms == inc.heartbeat_ms
+                    checked += 1
+    assert checked > 20
+
+
 def _out_of_order_by_hand(rows) -> int:
     """The definition, row by row: a row whose time is earlier than that of an earlier
     row (by seq) of its group."""

@@ -1,26 +1,47 @@
 """`fastcoord trace gen`: a synthetic trace with realistic client behaviour, from a seed.
 
-Per group (sizes long-tailed: a Pareto draw, capped), each member slot runs a Kafka
-consumer: join (dynamic members twice: "" then the MEMBER_ID_REQUIRED id; static
-members once, with their group.instance.id), sync once every live member of the round
-has joined (3 s later for a group starting empty: the initial rebalance delay),
-heartbeats every `heartbeat_ms` with +-20% jitter, an auto-commit every 5 s. Faults:
-GC pauses with a long tail (Pareto, capped at 60 s) that delay heartbeats, crashes
-(no more requests; a restart after 5-60 s as a new incarnation), clean leaves
-(LeaveGroup, then a restart), and one rolling deploy per group with probability
-`deploy_prob` (each member in turn: leave if dynamic, restart 5-20 s later). Any
-membership change makes the other live members rejoin at their next heartbeat.
-The same seed gives the same trace, row for row.
+Two steps. First each group's consumers get a *behaviour* (whatif.Incarnation, the
+same description what-if derives from a recorded trace): group sizes long-tailed (a
+Pareto draw, capped), a share of static members (group.instance.id), per process
+incarnation its start, its heartbeat interval (the nominal one +-20%), its pauses (at
+each heartbeat, with probability `gc_prob`, a GC pause or stall with a long tail:
+Pareto, capped at 60 s) and how it ends: a crash (restarted 5-60 s later as a new
+incarnation), a clean stop (a dynamic member sends LeaveGroup; restarted 5-20 s later),
+a rolling deploy (one per group with probability `deploy_prob`: each member in turn
+stops and restarts 5-20 s later) or the trace's end.
+
+Then those consumers act their behaviour out against a real GroupCoordinator on a
+ManualClock (whatif.ShardSimulation, one per session timeout: a group's session timeout
+is drawn from `session_timeouts`), and every request they send is a trace row. They
+behave as Kafka's classic consumer does: join with member id "" (then again with the
+id MEMBER_ID_REQUIRED gave), sync after the join answer, heartbeat once synced, an
+auto-commit every 5 s with a heartbeat, and rejoin on REBALANCE_IN_PROGRESS,
+ILLEGAL_GENERATION and UNKNOWN_MEMBER_ID. So a generated trace is one real consumers
+could have sent: replayed, its groups rebalance where the coordinator made them
+rebalance, not where an open-loop model guessed they would (an earlier generator did;
+its groups drifted apart from the coordinator's view and then failed every request).
+
+A trace's member ids are incarnation names ("<group>-c<slot>-<n>"), its client ids
+"client-<slot>", its static members' instance ids "<group>-i<slot>"; `generation` is the
+generation a request carried (null for joins) and `error` the answer its consumer got
+(a parked join's or sync's when it came, even after the trace's end), as a request log
+would have them. Replayed, a generated trace gets those same answers
+(tests/test_pipeline_replay.py). The same seed gives the same trace, row for row.
 """
 from __future__ import annotations
 
-import heapq
 import random
-from typing import List
+from collections import defaultdict
+from typing import Dict, List
 
 import pyarrow as pa
 
 from .trace import TRACE_SCHEMA
+from .whatif import Incarnation, ShardSimulation, WhatIfConfig
+
+AUTO_COMMIT_MS = 5000        # Kafka's auto.commit.interval.ms default
+MAX_PAUSE_MS = 60_000
+HOUR_MS = 3_600_000
 
 
 def generate(*, groups: int = 10, members: int = 10, duration_s: int = 300, seed: int = 0,
@@ -28,15 +49,107 @@ def generate(*, groups: int = 10, members: int = 10, duration_s: int = 300, seed
              session_timeouts=(10_000, 30_000, 45_000), crash_per_hour: float = 0.5,
              leave_per_hour: float = 0.5, gc_prob: float = 0.02, deploy_prob: float = 0.3,
              commits: bool = True, max_group_size: int = 200) -> pa.Table:
-    """A trace of `groups` groups averaging about `members` members each."""
+    """A trace of `groups` groups averaging about `members` members each, `duration_s`
+    seconds long: the requests of the consumers `behaviours` describes (same arguments)."""
+    end = duration_s * 1000
+    rows: List[list] = []
+    by_session = behaviours(
+        groups=groups, members=members, duration_s=duration_s, seed=seed,
+        static_fraction=static_fraction, heartbeat_ms=heartbeat_ms,
+        session_timeouts=session_timeouts, crash_per_hour=crash_per_hour,
+        leave_per_hour=leave_per_hour, gc_prob=gc_prob, deploy_prob=deploy_prob,
+        max_group_size=max_group_size)
+    for session in sorted(by_session):
+        ShardSimulation(by_session[session], WhatIfConfig(session), end_ms=end,
+                        trace_rows=rows,
+                        commit_interval_ms=AUTO_COMMIT_MS if commits else None).run()
+    # each simulation's rows are in the order its requests were sent; a stable sort by
+    # time interleaves the simulations without reordering any of them
+    rows.sort(key=lambda r: r[0])
+    return _table(rows)
+
+
+def behaviours(*, groups: int = 10, members: int = 10, duration_s: int = 300, seed: int = 0,
+               static_fraction: float = 0.3, heartbeat_ms: int = 3000,
+               session_timeouts=(10_000, 30_000, 45_000), crash_per_hour: float = 0.5,
+               leave_per_hour: float = 0.5, gc_prob: float = 0.02, deploy_prob: float = 0.3,
+               max_group_size: int = 200) -> Dict[int, Dict[str, List[Incarnation]]]:
+    """The consumers of `generate`'s trace: by session timeout, by group, its
+    incarnations (what-if's description of a consumer, which derive_behaviour recovers
+    from the trace)."""
     rng = random.Random(seed)
-    rows: List[tuple] = []
+    end = duration_s * 1000
+    by_session: Dict[int, Dict[str, List[Incarnation]]] = defaultdict(dict)
     for gi in range(groups):
+        gid = f"group-{gi}"
         size = max(1, min(max_group_size, int(members * 0.5 * rng.paretovariate(2.0))))
-        _group(rng, f"group-{gi}", size, duration_s * 1000, rows, static_fraction,
-               heartbeat_ms, rng.choice(session_timeouts), crash_per_hour, leave_per_hour,
-               gc_prob, deploy_prob, commits)
-    rows.sort(key=lambda r: (r[0], r[1], r[2], r[-1]))
+        session = rng.choice(session_timeouts)
+        by_session[session][gid] = _behaviour(
+            rng, gid, size, end, static_fraction, heartbeat_ms, session, crash_per_hour,
+            leave_per_hour, gc_prob, deploy_prob)
+    return dict(by_session)
+
+
+def _behaviour(rng, gid, size, end, static_fraction, hb, session, crash_ph, leave_ph,
+               gc_prob, deploy_prob) -> List[Incarnation]:
+    """One group's incarnations: each member slot's processes, one after the other."""
+    static = [rng.random() < static_fraction for _ in range(size)]
+    deploy = [-1] * size                     # when the rolling deploy stops each slot
+    if rng.random() < deploy_prob:
+        at = rng.randint(end // 4, end // 2)
+        deploy = [at + i * rng.randint(5000, 20000) for i in range(size)]
+    out: List[Incarnation] = []
+    for s in range(size):
+        start = rng.randint(0, 2000)
+        n = 0
+        while start < end:
+            n += 1
+            interval = int(hb * rng.uniform(0.8, 1.2))
+            ends = [(start + _after(rng, crash_ph), "crash"),
+                    (start + _after(rng, leave_ph), "leave")]
+            if deploy[s] > start:
+                ends.append((deploy[s], "deploy"))
+            stop, why = min(ends)
+            if stop >= end:
+                stop, why = -1, "end"
+            until = end if stop < 0 else stop
+            out.append(Incarnation(
+                group=gid, slot=f"{gid}-c{s}", member=f"{gid}-c{s}-{n}",
+                instance_id=f"{gid}-i{s}" if static[s] else None, client_id=f"client-{s}",
+                start_ms=start, last_ms=until,
+                # a static member's clean stop sends no LeaveGroup: a restart
+                end=why if why in ("crash", "end") else ("restart" if static[s] else "leave"),
+                stop_ms=stop, heartbeat_ms=interval, rebalance_timeout_ms=2 * session,
+                pauses=_pauses(rng, start, until, interval, gc_prob)))
+            if stop < 0:
+                break
+            start = stop + (rng.randint(5000, 60000) if why == "crash"
+                            else rng.randint(5000, 20000))
+    return out
+
+
+def _after(rng, per_hour: float) -> int:
+    """Time to the next event of a Poisson process at `per_hour` (an int, ms)."""
+    if per_hour <= 0:
+        return 1 << 62
+    return int(rng.expovariate(per_hour / HOUR_MS))
+
+
+def _pauses(rng, start, until, interval, gc_prob) -> tuple:
+    """GC pauses and stalls: at each heartbeat, with probability gc_prob, a pause with a
+    long tail (Pareto: most are short, a few outlast a session timeout)."""
+    pauses = []
+    t = start + interval
+    while t < until:
+        if rng.random() < gc_prob:
+            length = min(MAX_PAUSE_MS, int(200 * rng.paretovariate(1.2)))
+            pauses.append((t, t + length))
+            t += length
+        t += interval
+    return tuple(pauses)
+
+
+def _table(rows: List[tuple]) -> pa.Table:
     cols = list(zip(*rows)) if rows else [[]] * 12
     n = len(rows)
     data = {"seq": pa.array(range(n), pa.int64()),
@@ -45,137 +158,8 @@ def generate(*, groups: int = 10, members: int = 10, duration_s: int = 300, seed
             "event": pa.array(cols[4], pa.string()),
             "session_timeout_ms": pa.array(cols[5], pa.int32()),
             "rebalance_timeout_ms": pa.array(cols[6], pa.int32()),
-            "generation": pa.nulls(n, pa.int32()),
+            "generation": pa.array(cols[10], pa.int32()),
             "protocol_type": pa.array(cols[7], pa.string()),
             "protocols": pa.array(cols[8], pa.list_(pa.string())),
-            "client_id": pa.array(cols[9], pa.string()), "error": pa.nulls(n, pa.int16())}
+            "client_id": pa.array(cols[9], pa.string()), "error": pa.array(cols[11], pa.int16())}
     return pa.table(data, schema=TRACE_SCHEMA)
-
-
-HB, START, DETECT, LEAVE, DEPLOY, SYNC = range(6)
-
-
-def _group(rng, gid, size, end, rows, static_fraction, hb, session, crash_ph, leave_ph,
-           gc_prob, deploy_prob, commits):
-    static = [rng.random() < static_fraction for _ in range(size)]
-    inc = [0] * size
-    alive = [False] * size
-    joining = set()
-    empty = [True]
-    next_commit = [0] * size
-    heap: list = []
-    n = [0]
-
-    def push(t, kind, slot, token=None):
-        n[0] += 1
-        heapq.heappush(heap, (t, n[0], kind, slot, token))
-
-    def mid(slot):
-        return f"{gid}-c{slot}-{inc[slot]}"
-
-    def emit(t, slot, event, join=False):
-        inst = f"{gid}-i{slot}" if static[slot] else None
-        if join:
-            rows.append((t, gid, mid(slot), inst, "join", session, 2 * session, "consumer",
-                         ["range", "cooperative-sticky"], f"client-{slot}", len(rows)))
-        else:
-            rows.append((t, gid, mid(slot), inst, event, None, None, None, None,
-                         f"client-{slot}", len(rows)))
-
-    def join(t, slot):
-        emit(t, slot, "join", True)
-        if not static[slot]:
-            emit(t, slot, "join", True)
-        joining.add(slot)
-
-    def membership_change(t, changed):
-        for s in range(size):
-            if alive[s] and s != changed and s not in joining:
-                joining.add(s)
-                tj = t + int(rng.uniform(0, hb))
-                push(tj, SYNC, s, ("rejoin", inc[s]))
-
-    def maybe_sync(t):
-        if joining and all(not alive[s] or s in done_join for s in joining):
-            ts = t + (3000 if empty[0] else rng.randint(1, 20))
-            for s in sorted(joining):
-                if alive[s]:
-                    push(ts, SYNC, s, ("sync", inc[s]))
-            joining.clear()
-            done_join.clear()
-            empty[0] = False
-
-    done_join = set()
-    rate = 1.0 / 3_600_000
-    for s in range(size):
-        push(rng.randint(0, 2000), START, s)
-    if rng.random() < deploy_prob:
-        push(rng.randint(end // 4, end // 2), DEPLOY, 0)
-    while heap:
-        t, _, kind, s, token = heapq.heappop(heap)
-        if t >= end:
-            break
-        if kind == START:
-            inc[s] += 1
-            alive[s] = True
-            join(t, s)
-            done_join.add(s)
-            membership_change(t, s)
-            maybe_sync(t)
-            continue
-        if kind == DEPLOY:
-            for i in range(size):
-                at = t + i * rng.randint(5000, 20000)
-                push(at, LEAVE, i, ("deploy", inc[i]))
-            continue
-        if kind == DETECT:
-            if any(alive):
-                membership_change(t, s)
-                maybe_sync(t)
-            continue
-        if not alive[s] or (token is not None and token[1] != inc[s]):
-            continue
-        if kind == SYNC:
-            if token[0] == "rejoin":
-                join(t, s)
-                done_join.add(s)
-                maybe_sync(t)
-            else:
-                emit(t, s, "sync")
-                push(t + int(hb * rng.uniform(0.8, 1.2)), HB, s, ("hb", inc[s]))
-            continue
-        if kind == HB:
-            if s in joining:
-                continue
-            if rng.random() < crash_ph * rate * hb:
-                alive[s] = False
-                push(t + rng.randint(5000, 60000), START, s)
-                if not static[s]:
-                    push(t + session, DETECT, s)       # the coordinator notices the crash
-                if not any(alive):
-                    empty[0] = True
-                continue
-            if rng.random() < leave_ph * rate * hb:
-                push(t, LEAVE, s, ("leave", inc[s]))
-                continue
-            emit(t, s, "heartbeat")
-            if commits and t >= next_commit[s]:
-                emit(t + 1, s, "commit")
-                next_commit[s] = t + 5000
-            gap = int(hb * rng.uniform(0.8, 1.2))
-            if rng.random() < gc_prob:
-                gap += min(60_000, int(200 * rng.paretovariate(1.2)))
-            push(t + gap, HB, s, ("hb", inc[s]))
-            continue
-        if kind == LEAVE:
-            if not static[s]:
-                emit(t, s, "leave")
-            alive[s] = False
-            joining.discard(s)
-            done_join.discard(s)
-            push(t + rng.randint(5000, 20000), START, s)
-            if not any(alive):
-                empty[0] = True
-            elif not static[s]:
-                membership_change(t, s)
-                maybe_sync(t)

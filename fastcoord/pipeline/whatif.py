@@ -33,6 +33,9 @@ member, a static one rejoins with its instance id. At its crash time it stops al
 contact; at a clean stop a dynamic member sends LeaveGroup, a static one just goes
 away; a restart starts a new process (static: same instance id).
 
+The same simulation, recording every request its consumers send (`trace_rows`, with
+auto-commits: `commit_interval_ms`), is the synthetic trace generator (gen.py).
+
 Each (configuration, coordinator shard) is an independent deterministic simulation
 (`simulate_shard`); its groups share one coordinator. The simulation runs one session
 timeout past the trace's end, so that a crash near the end is still detected.
@@ -313,13 +316,15 @@ _MIDREQ = int(Errors.MEMBER_ID_REQUIRED)
 _FENCED = int(Errors.FENCED_INSTANCE_ID)
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
 _PROTOCOLS = [("range", b"")]
+_PROTOCOL_NAMES = [name for name, _ in _PROTOCOLS]
+_COMMIT_PARTITION = ("events", 0)          # the topic-partition recorded auto-commits go to
 
 
 class _Client:
     """One simulated consumer process (one incarnation)."""
     __slots__ = ("inc", "group", "inst", "hb", "rto", "starts", "ends", "alive", "crashed",
                  "crash_at", "rid", "gen", "state", "epoch", "last_touch", "check_at",
-                 "leader_members")
+                 "leader_members", "next_commit")
 
     def __init__(self, inc: Incarnation, inst: Optional[str], hb: int, rto: int):
         self.inc = inc
@@ -339,6 +344,7 @@ class _Client:
         self.last_touch = -1
         self.check_at: Optional[int] = None
         self.leader_members: Optional[List[str]] = None
+        self.next_commit = 0            # when its next auto-commit is due (trace recording)
 
     def paused_until(self, t: int) -> Optional[int]:
         """The end of the pause that covers t (strictly inside it), else None."""
@@ -366,17 +372,27 @@ class _Group:
 
 
 class ShardSimulation:
-    """The closed loop for one shard's groups under one configuration."""
+    """The closed loop for one shard's groups under one configuration.
+
+    `trace_rows`: a list that receives every request the consumers send before `end_ms`,
+    as trace rows (gen.py's closed-loop generator); `commit_interval_ms`: consumers also
+    commit an offset with a heartbeat when that long has passed since their last commit
+    (Kafka's auto-commit; None: no commits, as in a what-if)."""
 
     def __init__(self, behaviour: Dict[str, List[Incarnation]], config: WhatIfConfig, *,
                  config_id: int = 0, shard: int = 0, end_ms: int, impl: Optional[str] = None,
-                 num_shards: int = NUM_SHARDS):
+                 num_shards: int = NUM_SHARDS, trace_rows: Optional[list] = None,
+                 commit_interval_ms: Optional[int] = None):
         self.behaviour = behaviour
         self.cfg = config
         self.config_id = config_id
         self.shard = shard
         self.session = config.session_timeout_ms
         self.horizon = end_ms + self.session
+        self.end_ms = end_ms
+        self.trace_rows = trace_rows
+        self.commit_interval_ms = commit_interval_ms
+        self._commits = 0
         self.impl = impl
         self.num_shards = num_shards
         self.heap: list = []
@@ -404,11 +420,13 @@ class ShardSimulation:
                 self._observe(gid, "timeout")
             self._dirty.clear()
 
-    def _respond(self, kind: int, c: _Client):
+    def _respond(self, kind: int, c: _Client, row: int = -1):
         epoch = c.epoch
         gid = c.group
 
         def callback(result, kind=kind, c=c, epoch=epoch, gid=gid):
+            if row >= 0:
+                self._answered(row, result.error)
             # never call the coordinator from inside its callback: queue the consumer's
             # reaction; but what the coordinator did happened now, whatever the consumer
             # is doing (paused, crashed): note it at this time
@@ -548,10 +566,11 @@ class ShardSimulation:
             if old is not None and (c.group, old) in self.by_rid:
                 self.replaced.add((c.group, old))
         gv.stats["requests"] += 1
+        row = self._record(c, "join")
         self.coord.join_group(c.group, rid, "consumer", _PROTOCOLS,
                               session_timeout_ms=self.session, rebalance_timeout_ms=c.rto,
                               group_instance_id=c.inst, client_id=c.inc.slot,
-                              callback=self._respond(_JOINED, c))
+                              callback=self._respond(_JOINED, c, row))
         self._group_check(gv, self.now + NEW_MEMBER_JOIN_TIMEOUT_MS)
         # a consumer that had a generation rejoins; one without is a new member
         self._observe(c.group, "rejoin" if c.gen >= 0 else "join")
@@ -574,9 +593,10 @@ class ShardSimulation:
         c.state = "syncing"
         gv = self.groups[c.group]
         gv.stats["requests"] += 1
+        row = self._record(c, "sync")
         assignments = {m: b"" for m in c.leader_members} if c.leader_members else None
         self.coord.sync_group(c.group, c.gen, c.rid, assignments, group_instance_id=c.inst,
-                              callback=self._respond(_SYNCED, c))
+                              callback=self._respond(_SYNCED, c, row))
         self._observe(c.group, "timeout")
 
     def _on_error(self, c: _Client, err: int) -> None:
@@ -639,8 +659,12 @@ class ShardSimulation:
         gv = self.groups[c.group]
         gv.stats["leaves"] += 1
         gv.stats["requests"] += 1
+        row = self._record(c, "leave")
         self.leaving.add((c.group, c.rid))
-        self.coord.leave_group(c.group, [(c.rid, None)])
+        res = self.coord.leave_group(c.group, [(c.rid, None)])
+        if row >= 0:
+            self._answered(row, res.error if res.error != Errors.NONE or not res.member_errors
+                           else res.member_errors[0])
         self._observe(c.group, "leave")
         self.by_rid.pop((c.group, c.rid), None)
         self.leaving.discard((c.group, c.rid))
@@ -681,13 +705,53 @@ class ShardSimulation:
     def _heartbeat(self, c: _Client) -> None:
         gv = self.groups[c.group]
         gv.stats["requests"] += 1
+        row = self._record(c, "heartbeat")
         err = int(self.coord.heartbeat(c.group, c.rid, c.gen, c.inst))
+        if row >= 0:
+            self._answered(row, err)
         if err in (_NONE, _RIP):
             self._touch(c, self.now)
         if err == _NONE:
+            if self.commit_interval_ms is not None and self.now >= c.next_commit:
+                self._commit(c)
             self._push(self.now + c.hb, _HB, c, c.epoch)
         else:
             self._on_error(c, err)
+
+    def _commit(self, c: _Client) -> None:
+        """An auto-commit right after a heartbeat the coordinator accepted. Its answer
+        changes nothing the consumer does (the heartbeat's already told it the group is
+        stable) and it refreshes the session at the heartbeat's own time."""
+        c.next_commit = self.now + self.commit_interval_ms
+        self.groups[c.group].stats["requests"] += 1
+        row = self._record(c, "commit")
+        self._commits += 1
+        errors = self.coord.commit_offsets(c.group, c.rid, c.gen,
+                                           {_COMMIT_PARTITION: self._commits},
+                                           group_instance_id=c.inst)
+        if row >= 0:
+            self._answered(row, errors[_COMMIT_PARTITION])
+
+    def _record(self, c: _Client, event: str) -> int:
+        """A request as a trace row, when recording and before the end: its index, else
+        -1. The incarnation's name is its member id, as the synthetic traces have it;
+        `generation` is the one the consumer sent, `error` its answer (`_answered`)."""
+        rows = self.trace_rows
+        if rows is None or self.now >= self.end_ms:
+            return -1
+        inc = c.inc
+        if event == "join":
+            rows.append([self.now, c.group, inc.member, c.inst, event, self.session, c.rto,
+                         "consumer", _PROTOCOL_NAMES, inc.client_id, None, None])
+        else:
+            rows.append([self.now, c.group, inc.member, c.inst, event, None, None, None, None,
+                         inc.client_id, c.gen, None])
+        return len(rows) - 1
+
+    def _answered(self, row: int, error) -> None:
+        """The answer to a recorded request, in its row (a request answered after the end
+        is recorded too: the trace shows what the consumer saw)."""
+        self.trace_rows[row][11] = int(error)
 
     def _check(self, c: _Client, t: int) -> None:
         c.check_at = None
