@@ -952,7 +952,8 @@ class GroupLogic:
         lock and nothing is queued, so the outbox and the callback have nothing to add (they
         were two thirds of a replay's commit). No write is left in flight, so none is
         counted pending; the commit takes effect where the group's offset changes, and a
-        fetch before that sees the previous offset."""
+        fetch before that sees the previous offset. The native HeartbeatRun takes these
+        same steps in C (tracerun.pyx, c_commit_accepted): keep the two in step."""
         group = self.owners[slot][0]
         om = _offset_alone(offset, self.commit_time_ms())
         error = self.store.store_offset_now(group.group_id, tp, om)

@@ -6,7 +6,8 @@ import array
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, SystemClock
+from fastcoord import (CoordinatorConfig, Errors, GroupCoordinator, ManualClock,
+                       OffsetAndMetadata, SystemClock)
 from fastcoord import _compat
 from fastcoord.pipeline.gen import generate
 from fastcoord.pipeline.replay import TABLES, ShardReplay, canonical, split_by_shard
@@ -266,6 +267,11 @@ def test_a_run_plays_commits_the_coordinator_accepts(impl, coord):
     assert list(tr.answered) == [t0 + 10, t0 + 20, t0 + 30, t0 + 40]
     assert list(tr.last_touch) == [t0 + 40] and tr.group_events[0] == 4
     assert _offset(coord) == (18, t0 + 40)           # stored, stamped at its own time
+    # as commit_offsets stores an offset given alone: the store wrote what the group holds
+    stored = coord._logic.store.offsets["g"][PART]
+    assert stored == OffsetAndMetadata(18, commit_timestamp_ms=t0 + 40)
+    assert type(stored) is OffsetAndMetadata
+    assert coord._logic.owners[h & 0xFFFFFFFF][0].offsets[PART] is stored
     # the commit at t0 + 40 touched the session, as commit_offsets does
     coord.advance_time(10_000 - 1)                  # the clock is at t0 + 40
     assert coord.heartbeat("g", mid, gen) == Errors.NONE

@@ -57,7 +57,8 @@ cdef class HeartbeatRun:
     cdef const int64_t[::1] offsets
     cdef list instances
     cdef object partition
-    cdef object commit_accepted     # the group logic's store step
+    cdef object store_offset_now    # the store's write (GroupLogic.commit_accepted's)
     cdef readonly bint left_commit  # run() stopped at a commit for commit_offsets
 
     cdef bint c_settle_checks(self, int64_t t) except -1
+    cdef int c_commit_accepted(self, Py_ssize_t slot, int64_t offset, int64_t now) except -1

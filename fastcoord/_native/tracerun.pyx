@@ -1,16 +1,20 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """A trace replay's runs of heartbeats and commits, and its pending checks, in C (twin
 and documentation: fastcoord/_pure/tracerun.py). Per heartbeat: no Python object and
-no Python call but the clock's new time. Per commit: the member table's checks in C,
-then the group logic's store step (GroupLogic.commit_accepted) in Python. A session
+no Python call but the clock's new time. Per commit: the member table's checks and then
+GroupLogic.commit_accepted's steps in C, but for the store's write (one Python call:
+store_offset_now) and the offset's tuple. A session
 check that only moves to the member's new deadline, or is dropped, is settled here."""
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from fastcoord._native.members cimport MemberTable
+from fastcoord._native.members cimport GroupRecord, MemberTable, lock_with_gil
+from fastcoord._native.members cimport pthread_mutex_unlock
 from fastcoord._native.wheel cimport Timer
 
 from fastcoord.errors import Errors
+from fastcoord._groups import _OM_DEFAULTS, DEAD
+from fastcoord.results import OffsetAndMetadata
 from fastcoord._pure.tracerun import check_run_args
 
 cdef enum:
@@ -33,6 +37,9 @@ NEVER = C_NEVER
 
 cdef int C_UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 cdef int C_REBALANCING = int(Errors.REBALANCE_IN_PROGRESS)
+cdef int C_DEAD = DEAD                      # the group logic's state number
+cdef object OM_METADATA = _OM_DEFAULTS["metadata"]      # an offset given alone: these
+cdef object OM_LEADER_EPOCH = _OM_DEFAULTS["leader_epoch"]
 
 
 cdef inline bint _before(check_entry* a, check_entry* b) noexcept:
@@ -143,7 +150,7 @@ cdef class HeartbeatRun:
             self.offsets = offsets
             self.instances = instances
             self.partition = partition
-            self.commit_accepted = coordinator._logic.commit_accepted
+            self.store_offset_now = coordinator._logic.store.store_offset_now
 
     @property
     def now(self):
@@ -178,6 +185,24 @@ cdef class HeartbeatRun:
             self.check_at[code] = due
             checks.c_push(due, code)
         return False
+
+    cdef int c_commit_accepted(self, Py_ssize_t slot, int64_t offset, int64_t now) except -1:
+        """GroupLogic.commit_accepted(slot, partition, offset) (the pure twin calls it):
+        the offset alone, stamped with the commit time (on a ManualClock, its time: now),
+        written by the store, then set on the group's offsets unless the group is Dead;
+        the store's answer."""
+        cdef GroupRecord rec = <GroupRecord>self.table.slot_recs[slot]
+        om = tuple.__new__(OffsetAndMetadata, (offset, OM_METADATA, OM_LEADER_EPOCH, now))
+        cdef int error = self.store_offset_now(rec.group_id, self.partition, om)
+        if error != C_NONE:
+            return error
+        lock_with_gil(rec.core)
+        try:
+            if rec.core.state != C_DEAD:
+                rec.group.offsets[self.partition] = om
+        finally:
+            pthread_mutex_unlock(&rec.core.mu)
+        return C_NONE
 
     def run(self, Py_ssize_t i, stop=None):
         """Play the heartbeats (and commits) from event i on (before event `stop`, if
@@ -219,7 +244,7 @@ cdef class HeartbeatRun:
                 if slot < 0:
                     self.left_commit = True     # an answer commit_offsets gives
                     break
-                error = self.commit_accepted(slot, self.partition, self.offsets[i])
+                error = self.c_commit_accepted(slot, self.offsets[i], now)
                 touched = error == C_NONE
             else:
                 if handle == C_NO_HANDLE:
