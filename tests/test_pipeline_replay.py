@@ -397,3 +397,16 @@ def test_a_shuffled_trace_replays_as_the_sorted_one(impl):
     got = ShardReplay(0, impl=impl).run(shuffled)
     for name in want:
         assert got[name].equals(want[name]), name
+
+
+def test_trace_gen_command_writes_the_generated_trace_and_shows_progress(tmp_path, capsys):
+    from fastcoord.cli import main
+    from fastcoord.pipeline.trace import read_trace
+    path = str(tmp_path / "t.parquet")
+    assert main(["trace", "gen", path, "--groups", "4", "--members", "3",
+                 "--duration-s", "40", "--seed", "6"]) == 0
+    want = generate(groups=4, members=3, duration_s=40, seed=6)
+    assert read_trace(path).equals(want)
+    out, err = capsys.readouterr()
+    assert f"{want.num_rows} events" in out
+    assert "fastcoord trace gen: simulating" in err and "groups with session timeout" in err

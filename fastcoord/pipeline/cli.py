@@ -165,7 +165,8 @@ def run(args) -> int:
         if args.trace_command == "gen":
             table = gen.generate(groups=args.groups, members=args.members,
                                  duration_s=args.duration_s, seed=args.seed,
-                                 static_fraction=args.static_fraction)
+                                 static_fraction=args.static_fraction,
+                                 progress=lambda text: _stage("trace gen", text))
             trace.write_trace(table, args.out)
             print(f"fastcoord trace gen: {table.num_rows} events -> {args.out}")
             return 0

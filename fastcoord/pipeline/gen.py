@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from typing import Dict, List
+from typing import Callable, Dict, List, Optional
 
 import pyarrow as pa
 
@@ -48,9 +48,12 @@ def generate(*, groups: int = 10, members: int = 10, duration_s: int = 300, seed
              static_fraction: float = 0.3, heartbeat_ms: int = 3000,
              session_timeouts=(10_000, 30_000, 45_000), crash_per_hour: float = 0.5,
              leave_per_hour: float = 0.5, gc_prob: float = 0.02, deploy_prob: float = 0.3,
-             commits: bool = True, max_group_size: int = 200) -> pa.Table:
+             commits: bool = True, max_group_size: int = 200,
+             progress: Optional[Callable[[str], None]] = None) -> pa.Table:
     """A trace of `groups` groups averaging about `members` members each, `duration_s`
-    seconds long: the requests of the consumers `behaviours` describes (same arguments)."""
+    seconds long: the requests of the consumers `behaviours` describes (same arguments).
+    `progress`, if given, gets a line as each simulation starts (a 10M-event trace
+    takes minutes)."""
     end = duration_s * 1000
     rows: List[list] = []
     by_session = behaviours(
@@ -59,7 +62,10 @@ def generate(*, groups: int = 10, members: int = 10, duration_s: int = 300, seed
         session_timeouts=session_timeouts, crash_per_hour=crash_per_hour,
         leave_per_hour=leave_per_hour, gc_prob=gc_prob, deploy_prob=deploy_prob,
         max_group_size=max_group_size)
-    for session in sorted(by_session):
+    for k, session in enumerate(sorted(by_session), 1):
+        if progress is not None:
+            progress(f"simulating {len(by_session[session])} groups with session timeout "
+                     f"{session} ms ({k}/{len(by_session)}); {len(rows)} requests so far")
         ShardSimulation(by_session[session], WhatIfConfig(session), end_ms=end,
                         trace_rows=rows,
                         commit_interval_ms=AUTO_COMMIT_MS if commits else None).run()
