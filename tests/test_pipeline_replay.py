@@ -173,6 +173,10 @@ def test_replaying_a_generated_trace_gives_the_answers_its_consumers_got(impl, f
     trace's end (the generating simulation ran past it, so it has their answers)."""
     trace = generate(groups=10, members=6, duration_s=180, seed=seed, **FAULTS[faults])
     assert trace.column("error").null_count == 0
+    # the generation a request carried: none on JoinGroup and LeaveGroup
+    for event, generation in zip(trace.column("event").to_pylist(),
+                                 trace.column("generation").to_pylist()):
+        assert (generation is None) == (event in ("join", "leave")), (event, generation)
     out = replay_local(trace, impl=impl)
     source = dict(zip(trace.column("seq").to_pylist(), trace.column("error").to_pylist()))
     kinds = dict(zip(trace.column("seq").to_pylist(), trace.column("event").to_pylist()))

@@ -23,7 +23,7 @@ its groups drifted apart from the coordinator's view and then failed every reque
 
 A trace's member ids are incarnation names ("<group>-c<slot>-<n>"), its client ids
 "client-<slot>", its static members' instance ids "<group>-i<slot>"; `generation` is the
-generation a request carried (null for joins) and `error` the answer its consumer got
+generation a request carried (null for joins and leaves) and `error` the answer its consumer got
 (a parked join's or sync's when it came, even after the trace's end), as a request log
 would have them. Replayed, a generated trace gets those same answers
 (tests/test_pipeline_replay.py). The same seed gives the same trace, row for row.
@@ -155,7 +155,7 @@ def _pauses(rng, start, until, interval, gc_prob) -> tuple:
     return tuple(pauses)
 
 
-def _table(rows: List[tuple]) -> pa.Table:
+def _table(rows: List[list]) -> pa.Table:
     cols = list(zip(*rows)) if rows else [[]] * 12
     n = len(rows)
     data = {"seq": pa.array(range(n), pa.int64()),

@@ -743,9 +743,9 @@ class ShardSimulation:
         if event == "join":
             rows.append([self.now, c.group, inc.member, c.inst, event, self.session, c.rto,
                          "consumer", _PROTOCOL_NAMES, inc.client_id, None, None])
-        else:
+        else:                               # (LeaveGroup carries no generation)
             rows.append([self.now, c.group, inc.member, c.inst, event, None, None, None, None,
-                         inc.client_id, c.gen, None])
+                         inc.client_id, None if event == "leave" else c.gen, None])
         return len(rows) - 1
 
     def _answered(self, row: int, error) -> None:
