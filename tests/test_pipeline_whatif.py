@@ -267,6 +267,14 @@ def test_spark_equals_local(spark, tmp_path, synthetic, local_pure):
     for name, t in local_pure.items():
         assert got[name].to_pylist() == t.to_pylist(), name
     assert len(set(got["groups"].column("shard").to_pylist())) > 2
+    # with fewer shards than tasks (4 x 2 cores), the pieces go once per configuration
+    # to (configuration, shard) tasks instead of once to shard tasks: the same rows
+    from fastcoord.pipeline.spark import default_parallelism
+    shards = 4
+    assert len(GRID) * shards > 4 * default_parallelism(spark) > shards
+    got = whatif_spark(spark, path, GRID, impl="pure", num_shards=shards)
+    for name, t in whatif_local(synthetic, GRID, impl="pure", num_shards=shards).items():
+        assert got[name].to_pylist() == t.to_pylist(), name
 
 
 # -- the command ----------------------------------------------------------------------------------------

@@ -503,21 +503,29 @@ def ingest_blob(reports: List[Tuple[int, str]]) -> pa.RecordBatch:
                                               schema=INGEST_SCHEMA))
 
 
+def per_shard(batches, work, ingest=lambda blob: blob):
+    """The skeleton of a task of the shuffle by shard: its pieces put together by shard
+    (ShardInput), then work(shard, rows, end_ms) for every shard in turn, shards
+    ascending (its batches yielded; end_ms: the trace's last valid time), then the
+    ingest reports the task received with each shard's out-of-order count, as
+    ingest(ingest_blob(...)). A shard's pieces are all in one partition (the shuffle's
+    key), so this is the same work as one task per shard."""
+    got = ShardInput(batches)
+    reports = list(got.reports.get(0, ()))
+    for shard in got.keys():
+        rows = got.rows(shard)
+        reports.append(out_of_order_report(shard, rows))
+        yield from work(shard, rows, got.last.get(shard))
+    if reports:
+        yield ingest(ingest_blob(reports))
+
+
 def _run_partition_fn(impl, num_shards, out_dir: Optional[str] = None):
-    """The task of one partition of the shuffle by shard (mapInArrow): its pieces put
-    together by shard, then every shard replayed in turn, shards ascending, up to the
-    trace's end. A shard's pieces are all in one partition (the shuffle's key), so this
-    is the same work as one task per shard."""
+    """The task of one partition of the shuffle by shard (mapInArrow): every shard
+    replayed in turn up to the trace's end (per_shard)."""
     def run(batches):
-        got = ShardInput(batches)
-        reports = list(got.reports.get(0, ()))
-        for shard in got.keys():
-            rows = got.rows(shard)
-            reports.append(out_of_order_report(shard, rows))
-            yield from _replay_shard(rows, shard, impl, got.last.get(shard), num_shards,
-                                     out_dir)
-        if reports:
-            yield ingest_blob(reports)
+        return per_shard(batches, lambda shard, rows, end_ms: _replay_shard(
+            rows, shard, impl, end_ms, num_shards, out_dir))
     return run
 
 
