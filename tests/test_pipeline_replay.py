@@ -204,9 +204,8 @@ def _slots(incarnations):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_what_if_reads_back_the_behaviour_the_generator_gave(seed):
     """derive_behaviour on a generated trace recovers its consumers' behaviour: every
-    incarnation, how each ended (a dynamic member's LeaveGroup, a crash, the trace's end,
-    a static member's restart), and the heartbeat interval of each that heartbeat a few
-    times without a pause."""
+    incarnation with its slot, instance id and start, a dynamic member's LeaveGroup, and
+    the heartbeat interval of each that heartbeat a few times without a pause."""
     from collections import Counter
 
     from fastcoord.pipeline.gen import behaviours

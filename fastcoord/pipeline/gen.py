@@ -42,26 +42,18 @@ from .whatif import Incarnation, ShardSimulation, WhatIfConfig
 AUTO_COMMIT_MS = 5000        # Kafka's auto.commit.interval.ms default
 MAX_PAUSE_MS = 60_000
 HOUR_MS = 3_600_000
+DEFAULT_DURATION_S = 300
 
 
-def generate(*, groups: int = 10, members: int = 10, duration_s: int = 300, seed: int = 0,
-             static_fraction: float = 0.3, heartbeat_ms: int = 3000,
-             session_timeouts=(10_000, 30_000, 45_000), crash_per_hour: float = 0.5,
-             leave_per_hour: float = 0.5, gc_prob: float = 0.02, deploy_prob: float = 0.3,
-             commits: bool = True, max_group_size: int = 200,
-             progress: Optional[Callable[[str], None]] = None) -> pa.Table:
-    """A trace of `groups` groups averaging about `members` members each, `duration_s`
-    seconds long: the requests of the consumers `behaviours` describes (same arguments).
-    `progress`, if given, gets a line as each simulation starts (a 10M-event trace
-    takes minutes)."""
-    end = duration_s * 1000
+def generate(*, commits: bool = True, progress: Optional[Callable[[str], None]] = None,
+             **params) -> pa.Table:
+    """The trace of the consumers `behaviours(**params)` describes (its keyword arguments:
+    groups, members, duration_s, seed, ... with its defaults): every request they send
+    before the end, with an auto-commit every 5 s unless not `commits`. `progress`, if
+    given, gets a line as each simulation starts (a 10M-event trace takes minutes)."""
+    by_session = behaviours(**params)
+    end = params.get("duration_s", DEFAULT_DURATION_S) * 1000
     rows: List[list] = []
-    by_session = behaviours(
-        groups=groups, members=members, duration_s=duration_s, seed=seed,
-        static_fraction=static_fraction, heartbeat_ms=heartbeat_ms,
-        session_timeouts=session_timeouts, crash_per_hour=crash_per_hour,
-        leave_per_hour=leave_per_hour, gc_prob=gc_prob, deploy_prob=deploy_prob,
-        max_group_size=max_group_size)
     for k, session in enumerate(sorted(by_session), 1):
         if progress is not None:
             progress(f"simulating {len(by_session[session])} groups with session timeout "
@@ -75,12 +67,13 @@ def generate(*, groups: int = 10, members: int = 10, duration_s: int = 300, seed
     return _table(rows)
 
 
-def behaviours(*, groups: int = 10, members: int = 10, duration_s: int = 300, seed: int = 0,
-               static_fraction: float = 0.3, heartbeat_ms: int = 3000,
+def behaviours(*, groups: int = 10, members: int = 10, duration_s: int = DEFAULT_DURATION_S,
+               seed: int = 0, static_fraction: float = 0.3, heartbeat_ms: int = 3000,
                session_timeouts=(10_000, 30_000, 45_000), crash_per_hour: float = 0.5,
                leave_per_hour: float = 0.5, gc_prob: float = 0.02, deploy_prob: float = 0.3,
                max_group_size: int = 200) -> Dict[int, Dict[str, List[Incarnation]]]:
-    """The consumers of `generate`'s trace: by session timeout, by group, its
+    """The consumers of `generate`'s trace: `groups` groups averaging about `members`
+    members each, `duration_s` seconds long; by session timeout, by group, their
     incarnations (what-if's description of a consumer, which derive_behaviour recovers
     from the trace)."""
     rng = random.Random(seed)

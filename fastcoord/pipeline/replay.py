@@ -83,7 +83,7 @@ SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms
 _RIP = int(Errors.REBALANCE_IN_PROGRESS)
 # Event codes (HeartbeatRun's kinds: a heartbeat is its HEARTBEAT)
 _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = HEARTBEAT, 1, 2, 3, COMMIT, 5
-_PARTITION = ("trace", 0)                   # what the trace's commits commit: seq
+COMMIT_PARTITION = ("trace", 0)    # what a trace's commits commit to (a replay: the seq)
 _JOIN_COLUMNS = ("instance_id", "session_timeout_ms", "rebalance_timeout_ms", "protocol_type",
                  "protocols", "client_id")              # ShardReplay._join's row
 _EVENT_CODES = {"heartbeat": _HEARTBEAT, "join": _JOIN, "sync": _SYNC, "leave": _LEAVE,
@@ -434,16 +434,13 @@ class ShardReplay:
     def _leave(self, m: _Member, idx: int) -> None:
         gid = m.group
         m.leaving = True
-        res = self.coord.leave_group(gid, [(m.rid or "", m.inst)])
-        err = int(res.error) if res.error != Errors.NONE or not res.member_errors \
-            else int(res.member_errors[0])
-        self._respond(idx, err)
+        self._respond(idx, leave_answer(self.coord.leave_group(gid, [(m.rid or "", m.inst)])))
         self._observe(gid, "leave")
         self._drop(m)
 
     def _commit(self, m: _Member, idx: int, seq: int) -> None:
         res = self.coord.commit_offsets(m.group, m.rid or "", self.arrays.generations[m.ix],
-                                        {_PARTITION: seq}, group_instance_id=m.inst)
+                                        {COMMIT_PARTITION: seq}, group_instance_id=m.inst)
         err = int(next(iter(res.values()))) if res else 0
         self._respond(idx, err)
         if err == 0:
@@ -484,7 +481,7 @@ class ShardReplay:
             arrays.generations, arrays.check_at, arrays.last_touch, arrays.group_events,
             checks=checks, sessions=arrays.sessions, replaced=arrays.replaced,
             group_check_at=arrays.group_check_at,
-            offsets=seqs, instances=arrays.instances, partition=_PARTITION)
+            offsets=seqs, instances=arrays.instances, partition=COMMIT_PARTITION)
         long_runs = self.heartbeat_runs
         handles, group_events = arrays.handles, arrays.group_events
         idx = 0
@@ -718,6 +715,13 @@ def read_members(coord: GroupCoordinator, gid: str, view) -> Tuple[str, set]:
         return summary.state, view.members        # the same member ids as last time
     view.epoch = summary.members_epoch
     return summary.state, set(coord.member_ids(gid))
+
+
+def leave_answer(result) -> int:
+    """A one-member LeaveGroup's answer: the request's error, else its member's."""
+    if result.error != Errors.NONE or not result.member_errors:
+        return int(result.error)
+    return int(result.member_errors[0])
 
 
 def in_trace_order(table: pa.Table) -> bool:

@@ -74,8 +74,8 @@ import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from ._gc import fewer_collections
-from .replay import (NUM_SHARDS, member_ids, read_members, rows_table, sort_canonical,
-                     split_by_shard)
+from .replay import (COMMIT_PARTITION, NUM_SHARDS, leave_answer, member_ids, read_members,
+                     rows_table, sort_canonical, split_by_shard)
 
 PAUSE_FACTOR = 1.5           # a contact gap longer than this many heartbeat intervals
 CRASH_FACTOR = 2             # silent this many heartbeat intervals before the end: crashed
@@ -317,7 +317,6 @@ _FENCED = int(Errors.FENCED_INSTANCE_ID)
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
 _PROTOCOLS = [("range", b"")]
 _PROTOCOL_NAMES = [name for name, _ in _PROTOCOLS]
-_COMMIT_PARTITION = ("events", 0)          # the topic-partition recorded auto-commits go to
 
 
 class _Client:
@@ -661,10 +660,9 @@ class ShardSimulation:
         gv.stats["requests"] += 1
         row = self._record(c, "leave")
         self.leaving.add((c.group, c.rid))
-        res = self.coord.leave_group(c.group, [(c.rid, None)])
+        answer = leave_answer(self.coord.leave_group(c.group, [(c.rid, None)]))
         if row >= 0:
-            self._answered(row, res.error if res.error != Errors.NONE or not res.member_errors
-                           else res.member_errors[0])
+            self._answered(row, answer)
         self._observe(c.group, "leave")
         self.by_rid.pop((c.group, c.rid), None)
         self.leaving.discard((c.group, c.rid))
@@ -727,10 +725,10 @@ class ShardSimulation:
         row = self._record(c, "commit")
         self._commits += 1
         errors = self.coord.commit_offsets(c.group, c.rid, c.gen,
-                                           {_COMMIT_PARTITION: self._commits},
+                                           {COMMIT_PARTITION: self._commits},
                                            group_instance_id=c.inst)
         if row >= 0:
-            self._answered(row, errors[_COMMIT_PARTITION])
+            self._answered(row, errors[COMMIT_PARTITION])
 
     def _record(self, c: _Client, event: str) -> int:
         """A request as a trace row, when recording and before the end: its index, else
