@@ -317,6 +317,23 @@ def test_packing_keeps_each_shards_rows_and_only_what_the_replay_reads(monkeypat
         sp.pack_by_shard(dirty, 7)
 
 
+def test_shard_pieces_travel_compressed():
+    """Each shard's piece is LZ4-compressed Arrow IPC (it crosses the shuffle and the
+    JVM-Python socket twice): at most half the bytes of the same rows uncompressed, and
+    exactly those rows back."""
+    from fastcoord.pipeline import spark as sp
+    trace = generate(groups=20, members=5, duration_s=60, seed=4)
+    batch = sp.pack_by_shard(trace, 3, lean=False)
+    want = sp.split_on(trace, sp.shard_array(trace.column("group_id"), 3))
+    assert batch.column("shard").to_pylist() == sorted(want)
+    for shard, blob in zip(batch.column("shard").to_pylist(), batch.column("ipc").to_pylist()):
+        rows = sp.table_from_ipc(blob)
+        assert rows.equals(want[shard].cast(rows.schema))
+        plain = sp.table_to_ipc(rows, compress=False)
+        assert len(blob) * 2 <= len(plain), (shard, len(blob), len(plain))
+        assert sp.table_from_ipc(plain).equals(rows)
+
+
 def test_a_shards_pieces_go_back_in_trace_order_whatever_order_they_arrive_in():
     """ShardInput orders each shard's pieces by their number: the shuffle may deliver
     them in any order, and rows of equal (time, seq) replay in the trace's order."""

@@ -259,21 +259,23 @@ def test_results_do_not_depend_on_chunking(synthetic, local_pure):
             local_pure[name].drop_columns(drop).to_pylist(), name
 
 
-def test_spark_equals_local(spark, tmp_path, synthetic, local_pure):
+def test_spark_equals_local(spark, tmp_path, synthetic, local_pure, caplog):
     from fastcoord.pipeline.whatif import whatif_spark
     path = str(tmp_path / "t.parquet")
     write_trace(synthetic, path)
+    caplog.set_level("INFO", logger="fastcoord.pipeline")
     got = whatif_spark(spark, path, GRID, impl="pure")
+    # 4 x 2 cores, fewer than the 50 shards: each task all the configurations of its shards
+    assert "8 tasks by shard (_shard_task_fn." in caplog.text
     for name, t in local_pure.items():
         assert got[name].to_pylist() == t.to_pylist(), name
     assert len(set(got["groups"].column("shard").to_pylist())) > 2
     # with fewer shards than tasks (4 x 2 cores), the pieces go once per configuration
     # to (configuration, shard) tasks instead of once to shard tasks: the same rows
-    from fastcoord.pipeline.spark import default_parallelism
-    shards = 4
-    assert len(GRID) * shards > 4 * default_parallelism(spark) > shards
-    got = whatif_spark(spark, path, GRID, impl="pure", num_shards=shards)
-    for name, t in whatif_local(synthetic, GRID, impl="pure", num_shards=shards).items():
+    caplog.clear()
+    got = whatif_spark(spark, path, GRID, impl="pure", num_shards=4)
+    assert "8 tasks by configuration x shard (_task_fn." in caplog.text
+    for name, t in whatif_local(synthetic, GRID, impl="pure", num_shards=4).items():
         assert got[name].to_pylist() == t.to_pylist(), name
 
 
@@ -340,3 +342,12 @@ def test_cli_trace_that_does_not_read(tmp_path, capsys, command):
         err = capsys.readouterr().err
         assert f"fastcoord {command}: cannot read the trace {path}" in err and reason in err
         assert not out.exists()
+
+
+def test_spark_task_layout():
+    from fastcoord.pipeline.whatif import spark_task_layout
+    assert spark_task_layout(6, 50, 2) == (8, "shard")             # the benchmark's case
+    assert spark_task_layout(6, 8, 2) == (8, "shard")              # as many tasks as shards
+    assert spark_task_layout(6, 4, 2) == (8, "configuration x shard")
+    assert spark_task_layout(6, 50, 64) == (256, "configuration x shard")   # a big cluster
+    assert spark_task_layout(1, 1, 2) == (1, "shard")

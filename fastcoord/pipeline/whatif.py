@@ -59,6 +59,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import json
+import logging
 import math
 import os
 import re
@@ -76,6 +77,8 @@ from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from ._gc import fewer_collections
 from .replay import (COMMIT_PARTITION, NUM_SHARDS, leave_answer, member_ids, read_members,
                      rows_table, sort_canonical, split_by_shard)
+
+log = logging.getLogger("fastcoord.pipeline")
 
 PAUSE_FACTOR = 1.5           # a contact gap longer than this many heartbeat intervals
 CRASH_FACTOR = 2             # silent this many heartbeat intervals before the end: crashed
@@ -1017,6 +1020,14 @@ def _keyed(config_id: int, shard: int, blobs: pa.RecordBatch) -> pa.RecordBatch:
 _TASK_DDL = "config int, shard int, table string, ipc binary"
 
 
+def spark_task_layout(n_configs: int, num_shards: int, parallelism: int) -> Tuple[int, str]:
+    """(task count, layout) of the grid on Spark: 4 tasks per core, at most one per
+    (configuration, shard); "shard" when they are no more than the shards (a task runs
+    every configuration of its shards), else "configuration x shard"."""
+    n_tasks = max(1, min(n_configs * num_shards, 4 * parallelism))
+    return n_tasks, ("shard" if n_tasks <= num_shards else "configuration x shard")
+
+
 def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
                  impl: Optional[str] = None, num_shards: int = NUM_SHARDS,
                  stats=None) -> Dict[str, pa.Table]:
@@ -1037,14 +1048,15 @@ def whatif_spark(spark, trace_path: str, configs: Sequence[WhatIfConfig], *,
     # The rows are few but each (configuration, shard) is a long computation: an explicit
     # partition count keeps adaptive execution from coalescing them into as few tasks as
     # their bytes would suggest.
-    n_tasks = max(1, min(len(configs) * num_shards, 4 * default_parallelism(spark)))
-    if n_tasks <= num_shards:
+    n_tasks, layout = spark_task_layout(len(configs), num_shards, default_parallelism(spark))
+    if layout == "shard":
         tasks = packed.repartition(n_tasks, "shard")
         task = _shard_task_fn(list(configs), impl, num_shards)
     else:
         grid = spark.createDataFrame([(i,) for i in range(len(configs))], "config int")
         tasks = packed.crossJoin(F.broadcast(grid)).repartition(n_tasks, "config", "shard")
         task = _task_fn(list(configs), impl, num_shards)
+    log.info("what-if on Spark: %d tasks by %s (%s)", n_tasks, layout, task.__qualname__)
     rows = tasks.mapInArrow(task, schema=_TASK_DDL).collect()
     got = blob_tables(rows, {INGEST_TABLE: INGEST_SCHEMA, **TABLES})
     ingest, lo, hi = ingest_stats(got[INGEST_TABLE])
