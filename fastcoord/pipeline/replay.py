@@ -279,8 +279,11 @@ class ShardReplay:
     # -- observation ----------------------------------------------------------------------
     def _observe(self, gid: str, cause: str) -> None:
         gv = self._view(gid)
+        read = read_members(self.coord, gid, gv)
+        if read is None:
+            return
+        state, current = read
         now = self.clock.now_ms()
-        state, current = read_members(self.coord, gid, gv)
         before = len(gv.members)
         for rid in sorted(gv.members - current):
             m = self.by_rid.pop((gid, rid), None)
@@ -705,13 +708,20 @@ def sort_canonical(table: pa.Table, schema: pa.Schema, keys: List[str]) -> pa.Ta
     return table.sort_by([(k, "ascending") for k in keys])
 
 
-def read_members(coord: GroupCoordinator, gid: str, view) -> Tuple[str, set]:
-    """The group's state and member ids now. `view` remembers the last read (`members`,
-    and `epoch`: None before the first): the ids come from `member_ids` only when
-    `group_summary`'s members epoch says they changed since (view.epoch is updated;
-    view.members is the caller's to replace with the ids returned)."""
+def read_members(coord: GroupCoordinator, gid: str, view) -> Optional[Tuple[str, set]]:
+    """The group's state and member ids now, or None when neither changed since the last
+    read. `view` remembers that read: `state` (the caller's to set to the state returned),
+    `members` (the caller's to replace with the ids returned) and `epoch` (None before
+    the first read; updated here). The ids come from `member_ids` only when
+    `group_summary`'s members epoch says they changed.
+
+    None lets an observer skip a request that changed nothing it records (most joins
+    and syncs of a rebalance): an observer that opens a rebalance exactly when it reads
+    a rebalancing state and closes it when it reads another has nothing to do then."""
     summary = coord.group_summary(gid)
     if summary.members_epoch == view.epoch:
+        if summary.state == view.state:
+            return None
         return summary.state, view.members        # the same member ids as last time
     view.epoch = summary.members_epoch
     return summary.state, set(coord.member_ids(gid))

@@ -481,8 +481,11 @@ class ShardSimulation:
     # -- observing the coordinator ---------------------------------------------------------------
     def _observe(self, gid: str, cause: str) -> None:
         gv = self.groups[gid]
+        read = read_members(self.coord, gid, gv)
+        if read is None:
+            return
+        state, current = read
         now = self.now
-        state, current = read_members(self.coord, gid, gv)
         before = len(gv.members)
         for rid in sorted(gv.members - current):
             reason = self._removed(gv, rid, now)
