@@ -213,6 +213,13 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
     # partitions leaves most of them empty and costs every later job (the per-table
     # writes and collects) 200 tasks each
     b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions or NUM_SHARDS))
+    # What the jobs shuffle is the packed trace, whose pieces are LZ4-compressed Arrow
+    # already (pack_by_shard): Spark's shuffle compression would only compress them
+    # again. Off, the benchmark trace's Spark stage (local[2], two alternating pairs)
+    # took 9.3 and 9.4 s of JVM CPU against 12.3 and 12.3 s, and 24.5 and 23.0 s of
+    # wall time against 26.9 and 26.6 s. (A launch-time setting: a Spark Connect
+    # server keeps its own.)
+    b = b.config("spark.shuffle.compress", "false")
     for k, v in (conf or {}).items():
         b = b.config(k, v)
     return b.getOrCreate()
