@@ -29,12 +29,12 @@ def quick(request) -> bool:
 _cache: dict = {}
 
 
-def stable(impl, groups, per_group):
-    key = (impl, groups, per_group)
+def stable(impl, groups, per_group, static=False):
+    key = (impl, groups, per_group, static)
     if key not in _cache:
         _cache.clear()
         gc.collect()
-        _cache[key] = build_stable(impl, groups, per_group)
+        _cache[key] = build_stable(impl, groups, per_group, static=static)
     return _cache[key]
 
 
@@ -60,6 +60,27 @@ def test_heartbeat_scalar(benchmark, request, impl, order):
     benchmark.extra_info.update(ops=len(calls), peer=impl)
     benchmark.pedantic(run, rounds=5 if impl == "native" else 3, iterations=1)
     assert coord.heartbeat(*calls[0]) == Errors.NONE
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_heartbeat_scalar_static(benchmark, request, impl):
+    """coord.heartbeat(group_id, member_id, gen, group_instance_id) for static members,
+    in random order (100k members in 10k groups): the member table checks the instance
+    id against the group's static map under the group's lock, as Kafka does, without
+    leaving C on the native twin."""
+    groups, per = (100, 10) if quick(request) else (10_000, 10)
+    coord, members, _, _ = stable(impl, groups, per, static=True)
+    calls = [members[i] for i in np.random.default_rng(1).permutation(len(members))]
+    hb = coord.heartbeat
+
+    def run():
+        for g, m, gen, inst in calls:
+            hb(g, m, gen, inst)
+
+    benchmark.group = "heartbeat-scalar-100k-static-random"
+    benchmark.extra_info.update(ops=len(calls), peer=impl)
+    benchmark.pedantic(run, rounds=5 if impl == "native" else 3, iterations=1)
+    assert all(coord.heartbeat(*c) == Errors.NONE for c in calls[:100])
 
 
 @pytest.mark.parametrize("members", [100_000, 1_000_000])

@@ -4,8 +4,9 @@ This module is the slow path shared by both twins: join, sync, leave, commit,
 describe, expiry decisions. It runs over a twin's *member table* (heartbeat
 deadlines, handles, per-group locks: `_native/members.pyx` or
 `_pure/members.py`), that twin's timing wheel and that twin's purgatory. The hot
-path, a heartbeat, never reaches this module (except for static members, which
-need the instance-id mapping): the member table answers it by itself.
+path, a heartbeat, never reaches this module: the member table answers it by itself
+(a static member's instance id is checked there against `Group.static`, read under
+the group's lock).
 
 Locking: every group has one reentrant lock (its `GroupRecord`). Public entry
 points take it once; user callbacks and store writes are never run under it:
@@ -295,7 +296,6 @@ class GroupLogic:
         self._op_base = purgatory_mod.DelayedOperation
         self.table = members_mod.MemberTable(clock, self.timer, config.num_shards)
         self.table.on_deadline = self._on_session_deadline
-        self.table.slow_heartbeat = self.heartbeat_static
         self.owners: Dict[int, Tuple[Group, str]] = {}   # table slot -> (group, member id)
         self._outboxes = _Outboxes()
         self._join_ops, self._sync_ops = _delayed_op_classes(self._op_base)
@@ -802,29 +802,6 @@ class GroupLogic:
                                 (error, protocol_type, protocol_name, member.assignment))
             if self._invoke_sync(member, result):
                 self.table.touch(member.slot)
-
-    # ======================================================================
-    # Heartbeat (static members only; the member table answers dynamic ones)
-    # ======================================================================
-    def heartbeat_static(self, group_id, member_id, generation_id, instance_id) -> Errors:
-        error = self.group_status(group_id, allow_empty=False)
-        if error != E.NONE:
-            return E.NONE if error == E.COORDINATOR_LOAD_IN_PROGRESS else error
-        group = self._get_group(group_id)
-        if group is None:
-            return E.UNKNOWN_MEMBER_ID
-        with group.rec:
-            if group.state == DEAD:
-                return E.COORDINATOR_NOT_AVAILABLE
-            error = self._validate_member(group, member_id, instance_id)
-            if error != E.NONE:
-                return error
-            if generation_id != group.generation:
-                return E.ILLEGAL_GENERATION
-            if group.state == EMPTY:
-                return E.UNKNOWN_MEMBER_ID
-            self.table.touch(group.members[member_id].slot)
-            return E.REBALANCE_IN_PROGRESS if group.state == PR else E.NONE
 
     # ======================================================================
     # session expiry: the member table calls this when a slot's deadline passed

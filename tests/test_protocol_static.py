@@ -609,3 +609,30 @@ def test_static_member_session_expiry_frees_the_instance_id(impl):
     assert r.error == NONE
     assert r.result.member_id != f.leader
     assert r.result.generation_id == f.generation + 2
+
+
+def test_static_member_heartbeats_keep_its_session_and_follow_the_group_state(impl):
+    """A static member's heartbeat is answered by the member table like a dynamic one
+    (its instance id checked first): it moves the session deadline, answers
+    REBALANCE_IN_PROGRESS while the group prepares a rebalance, ILLEGAL_GENERATION for
+    another generation, and UNKNOWN_MEMBER_ID once the member or its group is gone."""
+    h = Proto(impl)
+    f = _static_pair(h)
+    for _ in range(3):                      # three sessions long, kept by heartbeats alone
+        h.advance(SESSION - 1)
+        assert h.heartbeat(f.leader, f.generation, instance=L) == NONE
+        assert h.heartbeat(f.follower, f.generation, instance=F) == NONE
+    assert h.state() == STABLE and len(h.describe().members) == 2
+    h.advance(SESSION - 1)
+    assert h.heartbeat(f.leader, f.generation, instance=L) == NONE
+    h.advance(2)                            # the follower's session ran out; the leader's did not
+    assert h.state() == PREPARING
+    assert [m.group_instance_id for m in h.describe().members] == [L]
+    assert h.heartbeat(f.leader, f.generation, instance=L) == Errors.REBALANCE_IN_PROGRESS
+    assert h.heartbeat(f.leader, f.generation + 1, instance=L) == Errors.ILLEGAL_GENERATION
+    assert h.heartbeat(f.follower, f.generation, instance=F) == Errors.UNKNOWN_MEMBER_ID
+    assert h.coord.delete_groups([GROUP]) == {GROUP: Errors.NON_EMPTY_GROUP}
+    h.leave((f.leader, L))
+    h.advance(REBALANCE)
+    assert h.coord.delete_groups([GROUP]) == {GROUP: NONE}
+    assert h.heartbeat(f.leader, f.generation, instance=L) == Errors.UNKNOWN_MEMBER_ID

@@ -111,6 +111,20 @@ cdef object E_ILLEGAL_GENERATION = Errors.ILLEGAL_GENERATION
 cdef object E_INVALID_GROUP = Errors.INVALID_GROUP_ID
 cdef object E_UNKNOWN = Errors.UNKNOWN_MEMBER_ID
 cdef object E_REBALANCING = Errors.REBALANCE_IN_PROGRESS
+cdef object E_FENCED = Errors.FENCED_INSTANCE_ID
+
+
+cdef object static_error(GroupRecord rec, object member_id, object instance_id):
+    """A static member's heartbeat check, with its group's lock held and the group not
+    Dead (Kafka validates the instance id before the member id): UNKNOWN_MEMBER_ID when
+    the instance id maps to no member, FENCED_INSTANCE_ID when it maps to another
+    (a newer incarnation); None when it maps to this member."""
+    current = (<dict>rec.group.static).get(instance_id)
+    if current is None:
+        return E_UNKNOWN
+    if current != member_id:
+        return E_FENCED
+    return None
 
 
 cdef class GroupRecord:
@@ -209,7 +223,6 @@ cdef class MemberTable(TimerSink):
         self.now_ms = clock.now_ms
         self.timer = timer
         self.on_deadline = None
-        self.slow_heartbeat = None
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -514,16 +527,14 @@ cdef class MemberTable(TimerSink):
             raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
         if type(generation_id) is not int:
             raise TypeError(f"generation_id must be an int, got {type(generation_id).__name__}")
-        if group_instance_id is not None:
-            if type(group_instance_id) is not str:
-                raise TypeError("group_instance_id must be a str or None, "
-                                f"got {type(group_instance_id).__name__}")
-            return self._heartbeat_by_dict(group_id, member_id, generation_id, group_instance_id)
+        if group_instance_id is not None and type(group_instance_id) is not str:
+            raise TypeError("group_instance_id must be a str or None, "
+                            f"got {type(group_instance_id).__name__}")
         if not self.active or len(<str>group_id) == 0:
-            return self._heartbeat_by_dict(group_id, member_id, generation_id, None)
+            return self._heartbeat_by_dict(group_id, member_id, generation_id, group_instance_id)
         slot = self.map_find(group_id, member_id)
         if slot < 0:        # unknown group or member, or a pending member: the full path
-            return self._heartbeat_by_dict(group_id, member_id, generation_id, None)
+            return self._heartbeat_by_dict(group_id, member_id, generation_id, group_instance_id)
         s = self.slot_ptr(slot)
         core = s.core
         shard_state = self.shards[core.shard]
@@ -537,13 +548,21 @@ cdef class MemberTable(TimerSink):
         lock_with_gil(core)
         try:
             if s.core is not core or s.member_id is NULL:
-                # Freed while we waited for the lock: answer as if it were never found.
+                # Freed while we waited for the lock: answer as if it were never found
+                # (a generation too large for a long mismatches as -1 does).
                 pthread_mutex_unlock(&core.mu)
                 core = NULL
-                return self._heartbeat_by_dict(group_id, member_id, generation_id, None)
+                return self._heartbeat_by_dict(group_id, member_id,
+                                               -1 if generation_id is None else generation_id,
+                                               group_instance_id)
             state = core.state
             if state == DEAD:
                 return E_NOT_AVAILABLE
+            if group_instance_id is not None:
+                error = static_error(<GroupRecord>self.slot_recs[slot], member_id,
+                                     group_instance_id)
+                if error is not None:
+                    return error
             if generation_id is None or gen != core.generation:
                 return E_ILLEGAL_GENERATION
             if state == EMPTY:
@@ -556,7 +575,7 @@ cdef class MemberTable(TimerSink):
 
     def _heartbeat_by_dict(self, group_id, member_id, generation_id, group_instance_id):
         """The full heartbeat path through the group and member dicts (every case the map
-        does not answer: unknown group or member, pending member, static member)."""
+        does not answer: unknown group or member, pending member)."""
         cdef PyObject* rec_p
         cdef PyObject* slot_p
         cdef GroupRecord rec
@@ -578,9 +597,9 @@ cdef class MemberTable(TimerSink):
             return E_NONE if shard_state == SHARD_LOADING else E_NOT_COORDINATOR
         if rec_p is NULL:
             return E_UNKNOWN
-        if group_instance_id is not None:
-            return self.slow_heartbeat(group_id, member_id, generation_id, group_instance_id)
         rec = <GroupRecord>rec_p
+        if group_instance_id is not None and rec.group is None:
+            return E_UNKNOWN        # (a record the group logic has not yet given its group)
         core = rec.core
         try:
             gen = generation_id
@@ -592,6 +611,10 @@ cdef class MemberTable(TimerSink):
             state = core.state
             if state == DEAD:
                 return E_NOT_AVAILABLE
+            if group_instance_id is not None:
+                error = static_error(rec, member_id, group_instance_id)
+                if error is not None:
+                    return error
             slot_p = PyDict_GetItem(rec.slots, member_id)
             if slot_p is NULL:
                 return E_UNKNOWN

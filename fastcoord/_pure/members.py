@@ -33,6 +33,7 @@ E_REBALANCING = Errors.REBALANCE_IN_PROGRESS
 E_NOT_AVAILABLE = Errors.COORDINATOR_NOT_AVAILABLE
 E_NOT_COORDINATOR = Errors.NOT_COORDINATOR
 E_INVALID_GROUP = Errors.INVALID_GROUP_ID
+E_FENCED = Errors.FENCED_INSTANCE_ID
 
 
 class GroupRecord:
@@ -86,7 +87,6 @@ class MemberTable:
         self.groups: dict = {}                 # group id -> GroupRecord
         self.active = True
         self.on_deadline = None                # set by the group logic: f(slot)
-        self.slow_heartbeat = None             # set by the group logic: static members
         self._shards = bytearray(num_shards)
         self._slots: list = []                 # slot -> _Slot or None
         self._slot_gens: list = []             # slot -> generation (bumped when freed)
@@ -232,12 +232,21 @@ class MemberTable:
             return E_NONE if shard_state == SHARD_LOADING else E_NOT_COORDINATOR
         if rec is None:
             return E_UNKNOWN
-        if group_instance_id is not None:
-            return self.slow_heartbeat(group_id, member_id, generation_id, group_instance_id)
+        if group_instance_id is not None and rec.group is None:
+            return E_UNKNOWN        # (a record the group logic has not yet given its group)
         with rec:
             state = rec.state
             if state == DEAD:
                 return E_NOT_AVAILABLE
+            if group_instance_id is not None:
+                # A static member: its instance id is checked before its member id, as
+                # Kafka does. Mapped to no member: unknown; to another (a newer
+                # incarnation): fenced.
+                current = rec.group.static.get(group_instance_id)
+                if current is None:
+                    return E_UNKNOWN
+                if current != member_id:
+                    return E_FENCED
             slot = rec.slots.get(member_id)
             if slot is None:
                 return E_UNKNOWN
