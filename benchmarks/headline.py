@@ -23,6 +23,8 @@ ROWS: List[Tuple[str, str, str, List[str], Optional[str]]] = [
      "heartbeat-scalar-100k-random", ["kafka-design-native"], "floor-heartbeat-100k"),
     ("heartbeat, scalar (100k members, sequential order)", "coordinator",
      "heartbeat-scalar-100k-sequential", [], None),
+    ("heartbeat, scalar, static members (100k, random order)", "coordinator",
+     "heartbeat-scalar-100k-static-random", [], None),
     ("`heartbeat_batch` (100k members, random order)", "coordinator", "heartbeat-batch-100k",
      [], "floor-heartbeat_batch-100k"),
     ("`heartbeat_batch` (1M members, random order)", "coordinator", "heartbeat-batch-1000k",
