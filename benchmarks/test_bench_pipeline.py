@@ -36,6 +36,7 @@ import time
 import pytest
 
 pytest.importorskip("pyspark")
+import pyarrow as pa
 import pyarrow.compute as pc
 
 import fastcoord
@@ -128,6 +129,48 @@ def test_replay_stage_one_core(benchmark, request, runs):
                                 shards=len(parts),
                                 events_per_s_per_core=round(n / sorted(took)[len(took) // 2]))
     assert sum(counts.values()) == n            # one response row per event
+
+
+# The replay's rate depends on how much of a trace is rebalance traffic (a join or sync
+# costs the state machine's Python path, a heartbeat or commit a C run): the benchmark's
+# generator at a tenth of its size with its faults as they are, without the rolling
+# deploys, and with no faults at all (joins and syncs only where groups form).
+MIXES = {"benchmark-mix": {},
+         "no-deploys": dict(deploy_prob=0.0),
+         "steady": dict(deploy_prob=0.0, crash_per_hour=0.0, leave_per_hour=0.0, gc_prob=0.0)}
+
+
+@pytest.mark.parametrize("mix", list(MIXES))
+def test_replay_one_core_by_mix(benchmark, request, mix):
+    """One-core replay (as above) of 1,000-group traces whose share of joins and syncs
+    differs: events/s per core against that share."""
+    params = dict(QUICK if quick(request) else dict(FULL, groups=1_000), **MIXES[mix])
+    n, end_ms, parts = shards(params)
+    counts = {}
+    took = []
+
+    def run():
+        t0 = time.perf_counter()
+        for s, t in parts:
+            counts[s] = ShardReplay(s).run(t, end_ms)["responses"].num_rows
+        took.append(time.perf_counter() - t0)
+
+    benchmark.group = "pipeline-replay-one-core-by-mix"
+    events = pc.value_counts(pa.concat_tables([t for _, t in parts]).column("event"))
+    share = {e["values"]: e["counts"] / n for e in events.to_pylist()}
+    before = _one_cpu()
+    try:
+        benchmark.pedantic(run, rounds=3, iterations=1)
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
+    benchmark.extra_info.update(
+        ops=n, peer=mix, joins_pct=round(100 * share.get("join", 0), 1),
+        syncs_pct=round(100 * share.get("sync", 0), 1),
+        heartbeats_pct=round(100 * share.get("heartbeat", 0), 1),
+        commits_pct=round(100 * share.get("commit", 0), 1),
+        events_per_s_per_core=round(n / sorted(took)[len(took) // 2]))
+    assert sum(counts.values()) == n
 
 
 def _busy_cpu_s() -> float:
