@@ -100,6 +100,27 @@ def _one_cpu():
     return before
 
 
+def _replay_pinned(benchmark, parts, end_ms, rounds, **replay_options):
+    """Every shard's replay in turn, `rounds` times, pinned to one CPU: (response rows
+    of the last round, median seconds of a round)."""
+    counts = {}
+    took = []
+
+    def run():
+        t0 = time.perf_counter()
+        for s, t in parts:
+            counts[s] = ShardReplay(s, **replay_options).run(t, end_ms)["responses"].num_rows
+        took.append(time.perf_counter() - t0)
+
+    before = _one_cpu()
+    try:
+        benchmark.pedantic(run, rounds=rounds, iterations=1)
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
+    return sum(counts.values()), sorted(took)[len(took) // 2]
+
+
 @pytest.mark.parametrize("runs", [True, False], ids=["heartbeat-runs", "general-path"])
 def test_replay_stage_one_core(benchmark, request, runs):
     """runs=False: every heartbeat by the replay's general path (a Python step, a run of one),
@@ -107,28 +128,13 @@ def test_replay_stage_one_core(benchmark, request, runs):
     params = QUICK if quick(request) else FULL
     load = os.getloadavg()[0]    # other processes' share of the CPUs when we start
     n, end_ms, parts = shards(params)
-    counts = {}
-    took = []
-
-    def run():
-        t0 = time.perf_counter()
-        for s, t in parts:
-            out = ShardReplay(s, heartbeat_runs=runs).run(t, end_ms)
-            counts[s] = out["responses"].num_rows
-        took.append(time.perf_counter() - t0)
-
     benchmark.group = "pipeline-replay-stage-one-core"    # read when the run is recorded
-    before = _one_cpu()
-    try:
-        benchmark.pedantic(run, rounds=1, iterations=1)
-    finally:
-        if before is not None:
-            os.sched_setaffinity(0, before)
+    rows, median = _replay_pinned(benchmark, parts, end_ms, 1, heartbeat_runs=runs)
     peer = fastcoord.IMPLEMENTATION if runs else f"{fastcoord.IMPLEMENTATION}, runs of one"
     benchmark.extra_info.update(load_1m=round(load, 1), ops=n, peer=peer,
                                 shards=len(parts),
-                                events_per_s_per_core=round(n / sorted(took)[len(took) // 2]))
-    assert sum(counts.values()) == n            # one response row per event
+                                events_per_s_per_core=round(n / median))
+    assert rows == n            # one response row per event
 
 
 # The replay's rate depends on how much of a trace is rebalance traffic (a join or sync
@@ -146,31 +152,17 @@ def test_replay_one_core_by_mix(benchmark, request, mix):
     differs: events/s per core against that share."""
     params = dict(QUICK if quick(request) else dict(FULL, groups=1_000), **MIXES[mix])
     n, end_ms, parts = shards(params)
-    counts = {}
-    took = []
-
-    def run():
-        t0 = time.perf_counter()
-        for s, t in parts:
-            counts[s] = ShardReplay(s).run(t, end_ms)["responses"].num_rows
-        took.append(time.perf_counter() - t0)
-
     benchmark.group = "pipeline-replay-one-core-by-mix"
     events = pc.value_counts(pa.concat_tables([t for _, t in parts]).column("event"))
     share = {e["values"]: e["counts"] / n for e in events.to_pylist()}
-    before = _one_cpu()
-    try:
-        benchmark.pedantic(run, rounds=3, iterations=1)
-    finally:
-        if before is not None:
-            os.sched_setaffinity(0, before)
+    rows, median = _replay_pinned(benchmark, parts, end_ms, 3)
     benchmark.extra_info.update(
         ops=n, peer=mix, joins_pct=round(100 * share.get("join", 0), 1),
         syncs_pct=round(100 * share.get("sync", 0), 1),
         heartbeats_pct=round(100 * share.get("heartbeat", 0), 1),
         commits_pct=round(100 * share.get("commit", 0), 1),
-        events_per_s_per_core=round(n / sorted(took)[len(took) // 2]))
-    assert sum(counts.values()) == n
+        events_per_s_per_core=round(n / median))
+    assert rows == n
 
 
 def _busy_cpu_s() -> float:
