@@ -115,10 +115,10 @@ cdef object E_FENCED = Errors.FENCED_INSTANCE_ID
 
 
 cdef object static_error(GroupRecord rec, object member_id, object instance_id):
-    """A static member's heartbeat check, with its group's lock held and the group not
-    Dead (Kafka validates the instance id before the member id): UNKNOWN_MEMBER_ID when
-    the instance id maps to no member, FENCED_INSTANCE_ID when it maps to another
-    (a newer incarnation); None when it maps to this member."""
+    """A static member's check (a heartbeat's, a commit's), with its group's lock held and
+    the group not Dead (Kafka validates the instance id before the member id):
+    UNKNOWN_MEMBER_ID when the instance id maps to no member, FENCED_INSTANCE_ID when it
+    maps to another (a newer incarnation); None when it maps to this member."""
     current = (<dict>rec.group.static).get(instance_id)
     if current is None:
         return E_UNKNOWN
@@ -713,11 +713,10 @@ cdef class MemberTable(TimerSink):
                 return -1
             if g != core.generation or (core.state != STABLE and core.state != PR):
                 return -1
-            if instance_id is not None:
-                # commit_offsets' static check: the instance id must map to this member
-                current = (<GroupRecord>self.slot_recs[slot]).group.static.get(instance_id)
-                if current is None or current != <object>s.member_id:
-                    return -1
+            if instance_id is not None and static_error(
+                    <GroupRecord>self.slot_recs[slot], <object>s.member_id,
+                    instance_id) is not None:
+                return -1       # commit_offsets' static check: the heartbeat's
             self.refresh(slot, s, now + s.session_timeout)
             return slot
         finally:
