@@ -15,14 +15,12 @@ from test_pipeline_replay import crash_trace, leave_trace, static_restart_trace
 
 @pytest.fixture(scope="session")
 def spark():
+    # the session a user's local run gets (fastcoord.pipeline.spark.session), with few
+    # shuffle partitions for small traces
+    from fastcoord.pipeline.spark import session
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-    s = (SparkSession.builder.master("local[2]").appName("fastcoord-tests")
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.shuffle.partitions", "2")
-         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-         .getOrCreate())
+    s = session("local[2]", app="fastcoord-tests", shuffle_partitions=2)
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()
@@ -140,6 +138,16 @@ def test_spark_connect_without_its_client_packages_says_so(monkeypatch):
                         dict(sp.CONNECT_CLIENT_MODULES, zstandard="no_such_module_zstd"))
     with pytest.raises(RuntimeError, match=r"missing here: zstandard .*fastcoord\[spark\]"):
         sp.session("sc://127.0.0.1:1")
+
+
+def test_local_session_runs_its_jvm_with_the_light_jit(spark):
+    """A local master's JVM (driver and executor) starts with LOCAL_DRIVER_JAVA_OPTIONS:
+    C1 alone and the serial collector (see spark.py for why and what it saves)."""
+    from fastcoord.pipeline import spark as sp
+    args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory
+                .getRuntimeMXBean().getInputArguments())
+    for option in sp.LOCAL_DRIVER_JAVA_OPTIONS.split():
+        assert option in args, args
 
 
 def test_session_bounds_the_arrow_batches_fed_to_python(spark, tmp_path):

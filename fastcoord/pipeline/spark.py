@@ -180,6 +180,16 @@ def package_archive(cache_dir: Optional[str] = None) -> str:
 # goes, alone in its batch.
 ARROW_MAX_BYTES_PER_BATCH = str(64 << 20)
 
+# The JVM of a local master (driver and executor in one process) on the same cores as
+# the Python workers, which do nearly all of the work. Its default tiered JIT spends
+# seconds of CPU in the C2 compiler warming up, taken from the workers; C1 alone and
+# the serial collector cut that. On the benchmark's 10M-event trace (the replay stage
+# in a fresh session, local[2], three alternating runs): JVM CPU 4.1-4.2 s against
+# 7.3-7.6 s, stage wall time 16.3-16.5 s against 17.7-18.3 s. Not for cluster
+# masters, whose executors are long-lived JVMs of their own. A user's
+# spark.driver.extraJavaOptions (`conf`) replaces it.
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool = False,
             shuffle_partitions: Optional[int] = None, executor_python: Optional[str] = None,
@@ -203,6 +213,7 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
     if is_local(master):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         b = b.config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+        b = b.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS)
     else:
         # PySpark reads the executors' interpreter from PYSPARK_PYTHON when the context
         # starts; unset, the executors run Spark's default `python3`, never our venv.
