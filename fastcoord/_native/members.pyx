@@ -519,6 +519,7 @@ cdef class MemberTable(TimerSink):
         cdef GroupCore* core
         cdef int shard_state, state
         cdef long gen
+        cdef bint gen_fits = True
         if type(group_id) is not str:
             if group_id is None:                 # a missing group id, as Kafka's null
                 return E_INVALID_GROUP
@@ -542,18 +543,15 @@ cdef class MemberTable(TimerSink):
             return E_NONE if shard_state == SHARD_LOADING else E_NOT_COORDINATOR
         try:
             gen = generation_id
-        except OverflowError:
-            gen = -1
-            generation_id = None
+        except OverflowError:       # beyond a long: no group's generation
+            gen_fits = False
         lock_with_gil(core)
         try:
             if s.core is not core or s.member_id is NULL:
-                # Freed while we waited for the lock: answer as if it were never found
-                # (a generation too large for a long mismatches as -1 does).
+                # Freed while we waited for the lock: answer as if it were never found.
                 pthread_mutex_unlock(&core.mu)
                 core = NULL
-                return self._heartbeat_by_dict(group_id, member_id,
-                                               -1 if generation_id is None else generation_id,
+                return self._heartbeat_by_dict(group_id, member_id, generation_id,
                                                group_instance_id)
             state = core.state
             if state == DEAD:
@@ -563,7 +561,7 @@ cdef class MemberTable(TimerSink):
                                      group_instance_id)
                 if error is not None:
                     return error
-            if generation_id is None or gen != core.generation:
+            if not gen_fits or gen != core.generation:
                 return E_ILLEGAL_GENERATION
             if state == EMPTY:
                 return E_UNKNOWN
@@ -584,6 +582,7 @@ cdef class MemberTable(TimerSink):
         cdef Py_ssize_t slot
         cdef int shard_state, state
         cdef long gen
+        cdef bint gen_fits = True
         if len(<str>group_id) == 0:
             return E_INVALID_GROUP
         if not self.active:
@@ -603,9 +602,8 @@ cdef class MemberTable(TimerSink):
         core = rec.core
         try:
             gen = generation_id
-        except OverflowError:
-            gen = -1
-            generation_id = None
+        except OverflowError:       # beyond a long: no group's generation
+            gen_fits = False
         lock_with_gil(core)
         try:
             state = core.state
@@ -618,7 +616,7 @@ cdef class MemberTable(TimerSink):
             slot_p = PyDict_GetItem(rec.slots, member_id)
             if slot_p is NULL:
                 return E_UNKNOWN
-            if generation_id is None or gen != core.generation:
+            if not gen_fits or gen != core.generation:
                 return E_ILLEGAL_GENERATION
             if state == EMPTY:
                 return E_UNKNOWN

@@ -355,9 +355,9 @@ def write_shard_tables(out_dir: str, shard: int, tables: Dict[str, pa.Table]) ->
 # - a data row: the shard's valid rows of that piece as an LZ4-compressed Arrow IPC
 #   stream, `report` null. Compressed by the worker, not by Spark's shuffle (which
 #   session() turns off): the values also cross the Arrow socket between JVM and Python
-#   twice, and the JVM handles a third of the bytes (on the 10M-event trace, 35 MB instead of 100 MB per
-#   million rows; the Spark stage on local[2], all processes: a median of 48.0 CPU-s over
-#   9 runs against 54.5 over 4);
+#   twice, and the JVM handles a third of the bytes (on the 10M-event trace, 35 MB
+#   instead of 100 MB per million rows; the Spark stage on local[2], all processes: a
+#   median of 48.0 CPU-s over 9 runs against 54.5 over 4);
 # - a report row, `ipc` null: a piece's ingest counts and the time range of its valid
 #   rows (ingest.piece_report). Every piece's report goes to shard 0, and every reading
 #   task sends its pieces' time range to every shard: a shard's task learns the whole
