@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import socket
 import struct
 
@@ -331,6 +332,53 @@ def test_reader_log_lines_are_the_request_logs(impl):
         assert lines == expected
         logged += len(lines)
     assert logged > 300
+
+
+_EDGE_IDS = ["", "consumer-1-0f3a", 'quo"te', "back\\slash", "tab\tnl\ncr\r", "\x00\x1f",
+             "del\x7f", "tilde~ space", "\u00e9", "\u6f22", "\U0001f600", 'mix \u00e9"\\\x7f']
+_TS = re.compile(rb'^\{"ts":[0-9]+\.[0-9]{6},')
+_LATENCY = re.compile(rb',"latency_ms":[0-9]+\.[0-9]{3}\}$')
+
+
+def test_reader_log_line_text_is_the_request_logs(impl):
+    """Byte for byte the text RequestLog writes (heartbeat_line), but for the values of
+    ts and latency_ms (checked for their form: %.6f and %.3f digits): ids that need
+    JSON escapes (quotes, backslashes, control characters, DEL, non-ASCII, beyond the
+    BMP), a null client id, the extreme generations and negative error codes."""
+    from fastcoord.server.requestlog import heartbeat_line
+    errors = iter([-1, 0, 25, 27, 22, 16, 15] * 100)
+    cases = []
+    for i, text in enumerate(_EDGE_IDS):
+        client = [None, "", text, "consumer-7"][i % 4]
+        generation = [-2**31, -1, 0, 2**31 - 1][i % 4]
+        version = [0, 1, 2, 3, 4][i % 5]
+        cases.append((version, client, text, _EDGE_IDS[-1 - i], generation))
+        cases.append((4, text, "g", text, -1))
+    data = b""
+    answers = []
+
+    def heartbeat(group, member, generation, instance):
+        answers.append(next(errors))
+        return answers[-1]
+
+    for c, (version, client, group, member, generation) in enumerate(cases):
+        body = {"group_id": group, "generation_id": generation, "member_id": member}
+        if version >= 3:
+            body["group_instance_id"] = None
+        data += _framed(encode_request(12, version, c, body, client_id=client)[4:])
+    chunks = []
+    reader = module(impl, "wire").HeartbeatReader(heartbeat, MAX_FRAME, LO, HI, None,
+                                                  chunks.append)
+    assert reader(data, Writes(), _HOST) == len(data)
+    lines = b"".join(chunks).splitlines(keepends=False)
+    assert len(lines) == len(cases) == len(answers)
+    for line, (version, client, group, member, generation), error in zip(lines, cases,
+                                                                          answers):
+        assert _TS.search(line) and _LATENCY.search(line), line
+        want = heartbeat_line(0.5, version, client, _HOST.decode(), group, member,
+                              generation, error, 0.001).rstrip("\n").encode("ascii")
+        assert _LATENCY.sub(b"", _TS.sub(b"", line)) == \
+            _LATENCY.sub(b"", _TS.sub(b"", want)), (line, want)
 
 
 def test_reader_declines_a_client_id_that_is_not_utf8(impl):

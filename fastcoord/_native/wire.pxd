@@ -1,6 +1,23 @@
 # cython: language_level=3
 from libc.stdint cimport int32_t, uint8_t
 
+# A string field: [start, start + length) of the frame, or length -1 for null.
+cdef struct Field:
+    Py_ssize_t start
+    Py_ssize_t length
+
+
+# A plain Heartbeat request as it sits in a frame (strings are spans of the buffer).
+cdef struct Heartbeat:
+    int version
+    int32_t correlation
+    int32_t generation
+    Field client
+    Field group
+    Field member
+    Field instance
+
+
 cdef class HeartbeatReader:
     cdef object heartbeat           # the coordinator's heartbeat(group, member, generation, instance)
     cdef Py_ssize_t max_frame
@@ -19,5 +36,6 @@ cdef class HeartbeatReader:
 
     cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used,
                            object host, double started) except -1
-    cdef int _log_line(self, double ts, int version, bytes host, int32_t generation,
-                       int error, double seconds) except -1
+    cdef int _log_line(self, const char* ts, Py_ssize_t ts_len, const uint8_t* f,
+                       const Heartbeat* hb, bytes host, int error, double seconds) except -1
+    cdef char* _put_id(self, char* p, const uint8_t* f, Field field, int which) except NULL

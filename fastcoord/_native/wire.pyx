@@ -21,10 +21,14 @@ from cpython.unicode cimport PyUnicode_AsUTF8, PyUnicode_DecodeUTF8
 from libc.stdio cimport snprintf
 from libc.stdint cimport int16_t, int32_t, uint8_t
 from libc.stdlib cimport free
+from libc.string cimport strlen
 
 from fastcoord._native.bigendian cimport read_i16, read_i32, write_i32
 from fastcoord._native.buffers cimport grow
 from fastcoord._native.clocks cimport monotonic_s, realtime_s
+from fastcoord._native.jsontext cimport (
+    plain_json, put_int, put_quoted, put_text, put_thousandths,
+)
 
 from json.encoder import encode_basestring_ascii as _json_str   # json.dumps' own (C)
 
@@ -32,10 +36,9 @@ cdef enum:
     HEARTBEAT_KEY = 12
 
 
-# A string field: [start, start + length) of the frame, or length -1 for null.
-cdef struct Field:
-    Py_ssize_t start
-    Py_ssize_t length
+cdef inline char* _put_literal(char* p, const char* text) noexcept nogil:
+    """A C string literal (its length is folded at compile time once inlined)."""
+    return put_text(p, text, strlen(text))
 
 
 cdef inline Py_ssize_t _str16(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
@@ -116,17 +119,6 @@ cdef Py_ssize_t _encode(char* r, int version, int32_t correlation, int error) no
 
 cdef enum:
     MAX_RESPONSE = 16           # the v4 response: 4 + 4 + 1 + 4 + 2 + 1
-
-
-# A plain Heartbeat request as it sits in a frame (strings are spans of the buffer).
-cdef struct Heartbeat:
-    int version
-    int32_t correlation
-    int32_t generation
-    Field client
-    Field group
-    Field member
-    Field instance
 
 
 cdef Py_ssize_t _parse(const uint8_t* f, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame,
@@ -298,7 +290,10 @@ cdef class HeartbeatReader:
         cdef Heartbeat hb
         cdef int error
         cdef bint logging = self.log is not None and host is not None
-        cdef double ts = realtime_s() if logging else 0.0
+        cdef char ts[32]                  # the read's time, the same in each of its lines
+        cdef Py_ssize_t ts_len = 0
+        if logging:
+            ts_len = snprintf(ts, sizeof(ts), b"%.6f", realtime_s())
         used[0] = 0
         try:
             while True:
@@ -316,7 +311,7 @@ cdef class HeartbeatReader:
                 answered += 1
                 pos = next_pos
                 if logging:
-                    self._log_line(ts, hb.version, <bytes>host, hb.generation, error,
+                    self._log_line(ts, ts_len, f, &hb, <bytes>host, error,
                                    monotonic_s() - started)
         finally:
             if answered:
@@ -327,36 +322,58 @@ cdef class HeartbeatReader:
                         self.latencies.append(seconds)
         return pos
 
-    cdef int _log_line(self, double ts, int version, bytes host, int32_t generation,
-                       int error, double seconds) except -1:
-        """The request-log line of the heartbeat whose ids _answer left in `ids`, into
-        log_buf (the text RequestLog writes for it)."""
-        cdef object ids = self.ids
-        cdef object group_json = _json_str(ids[ID_GROUP])
-        cdef object member_json = _json_str(ids[ID_MEMBER])
-        cdef object client_json = None if ids[ID_CLIENT] is None else _json_str(ids[ID_CLIENT])
-        cdef const char* client
-        cdef Py_ssize_t need, n
-        need = (160 + len(host) + len(group_json) + len(member_json)
-                + (4 if client_json is None else len(client_json)))
-        if self.log_len + need > self.log_cap and \
-                grow(&self.log_buf, &self.log_cap, self.log_len + need) < 0:
+    cdef int _log_line(self, const char* ts, Py_ssize_t ts_len, const uint8_t* f,
+                       const Heartbeat* hb, bytes host, int error, double seconds) except -1:
+        """The request-log line of the heartbeat `hb` of frame buffer `f`, answered with
+        `error` in `seconds`, into log_buf: the fields and text RequestLog writes for it
+        (ts is the read's, formatted once; latency_ms is rounded to the microsecond)."""
+        cdef Py_ssize_t host_len = PyBytes_GET_SIZE(host)
+        cdef Py_ssize_t ids_len = (hb.group.length + hb.member.length
+                                   + (hb.client.length if hb.client.length > 0 else 0))
+        cdef char* p
+        cdef long long micros
+        # The fixed text and numbers take under 200 bytes; a JSON string at most 6
+        # bytes per byte of UTF-8 (a \uXXXX escape) and its quotes.
+        if self.log_len + 256 + ts_len + host_len + 6 * ids_len > self.log_cap and \
+                grow(&self.log_buf, &self.log_cap,
+                     self.log_len + 256 + ts_len + host_len + 6 * ids_len) < 0:
             raise MemoryError()
-        if client_json is None:
-            client = b"null"
-        else:
-            client = PyUnicode_AsUTF8(client_json)     # kept alive by client_json
-        n = snprintf(self.log_buf + self.log_len, self.log_cap - self.log_len,
-                     b'{"ts":%.6f,"api":"Heartbeat","version":%d,"client":%s,"host":%s,'
-                     b'"group":%s,"member":%s,"generation":%d,"error":%d,'
-                     b'"latency_ms":%.3f}\n',
-                     ts, version, client, PyBytes_AS_STRING(host),
-                     PyUnicode_AsUTF8(group_json), PyUnicode_AsUTF8(member_json),
-                     generation, error, seconds * 1000.0)
-        if n < 0 or n >= self.log_cap - self.log_len:
-            raise ValueError("request log line does not fit (host not JSON text?)")
-        self.log_len += n
+        p = self.log_buf + self.log_len
+        p = _put_literal(p, b'{"ts":')
+        p = put_text(p, ts, ts_len)
+        p = _put_literal(p, b',"api":"Heartbeat","version":')
+        p = put_int(p, hb.version)
+        p = _put_literal(p, b',"client":')
+        p = self._put_id(p, f, hb.client, ID_CLIENT)
+        p = _put_literal(p, b',"host":')
+        p = put_text(p, PyBytes_AS_STRING(host), host_len)
+        p = _put_literal(p, b',"group":')
+        p = self._put_id(p, f, hb.group, ID_GROUP)
+        p = _put_literal(p, b',"member":')
+        p = self._put_id(p, f, hb.member, ID_MEMBER)
+        p = _put_literal(p, b',"generation":')
+        p = put_int(p, hb.generation)
+        p = _put_literal(p, b',"error":')
+        p = put_int(p, error)
+        p = _put_literal(p, b',"latency_ms":')
+        micros = <long long>(seconds * 1e6 + (0.5 if seconds >= 0 else -0.5))
+        p = put_thousandths(p, micros)
+        p = _put_literal(p, b'}\n')
+        self.log_len = p - self.log_buf
         return 0
+
+    cdef char* _put_id(self, char* p, const uint8_t* f, Field field, int which) except NULL:
+        """An id of the frame as JSON text: null, the bytes themselves in quotes, or
+        (escapes needed, rarely) json.dumps' text of the id _answer decoded."""
+        cdef object text
+        if field.length < 0:
+            return _put_literal(p, b"null")
+        if plain_json(f + field.start, field.length):
+            return put_quoted(p, f + field.start, field.length)
+        text = _json_str(self.ids[which])
+        if len(text) > 6 * field.length + 2:       # cannot happen: \uXXXX per byte at most
+            raise ValueError(f"request log: the escaped id {text!r} outgrew its bound")
+        return put_text(p, PyUnicode_AsUTF8(text), len(text))
 
     def flush_log(self):
         """flush_log(): hand the buffered request-log lines to `log` in one call."""
