@@ -20,6 +20,10 @@ SyncGroup, kio-encoded), then measures Heartbeat requests:
                     "native, request log": a third server with its request log on
                     (the serve default: a JSON line per request, written to a file),
                     for closed-p1, open-50000 and open-100000.
+  server-reader     wire.HeartbeatReader in this process, no network: one read of 16
+  (no log,          heartbeats per call, answered by a heartbeat that returns 0 at
+   request log)     once; with the request log, its lines go to a real RequestLog
+                    file. native and pure; extra_info ns_per_heartbeat.
 
 Server: memory store, no request log (the hot path only: heartbeats touch neither),
 native coordinator, uvloop when installed (the serve default; this process too).
@@ -54,6 +58,8 @@ import threading
 from pathlib import Path
 
 import pytest
+
+import fastcoord
 
 pytest.importorskip("kio")
 
@@ -239,3 +245,54 @@ def _measure(benchmark, loaded, peer, case, pipeline, rate, quick_rate):
         "rounds": rounds,
     })
     print(f"\n{case}: {benchmark.extra_info}")
+
+
+# -- the per-read fast path alone, in this process -------------------------------------------
+
+READ_HEARTBEATS = 16                    # heartbeats in one read
+READS = 2_000                           # reads per measured call
+READER_PEERS = (["native"] if fastcoord.NATIVE_AVAILABLE else []) + ["pure"]
+
+
+@pytest.mark.parametrize("request_log", [False, True], ids=["no log", "request log"])
+@pytest.mark.parametrize("peer", READER_PEERS)
+def test_heartbeat_reader(benchmark, tmp_path, peer, request_log):
+    """wire.HeartbeatReader on one read of 16 v4 heartbeats (the lane's per-read work:
+    parse, the heartbeat call, encode, and with the request log its lines, handed to a
+    real RequestLog file), without the network and with a heartbeat that answers 0 at
+    once: what the reader and the log cost, apart from the coordinator (coordinator.md)
+    and the kernel (the cases above). ops = heartbeats; extra_info ns_per_heartbeat."""
+    from fastcoord._compat import module
+    from fastcoord.server.protocol import encode_request
+    from fastcoord.server.requestlog import RequestLog
+    data = b"".join(encode_request(12, 4, i, {
+        "group_id": f"group-{i % 4:04d}", "generation_id": 3,
+        "member_id": f"consumer-{i}-{i:032x}", "group_instance_id": None},
+        client_id=f"loadgen-{i}") for i in range(READ_HEARTBEATS))
+    log = RequestLog(tmp_path / "requests.jsonl") if request_log else None
+    reader = module(peer, "wire").HeartbeatReader(
+        lambda group, member, generation, instance: 0, 1 << 20, 0, 4, None,
+        log.write_lines if log is not None else None)
+    sent = []
+    host = b'"127.0.0.1"' if log is not None else None
+    reads = READS if peer == "native" else READS // 20
+    calls = []
+
+    def run():
+        for _ in range(reads):
+            reader(data, sent.append, host)
+        sent.clear()
+        calls.append(1)
+
+    benchmark.group = "server-reader, " + ("request log" if request_log else "no log")
+    benchmark.pedantic(run, rounds=15 if peer == "native" else 5, iterations=1,
+                       warmup_rounds=1)
+    if log is not None:
+        log.close()
+        lines = sum(path.read_bytes().count(b"\n") for path in tmp_path.glob("requests.jsonl*"))
+        assert lines == READ_HEARTBEATS * reads * len(calls)
+    assert reader.answered == READ_HEARTBEATS * reads * len(calls)
+    benchmark.extra_info.update({"peer": peer, "ops": READ_HEARTBEATS * reads})
+    if benchmark.stats is not None:         # None under --benchmark-disable
+        benchmark.extra_info["ns_per_heartbeat"] = round(
+            benchmark.stats.stats.median / (READ_HEARTBEATS * reads) * 1e9, 1)

@@ -4,6 +4,7 @@ the clean shutdown that answers parked requests."""
 from __future__ import annotations
 
 import datetime
+import json
 import time
 
 import pytest
@@ -289,3 +290,30 @@ def test_request_log_rotates_by_size(tmp_path):
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == ["requests.jsonl", "requests.jsonl.1", "requests.jsonl.2"]
     assert all(p.stat().st_size <= 1000 + 300 for p in tmp_path.iterdir())
+
+
+def test_request_log_rotation_keeps_the_newest_lines_and_deletes_the_rest(tmp_path):
+    """Rotation moves the current file to .1 and each backup one along; the oldest goes
+    (deleted off the caller's thread, done by close). Files a crash left on their way
+    out are deleted when the log next opens; no other file is touched."""
+    from fastcoord.server.requestlog import RequestLog
+    (tmp_path / ".requests.jsonl.discarding-3").write_bytes(b"x" * 100)
+    (tmp_path / "other.txt").write_bytes(b"keep")
+    log = RequestLog(tmp_path / "requests.jsonl", max_bytes=100, backups=2)
+    for i in range(9):                      # 60 bytes a line: a rotation every 2 lines
+        log.write_lines(b'{"n":%d,"pad":"%s"}\n' % (i, b"p" * (60 - 19)))
+    log.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "other.txt", "requests.jsonl", "requests.jsonl.1", "requests.jsonl.2"]
+    numbers = [[json.loads(line)["n"] for line in (tmp_path / name).read_text().splitlines()]
+               for name in ("requests.jsonl.2", "requests.jsonl.1", "requests.jsonl")]
+    assert numbers == [[4, 5], [6, 7], [8]]
+
+    log = RequestLog(tmp_path / "solo.jsonl", max_bytes=100, backups=0)
+    for i in range(5):
+        log.write_lines(b'{"n":%d,"pad":"%s"}\n' % (i, b"p" * (60 - 19)))
+    log.close()
+    assert [json.loads(line)["n"] for line in (tmp_path / "solo.jsonl").read_text()
+            .splitlines()] == [4]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".", "solo"))) \
+        == ["solo.jsonl"]
