@@ -92,6 +92,8 @@ def table(folder: pathlib.Path) -> List[str]:
         # log") go in the peers column.
         cases: dict = {}
         for b in json.loads(server.read_text())["benchmarks"]:
+            if b.get("group") != "server-heartbeat":     # e.g. the reader alone
+                continue
             x = b["extra_info"]
             cases.setdefault(x.get("case"), {})[x.get("peer")] = x
         for variants in cases.values():
