@@ -52,6 +52,20 @@ def native_extensions():
                 extra_compile_args=compile_args,
             )
         )
+    # The group state machine: the pure twin's module (fastcoord/_pure/groups.py),
+    # compiled as it is for the native twin. Python's semantics throughout: no C typing
+    # from annotations, Python's division and indexing (the directives above are for
+    # the .pyx modules' typed code).
+    extensions.append(
+        Extension("fastcoord._native.groups", ["fastcoord/_pure/groups.py"],
+                  extra_compile_args=compile_args, define_macros=macros))
+    python_semantics = {"language_level": 3, "annotation_typing": False, "binding": True,
+                        "embedsignature": True}
+    if DEBUG:
+        python_semantics.update(linetrace=True)
+    for ext in extensions:
+        if ext.sources[0].endswith(".py"):
+            ext.cython_directives = python_semantics
     return cythonize(
         extensions,
         compiler_directives=directives,

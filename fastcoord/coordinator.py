@@ -12,7 +12,6 @@ import threading
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import _compat
-from ._groups import GroupLogic
 from .clock import ManualClock, SystemClock
 from .config import CoordinatorConfig
 from .errors import Errors
@@ -184,7 +183,9 @@ class GroupCoordinator:
         self.config = config
         self.clock = clock
         self.store = store
-        self._logic = GroupLogic(
+        # The group state machine: the pure twin's module, or (native) the same source
+        # compiled by Cython (setup.py).
+        self._logic = _compat.module(self.impl, "groups").GroupLogic(
             config, clock, store, member_id_factory,
             _compat.module(self.impl, "members"), _compat.module(self.impl, "wheel"),
             _compat.module(self.impl, "purgatory"))

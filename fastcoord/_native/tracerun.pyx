@@ -13,7 +13,7 @@ from fastcoord._native.members cimport pthread_mutex_unlock
 from fastcoord._native.wheel cimport Timer
 
 from fastcoord.errors import Errors
-from fastcoord._groups import _OM_DEFAULTS, DEAD
+from fastcoord._native.groups import _OM_DEFAULTS, DEAD
 from fastcoord.results import OffsetAndMetadata
 from fastcoord._pure.tracerun import check_run_args
 

@@ -1,7 +1,9 @@
 """The classic group protocol's state machine (spec/group-protocol.md).
 
-This module is the slow path shared by both twins: join, sync, leave, commit,
-describe, expiry decisions. It runs over a twin's *member table* (heartbeat
+This module is the slow path of both twins: join, sync, leave, commit, describe,
+expiry decisions. The pure twin runs it as it is; the native twin runs this same
+source compiled by Cython, with Python's semantics (`fastcoord._native.groups`,
+built by setup.py), so the two cannot disagree here. It runs over a twin's *member table* (heartbeat
 deadlines, handles, per-group locks: `_native/members.pyx` or
 `_pure/members.py`), that twin's timing wheel and that twin's purgatory. The hot
 path, a heartbeat, never reaches this module: the member table answers it by itself
@@ -24,9 +26,9 @@ import types
 import uuid
 from typing import Callable, Deque, Dict, List, Optional, Tuple
 
-from .config import CoordinatorConfig, shard_for
-from .errors import CoordinatorError, Errors, GroupState
-from .results import (
+from fastcoord.config import CoordinatorConfig, shard_for
+from fastcoord.errors import CoordinatorError, Errors, GroupState
+from fastcoord.results import (
     GroupDescription, GroupListing, GroupSummary, JoinGroupMember, JoinGroupResult,
     LeaveGroupResult, MemberDescription, OffsetAndMetadata, SyncGroupResult,
 )
@@ -56,8 +58,8 @@ _VALID_PREVIOUS = {
     DEAD: (EMPTY, PR, CR, STABLE, DEAD),
 }
 # Membership epochs (Group.members_epoch): one counter for every group of every
-# coordinator in the process, so an epoch never repeats (not even for a group deleted
-# and made again).
+# coordinator of a twin in the process (each twin's module has its own), so an epoch
+# never repeats within a coordinator (not even for a group deleted and made again).
 _EPOCHS = itertools.count()
 # Shard status in the member table's shard array.
 SHARD_NOT_OWNED, SHARD_LOADING, SHARD_ACTIVE = 0, 1, 2
