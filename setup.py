@@ -53,20 +53,21 @@ def native_extensions():
             )
         )
     # The group state machine: the pure twin's module (fastcoord/_pure/groups.py),
-    # compiled as it is for the native twin. Python's semantics throughout: no C typing
-    # from annotations, Python's division and indexing (the directives above are for
-    # the .pyx modules' typed code).
-    extensions.append(
-        Extension("fastcoord._native.groups", ["fastcoord/_pure/groups.py"],
-                  extra_compile_args=compile_args, define_macros=macros))
+    # compiled as it is for the native twin, with Python's semantics throughout: no C
+    # typing from annotations (which would reject the int and str subclasses the pure
+    # twin accepts), Python's division and indexing. Its own cythonize call: the
+    # directives below are for the .pyx modules' typed code.
     python_semantics = {"language_level": 3, "annotation_typing": False, "binding": True,
                         "embedsignature": True}
     if DEBUG:
         python_semantics.update(linetrace=True)
-    for ext in extensions:
-        if ext.sources[0].endswith(".py"):
-            ext.cython_directives = python_semantics
-    return cythonize(
+    groups = cythonize(
+        [Extension("fastcoord._native.groups", ["fastcoord/_pure/groups.py"],
+                   extra_compile_args=compile_args, define_macros=macros)],
+        compiler_directives=python_semantics,
+        annotate=DEBUG,
+    )
+    return groups + cythonize(
         extensions,
         compiler_directives=directives,
         annotate=DEBUG,
