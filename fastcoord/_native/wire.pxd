@@ -32,10 +32,7 @@ cdef class HeartbeatReader:
     cdef Py_ssize_t log_len
     cdef Py_ssize_t log_cap
 
-    cdef list ids                   # the last answer's decoded ids (see _answer), for the log
-
     cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used,
                            object host, double started) except -1
     cdef int _log_line(self, const char* ts, Py_ssize_t ts_len, const uint8_t* f,
                        const Heartbeat* hb, bytes host, int error, double seconds) except -1
-    cdef char* _put_id(self, char* p, const uint8_t* f, Field field, int which) except NULL

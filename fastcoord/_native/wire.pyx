@@ -175,7 +175,7 @@ cdef enum:
     # _answer's "not answered": outside the int16 error codes (UNKNOWN_SERVER_ERROR is
     # -1, a code the coordinator may answer and that must go out like any other)
     DECLINED = -0x10000
-    # where _answer leaves the decoded ids for the request log
+    # where _answer leaves the decoded ids (heartbeat_run's request-log entries)
     ID_GROUP = 0
     ID_MEMBER = 1
     ID_CLIENT = 2
@@ -236,6 +236,20 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
     return pos
 
 
+cdef char* _put_id(char* p, const uint8_t* f, Field field) except NULL:
+    """An id of the frame (valid UTF-8: _answer decoded it) as JSON text: null, its
+    bytes in quotes, or, when it needs escapes (rarely), json.dumps' text of it."""
+    cdef object text
+    if field.length < 0:
+        return _put_literal(p, b"null")
+    if plain_json(f + field.start, field.length):
+        return put_quoted(p, f + field.start, field.length)
+    text = _json_str(_text(f, field))
+    if len(text) > 6 * field.length + 2:       # cannot happen: \uXXXX per byte at most
+        raise ValueError(f"request log: the escaped id {text!r} outgrew its bound")
+    return put_text(p, PyUnicode_AsUTF8(text), len(text))
+
+
 cdef class HeartbeatReader:
     """The whole per-read fast path of a connection whose reads hold plain heartbeats.
 
@@ -264,7 +278,6 @@ cdef class HeartbeatReader:
         self.log_buf = NULL
         self.log_len = 0
         self.log_cap = 0
-        self.ids = [None, None, None]
         self.heartbeat = heartbeat
         self.max_frame = max_frame
         self.min_version = min_version
@@ -301,7 +314,7 @@ cdef class HeartbeatReader:
                                   self.max_version, &hb)
                 if next_pos < 0:
                     break
-                error = _answer(f, &hb, self.heartbeat, self.ids if logging else None)
+                error = _answer(f, &hb, self.heartbeat, None)
                 if error == DECLINED:
                     break                         # the general path's to judge
                 if used[0] + MAX_RESPONSE > self.scratch_cap and \
@@ -330,13 +343,12 @@ cdef class HeartbeatReader:
         cdef Py_ssize_t host_len = PyBytes_GET_SIZE(host)
         cdef Py_ssize_t ids_len = (hb.group.length + hb.member.length
                                    + (hb.client.length if hb.client.length > 0 else 0))
-        cdef char* p
-        cdef long long micros
         # The fixed text and numbers take under 200 bytes; a JSON string at most 6
         # bytes per byte of UTF-8 (a \uXXXX escape) and its quotes.
-        if self.log_len + 256 + ts_len + host_len + 6 * ids_len > self.log_cap and \
-                grow(&self.log_buf, &self.log_cap,
-                     self.log_len + 256 + ts_len + host_len + 6 * ids_len) < 0:
+        cdef Py_ssize_t need = self.log_len + 256 + ts_len + host_len + 6 * ids_len
+        cdef char* p
+        cdef long long micros
+        if need > self.log_cap and grow(&self.log_buf, &self.log_cap, need) < 0:
             raise MemoryError()
         p = self.log_buf + self.log_len
         p = _put_literal(p, b'{"ts":')
@@ -344,13 +356,13 @@ cdef class HeartbeatReader:
         p = _put_literal(p, b',"api":"Heartbeat","version":')
         p = put_int(p, hb.version)
         p = _put_literal(p, b',"client":')
-        p = self._put_id(p, f, hb.client, ID_CLIENT)
+        p = _put_id(p, f, hb.client)
         p = _put_literal(p, b',"host":')
         p = put_text(p, PyBytes_AS_STRING(host), host_len)
         p = _put_literal(p, b',"group":')
-        p = self._put_id(p, f, hb.group, ID_GROUP)
+        p = _put_id(p, f, hb.group)
         p = _put_literal(p, b',"member":')
-        p = self._put_id(p, f, hb.member, ID_MEMBER)
+        p = _put_id(p, f, hb.member)
         p = _put_literal(p, b',"generation":')
         p = put_int(p, hb.generation)
         p = _put_literal(p, b',"error":')
@@ -361,19 +373,6 @@ cdef class HeartbeatReader:
         p = _put_literal(p, b'}\n')
         self.log_len = p - self.log_buf
         return 0
-
-    cdef char* _put_id(self, char* p, const uint8_t* f, Field field, int which) except NULL:
-        """An id of the frame as JSON text: null, the bytes themselves in quotes, or
-        (escapes needed, rarely) json.dumps' text of the id _answer decoded."""
-        cdef object text
-        if field.length < 0:
-            return _put_literal(p, b"null")
-        if plain_json(f + field.start, field.length):
-            return put_quoted(p, f + field.start, field.length)
-        text = _json_str(self.ids[which])
-        if len(text) > 6 * field.length + 2:       # cannot happen: \uXXXX per byte at most
-            raise ValueError(f"request log: the escaped id {text!r} outgrew its bound")
-        return put_text(p, PyUnicode_AsUTF8(text), len(text))
 
     def flush_log(self):
         """flush_log(): hand the buffered request-log lines to `log` in one call."""

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
-import queue
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Optional
 
 from .protocol import API_NAMES
 
 __all__ = ["RequestLog"]
+
+log = logging.getLogger(__name__)
 
 _encode_str = json.encoder.encode_basestring_ascii     # what json.dumps uses (C)
 
@@ -65,35 +66,14 @@ def _json_int(value) -> str:
     return json.dumps(value)
 
 
-class _Discarder:
-    """Deletes files in a daemon thread, in the order given; `close` waits for it."""
-
-    def __init__(self) -> None:
-        self._paths: "queue.SimpleQueue[Optional[Path]]" = queue.SimpleQueue()
-        self._thread: Optional[threading.Thread] = None
-
-    def discard(self, path: Path) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="request-log-discard",
-                                            daemon=True)
-            self._thread.start()
-        self._paths.put(path)
-
-    def _run(self) -> None:
-        while (path := self._paths.get()) is not None:
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass
-            except OSError as exc:      # the log goes on; the file stays for a person
-                import logging
-                logging.getLogger(__name__).warning("could not delete %s: %s", path, exc)
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._paths.put(None)
-            self._thread.join()
-            self._thread = None
+def _discard(path: Path) -> None:
+    """Delete a file the log has let go of (run on the log's deleting thread)."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:          # the log goes on; the file stays for a person
+        log.warning("could not delete %s: %s", path, exc)
 
 
 class RequestLog:
@@ -102,13 +82,13 @@ class RequestLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
         self.backups = backups
-        self._discarder = _Discarder()
-        # Files on their way out are renamed to hidden names first; any a crash left
-        # behind go now.
+        # One thread deletes, in order, the files the log lets go of; they are renamed
+        # to hidden names first, and any a crash left behind go now.
+        self._discarder = ThreadPoolExecutor(1, thread_name_prefix="request-log-discard")
         self._trash_prefix = f".{self.path.name}.discarding-"
         self._trash_names = itertools.count()
         for leftover in sorted(self.path.parent.glob(self._trash_prefix + "*")):
-            self._discarder.discard(leftover)
+            self._discarder.submit(_discard, leftover)
         # Binary: lines are ASCII (JSON with non-ASCII escaped), and the fast paths
         # hand over blocks of them as bytes.
         self._file = open(self.path, "ab", buffering=1 << 16)
@@ -159,7 +139,7 @@ class RequestLog:
         if oldest.exists():
             trash = self.path.with_name(f"{self._trash_prefix}{next(self._trash_names)}")
             os.replace(oldest, trash)
-            self._discarder.discard(trash)
+            self._discarder.submit(_discard, trash)
         for i in range(self.backups - 1, 0, -1):
             older = self.path.with_name(f"{self.path.name}.{i}")
             if older.exists():
@@ -175,4 +155,4 @@ class RequestLog:
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()
-        self._discarder.close()
+        self._discarder.shutdown(wait=True)
