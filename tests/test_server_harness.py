@@ -127,6 +127,7 @@ class ClientProc:
         self.events: "queue.Queue[dict]" = queue.Queue()
         self.history: List[Tuple[float, frozenset]] = []
         self.poll_errors: List[str] = []
+        self.commit_retries: List[str] = []     # commits refused while rebalancing, retried
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -140,6 +141,8 @@ class ClientProc:
                 self.history.append((time.monotonic(), self.assignment))
             elif "poll_error" in msg:
                 self.poll_errors.append(msg["poll_error"])
+            elif "commit_retry" in msg:
+                self.commit_retries.append(msg["commit_retry"])
             else:
                 self.events.put(msg)
 
@@ -313,10 +316,22 @@ def _stdin_commands() -> "queue.Queue[dict]":
     return commands
 
 
+# A commit refused because the consumer is rebalancing is retried after polling, as the
+# clients tell their users to do: kafka-python 3.0.12 can start a rebalance of its own
+# right after a join completes (a join task that finished between two polls is dropped
+# and a new JoinGroup sent), and a commit in that window fails on the client side.
+COMMIT_RETRY_S = 15.0
+
+
+def _rebalancing(exc: Exception) -> bool:
+    return "RebalanceInProgress" in type(exc).__name__ or "REBALANCE_IN_PROGRESS" in str(exc)
+
+
 def _command_loop(poll, assignment, commit, committed, close) -> None:
     """Poll, report the assignment whenever it changes, run commands from stdin."""
     commands = _stdin_commands()
     last = None
+    pending: Optional[Tuple[dict, float]] = None    # a commit to retry, and when to give up
     while True:
         try:
             poll()
@@ -327,17 +342,32 @@ def _command_loop(poll, assignment, commit, committed, close) -> None:
         if current != last:
             last = current
             _emit({"assigned": current})
-        try:
-            cmd = commands.get_nowait()
-        except queue.Empty:
-            continue
+        give_up = None
+        if pending is not None:
+            (cmd, give_up), pending = pending, None
+        else:
+            try:
+                cmd = commands.get_nowait()
+            except queue.Empty:
+                continue
         try:
             if cmd["cmd"] == "close":
                 close()
                 _emit({"closed": True})
                 return
             if cmd["cmd"] == "commit":
-                commit([tuple(x) for x in cmd["offsets"]])
+                try:
+                    commit([tuple(x) for x in cmd["offsets"]])
+                except Exception as exc:
+                    if not _rebalancing(exc):
+                        raise
+                    if give_up is None:
+                        give_up = time.monotonic() + COMMIT_RETRY_S
+                        _emit({"commit_retry": f"{type(exc).__name__}: {exc}"})
+                    elif time.monotonic() >= give_up:
+                        raise
+                    pending = (cmd, give_up)
+                    continue
                 _emit({"committed_ok": True})
             elif cmd["cmd"] == "committed":
                 _emit({"committed": [[t, p, o] for (t, p), o in
@@ -449,7 +479,10 @@ def _run_confluent(cfg: dict) -> None:
 
 def _client_main(cfg: dict) -> None:
     import logging
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s.%(msecs)03d %(threadName)s %(name)s %(message)s")
+    if os.environ.get("FC_CLIENT_DEBUG"):
+        logging.getLogger(os.environ["FC_CLIENT_DEBUG"]).setLevel(logging.DEBUG)
     {"kafka-python": _run_kafka_python, "aiokafka": _run_aiokafka,
      "confluent": _run_confluent}[cfg["lib"]](cfg)
 
