@@ -214,9 +214,6 @@ class ShardReplay:
                                       member_id_factory=member_ids(self.shard))
         self.checks = _compat.module(self.coord.impl, "tracerun").CheckHeap()
 
-    def _view(self, gid: str) -> _GroupView:
-        return self.groups[gid]
-
     def _index(self, table: pa.Table) -> Tuple[array.array, array.array]:
         """Every group and member (a (group, member id) pair) of the sorted trace, made
         up front with the instance id of its first event: the index of each event's
@@ -278,7 +275,7 @@ class ShardReplay:
 
     # -- observation ----------------------------------------------------------------------
     def _observe(self, gid: str, cause: str) -> None:
-        gv = self._view(gid)
+        gv = self.groups[gid]
         read = read_members(self.coord, gid, gv)
         if read is None:
             return
@@ -335,9 +332,9 @@ class ShardReplay:
         self.answered[idx] = self.clock.now_ms()
 
     def _join(self, m: _Member, idx: int, row) -> None:
-        inst, session, rebalance, ptype, protocols, client = row
+        inst, session, rebalance, ptype, protos, client = row
         gid = m.group
-        gv = self._view(gid)
+        gv = m.view
         if inst is not None:
             old = self.static.get((gid, inst))
             if old is not None and old is not m:
@@ -357,7 +354,6 @@ class ShardReplay:
             gv.rebalance_timeout = rto
         known = m.rid is not None and m.rid in gv.members
         cause = "member-rejoin" if known else "member-join"
-        protos = [(p, b"") for p in (protocols or ["range"])]
         m.joining = idx
 
         def answered(result, m=m, idx=idx, gid=gid):
@@ -374,7 +370,7 @@ class ShardReplay:
                 self._adopt(m, result.member_id)
             elif err == 0:
                 self._adopt(m, result.member_id)
-                m.gen = result.generation_id
+                self.arrays.generations[m.ix] = result.generation_id     # (m.gen)
                 if result.generation_id > gv.generation:
                     gv.generation = result.generation_id
                 m.leader_members = ([x.member_id for x in result.members]
@@ -430,8 +426,9 @@ class ShardReplay:
                 self._drop(m)
             self._observe_cb(gid, "sync" if err == 0 else "sync-error")
 
-        self.coord.sync_group(gid, m.gen, m.rid or "", assignments, group_instance_id=m.inst,
-                              callback=answered)
+        arrays, ix = self.arrays, m.ix                          # (m.gen, m.inst)
+        self.coord.sync_group(gid, arrays.generations[ix], m.rid or "", assignments,
+                              group_instance_id=arrays.instances[ix], callback=answered)
         self._observe(gid, "timeout")
 
     def _leave(self, m: _Member, idx: int) -> None:
@@ -470,8 +467,8 @@ class ShardReplay:
         # The columns only a join reads, for the join rows alone (a small share of a trace)
         join_at = pc.indices_nonzero(pc.equal(table.column("event"), "join"))
         joins = table.take(join_at)
-        join_rows = dict(zip(join_at.to_pylist(), zip(*(joins.column(c).to_pylist()
-                                                        for c in _JOIN_COLUMNS))))
+        join_rows = dict(zip(join_at.to_pylist(), map(_with_protocol_pairs, zip(
+            *(joins.column(c).to_pylist() for c in _JOIN_COLUMNS)), itertools.repeat({}))))
         self.errors = errors = array.array("i", [-1]) * n
         self.answered = answered = array.array("q", [-1]) * n
         self._start(times[0])
@@ -577,6 +574,16 @@ class ShardReplay:
         cols["error"] = pa.array(np.frombuffer(self.errors, np.int32))
         cols["answered_ms"] = pa.array(np.frombuffer(self.answered, np.int64))
         return pa.table(cols).cast(RESPONSES_SCHEMA)
+
+
+def _with_protocol_pairs(row: tuple, made: Dict[tuple, list]) -> tuple:
+    """A join row with its protocol names as the (name, metadata) pairs join_group takes
+    (["range"] when it names none), one list per distinct set of names (`made`)."""
+    names = tuple(row[4] or ("range",))
+    pairs = made.get(names)
+    if pairs is None:
+        pairs = made[names] = [(p, b"") for p in names]
+    return row[:4] + (pairs,) + row[5:]
 
 
 def _encoded(column) -> Tuple[pa.Array, np.ndarray]:
