@@ -406,8 +406,12 @@ class GroupCoordinator:
     def advance_time(self, ms: int) -> int:
         """ManualClock only: move time by `ms`, firing everything due in deadline order
         with the clock reading each deadline while it fires. Returns how many fired."""
-        clock = self._manual_clock("advance_time", "; use expire_due() with other clocks")
-        _check_int("ms", ms, lo=0, hi=_MAX_STEP)
+        # (A replay or what-if steps time before most requests: the usual case, a
+        # ManualClock and an int in range, is checked at a glance.)
+        clock = self.clock
+        if not (type(clock) is ManualClock and type(ms) is int and 0 <= ms <= _MAX_STEP):
+            clock = self._manual_clock("advance_time", "; use expire_due() with other clocks")
+            _check_int("ms", ms, lo=0, hi=_MAX_STEP)
         with self._time_lock:
             target = clock.now_ms() + ms
             fired = self._logic.timer.advance_to(target, step_clock=True)
@@ -426,8 +430,10 @@ class GroupCoordinator:
         Heartbeats and offset commits arm only session deadlines, which are at least that
         far away. A trace replay steps the clock this way before them and keeps
         advance_time for the other requests."""
-        clock = self._manual_clock("set_time_if_idle")
-        _check_int("now_ms", now_ms, lo=0, hi=_MAX_STEP)
+        clock = self.clock
+        if not (type(clock) is ManualClock and type(now_ms) is int and 0 <= now_ms <= _MAX_STEP):
+            clock = self._manual_clock("set_time_if_idle")
+            _check_int("now_ms", now_ms, lo=0, hi=_MAX_STEP)
         with self._time_lock:
             target = clock.now_ms()
             if now_ms > target:
