@@ -467,8 +467,9 @@ class ShardReplay:
         # The columns only a join reads, for the join rows alone (a small share of a trace)
         join_at = pc.indices_nonzero(pc.equal(table.column("event"), "join"))
         joins = table.take(join_at)
-        join_rows = dict(zip(join_at.to_pylist(), map(_with_protocol_pairs, zip(
-            *(joins.column(c).to_pylist() for c in _JOIN_COLUMNS)), itertools.repeat({}))))
+        columns = {c: joins.column(c).to_pylist() for c in _JOIN_COLUMNS}
+        columns["protocols"] = _protocol_pairs(columns["protocols"])
+        join_rows = dict(zip(join_at.to_pylist(), zip(*columns.values())))
         self.errors = errors = array.array("i", [-1]) * n
         self.answered = answered = array.array("q", [-1]) * n
         self._start(times[0])
@@ -576,14 +577,19 @@ class ShardReplay:
         return pa.table(cols).cast(RESPONSES_SCHEMA)
 
 
-def _with_protocol_pairs(row: tuple, made: Dict[tuple, list]) -> tuple:
-    """A join row with its protocol names as the (name, metadata) pairs join_group takes
-    (["range"] when it names none), one list per distinct set of names (`made`)."""
-    names = tuple(row[4] or ("range",))
-    pairs = made.get(names)
-    if pairs is None:
-        pairs = made[names] = [(p, b"") for p in names]
-    return row[:4] + (pairs,) + row[5:]
+def _protocol_pairs(column: list) -> list:
+    """Each join's protocol names as the (name, metadata) pairs join_group takes
+    (["range"] when it names none): one list per distinct set of names, which every
+    join naming it shares (join_group copies what it keeps)."""
+    made: Dict[tuple, list] = {}
+    out = []
+    for names in column:
+        names = tuple(names or ("range",))
+        pairs = made.get(names)
+        if pairs is None:
+            pairs = made[names] = [(p, b"") for p in names]
+        out.append(pairs)
+    return out
 
 
 def _encoded(column) -> Tuple[pa.Array, np.ndarray]:
