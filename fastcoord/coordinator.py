@@ -341,6 +341,16 @@ class GroupCoordinator:
             _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         return self._logic.group_summary(group_id)
 
+    def group_version(self, group_id: str) -> int:
+        """A number that changes whenever the group's state or its member ids change,
+        and never repeats (-1: no such group; -2: group_summary would answer an error):
+        a caller that remembers it reads group_summary only when it moved, which costs
+        a fraction of group_summary itself (a replay asks after every join and sync,
+        most of which change neither)."""
+        if type(group_id) is not str:
+            _check_str("group_id", group_id, optional=True)   # None: missing -> -2
+        return self._logic.group_version(group_id)
+
     def member_ids(self, group_id: str) -> List[str]:
         """The member ids of describe_group's members, in its order, without building
         their descriptions (a replay reads them whenever group_summary's members epoch

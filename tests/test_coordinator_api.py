@@ -181,6 +181,36 @@ def test_group_summary_and_member_ids_follow_describe(impl):
                                                           (s1, s2, s3, s4, s5)}
 
 
+def test_group_version_moves_with_state_and_member_ids_only(impl):
+    coord, joined = formed_group(impl, InMemoryStore())
+    seen = [coord.group_version("g")]                   # CompletingRebalance
+
+    def moved() -> bool:
+        version = coord.group_version("g")
+        fresh = version not in seen
+        seen.append(version)
+        return fresh
+
+    assert coord.group_summary("g").state == "CompletingRebalance"
+    sync_all(coord, joined)                             # -> Stable, the same members
+    assert moved()
+    assert coord.heartbeat("g", joined[1].member_id, 1) == Errors.NONE
+    coord.commit_offsets("g", joined[1].member_id, 1, {("t", 0): 1})
+    assert not moved()                                  # neither state nor ids changed
+    coord.leave_group("g", [(joined[2].member_id, None)])
+    assert moved() and coord.group_summary("g").state == "PreparingRebalance"
+    got = []
+    coord.join_group("g", joined[0].member_id, "consumer", [("range", b"sub")],
+                     session_timeout_ms=300, callback=got.append)
+    assert not moved() and not got                      # a known member rejoins: waits
+    assert coord.group_version("nope") == -1
+    assert coord.group_version(None) == -2              # INVALID_GROUP_ID
+    coord.unload_shard(shard_for("g", coord.config.num_shards))
+    assert coord.group_version("g") == -2               # NOT_COORDINATOR
+    with pytest.raises(TypeError, match="group_id"):
+        coord.group_version(7)
+
+
 def test_set_time_if_idle_moves_only_the_clock_when_nothing_can_tell(impl):
     clock = ManualClock(0)
     coord = GroupCoordinator(CoordinatorConfig(), clock=clock, impl=impl)

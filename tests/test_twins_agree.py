@@ -65,6 +65,7 @@ class TwinMachine(RuleBasedStateMachine):
         self.joined = {g: [] for g in GROUPS}     # (member id, generation, leader id) of NONE joins
         self.step = 0
         self.seen = 0                             # log entries already harvested
+        self.versions = {}                        # (twin, group) -> (version, summary read)
 
     def both(self, g, call):
         """Run one request on both twins; every callback is logged with the request's
@@ -175,6 +176,19 @@ class TwinMachine(RuleBasedStateMachine):
         assert sorted(self.native.list_groups()) == sorted(self.pure.list_groups())
         group_invariants(self.native)
         group_invariants(self.pure)
+
+    @invariant()
+    def version_moves_with_state_and_members(self):
+        """group_version unmoved since the last look: group_summary's state and members
+        epoch unmoved too (what a replay relies on to skip the summary)."""
+        for name, coord in (("native", self.native), ("pure", self.pure)):
+            for g in GROUPS:
+                version, summary = coord.group_version(g), coord.group_summary(g)
+                read = (summary.error, summary.state, summary.members_epoch)
+                last = self.versions.get((name, g))
+                if last is not None and last[0] == version:
+                    assert read == last[1], (name, g, version)
+                self.versions[(name, g)] = (version, read)
 
 
 def _same_offsets(a, b):

@@ -57,9 +57,10 @@ _VALID_PREVIOUS = {
     EMPTY: (PR,),
     DEAD: (EMPTY, PR, CR, STABLE, DEAD),
 }
-# Membership epochs (Group.members_epoch): one counter for every group of every
-# coordinator of a twin in the process (each twin's module has its own), so an epoch
-# never repeats within a coordinator (not even for a group deleted and made again).
+# Membership epochs (Group.members_epoch) and versions (Group.version): one counter for
+# every group of every coordinator of a twin in the process (each twin's module has its
+# own), so neither repeats within a coordinator (not even for a group deleted and made
+# again).
 _EPOCHS = itertools.count()
 # Shard status in the member table's shard array.
 SHARD_NOT_OWNED, SHARD_LOADING, SHARD_ACTIVE = 0, 1, 2
@@ -140,7 +141,9 @@ class Group:
         self.offsets: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offsets: Dict[Tuple[str, int], int] = {}
         self.created_ms = now_ms
-        self.members_epoch = next(_EPOCHS)     # new whenever the member id set changes
+        # members_epoch: new whenever the member id set changes; version: new whenever
+        # that or the state does (what group_version answers)
+        self.version = self.members_epoch = next(_EPOCHS)
 
     # -- state -------------------------------------------------------------
     def transition_to(self, target: int) -> None:
@@ -150,6 +153,7 @@ class Group:
                 f"{STATE_NAMES[target]}")
         self.state = target
         self.rec.state = target
+        self.version = next(_EPOCHS)
 
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[PR]
@@ -161,7 +165,7 @@ class Group:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
-        self.members_epoch = next(_EPOCHS)
+        self.version = self.members_epoch = next(_EPOCHS)
         for name, _ in member.protocols:
             self.supported[name] = self.supported.get(name, 0) + 1
         member.join_callback = callback
@@ -173,7 +177,7 @@ class Group:
     def remove(self, member_id: str) -> Optional[Member]:
         member = self.members.pop(member_id, None)
         if member is not None:
-            self.members_epoch = next(_EPOCHS)
+            self.version = self.members_epoch = next(_EPOCHS)
             for name, _ in member.protocols:
                 self.supported[name] -= 1
             if member.awaiting_join:
@@ -191,7 +195,7 @@ class Group:
         del self.members[old_id]
         member.member_id = new_id
         self.members[new_id] = member
-        self.members_epoch = next(_EPOCHS)
+        self.version = self.members_epoch = next(_EPOCHS)
         if self.leader_id == old_id:
             self.leader_id = new_id
         if member.instance_id is not None:
@@ -1044,6 +1048,22 @@ class GroupLogic:
             return _new_tuple(GroupSummary, (E.NONE, STATE_VALUES[group.state], group.generation,
                                              len(group.members), group.members_epoch))
 
+    def group_version(self, group_id) -> int:
+        """A number that changes whenever group_summary's state or members epoch does
+        (-1: no such group; -2: group_summary would answer an error). Read under no
+        lock: the number is replaced whole, after the change it marks."""
+        table = self.table
+        rec = table.groups.get(group_id)
+        # (_find_group's answer for a group that exists in an active shard, without its
+        # tuple: a replay asks this after every join and sync)
+        if rec is not None and rec.group is not None and table.active \
+                and table.shard_state(rec.shard) == SHARD_ACTIVE:
+            return rec.group.version
+        error, group = self._find_group(group_id, allow_empty=True)
+        if error != E.NONE:
+            return -2
+        return -1 if group is None else group.version
+
     def member_ids(self, group_id) -> List[str]:
         """describe_group's member ids alone, in its order."""
         error, group = self._find_group(group_id, allow_empty=True)
@@ -1134,6 +1154,7 @@ class GroupLogic:
                 else next(iter(group.members))
             group.state = STABLE          # a loaded group with members is Stable (Kafka)
             group.rec.state = STABLE
+            group.version = next(_EPOCHS)
 
     def on_group_loaded(self, group: Group) -> None:
         with group.rec:

@@ -19,8 +19,9 @@ watch anything (`HeartbeatRun.settle_checks`, also `advance_to`'s first step), a
 one after a member's first contact; `advance_to` takes every other check.
 
 What the coordinator did is read through the public API only: answers and callbacks,
-`group_summary` after every join/sync/leave and each answered callback (`member_ids`
-too when its members epoch says the member ids changed), and a session
+`group_version` after every join/sync/leave and each answered callback, and
+`group_summary` when that moved (`member_ids` too when its members epoch says the
+member ids changed), and a session
 check at each member's predicted session deadline (last accepted contact + session
 timeout), where the clock is stepped to exactly that deadline. Time moves by
 `advance_time`, or by `set_time_if_idle` before a heartbeat or commit when the
@@ -155,7 +156,7 @@ class _Member:
 class _GroupView:
     __slots__ = ("gid", "state", "members", "generation", "open", "rebalances",
                  "expirations", "rebalancing_ms", "seen", "rebalance_timeout",
-                 "epoch", "ix", "arrays")
+                 "epoch", "version", "ix", "arrays")
     events = _Column("group_events")
     check_at = _Column("group_check_at")     # NOT_ARMED, or the group's check's time
 
@@ -172,6 +173,7 @@ class _GroupView:
         self.seen = None
         self.rebalance_timeout = 0
         self.epoch = None           # the coordinator's members_epoch `members` was read at
+        self.version = None         # the group_version that read was made at
 
 
 class ShardReplay:
@@ -724,13 +726,18 @@ def sort_canonical(table: pa.Table, schema: pa.Schema, keys: List[str]) -> pa.Ta
 def read_members(coord: GroupCoordinator, gid: str, view) -> Optional[Tuple[str, set]]:
     """The group's state and member ids now, or None when neither changed since the last
     read. `view` remembers that read: `state` (the caller's to set to the state returned),
-    `members` (the caller's to replace with the ids returned) and `epoch` (None before
-    the first read; updated here). The ids come from `member_ids` only when
+    `members` (the caller's to replace with the ids returned), `epoch` and `version`
+    (None before the first read; updated here). Nothing more is read while
+    `group_version` has not moved; the ids come from `member_ids` only when
     `group_summary`'s members epoch says they changed.
 
     None lets an observer skip a request that changed nothing it records (most joins
     and syncs of a rebalance): an observer that opens a rebalance exactly when it reads
     a rebalancing state and closes it when it reads another has nothing to do then."""
+    version = coord.group_version(gid)
+    if version == view.version:
+        return None
+    view.version = version
     summary = coord.group_summary(gid)
     if summary.members_epoch == view.epoch:
         if summary.state == view.state:

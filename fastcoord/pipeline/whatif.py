@@ -358,7 +358,7 @@ class _Client:
 
 class _Group:
     __slots__ = ("gid", "state", "members", "generation", "open", "formed", "rtos", "stats",
-                 "check_times", "epoch")
+                 "check_times", "epoch", "version")
 
     def __init__(self, gid: str):
         self.gid = gid
@@ -371,6 +371,7 @@ class _Group:
         self.stats = defaultdict(int)
         self.check_times: set = set()
         self.epoch: Optional[int] = None          # the members epoch `members` was read at
+        self.version: Optional[int] = None        # the group_version of that read
 
 
 class ShardSimulation:
