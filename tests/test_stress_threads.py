@@ -118,3 +118,44 @@ def test_threads_heartbeat_join_leave_advance(impl):
     assert counts and all(c == 1 for c in counts), \
         f"{sum(c == 0 for c in counts)} never answered, {sum(c > 1 for c in counts)} answered twice"
     group_invariants(coord)
+
+
+def test_in_memory_store_keeps_every_concurrent_write():
+    """InMemoryStore has no lock: threads writing offsets to the same new groups at once,
+    by both writes, must lose none. (A lost write needs a thread switch inside a few
+    bytecodes, which this does not reliably force: the store makes a group's dict by
+    setdefault so that there is no such window. What this catches is a write path that
+    replaces or drops what another thread wrote.)"""
+    import sys
+
+    from fastcoord.store import InMemoryStore
+    store = InMemoryStore()
+    threads, groups, per_thread = 4, 200, 50
+    answers = []
+    fresh = [threading.Barrier(threads) for _ in range(groups)]
+
+    def write(t):
+        for g in range(groups):
+            fresh[g].wait()                    # every thread's first write to a new group
+            for k in range(per_thread):
+                tp = (f"t{t}", k)
+                if k % 2:
+                    store.store_offsets(f"g{g}", {tp: (g, k)}, answers.append)
+                else:
+                    answers.append(store.store_offset_now(f"g{g}", tp, (g, k)))
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                # switch threads as often as possible
+    try:
+        workers = [threading.Thread(target=write, args=(t,)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=60)
+    finally:
+        sys.setswitchinterval(old)
+    assert not any(w.is_alive() for w in workers)
+    assert len(answers) == threads * groups * per_thread
+    assert set(answers) == {Errors.NONE}
+    for g in range(groups):
+        assert store.offsets[f"g{g}"] == {(f"t{t}", k): (g, k) for t in range(threads)
+                                          for k in range(per_thread)}
