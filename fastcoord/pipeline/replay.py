@@ -142,15 +142,13 @@ class _Member:
     def __init__(self, tid, group, inst, view, ix, arrays):
         self.tid, self.group = tid, group
         self.view = view
-        self.ix, self.arrays = ix, arrays    # inst ... check_at: in the arrays
-        self.inst = inst
+        self.ix, self.arrays = ix, arrays    # inst ... check_at: in the arrays, which
+        arrays.instances[ix] = inst          # start at the other defaults (_Arrays)
         self.rid = None
         self.joining = -1           # the trace index of its join in flight (-1: none)
         self.pending_sync = None
-        self.session = 10_000
         self.leader_members = None
         self.leaving = False
-        self.replaced = False
 
 
 class _GroupView:
