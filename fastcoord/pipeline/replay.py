@@ -153,7 +153,7 @@ class _Member:
 
 class _GroupView:
     __slots__ = ("gid", "state", "members", "generation", "open", "rebalances",
-                 "expirations", "rebalancing_ms", "seen", "rebalance_timeout",
+                 "expirations", "rebalancing_ms", "rebalance_timeout",
                  "epoch", "version", "ix", "arrays")
     events = _Column("group_events")
     check_at = _Column("group_check_at")     # NOT_ARMED, or the group's check's time
@@ -168,7 +168,6 @@ class _GroupView:
         self.rebalances = 0
         self.expirations = 0
         self.rebalancing_ms = 0
-        self.seen = None
         self.rebalance_timeout = 0
         self.epoch = None           # the coordinator's members_epoch `members` was read at
         self.version = None         # the group_version that read was made at
@@ -307,13 +306,6 @@ class ShardReplay:
                                     why, mb, len(current)))
         gv.state = state
 
-    def _observe_cb(self, gid: str, kind: str) -> None:
-        gv = self.groups[gid]
-        seen = (self.clock.now_ms(), self.arrays.group_events[gv.ix], kind)   # (gv.events)
-        if gv.seen != seen:
-            self._observe(gid, "timeout")
-            gv.seen = seen
-
     def _arm_group(self, gv: _GroupView, now: int) -> None:
         """A group check one rebalance timeout on: where a join or sync round times out."""
         d = now + max(gv.rebalance_timeout, 1)
@@ -376,7 +368,7 @@ class ShardReplay:
                 m.leader_members = ([x.member_id for x in result.members]
                                     if result.leader_id == result.member_id else None)
                 self._touch(m)
-                self._observe_cb(gid, "join")
+                self._observe(gid, "timeout")
                 self._arm_group(gv, self.clock.now_ms())
                 if m.pending_sync is not None:
                     sidx, m.pending_sync = m.pending_sync, None
@@ -424,7 +416,7 @@ class ShardReplay:
                 self._touch(m)
             elif err == _UNKNOWN:
                 self._drop(m)
-            self._observe_cb(gid, "sync" if err == 0 else "sync-error")
+            self._observe(gid, "timeout")
 
         arrays, ix = self.arrays, m.ix                          # (m.gen, m.inst)
         self.coord.sync_group(gid, arrays.generations[ix], m.rid or "", assignments,
