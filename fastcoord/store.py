@@ -35,8 +35,9 @@ class InMemoryStore:
     Thread-safe without a lock: every write is dict operations that are each atomic (on
     dicts keyed by str and (str, int), no Python code runs inside one), and a group's
     offsets dict, once made, is never replaced (setdefault), so concurrent writers lose
-    nothing and a reader sees each commit's offsets whole. A lock cost the replay's
-    commits 114 of 200 ns each in store_offset_now."""
+    nothing and a reader sees each commit's offsets whole. Without the lock,
+    store_offset_now (the replay's every commit) timed 86 against 200 ns per call
+    (timeit, through a lambda in both)."""
 
     def __init__(self) -> None:
         self.groups: Dict[str, dict] = {}
