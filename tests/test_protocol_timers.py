@@ -461,6 +461,40 @@ def test_delayed_sync_of_an_older_generation_is_ignored(impl):
     assert h.state() == EMPTY
 
 
+def _rejoin_and_sync(h, joiners, extra=()):
+    """joiners (the leader first) rejoin, beside the joins already sent (`extra`); once
+    answered, every member answered syncs, the leader first. The members, leader first."""
+    replies = list(extra) + [h.send_join(m) for m in joiners]
+    h.run_until_done(replies)
+    results = [r.result for r in replies]
+    assert all(r.error == NONE for r in results), results
+    generation, leader = results[0].generation_id, results[0].leader_id
+    ids = [r.member_id for r in results]
+    order = [leader] + [m for m in ids if m != leader]
+    for m in order:
+        s = h.send_sync(m, generation, {x: b"a" for x in ids} if m == leader else None)
+        assert s.error == NONE, s
+    return order
+
+
+def test_rebalance_watch_lists_are_emptied_by_each_completed_round(impl):
+    """Joins and syncs ask the purgatory only when an operation can complete (everyone
+    joined; nobody left to sync); an operation a timer completed stays listed until
+    then. Rounds that end by timeout, then rounds everyone finishes: the lists hold
+    at most that round's operations and are empty after every finished round."""
+    h = Proto(impl)
+    f = h.form_group(3)
+    purgatory = h.coord._logic.purgatory
+    members = [f.leader] + [m for m in f.members if m != f.leader]
+    for _ in range(20):
+        members = _rejoin_and_sync(h, members[:-1])    # the last never rejoins: a timeout
+        assert h.state() == STABLE and len(members) == 2
+        assert purgatory.watched <= 3
+        members = _rejoin_and_sync(h, members, extra=[h.join_new()])   # and a new member
+        assert h.state() == STABLE and len(members) == 3
+        assert purgatory.watched == 0
+
+
 # ---------------------------------------------------------------------------
 # advance_time / expire_due stepping
 # ---------------------------------------------------------------------------

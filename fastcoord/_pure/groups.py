@@ -447,7 +447,11 @@ class GroupLogic:
                 self._join_current_member(group, member_id, instance_id, client_id, client_host,
                                           rebalance_timeout_ms, session_timeout_ms, protocol_type,
                                           protocols, callback)
-            if group.state == PR:
+            # The join key's operations complete on a try only when every member has
+            # joined (DelayedJoin; InitialDelayedJoin waits for its timer): ask the
+            # purgatory then, not on each of a round's joins. Kafka asks every time; the
+            # answers are the same, only a completed operation stays listed until then.
+            if group.state == PR and group.has_all_members_joined():
                 self.purgatory.check_and_complete(("join", group_id))
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
@@ -791,8 +795,13 @@ class GroupLogic:
                 self.table.touch(member.slot)
 
     def _remove_pending_sync_member(self, group: Group, member_id: str) -> None:
+        # (Called in CompletingRebalance and Stable, where the one DelayedSync not yet
+        # completed is of the current generation (entering PreparingRebalance completes
+        # the others), so a try completes it only once nobody is left to sync: the
+        # purgatory is asked then, not on each sync of a round (Kafka asks every time).)
         group.pending_sync.discard(member_id)
-        self.purgatory.check_and_complete(("sync", group.group_id))
+        if not group.pending_sync:
+            self.purgatory.check_and_complete(("sync", group.group_id))
 
     def _reset_and_propagate_assignment_error(self, group: Group, error: Errors) -> None:
         for member in group.members.values():
