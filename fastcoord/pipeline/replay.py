@@ -195,6 +195,7 @@ class ShardReplay:
         self.groups: Dict[str, _GroupView] = {}
         self.by_group_ix: List[_GroupView] = []  # the groups by their ix
         self.checks = None          # the twin's CheckHeap (tracerun), made with the coordinator
+        self.group_version = None   # the coordinator's group_version (bound with it)
         self.runs = None            # the twin's HeartbeatRun, made with the trace's arrays
         # responses: one slot per trace row in replay order; the other columns of the
         # table are the sorted trace's own (see tables())
@@ -212,6 +213,9 @@ class ShardReplay:
                                       clock=self.clock, impl=self.impl,
                                       member_id_factory=member_ids(self.shard))
         self.checks = _compat.module(self.coord.impl, "tracerun").CheckHeap()
+        # Read before each observation (by the requests and their answers): an
+        # observation reads nothing more while it has not moved (read_members)
+        self.group_version = self.coord.group_version
 
     def _index(self, table: pa.Table) -> Tuple[array.array, array.array]:
         """Every group and member (a (group, member id) pair) of the sorted trace, made
@@ -273,9 +277,9 @@ class ShardReplay:
         self._step(t)
 
     # -- observation ----------------------------------------------------------------------
-    def _observe(self, gid: str, cause: str) -> None:
+    def _observe(self, gid: str, cause: str, version: Optional[int] = None) -> None:
         gv = self.groups[gid]
-        read = read_members(self.coord, gid, gv)
+        read = read_members(self.coord, gid, gv, version)
         if read is None:
             return
         state, current = read
@@ -368,7 +372,9 @@ class ShardReplay:
                 m.leader_members = ([x.member_id for x in result.members]
                                     if result.leader_id == result.member_id else None)
                 self._touch(m)
-                self._observe(gid, "timeout")
+                version = self.group_version(gid)
+                if version != gv.version:           # (most answers of a round: no change)
+                    self._observe(gid, "timeout", version)
                 self._arm_group(gv, self.clock.now_ms())
                 if m.pending_sync is not None:
                     sidx, m.pending_sync = m.pending_sync, None
@@ -384,7 +390,9 @@ class ShardReplay:
                               rebalance_timeout_ms=None if rebalance is None else int(rebalance),
                               group_instance_id=inst, client_id=client or "",
                               callback=answered)
-        self._observe(gid, cause)
+        version = self.group_version(gid)
+        if version != gv.version:
+            self._observe(gid, cause, version)
 
     def _adopt(self, m: _Member, rid: str) -> None:
         if rid and rid != m.rid:
@@ -406,7 +414,7 @@ class ShardReplay:
                 self._respond(m.pending_sync, -1)
             m.pending_sync = idx
             return
-        gid = m.group
+        gid, gv = m.group, m.view
         assignments = {mid: b"" for mid in m.leader_members} if m.leader_members else None
 
         def answered(result, m=m, idx=idx, gid=gid):
@@ -416,12 +424,16 @@ class ShardReplay:
                 self._touch(m)
             elif err == _UNKNOWN:
                 self._drop(m)
-            self._observe(gid, "timeout")
+            version = self.group_version(gid)
+            if version != gv.version:
+                self._observe(gid, "timeout", version)
 
         arrays, ix = self.arrays, m.ix                          # (m.gen, m.inst)
         self.coord.sync_group(gid, arrays.generations[ix], m.rid or "", assignments,
                               group_instance_id=arrays.instances[ix], callback=answered)
-        self._observe(gid, "timeout")
+        version = self.group_version(gid)
+        if version != gv.version:
+            self._observe(gid, "timeout", version)
 
     def _leave(self, m: _Member, idx: int) -> None:
         gid = m.group
@@ -713,18 +725,21 @@ def sort_canonical(table: pa.Table, schema: pa.Schema, keys: List[str]) -> pa.Ta
     return table.sort_by([(k, "ascending") for k in keys])
 
 
-def read_members(coord: GroupCoordinator, gid: str, view) -> Optional[Tuple[str, set]]:
+def read_members(coord: GroupCoordinator, gid: str, view,
+                 version: Optional[int] = None) -> Optional[Tuple[str, set]]:
     """The group's state and member ids now, or None when neither changed since the last
     read. `view` remembers that read: `state` (the caller's to set to the state returned),
     `members` (the caller's to replace with the ids returned), `epoch` and `version`
     (None before the first read; updated here). Nothing more is read while
     `group_version` has not moved; the ids come from `member_ids` only when
-    `group_summary`'s members epoch says they changed.
+    `group_summary`'s members epoch says they changed. `version`: group_version(gid),
+    when the caller has just read it.
 
     None lets an observer skip a request that changed nothing it records (most joins
     and syncs of a rebalance): an observer that opens a rebalance exactly when it reads
     a rebalancing state and closes it when it reads another has nothing to do then."""
-    version = coord.group_version(gid)
+    if version is None:
+        version = coord.group_version(gid)
     if version == view.version:
         return None
     view.version = version
