@@ -213,8 +213,7 @@ class ShardReplay:
                                       clock=self.clock, impl=self.impl,
                                       member_id_factory=member_ids(self.shard))
         self.checks = _compat.module(self.coord.impl, "tracerun").CheckHeap()
-        # Read before each observation (by the requests and their answers): an
-        # observation reads nothing more while it has not moved (read_members)
+        # Read first by each observation, which reads nothing more while it has not moved
         self.group_version = self.coord.group_version
 
     def _index(self, table: pa.Table) -> Tuple[array.array, array.array]:
@@ -277,8 +276,11 @@ class ShardReplay:
         self._step(t)
 
     # -- observation ----------------------------------------------------------------------
-    def _observe(self, gid: str, cause: str, version: Optional[int] = None) -> None:
+    def _observe(self, gid: str, cause: str) -> None:
         gv = self.groups[gid]
+        version = self.group_version(gid)
+        if version == gv.version:           # (most answers of a round: nothing moved)
+            return
         read = read_members(self.coord, gid, gv, version)
         if read is None:
             return
@@ -372,9 +374,7 @@ class ShardReplay:
                 m.leader_members = ([x.member_id for x in result.members]
                                     if result.leader_id == result.member_id else None)
                 self._touch(m)
-                version = self.group_version(gid)
-                if version != gv.version:           # (most answers of a round: no change)
-                    self._observe(gid, "timeout", version)
+                self._observe(gid, "timeout")
                 self._arm_group(gv, self.clock.now_ms())
                 if m.pending_sync is not None:
                     sidx, m.pending_sync = m.pending_sync, None
@@ -390,9 +390,7 @@ class ShardReplay:
                               rebalance_timeout_ms=None if rebalance is None else int(rebalance),
                               group_instance_id=inst, client_id=client or "",
                               callback=answered)
-        version = self.group_version(gid)
-        if version != gv.version:
-            self._observe(gid, cause, version)
+        self._observe(gid, cause)
 
     def _adopt(self, m: _Member, rid: str) -> None:
         if rid and rid != m.rid:
@@ -414,7 +412,7 @@ class ShardReplay:
                 self._respond(m.pending_sync, -1)
             m.pending_sync = idx
             return
-        gid, gv = m.group, m.view
+        gid = m.group
         assignments = {mid: b"" for mid in m.leader_members} if m.leader_members else None
 
         def answered(result, m=m, idx=idx, gid=gid):
@@ -424,16 +422,12 @@ class ShardReplay:
                 self._touch(m)
             elif err == _UNKNOWN:
                 self._drop(m)
-            version = self.group_version(gid)
-            if version != gv.version:
-                self._observe(gid, "timeout", version)
+            self._observe(gid, "timeout")
 
         arrays, ix = self.arrays, m.ix                          # (m.gen, m.inst)
         self.coord.sync_group(gid, arrays.generations[ix], m.rid or "", assignments,
                               group_instance_id=arrays.instances[ix], callback=answered)
-        version = self.group_version(gid)
-        if version != gv.version:
-            self._observe(gid, "timeout", version)
+        self._observe(gid, "timeout")
 
     def _leave(self, m: _Member, idx: int) -> None:
         gid = m.group
