@@ -3,7 +3,9 @@
 It checks arguments (TypeError / ValueError naming the argument), translates them
 and dispatches to the twin's core; it holds no protocol state of its own. The
 heartbeat hot paths (`heartbeat`, `heartbeat_batch`, `member_handle`) are bound
-straight to the twin's member table, so a native heartbeat never runs Python code.
+straight to the twin's member table, so a native heartbeat never runs Python code;
+so is `group_version`, and `advance_time` to the twin's ManualStepper (on a
+ManualClock): each hands what it does not answer itself to the checked method here.
 """
 from __future__ import annotations
 
@@ -195,9 +197,19 @@ class GroupCoordinator:
         self.heartbeat_batch = table.heartbeat_batch
         self.heartbeat_handle = table.heartbeat_handle
         self.member_handle = table.member_handle
+        # group_version too: the table answers for a group it holds, and hands every
+        # other case to the checked path below (the class's group_version)
+        self.group_version = table.group_version
+        table.version_fallback = self._group_version_checked
         self._reaper: Optional[threading.Thread] = None
         self._stop = threading.Event()
         self._time_lock = threading.Lock()
+        if type(clock) is ManualClock:
+            # A replay or what-if steps time before most requests: one call into the
+            # twin's stepper (C in native) for an int step in range
+            self.advance_time = _compat.module(self.impl, "wheel").ManualStepper(
+                self._logic.timer, self._time_lock, self._logic.flush,
+                self._advance_time_checked).advance
 
     # -- requests that can be parked --------------------------------------------
     def join_group(self, group_id: str, member_id: str, protocol_type: str,
@@ -347,6 +359,10 @@ class GroupCoordinator:
         a caller that remembers it reads group_summary only when it moved, which costs
         a fraction of group_summary itself (a replay asks after every join and sync,
         most of which change neither)."""
+        return self._group_version_checked(group_id)
+
+    def _group_version_checked(self, group_id) -> int:
+        # (group_version's every case; an instance reads most through its member table)
         if type(group_id) is not str:
             _check_str("group_id", group_id, optional=True)   # None: missing -> -2
         return self._logic.group_version(group_id)
@@ -416,8 +432,11 @@ class GroupCoordinator:
     def advance_time(self, ms: int) -> int:
         """ManualClock only: move time by `ms`, firing everything due in deadline order
         with the clock reading each deadline while it fires. Returns how many fired."""
-        # (A replay or what-if steps time before most requests: the usual case, a
-        # ManualClock and an int in range, is checked at a glance.)
+        return self._advance_time_checked(ms)
+
+    def _advance_time_checked(self, ms) -> int:
+        # (advance_time's every case; on a ManualClock, an instance steps through the
+        # twin's ManualStepper, bound in __init__, which hands this anything unusual)
         clock = self.clock
         if not (type(clock) is ManualClock and type(ms) is int and 0 <= ms <= _MAX_STEP):
             clock = self._manual_clock("advance_time", "; use expire_due() with other clocks")

@@ -205,10 +205,35 @@ def test_group_version_moves_with_state_and_member_ids_only(impl):
     assert not moved() and not got                      # a known member rejoins: waits
     assert coord.group_version("nope") == -1
     assert coord.group_version(None) == -2              # INVALID_GROUP_ID
+
+    class Name(str):                                    # (the checked path's answer)
+        pass
+    assert coord.group_version(Name("g")) == coord.group_version("g") == seen[-1]
     coord.unload_shard(shard_for("g", coord.config.num_shards))
     assert coord.group_version("g") == -2               # NOT_COORDINATOR
     with pytest.raises(TypeError, match="group_id"):
         coord.group_version(7)
+
+
+def test_advance_time_checks_its_step_and_its_clock(impl):
+    class Ms(int):
+        pass
+
+    class Later(ManualClock):
+        __slots__ = ()
+    for clock in (ManualClock(10), Later(10)):
+        coord = GroupCoordinator(clock=clock, impl=impl)
+        for bad, error in ((True, TypeError), (1.5, TypeError), (None, TypeError),
+                           (-1, ValueError), (2**62 + 1, ValueError), (2**80, ValueError)):
+            with pytest.raises(error, match="ms"):
+                coord.advance_time(bad)
+        with pytest.raises(ValueError, match="2\\*\\*62"):    # the target is beyond
+            coord.advance_time(2**62 - 5)
+        assert clock.now_ms() == 10
+        assert coord.advance_time(Ms(5)) == 0 and clock.now_ms() == 15
+        assert coord.advance_time(5) == 0 and clock.now_ms() == 20
+    with pytest.raises(TypeError, match="ManualClock"):
+        GroupCoordinator(clock=SystemClock(), impl=impl).advance_time(1)
 
 
 def test_set_time_if_idle_moves_only_the_clock_when_nothing_can_tell(impl):

@@ -603,3 +603,54 @@ def test_twin_types(impl):
     mod = _compat.module(impl, "wheel")
     assert isinstance(t, mod.Timer)
     assert isinstance(t.schedule(1, lambda: None), mod.TimerHandle)
+
+
+# ------------------------------------------------------------- ManualStepper
+def stepper(impl, start=0):
+    """A ManualStepper over a fresh timer, with what it called recorded."""
+    clock = ManualClock(start)
+    wheel = _compat.module(impl, "wheel")
+    timer = wheel.Timer(clock)
+    calls = []
+    lock = threading.Lock()
+    step = wheel.ManualStepper(timer, lock, lambda: calls.append("after"),
+                               lambda ms: calls.append(("fallback", ms)) or -7)
+    return clock, timer, step, calls, lock
+
+
+def test_stepper_fires_with_the_clock_at_each_deadline_then_sets_the_target(impl):
+    clock, timer, step, calls, _ = stepper(impl, start=10)
+    seen = []
+    for d in (12, 30, 30):
+        timer.schedule_at(d, lambda d=d: seen.append((d, clock.now_ms())))
+    assert step.advance(5) == 1 and clock.now_ms() == 15 and seen == [(12, 12)]
+    assert step.advance(85) == 2 and clock.now_ms() == 100
+    assert seen == [(12, 12), (30, 30), (30, 30)]
+    assert step.advance(0) == 0 and clock.now_ms() == 100
+    assert calls == ["after"] * 3               # after every step, fired or not
+
+
+def test_stepper_hands_every_unusual_step_to_its_fallback(impl):
+    class Ms(int):
+        pass
+    clock, timer, step, calls, lock = stepper(impl, start=10)
+    for odd in (True, 1.0, "1", None, -1, Ms(3), 2**62 + 1, 2**80):
+        assert step.advance(odd) == -7
+    assert calls == [("fallback", odd) for odd in (True, 1.0, "1", None, -1, Ms(3),
+                                                   2**62 + 1, 2**80)]
+    assert clock.now_ms() == 10 and timer.current_ms() == 10
+    # a target beyond 2**62: the fallback answers, after the lock is released
+    assert step.advance(2**62 - 5) == -7 and calls[-1] == ("fallback", 2**62 - 5)
+    assert lock.acquire(timeout=5)
+    lock.release()
+    assert step.advance(1) == 0 and clock.now_ms() == 11
+
+
+def test_stepper_needs_a_manual_clock(impl):
+    wheel = _compat.module(impl, "wheel")
+
+    class Later(ManualClock):
+        __slots__ = ()
+    for clock in (SystemClock(), Later(0)):
+        with pytest.raises(TypeError, match="ManualClock"):
+            wheel.ManualStepper(wheel.Timer(clock), threading.Lock(), list, list)

@@ -134,6 +134,7 @@ cdef class MemberTable(TimerSink):
     cdef object now_ms              # clock.now_ms, bound once
     cdef public Timer timer
     cdef public object on_deadline
+    cdef public object version_fallback   # group_version's checked path: f(group_id)
 
     cdef Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil
     cdef int64_t now(self) except? -1

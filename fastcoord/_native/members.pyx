@@ -223,6 +223,7 @@ cdef class MemberTable(TimerSink):
         self.now_ms = clock.now_ms
         self.timer = timer
         self.on_deadline = None
+        self.version_fallback = None
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -495,6 +496,23 @@ cdef class MemberTable(TimerSink):
             pthread_mutex_unlock(&core.mu)
         self.on_deadline(slot)
         return 0
+
+    # -- reads ------------------------------------------------------------------------------
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
+    def group_version(self, group_id):
+        """GroupCoordinator.group_version, bound to it: the version of a group the group
+        logic holds, in an active shard of an active table, read in C (a replay asks
+        after every join and sync); every other case, and any other argument, goes to
+        `version_fallback`, the coordinator's checked path."""
+        cdef PyObject* rec_p
+        cdef GroupRecord rec
+        if type(group_id) is str and self.active:
+            rec_p = PyDict_GetItem(self.groups, group_id)
+            if rec_p is not NULL:
+                rec = <GroupRecord>rec_p
+                if rec.group is not None and self.shards[rec.core.shard] == SHARD_ACTIVE:
+                    return rec.group.version
+        return self.version_fallback(group_id)
 
     # -- handles ----------------------------------------------------------------------------
     def handle(self, Py_ssize_t slot):

@@ -14,6 +14,10 @@ C-level API (call with the GIL held; none of them runs user code):
     cdef int64_t c_current_ms(self) except? -1
     cdef int c_idle_through(self, int64_t now, int64_t min_delay) except -1
 
+and advance_to's, which runs the callbacks due (the mutex released):
+
+    cdef Py_ssize_t c_advance_to(self, int64_t target, bint step_clock) except -1
+
 When a tag entry fires the timer calls ``sink.on_timer(tag, deadline_ms)``: a
 C call when ``sink`` is a ``TimerSink`` (subclass it in Cython and override the
 cdef method), else a Python method call.
@@ -128,6 +132,7 @@ cdef class Timer:
     cdef bint c_cancel_id(self, int64_t entry_id) noexcept
     cdef int64_t c_current_ms(self) except? -1
     cdef int c_idle_through(self, int64_t now, int64_t min_delay) except -1
+    cdef Py_ssize_t c_advance_to(self, int64_t target, bint step_clock) except -1
 
     # internals (all "_u" helpers run with the mutex held)
     cdef int _add_u(self, int64_t deadline, int32_t kind, PyObject* fn, int64_t tag,
@@ -189,3 +194,11 @@ cdef class TimerHandle:
     cdef Timer _timer
     cdef int64_t _eid
     cdef int64_t _deadline
+
+
+cdef class ManualStepper:
+    cdef Timer timer
+    cdef object clock               # the timer's ManualClock
+    cdef object acquire, release    # the lock's methods, bound once
+    cdef object after_fire
+    cdef object fallback

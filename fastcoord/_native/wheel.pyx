@@ -16,13 +16,14 @@ from libc.string cimport memcpy, memmove, memset
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_XINCREF, Py_XDECREF
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 
 import logging
 import threading
 
 from fastcoord.clock import ManualClock
 
-__all__ = ["Timer", "TimerHandle", "TimerSink"]
+__all__ = ["ManualStepper", "Timer", "TimerHandle", "TimerSink"]
 
 _log = logging.getLogger("fastcoord.timer")
 
@@ -935,7 +936,10 @@ cdef class Timer:
         same call.  With step_clock and a clock that has set_ms(), the clock is
         set to each entry's deadline just before it runs.
         """
-        cdef int64_t target = _as_ms(now_ms, "now_ms")
+        return self.c_advance_to(_as_ms(now_ms, "now_ms"), step_clock)
+
+    cdef Py_ssize_t c_advance_to(self, int64_t target, bint step_clock) except -1:
+        """advance_to for C callers (target within [-LIMIT, LIMIT])."""
         cdef int64_t cur = self.c_current_ms()
         cdef int64_t deadline, tag = 0
         cdef int32_t idx, kind
@@ -944,7 +948,7 @@ cdef class Timer:
         cdef Py_ssize_t fired = 0
         cdef fc_entry* e
         cdef object o
-        set_ms = getattr(self._clock, "set_ms", None) if step_clock else None
+        cdef object set_ms = None       # the clock's, looked up at the first entry due
         if cur > target:
             target = cur
         while True:
@@ -976,8 +980,11 @@ cdef class Timer:
             o = <object>obj
             Py_XDECREF(obj)  # o holds it now
             try:
-                if set_ms is not None:
-                    set_ms(deadline)
+                if step_clock:
+                    if fired == 1:
+                        set_ms = getattr(self._clock, "set_ms", None)
+                    if set_ms is not None:
+                        set_ms(deadline)
                 if kind == FC_KIND_FN:
                     o()
                 elif native:
@@ -1160,3 +1167,46 @@ cdef int _timer_traverse(PyObject* o, visitproc visit, void* arg) noexcept:
 
 
 (<PyTypeObject*>Timer).tp_traverse = _timer_traverse
+
+
+cdef class ManualStepper:
+    """Steps a ManualClock through its Timer (see fastcoord/_pure/wheel.py): advance(ms)
+    is one C call for an int step in range (GroupCoordinator.advance_time, bound to it)."""
+
+    def __init__(self, Timer timer not None, lock, after_fire, fallback):
+        if type(timer._clock) is not ManualClock:
+            raise TypeError(f"the timer's clock must be a ManualClock, got "
+                            f"{type(timer._clock).__name__}")
+        self.timer = timer
+        self.clock = timer._clock
+        self.acquire, self.release = lock.acquire, lock.release
+        self.after_fire = after_fire
+        self.fallback = fallback
+
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
+    def advance(self, ms):
+        """advance(ms) -> how many entries fired (see the pure twin)."""
+        cdef int overflow = 0
+        cdef long long step
+        cdef int64_t target
+        cdef Py_ssize_t fired
+        if type(ms) is not int:
+            return self.fallback(ms)
+        step = PyLong_AsLongLongAndOverflow(ms, &overflow)
+        if overflow or step < 0 or step > LIMIT:
+            return self.fallback(ms)
+        self.acquire()
+        try:
+            target = <int64_t>self.clock._now + step
+            if target > LIMIT:
+                fired = -1                  # (the fallback's error, once released)
+            else:
+                fired = self.timer.c_advance_to(target, True)
+                if target > <int64_t>self.clock._now:    # ManualClock.set_ms(target)
+                    self.clock._now = target
+        finally:
+            self.release()
+        if fired < 0:
+            return self.fallback(ms)
+        self.after_fire()
+        return fired

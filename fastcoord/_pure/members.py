@@ -87,6 +87,7 @@ class MemberTable:
         self.groups: dict = {}                 # group id -> GroupRecord
         self.active = True
         self.on_deadline = None                # set by the group logic: f(slot)
+        self.version_fallback = None           # set by the coordinator: f(group_id)
         self._shards = bytearray(num_shards)
         self._slots: list = []                 # slot -> _Slot or None
         self._slot_gens: list = []             # slot -> generation (bumped when freed)
@@ -196,6 +197,18 @@ class MemberTable:
                 return
             s.armed_ms = _NOT_ARMED
         self.on_deadline(slot)
+
+    # -- reads ------------------------------------------------------------------
+    def group_version(self, group_id) -> int:
+        """GroupCoordinator.group_version, bound to it: the version of a group the group
+        logic holds, in an active shard of an active table; every other case, and any
+        other argument, goes to `version_fallback`, the coordinator's checked path."""
+        if type(group_id) is str and self.active:
+            rec = self.groups.get(group_id)
+            if rec is not None and rec.group is not None \
+                    and self._shards[rec.shard] == SHARD_ACTIVE:
+                return rec.group.version
+        return self.version_fallback(group_id)
 
     # -- handles ----------------------------------------------------------------
     def handle(self, slot: int) -> int:

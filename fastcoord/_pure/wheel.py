@@ -58,7 +58,9 @@ import itertools
 import logging
 import threading
 
-__all__ = ["Timer", "TimerHandle"]
+from ..clock import ManualClock
+
+__all__ = ["ManualStepper", "Timer", "TimerHandle"]
 
 _log = logging.getLogger("fastcoord.timer")
 
@@ -576,6 +578,38 @@ class Timer:
     def __repr__(self):
         return (f"Timer(tick_ms={self._tick}, wheel_size={self._size}, "
                 f"levels={len(self._levels)}, len={self._count})")
+
+
+class ManualStepper:
+    """Steps a ManualClock through its Timer, under a caller's lock: `advance(ms)` moves
+    the clock by ms, firing everything due in deadline order with the clock at each
+    deadline (advance_to with step_clock), sets the clock to the target, and then calls
+    `after_fire()`. An `ms` that is not an int step in range goes to `fallback(ms)`,
+    which checks it and answers or raises (GroupCoordinator.advance_time binds
+    `advance`, whose usual case is one C call in the native twin)."""
+
+    def __init__(self, timer: Timer, lock, after_fire, fallback):
+        if type(timer._clock) is not ManualClock:
+            raise TypeError(f"the timer's clock must be a ManualClock, got "
+                            f"{type(timer._clock).__name__}")
+        self.timer = timer
+        self.clock = timer._clock
+        self.lock = lock
+        self.after_fire = after_fire
+        self.fallback = fallback
+
+    def advance(self, ms) -> int:
+        if type(ms) is not int or not 0 <= ms <= LIMIT:
+            return self.fallback(ms)
+        with self.lock:
+            target = self.clock.now_ms() + ms
+            if target <= LIMIT:
+                fired = self.timer.advance_to(target, step_clock=True)
+                self.clock.set_ms(target)
+        if target > LIMIT:
+            return self.fallback(ms)        # (its error, with the lock released)
+        self.after_fire()
+        return fired
 
 
 def _deadline(e):
