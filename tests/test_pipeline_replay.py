@@ -248,11 +248,14 @@ def _out_of_order_by_hand(rows) -> int:
 @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c", ""]),
                           st.one_of(st.integers(-5, 5),
                                     st.integers(-(2**62), 2**62))), max_size=40),
-       st.booleans())
-def test_validate_counts_out_of_order_rows(events, shuffled):
+       st.booleans(), st.booleans())
+def test_validate_counts_out_of_order_rows(events, shuffled, in_time_order):
     """validate's out-of-order count (array operations) against the definition, rows in
     seq order or not, with times close together or far apart (beyond what a key of
-    group * span can hold)."""
+    group * span can hold), the rows in time order or not (in time order and seq order:
+    the count's shortcut)."""
+    if in_time_order:
+        events = sorted(events, key=lambda e: e[1])
     seqs = list(range(len(events)))
     if shuffled:
         seqs.reverse()
