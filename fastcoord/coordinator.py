@@ -437,10 +437,8 @@ class GroupCoordinator:
     def _advance_time_checked(self, ms) -> int:
         # (advance_time's every case; on a ManualClock, an instance steps through the
         # twin's ManualStepper, bound in __init__, which hands this anything unusual)
-        clock = self.clock
-        if not (type(clock) is ManualClock and type(ms) is int and 0 <= ms <= _MAX_STEP):
-            clock = self._manual_clock("advance_time", "; use expire_due() with other clocks")
-            _check_int("ms", ms, lo=0, hi=_MAX_STEP)
+        clock = self._manual_clock("advance_time", "; use expire_due() with other clocks")
+        _check_int("ms", ms, lo=0, hi=_MAX_STEP)
         with self._time_lock:
             target = clock.now_ms() + ms
             fired = self._logic.timer.advance_to(target, step_clock=True)

@@ -1060,14 +1060,9 @@ class GroupLogic:
     def group_version(self, group_id) -> int:
         """A number that changes whenever group_summary's state or members epoch does
         (-1: no such group; -2: group_summary would answer an error). Read under no
-        lock: the number is replaced whole, after the change it marks."""
-        table = self.table
-        rec = table.groups.get(group_id)
-        # (_find_group's answer for a group that exists in an active shard, without its
-        # tuple: a replay asks this after every join and sync)
-        if rec is not None and rec.group is not None and table.active \
-                and table.shard_state(rec.shard) == SHARD_ACTIVE:
-            return rec.group.version
+        lock: the number is replaced whole, after the change it marks. (The member
+        table answers the usual case, a group it holds in an active shard, itself:
+        MemberTable.group_version, which the coordinator binds.)"""
         error, group = self._find_group(group_id, allow_empty=True)
         if error != E.NONE:
             return -2

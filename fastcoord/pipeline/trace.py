@@ -175,17 +175,17 @@ def count_out_of_order(t: pa.Table) -> int:
     below the running maximum of the rows before it."""
     if t.num_rows == 0:
         return 0
-    times, seqs = t.column("time_ms"), t.column("seq")
-    if not (times.null_count or seqs.null_count):
-        # Rows in time order whose seq never falls (a trace as written, a shard's rows
-        # after the split): a group's rows by seq are then in row order, so in time
-        # order, and none is out of order. Two passes instead of the sort below.
-        if not ((np.diff(times.to_numpy()) < 0).any() or (np.diff(seqs.to_numpy()) < 0).any()):
-            return 0
+    nulls = t.column("time_ms").null_count or t.column("seq").null_count
+    times, seqs = t.column("time_ms").to_numpy(), t.column("seq").to_numpy()
+    # Rows in time order whose seq never falls (a trace as written, a shard's rows after
+    # the split): a group's rows by seq are then in row order, so in time order, and
+    # none is out of order. Two passes instead of the sort below.
+    if not (nulls or (np.diff(times) < 0).any() or (np.diff(seqs) < 0).any()):
+        return 0
     groups = pc.dictionary_encode(t.column("group_id").combine_chunks()).indices
     groups = groups.to_numpy(zero_copy_only=False).astype(np.int64)
-    order = np.lexsort((t.column("seq").to_numpy(), groups))
-    times = t.column("time_ms").to_numpy()[order]
+    order = np.lexsort((seqs, groups))
+    times = times[order]
     low = int(times.min())
     span = int(times.max()) - low + 1
     if (int(groups.max()) + 1) * span < 1 << 62:
