@@ -58,7 +58,9 @@ class InMemoryStore:
 
     def store_offset_now(self, group_id: str, tp: Tuple[str, int], om) -> Errors:
         """One offset written at once: the error returned rather than passed to a
-        callback (a replay's commits: GroupLogic.commit_accepted)."""
+        callback (a replay's commits: GroupLogic.commit_accepted). The native
+        HeartbeatRun makes these same dict writes itself for an exact InMemoryStore
+        (fastcoord/_native/tracerun.pyx, c_commit_accepted): keep the two in step."""
         error = self.fail_with
         if error == _NONE:
             offsets = self.offsets.get(group_id)

@@ -333,6 +333,25 @@ def test_a_commit_the_store_fails_answers_its_error(impl, coord):
         PART: Errors.COORDINATOR_NOT_AVAILABLE}
 
 
+def test_a_runs_commits_read_the_stores_failure_at_each_commit(impl, coord):
+    """The store's failure is read at each commit, not when the run was made."""
+    mid, gen = _stable_member(coord, coord.clock)
+    h = coord.member_handle("g", mid)
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [COMMIT, COMMIT, COMMIT], [t0 + 1, t0 + 2, t0 + 3], [0, 0, 0], [h], [gen])
+    runs = tr.run_on(coord, offsets=[3, 4, 5])
+    assert runs.run(0, 1) == 1
+    store = coord._logic.store
+    store.fail_with = Errors.NOT_COORDINATOR        # after the run was made
+    assert runs.run(1, 2) == 2
+    store.fail_with = Errors.NONE
+    assert runs.run(2) == 3
+    assert list(tr.errors) == [0, int(Errors.NOT_COORDINATOR), 0]
+    assert list(tr.last_touch) == [t0 + 3]
+    assert store.offsets["g"][PART] == OffsetAndMetadata(5, commit_timestamp_ms=t0 + 3)
+    assert _offset(coord) == (5, t0 + 3)
+
+
 def test_a_static_members_commit_plays_with_its_instance_id(impl, coord):
     got = {}
     coord.join_group("g", "", "consumer", [("range", b"")], session_timeout_ms=10_000,

@@ -57,7 +57,7 @@ cdef class HeartbeatRun:
     cdef const int64_t[::1] offsets
     cdef list instances
     cdef object partition
-    cdef object store_offset_now    # the store's write (GroupLogic.commit_accepted's)
+    cdef object store               # the coordinator's InMemoryStore (commit_accepted's)
     cdef readonly bint left_commit  # run() stopped at a commit for commit_offsets
 
     cdef bint c_settle_checks(self, int64_t t) except -1

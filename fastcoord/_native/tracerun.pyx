@@ -2,8 +2,8 @@
 """A trace replay's runs of heartbeats and commits, and its pending checks, in C (twin
 and documentation: fastcoord/_pure/tracerun.py). Per heartbeat: no Python object and
 no Python call but the clock's new time. Per commit: the member table's checks and then
-GroupLogic.commit_accepted's steps in C, but for the store's write (one Python call:
-store_offset_now) and the offset's tuple. A session
+GroupLogic.commit_accepted's steps in C, the store's write included (an InMemoryStore's
+dict writes; its store_offset_now is called only to answer its failure). A session
 check that only moves to the member's new deadline, or is dropped, is settled here."""
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
@@ -35,11 +35,31 @@ LOOK_UP = C_LOOK_UP
 NOT_ARMED = C_NOT_ARMED
 NEVER = C_NEVER
 
+cdef object ERRORS_NONE = Errors.NONE
 cdef int C_UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 cdef int C_REBALANCING = int(Errors.REBALANCE_IN_PROGRESS)
 cdef int C_DEAD = DEAD                      # the group logic's state number
 cdef object OM_METADATA = _OM_DEFAULTS["metadata"]      # an offset given alone: these
 cdef object OM_LEADER_EPOCH = _OM_DEFAULTS["leader_epoch"]
+
+
+cdef extern from *:
+    """
+    /* A 4-field namedtuple's instance, made as tuple.__new__(cls, (a, b, c, d)) makes
+       one (CPython's tuple_subtype_new: the class's tp_alloc, then the items), without
+       looking up and calling __new__ or the argument tuple (a replay's every commit). */
+    static PyObject *fc_tuple4_new(PyObject *cls, PyObject *a, PyObject *b, PyObject *c,
+                                   PyObject *d) {
+        PyObject *t = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 4);
+        if (t == NULL) return NULL;
+        Py_INCREF(a); PyTuple_SET_ITEM(t, 0, a);
+        Py_INCREF(b); PyTuple_SET_ITEM(t, 1, b);
+        Py_INCREF(c); PyTuple_SET_ITEM(t, 2, c);
+        Py_INCREF(d); PyTuple_SET_ITEM(t, 3, d);
+        return t;
+    }
+    """
+    object fc_tuple4_new(object cls, object a, object b, object c, object d)
 
 
 cdef inline bint _before(check_entry* a, check_entry* b) noexcept:
@@ -150,7 +170,7 @@ cdef class HeartbeatRun:
             self.offsets = offsets
             self.instances = instances
             self.partition = partition
-            self.store_offset_now = coordinator._logic.store.store_offset_now
+            self.store = coordinator._logic.store     # an InMemoryStore (check_run_args)
 
     @property
     def now(self):
@@ -192,10 +212,22 @@ cdef class HeartbeatRun:
         written by the store, then set on the group's offsets unless the group is Dead;
         the store's answer."""
         cdef GroupRecord rec = <GroupRecord>self.table.slot_recs[slot]
-        om = tuple.__new__(OffsetAndMetadata, (offset, OM_METADATA, OM_LEADER_EPOCH, now))
-        cdef int error = self.store_offset_now(rec.group_id, self.partition, om)
-        if error != C_NONE:
-            return error
+        om = fc_tuple4_new(OffsetAndMetadata, offset, OM_METADATA, OM_LEADER_EPOCH, now)
+        cdef int error
+        cdef object store = self.store
+        cdef dict offsets
+        if store.fail_with is ERRORS_NONE:
+            # InMemoryStore.store_offset_now's write without the Python call (a replay's
+            # every commit; fastcoord/store.py: keep the two in step)
+            offsets = store.offsets
+            by_group = offsets.get(rec.group_id)
+            if by_group is None:
+                by_group = offsets.setdefault(rec.group_id, {})
+            by_group[self.partition] = om
+        else:                               # the store's answer, by the store
+            error = store.store_offset_now(rec.group_id, self.partition, om)
+            if error != C_NONE:
+                return error
         lock_with_gil(rec.core)
         try:
             if rec.core.state != C_DEAD:

@@ -36,7 +36,7 @@ Commits (`COMMIT`) come between a member's heartbeats; given `offsets`, `instanc
 `partition`, a run plays them too, when the coordinator accepts them as they are
 (`MemberTable.commit_handle`: the member joined, its generation current, the group
 Stable or PreparingRebalance) and stores the offset (`GroupLogic.commit_accepted`; the
-native twin takes its steps in C, calling only the store's `store_offset_now`). Any
+native twin takes its steps in C, the InMemoryStore's dict writes included). Any
 other commit (a member without a handle, an error to answer) stops the run, for the
 general path's `commit_offsets`, with `left_commit` set: the run has settled the checks
 due by the commit's time and set the clock to it, and changed nothing else for it.

@@ -464,7 +464,7 @@ class ShardReplay:
         seqs = array.array("q", table.column("seq").to_numpy().tobytes())
         # The columns only a join reads, for the join rows alone (a small share of a trace)
         join_at = pc.indices_nonzero(pc.equal(table.column("event"), "join"))
-        joins = table.take(join_at)
+        joins = table.select(_JOIN_COLUMNS).take(join_at)
         columns = {c: joins.column(c).to_pylist() for c in _JOIN_COLUMNS}
         columns["protocols"] = _protocol_pairs(columns["protocols"])
         join_rows = dict(zip(join_at.to_pylist(), zip(*columns.values())))
