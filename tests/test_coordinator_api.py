@@ -236,6 +236,18 @@ def test_advance_time_checks_its_step_and_its_clock(impl):
         GroupCoordinator(clock=SystemClock(), impl=impl).advance_time(1)
 
 
+def test_advance_time_on_a_clock_set_out_of_range_names_it(impl):
+    """A clock set beyond the timer's range: both twins answer the same ValueError and
+    leave the clock where it was."""
+    for far in (2**62 + 7, 2**70, -(2**70)):
+        clock = ManualClock(0)
+        coord = GroupCoordinator(clock=clock, impl=impl)
+        clock._now = far                        # (set_ms would refuse only going back)
+        with pytest.raises(ValueError, match="now_ms out of range"):
+            coord.advance_time(1)
+        assert clock.now_ms() == far
+
+
 def test_set_time_if_idle_moves_only_the_clock_when_nothing_can_tell(impl):
     clock = ManualClock(0)
     coord = GroupCoordinator(CoordinatorConfig(), clock=clock, impl=impl)

@@ -1187,7 +1187,7 @@ cdef class ManualStepper:
     def advance(self, ms):
         """advance(ms) -> how many entries fired (see the pure twin)."""
         cdef int overflow = 0
-        cdef long long step
+        cdef long long step, now = 0
         cdef int64_t target
         cdef Py_ssize_t fired
         if type(ms) is not int:
@@ -1197,12 +1197,15 @@ cdef class ManualStepper:
             return self.fallback(ms)
         self.acquire()
         try:
-            target = <int64_t>self.clock._now + step
-            if target > LIMIT:
+            clock_now = self.clock._now
+            if type(clock_now) is int:
+                now = PyLong_AsLongLongAndOverflow(clock_now, &overflow)
+            if type(clock_now) is not int or overflow or now < -LIMIT or now > LIMIT - step:
                 fired = -1                  # (the fallback's error, once released)
             else:
+                target = now + step
                 fired = self.timer.c_advance_to(target, True)
-                if target > <int64_t>self.clock._now:    # ManualClock.set_ms(target)
+                if target > self.clock._now:        # ManualClock.set_ms(target)
                     self.clock._now = target
         finally:
             self.release()
