@@ -55,10 +55,15 @@ def native_extensions():
     # The group state machine: the pure twin's module (fastcoord/_pure/groups.py),
     # compiled as it is for the native twin, with Python's semantics throughout: no C
     # typing from annotations (which would reject the int and str subclasses the pure
-    # twin accepts), Python's division and indexing. Its own cythonize call: the
-    # directives below are for the .pyx modules' typed code.
+    # twin accepts), Python's division and indexing. Its classes Member, Group and
+    # GroupLogic become extension types by fastcoord/_native/groups.pxd (an augmenting
+    # .pxd: attributes in object slots, hot methods cpdef with their group and member
+    # locals typed), which changes how an attribute is reached or a method called, not
+    # a value; nonecheck keeps a None where a Group is typed an AttributeError, as in
+    # the pure twin. Its own cythonize call: the directives below are for the .pyx
+    # modules' typed code.
     python_semantics = {"language_level": 3, "annotation_typing": False, "binding": True,
-                        "embedsignature": True}
+                        "embedsignature": True, "nonecheck": True}
     if DEBUG:
         python_semantics.update(linetrace=True)
     groups = cythonize(

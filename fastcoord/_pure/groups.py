@@ -3,7 +3,10 @@
 This module is the slow path of both twins: join, sync, leave, commit, describe,
 expiry decisions. The pure twin runs it as it is; the native twin runs this same
 source compiled by Cython, with Python's semantics (`fastcoord._native.groups`,
-built by setup.py), so the two cannot disagree here. It runs over a twin's *member table* (heartbeat
+built by setup.py), so the two cannot disagree here. The compiled module's Member,
+Group and GroupLogic are extension types (declared in `_native/groups.pxd`): their
+attributes are the ones `__init__` sets, and a closure cannot live in a method the
+.pxd makes cpdef (hence `_assignment_stored`). It runs over a twin's *member table* (heartbeat
 deadlines, handles, per-group locks: `_native/members.pyx` or
 `_pure/members.py`), that twin's timing wheel and that twin's purgatory. The hot
 path, a heartbeat, never reaches this module: the member table answers it by itself
@@ -770,29 +773,36 @@ class GroupLogic:
                 if group.leader_id == member_id:
                     given = assignments or {}
                     full = {mid: given.get(mid, b"") for mid in group.members}
-                    generation = group.generation
-
-                    def stored(error: Errors) -> None:
-                        with group.rec:
-                            if group.state == CR and group.generation == generation:
-                                if error != E.NONE:
-                                    self._reset_and_propagate_assignment_error(group, error)
-                                    self._maybe_prepare_rebalance(group)
-                                else:
-                                    for mid, m in group.members.items():
-                                        m.assignment = full[mid]
-                                    self._propagate_assignment(group, E.NONE)
-                                    group.transition_to(STABLE)
-                        self.flush()
-
                     self._emit(self.store.store_group, group_id,
-                               self._group_record(group, full), stored)
+                               self._group_record(group, full),
+                               self._assignment_stored(group, full))
             else:  # Stable
                 self._remove_pending_sync_member(group, member_id)
                 member = group.members[member_id]
                 self._emit(callback, _new_tuple(SyncGroupResult, (
                     E.NONE, group.protocol_type, group.protocol_name, member.assignment)))
                 self.table.touch(member.slot)
+
+    def _assignment_stored(self, group: Group, full: dict) -> Callable[[Errors], None]:
+        """What runs once the leader's assignment `full` is stored (or failed to be):
+        unless the group has moved on from this generation's CompletingRebalance, every
+        member gets its assignment and the group goes Stable, or, on a store error, the
+        members get the error and the group rebalances again."""
+        generation = group.generation
+
+        def stored(error: Errors) -> None:
+            with group.rec:
+                if group.state == CR and group.generation == generation:
+                    if error != E.NONE:
+                        self._reset_and_propagate_assignment_error(group, error)
+                        self._maybe_prepare_rebalance(group)
+                    else:
+                        for mid, m in group.members.items():
+                            m.assignment = full[mid]
+                        self._propagate_assignment(group, E.NONE)
+                        group.transition_to(STABLE)
+            self.flush()
+        return stored
 
     def _remove_pending_sync_member(self, group: Group, member_id: str) -> None:
         # (Called in CompletingRebalance and Stable, where the one DelayedSync not yet

@@ -1,0 +1,123 @@
+# cython: language_level=3
+# The augmenting declarations of fastcoord/_pure/groups.py, which setup.py compiles as
+# this module (fastcoord._native.groups); the pure twin never reads this file.
+#
+# Member, Group and GroupLogic become extension types: every attribute an object of
+# theirs has (exactly those its __init__ sets: one missing here is an AttributeError
+# at the first object made, so every test fails) sits in a slot, typed object, so no
+# value changes: reading one is a load, not a look-up through the type and an instance
+# dict (13% of a steady-state replay's instructions went to such look-ups, the group
+# logic's most of them). The methods below are cpdef: one method's call of another is a C
+# call, and the `group` and `member` locals they declare are typed, so their
+# attributes are loads too. A cpdef method cannot hold a closure or a generator, and
+# takes no *args: those methods stay def.
+cimport cython
+
+
+cdef class Member:
+    cdef public object member_id, instance_id, client_id, client_host
+    cdef public object rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols
+    cdef public object assignment, join_callback, sync_callback, is_new, slot
+
+    cpdef has_satisfied_heartbeat(self)
+    cpdef metadata(self, protocol_name)
+    cpdef matches(self, protocols)
+    cpdef vote(self, candidates)
+
+
+cdef class Group:
+    cdef public object group_id, rec, state, generation, protocol_type, protocol_name
+    cdef public object leader_id, members, pending, static, pending_sync
+    cdef public object num_awaiting_join, new_member_added, supported, offsets
+    cdef public object pending_offsets, created_ms, version, members_epoch
+
+    cpdef transition_to(self, target)
+    cpdef can_rebalance(self)
+    @cython.locals(member=Member)
+    cpdef add(self, member, callback)
+    @cython.locals(member=Member)
+    cpdef remove(self, member_id)
+    @cython.locals(member=Member)
+    cpdef rename(self, member, new_id)
+    @cython.locals(member=Member)
+    cpdef update_member(self, member, protocols, rebalance_timeout_ms, session_timeout_ms,
+                        callback)
+    cpdef has_all_members_joined(self)
+    cpdef supports_protocols(self, protocol_type, protocols)
+    cpdef candidate_protocols(self)
+    @cython.locals(member=Member)
+    cpdef select_protocol(self)
+    @cython.locals(member=Member)
+    cpdef maybe_elect_new_joined_leader(self)
+    @cython.locals(m=Member)
+    cpdef current_member_metadata(self)
+
+
+cdef class GroupLogic:
+    cdef public object config, clock, _manual_clock, store, member_id_factory, timer
+    cdef public object purgatory, _op_base, table, owners, _outboxes, _join_ops, _sync_ops
+
+    cpdef flush(self)
+    @cython.locals(member=Member, group=Group)
+    cpdef _invoke_join(self, member, group, result)
+    @cython.locals(member=Member)
+    cpdef _invoke_sync(self, member, result)
+    cpdef group_status(self, group_id, allow_empty, shard=*)
+    cpdef _get_group(self, group_id)
+    cpdef _find_group(self, group_id, allow_empty)
+    @cython.locals(group=Group)
+    cpdef _create_group(self, group_id)
+    @cython.locals(group=Group, member=Member)
+    cpdef join_group(self, group_id, member_id, protocol_type, protocols, session_timeout_ms,
+                     rebalance_timeout_ms, instance_id, require_known_member_id, client_id,
+                     client_host, callback)
+    @cython.locals(group=Group, member=Member)
+    cpdef _accept_joining_member(self, group, member_id)
+    @cython.locals(group=Group)
+    cpdef _join_new_member(self, group, instance_id, require_known, client_id, client_host,
+                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                           callback)
+    @cython.locals(group=Group, member=Member)
+    cpdef _join_current_member(self, group, member_id, instance_id, client_id, client_host,
+                               rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                               protocols, callback)
+    @cython.locals(group=Group)
+    cpdef _current_generation_result(self, group, member_id, with_members)
+    @cython.locals(group=Group, member=Member)
+    cpdef _add_member_and_rebalance(self, group, member_id, instance_id, client_id,
+                                    client_host, rebalance_timeout_ms, session_timeout_ms,
+                                    protocol_type, protocols, callback)
+    @cython.locals(group=Group, member=Member)
+    cpdef _update_member_and_rebalance(self, group, member, protocols, rebalance_timeout_ms,
+                                       session_timeout_ms, callback)
+    @cython.locals(group=Group)
+    cpdef _maybe_prepare_rebalance(self, group)
+    @cython.locals(group=Group)
+    cpdef _prepare_rebalance(self, group)
+    @cython.locals(group=Group)
+    cpdef try_complete_join(self, group, op)
+    @cython.locals(group=Group, member=Member)
+    cpdef on_complete_join(self, group)
+    @cython.locals(group=Group)
+    cpdef _init_next_generation(self, group)
+    @cython.locals(group=Group)
+    cpdef initial_join_complete(self, op)
+    @cython.locals(group=Group)
+    cpdef _remove_sync_expiration(self, group)
+    @cython.locals(group=Group)
+    cpdef try_complete_sync(self, group, generation, op)
+    @cython.locals(group=Group, member=Member)
+    cpdef sync_group(self, group_id, generation_id, member_id, assignments, instance_id,
+                     protocol_type, protocol_name, callback)
+    @cython.locals(group=Group)
+    cpdef _remove_pending_sync_member(self, group, member_id)
+    @cython.locals(group=Group, member=Member)
+    cpdef _propagate_assignment(self, group, error)
+    @cython.locals(group=Group)
+    cpdef commit_accepted(self, slot, tp, offset)
+    @cython.locals(group=Group)
+    cpdef group_summary(self, group_id)
+    @cython.locals(group=Group)
+    cpdef group_version(self, group_id)
+    @cython.locals(group=Group)
+    cpdef member_ids(self, group_id)
