@@ -130,8 +130,8 @@ def test_replay_stage_one_core(benchmark, request, runs):
     n, end_ms, parts = shards(params)
     benchmark.group = "pipeline-replay-stage-one-core"    # read when the run is recorded
     # The figure the target is read against: the median of 3 rounds (one round on this
-    # shared VM has differed by 10% from a run minutes later); the general path's 27 s
-    # comparison: 1 round
+    # shared VM, 11.57 s, was 12-14% slower than two runs minutes later); the general
+    # path's 27 s comparison: 1 round
     rows, median = _replay_pinned(benchmark, parts, end_ms, 3 if runs else 1,
                                   heartbeat_runs=runs)
     peer = fastcoord.IMPLEMENTATION if runs else f"{fastcoord.IMPLEMENTATION}, runs of one"

@@ -8,8 +8,9 @@
 # value changes: reading one is a load, not a look-up through the type and an instance
 # dict (13% of a steady-state replay's instructions went to such look-ups, the group
 # logic's most of them). The methods below are cpdef: one method's call of another is a C
-# call, and the `group` and `member` locals they declare are typed, so their
-# attributes are loads too. A cpdef method cannot hold a closure or a generator, and
+# call, and their `group` and `member` arguments (typed in the signature) and locals
+# (typed by @cython.locals) are typed, so their attributes are loads too; None passes
+# where a Group or Member is typed, as in Python. A cpdef method cannot hold a closure or a generator, and
 # takes no *args: those methods stay def.
 cimport cython
 
@@ -33,15 +34,12 @@ cdef class Group:
 
     cpdef transition_to(self, target)
     cpdef can_rebalance(self)
-    @cython.locals(member=Member)
-    cpdef add(self, member, callback)
+    cpdef add(self, Member member, callback)
     @cython.locals(member=Member)
     cpdef remove(self, member_id)
-    @cython.locals(member=Member)
-    cpdef rename(self, member, new_id)
-    @cython.locals(member=Member)
-    cpdef update_member(self, member, protocols, rebalance_timeout_ms, session_timeout_ms,
-                        callback)
+    cpdef rename(self, Member member, new_id)
+    cpdef update_member(self, Member member, protocols, rebalance_timeout_ms,
+                        session_timeout_ms, callback)
     cpdef has_all_members_joined(self)
     cpdef supports_protocols(self, protocol_type, protocols)
     cpdef candidate_protocols(self)
@@ -58,61 +56,55 @@ cdef class GroupLogic:
     cdef public object purgatory, _op_base, table, owners, _outboxes, _join_ops, _sync_ops
 
     cpdef flush(self)
-    @cython.locals(member=Member, group=Group)
-    cpdef _invoke_join(self, member, group, result)
-    @cython.locals(member=Member)
-    cpdef _invoke_sync(self, member, result)
+    cpdef _invoke_join(self, Member member, Group group, result)
+    cpdef _invoke_sync(self, Member member, result)
     cpdef group_status(self, group_id, allow_empty, shard=*)
     cpdef _get_group(self, group_id)
     cpdef _find_group(self, group_id, allow_empty)
     @cython.locals(group=Group)
     cpdef _create_group(self, group_id)
+
+    # JoinGroup
     @cython.locals(group=Group, member=Member)
     cpdef join_group(self, group_id, member_id, protocol_type, protocols, session_timeout_ms,
                      rebalance_timeout_ms, instance_id, require_known_member_id, client_id,
                      client_host, callback)
-    @cython.locals(group=Group, member=Member)
-    cpdef _accept_joining_member(self, group, member_id)
-    @cython.locals(group=Group)
-    cpdef _join_new_member(self, group, instance_id, require_known, client_id, client_host,
-                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
-                           callback)
-    @cython.locals(group=Group, member=Member)
-    cpdef _join_current_member(self, group, member_id, instance_id, client_id, client_host,
-                               rebalance_timeout_ms, session_timeout_ms, protocol_type,
-                               protocols, callback)
-    @cython.locals(group=Group)
-    cpdef _current_generation_result(self, group, member_id, with_members)
-    @cython.locals(group=Group, member=Member)
-    cpdef _add_member_and_rebalance(self, group, member_id, instance_id, client_id,
+    @cython.locals(member=Member)
+    cpdef _accept_joining_member(self, Group group, member_id)
+    cpdef _join_new_member(self, Group group, instance_id, require_known, client_id,
+                           client_host, rebalance_timeout_ms, session_timeout_ms,
+                           protocol_type, protocols, callback)
+    @cython.locals(member=Member)
+    cpdef _join_current_member(self, Group group, member_id, instance_id, client_id,
+                               client_host, rebalance_timeout_ms, session_timeout_ms,
+                               protocol_type, protocols, callback)
+    cpdef _current_generation_result(self, Group group, member_id, with_members)
+    @cython.locals(member=Member)
+    cpdef _add_member_and_rebalance(self, Group group, member_id, instance_id, client_id,
                                     client_host, rebalance_timeout_ms, session_timeout_ms,
                                     protocol_type, protocols, callback)
-    @cython.locals(group=Group, member=Member)
-    cpdef _update_member_and_rebalance(self, group, member, protocols, rebalance_timeout_ms,
-                                       session_timeout_ms, callback)
-    @cython.locals(group=Group)
-    cpdef _maybe_prepare_rebalance(self, group)
-    @cython.locals(group=Group)
-    cpdef _prepare_rebalance(self, group)
-    @cython.locals(group=Group)
-    cpdef try_complete_join(self, group, op)
-    @cython.locals(group=Group, member=Member)
-    cpdef on_complete_join(self, group)
-    @cython.locals(group=Group)
-    cpdef _init_next_generation(self, group)
+    cpdef _update_member_and_rebalance(self, Group group, Member member, protocols,
+                                       rebalance_timeout_ms, session_timeout_ms, callback)
+    cpdef _maybe_prepare_rebalance(self, Group group)
+    cpdef _prepare_rebalance(self, Group group)
+    cpdef try_complete_join(self, Group group, op)
+    @cython.locals(member=Member)
+    cpdef on_complete_join(self, Group group)
+    cpdef _init_next_generation(self, Group group)
     @cython.locals(group=Group)
     cpdef initial_join_complete(self, op)
-    @cython.locals(group=Group)
-    cpdef _remove_sync_expiration(self, group)
-    @cython.locals(group=Group)
-    cpdef try_complete_sync(self, group, generation, op)
+
+    # SyncGroup
+    cpdef _remove_sync_expiration(self, Group group)
+    cpdef try_complete_sync(self, Group group, generation, op)
     @cython.locals(group=Group, member=Member)
     cpdef sync_group(self, group_id, generation_id, member_id, assignments, instance_id,
                      protocol_type, protocol_name, callback)
-    @cython.locals(group=Group)
-    cpdef _remove_pending_sync_member(self, group, member_id)
-    @cython.locals(group=Group, member=Member)
-    cpdef _propagate_assignment(self, group, error)
+    cpdef _remove_pending_sync_member(self, Group group, member_id)
+    @cython.locals(member=Member)
+    cpdef _propagate_assignment(self, Group group, error)
+
+    # offsets and reads
     @cython.locals(group=Group)
     cpdef commit_accepted(self, slot, tp, offset)
     @cython.locals(group=Group)
