@@ -3,7 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fastcoord-built
-SOURCES := setup.py pyproject.toml $(wildcard fastcoord/_native/*.pyx fastcoord/_native/*.pxd)
+# what the build compiles (a .py among them is compiled too: see setup.py)
+SOURCES := setup.py pyproject.toml $(wildcard fastcoord/_native/*.pyx fastcoord/_native/*.pxd) \
+           fastcoord/_pure/groups.py fastcoord/coordinator.py fastcoord/pipeline/replay.py
 
 .PHONY: run demo test test-pure bench build clean valgrind bench-baseline profile
 
@@ -74,4 +76,6 @@ profile: $(STAMP) valgrind
 	$(PY) benchmarks/index.py bench_results
 
 clean:
-	rm -rf build $(VENV) *.egg-info fastcoord/_native/*.c fastcoord/_native/*.so fastcoord/_native/*.html
+	rm -rf build $(VENV) *.egg-info fastcoord/_native/*.c fastcoord/_native/*.so fastcoord/_native/*.html \
+		fastcoord/_pure/*.c fastcoord/_pure/*.html fastcoord/*.c fastcoord/*.so fastcoord/*.html \
+		fastcoord/pipeline/*.c fastcoord/pipeline/*.so fastcoord/pipeline/*.html

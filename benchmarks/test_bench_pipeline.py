@@ -10,7 +10,10 @@
   shard mapping, shuffle, replay, the results encoded as Arrow IPC blobs for the sink,
   where the end-to-end case's tasks write Parquet) on local[1] and local[2], session
   start excluded; with the cores the machine kept busy meanwhile (JVM included) and
-  the events per busy core-second.
+  the events per busy core-second; and, from Spark's event log, the events per
+  executor core-second of the replay stage itself (the stage after the shuffle: its
+  tasks' summed run time, shuffle read, replay and result encoding included), the
+  figure the issue's target names.
 - end to end: `fastcoord replay TRACE --out DIR --master local[2]` as a user runs it
   (JVM start; the trace read and validated by the tasks, replayed, written as Parquet
   by them; the row counts are read from the files written, only the runtime rows and
@@ -26,12 +29,15 @@ runs each once on a small trace (--benchmark-disable).
 from __future__ import annotations
 
 import gc
+import glob
 import hashlib
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Dict, Tuple
 
 import pytest
 
@@ -178,6 +184,36 @@ def _busy_cpu_s() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")   # - idle, iowait
 
 
+def _replay_stage_task_s(event_log_dir: str) -> Tuple[float, float, int]:
+    """(the replay stage's task seconds, the read stage's, the replay stage's tasks) from
+    Spark's event log: each task's executor run time as its TaskEnd event records it
+    (the time a task held its executor core, its Python worker's work included), summed
+    per stage. The replay stage is the one reading the shuffle by shard (a stage with a
+    parent); the read stage (reading, validating and packing the trace) has none."""
+    parents: Dict[int, list] = {}
+    run_ms: Dict[int, int] = {}
+    tasks: Dict[int, int] = {}
+    for name in sorted(glob.glob(os.path.join(event_log_dir, "**", "*"), recursive=True)):
+        if not os.path.isfile(name) or os.path.basename(name).startswith("."):
+            continue
+        with open(name) as f:
+            for line in f:
+                event = json.loads(line)
+                kind = event.get("Event")
+                if kind == "SparkListenerStageCompleted":
+                    info = event["Stage Info"]
+                    parents[info["Stage ID"]] = info.get("Parent IDs", [])
+                elif kind == "SparkListenerTaskEnd":
+                    stage = event["Stage ID"]
+                    run_ms[stage] = run_ms.get(stage, 0) + \
+                        event["Task Metrics"]["Executor Run Time"]
+                    tasks[stage] = tasks.get(stage, 0) + 1
+    replay = [s for s, p in parents.items() if p]
+    read = [s for s, p in parents.items() if not p]
+    assert len(replay) == 1 and len(read) == 1, parents     # the one job, its two stages
+    return run_ms[replay[0]] / 1000, run_ms[read[0]] / 1000, tasks[replay[0]]
+
+
 def _stage(spark, path, took, busy) -> None:
     from fastcoord.pipeline.spark import replay_trace_file
     b0 = _busy_cpu_s()
@@ -189,13 +225,19 @@ def _stage(spark, path, took, busy) -> None:
 
 
 @pytest.mark.parametrize("cores", [1, 2])
-def test_replay_stage_scaling(benchmark, request, cores):
+def test_replay_stage_scaling(benchmark, request, cores, tmp_path):
     from fastcoord.pipeline.spark import session
     params = QUICK if quick(request) else FULL
     load = os.getloadavg()[0]    # other processes' share of the CPUs when we start
     path = trace_path(params)
     n = read_trace(path).num_rows
-    spark = session(f"local[{cores}]", app=f"bench-stage-{cores}")
+    # Spark's event log (uncompressed JSON lines), read once the session has stopped:
+    # how long the replay stage's tasks held their cores
+    log_dir = str(tmp_path / "events")
+    os.makedirs(log_dir)
+    spark = session(f"local[{cores}]", app=f"bench-stage-{cores}",
+                    conf={"spark.eventLog.enabled": "true", "spark.eventLog.dir": log_dir,
+                          "spark.eventLog.compress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     took, busy = [], []
     benchmark.group = "pipeline-replay-stage-spark"
@@ -203,11 +245,16 @@ def test_replay_stage_scaling(benchmark, request, cores):
         benchmark.pedantic(_stage, args=(spark, path, took, busy), rounds=1, iterations=1)
     finally:
         spark.stop()
+    replay_s, read_s, tasks = _replay_stage_task_s(log_dir)
     cores_busy = busy[0] / took[0]
     benchmark.extra_info.update(load_1m=round(load, 1), ops=n, peer=f"local[{cores}]",
                                 events_per_s=round(n / took[0]),
                                 machine_cores_busy=round(cores_busy, 2),
-                                events_per_busy_core_s=round(n / busy[0]) if busy[0] else 0)
+                                events_per_busy_core_s=round(n / busy[0]) if busy[0] else 0,
+                                read_stage_task_s=round(read_s, 2),
+                                replay_stage_task_s=round(replay_s, 2),
+                                replay_stage_tasks=tasks,
+                                replay_stage_events_per_core_s=round(n / replay_s))
 
 
 def _command(benchmark, group: str, cmd) -> dict:
