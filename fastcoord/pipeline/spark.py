@@ -81,7 +81,11 @@ RUNTIME_SCHEMA = pa.schema([("shard", pa.int32()), ("fastcoord", pa.string()),
 BLOB_SCHEMA = pa.schema([("table", pa.string()), ("ipc", pa.binary())])
 BLOB_DDL = spark_ddl(BLOB_SCHEMA)
 RESULT_ROWS_PER_BLOB = 100_000      # a blob of a few MB at most
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4")
+# One thread for a blob's compression and decompression: a Spark task has one core
+# (its executor runs a task per core), and Arrow's own pool on top would only contend
+# with the other tasks for the same cores
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="lz4", use_threads=False)
+_IPC_READ = pa.ipc.IpcReadOptions(use_threads=False)
 
 SHIP_NAME = "fastcoord"           # the directory the archive unpacks to on executors
 # What an executor needs of the package: sources, the compiled modules, type stubs.
@@ -298,7 +302,7 @@ def table_to_ipc(table: pa.Table, *, compress: bool = True) -> bytes:
 
 def table_from_ipc(blob) -> pa.Table:
     """table_to_ipc's table back, from its bytes (or bytearray, as collect() gives)."""
-    return pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+    return pa.ipc.open_stream(pa.py_buffer(blob), options=_IPC_READ).read_all()
 
 
 def table_blobs(name: str, table: pa.Table) -> pa.RecordBatch:
@@ -487,11 +491,15 @@ class ShardInput:
         self.last: Dict[object, int] = {}
         self.reports: Dict[object, List[Tuple[int, str]]] = {}
         for batch in batches:
-            for k, piece, blob, report in zip(keys(batch), batch.column("piece").to_pylist(),
-                                              batch.column("ipc").to_pylist(),
-                                              batch.column("report").to_pylist()):
-                if blob is not None:
-                    self.pieces.setdefault(k, []).append((piece, table_from_ipc(blob)))
+            blobs = batch.column("ipc")
+            for i, (k, piece, report) in enumerate(zip(keys(batch),
+                                                       batch.column("piece").to_pylist(),
+                                                       batch.column("report").to_pylist())):
+                if blobs[i].is_valid:
+                    # kept as the batch's own bytes (no copy) and decoded only when its
+                    # shard's turn comes (rows): one shard's rows in memory at a time,
+                    # not the task's whole share of the trace
+                    self.pieces.setdefault(k, []).append((piece, blobs[i].as_buffer()))
                     continue
                 bounds = json.loads(report)
                 if "stats" in bounds:
@@ -504,7 +512,8 @@ class ShardInput:
         return sorted(self.pieces)
 
     def rows(self, k) -> pa.Table:
-        return pa.concat_tables([t for _, t in sorted(self.pieces[k], key=lambda p: p[0])])
+        return pa.concat_tables([table_from_ipc(blob) for _, blob in
+                                 sorted(self.pieces[k], key=lambda p: p[0])])
 
 
 def out_of_order_report(shard: int, rows: pa.Table) -> Tuple[int, str]:
