@@ -6,7 +6,9 @@ Every public constructor takes impl=None | "native" | "pure" to force one.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import sys
 from types import ModuleType
 
 NO_EXTENSIONS = os.environ.get("FASTCOORD_NO_EXTENSIONS", "") not in ("", "0")
@@ -48,3 +50,26 @@ def module(impl: "str | None", name: str) -> ModuleType:
     """The twin's submodule `name` (e.g. "wheel") for the resolved `impl`."""
     which = resolve(impl)
     return importlib.import_module(f"fastcoord._{which}.{name}")
+
+
+def from_source(name: str) -> None:
+    """With FASTCOORD_NO_EXTENSIONS set, load module `name` (one setup.py compiles in
+    place: the thin API, the replay driver) from its .py, before anything imports it:
+    an extension module beside a .py is what Python would import, and the pure setting
+    promises plain Python throughout (a debugger's breakpoints, a profiler's lines).
+    Called by the module's package before its first import; without the setting,
+    nothing (the compiled module when built, else the .py)."""
+    if not NO_EXTENSIONS or name in sys.modules:
+        return
+    package, _, child = name.rpartition(".")
+    parent = sys.modules[package]
+    path = os.path.join(os.path.dirname(parent.__file__), child + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[name] = loaded
+    try:
+        spec.loader.exec_module(loaded)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    setattr(parent, child, loaded)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -26,3 +28,21 @@ def test_compiled_module_is_loaded_and_current(name):
     source = os.path.join(package, rel)
     assert os.path.getmtime(module.__file__) >= os.path.getmtime(source), (
         f"{module.__file__} is older than {source}: rebuild (make build)")
+
+
+def test_pure_setting_runs_the_python_sources():
+    """FASTCOORD_NO_EXTENSIONS=1 at run time: the modules compiled in place load from
+    their .py (what a debugger or a line profiler needs), the package's names and the
+    module's are the same objects."""
+    code = ("import fastcoord, fastcoord.coordinator as c\n"
+            "from fastcoord.pipeline import replay\n"
+            "import fastcoord.pipeline.replay as r\n"
+            "assert fastcoord.IMPLEMENTATION == 'pure'\n"
+            "assert fastcoord.GroupCoordinator is c.GroupCoordinator and replay is r\n"
+            "print(c.__file__); print(r.__file__)\n")
+    env = dict(os.environ, FASTCOORD_NO_EXTENSIONS="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    files = out.stdout.split()
+    assert [os.path.basename(f) for f in files] == ["coordinator.py", "replay.py"], files
