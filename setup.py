@@ -71,10 +71,13 @@ def native_extensions():
     # (its per-request bookkeeping). Compiled in place with the same Python semantics,
     # each as its own module name, which Python imports before the .py beside it;
     # a build without extensions, or a machine without a compiler, runs the .py. The
-    # 1,000-group benchmark trace on one pinned core: 0.83 -> 0.75 s of CPU (best of 3).
-    # (The Makefile rebuilds when either source changes: a stale .so would shadow it.)
+    # 1,000-group benchmark trace on one pinned core, two alternating pairs, best of 3:
+    # 0.83, 0.84 -> 0.75, 0.77 s of CPU.
+    # (The Makefile rebuilds when either source changes: a stale .so would shadow it;
+    # fastcoord._compat.COMPILED_IN_PLACE names them for the pure setting, which loads
+    # the .py: tests/test_compiled_python.py checks the lists agree.)
     compiled_python = ["fastcoord/coordinator.py", "fastcoord/pipeline/replay.py"]
-    groups = cythonize(
+    python_modules = cythonize(
         [Extension("fastcoord._native.groups", ["fastcoord/_pure/groups.py"],
                    extra_compile_args=compile_args, define_macros=macros)]
         + [Extension(py[:-3].replace("/", "."), [py], extra_compile_args=compile_args,
@@ -82,7 +85,7 @@ def native_extensions():
         compiler_directives=python_semantics,
         annotate=DEBUG,
     )
-    return groups + cythonize(
+    return python_modules + cythonize(
         extensions,
         compiler_directives=directives,
         annotate=DEBUG,

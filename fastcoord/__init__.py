@@ -5,7 +5,7 @@ The public API (spec/api.md) and nothing else lives here.
 """
 from __future__ import annotations
 
-from ._compat import IMPLEMENTATION, NATIVE_AVAILABLE, from_source as _from_source
+from ._compat import IMPLEMENTATION, NATIVE_AVAILABLE
 from .clock import ManualClock, SystemClock
 from .config import CoordinatorConfig, shard_for
 from .errors import Errors, GroupState
@@ -14,7 +14,6 @@ from .results import (
     LeaveGroupResult, MemberDescription, OffsetAndMetadata, SyncGroupResult,
 )
 from .timing import DelayedOperation, Purgatory, Timer, TimerHandle
-_from_source("fastcoord.coordinator")    # (FASTCOORD_NO_EXTENSIONS: the .py)
 from .coordinator import GroupCoordinator
 
 __version__ = "0.1.0"

@@ -6,6 +6,7 @@ Every public constructor takes impl=None | "native" | "pure" to force one.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.util
 import os
 import sys
@@ -52,24 +53,23 @@ def module(impl: "str | None", name: str) -> ModuleType:
     return importlib.import_module(f"fastcoord._{which}.{name}")
 
 
-def from_source(name: str) -> None:
-    """With FASTCOORD_NO_EXTENSIONS set, load module `name` (one setup.py compiles in
-    place: the thin API, the replay driver) from its .py, before anything imports it:
-    an extension module beside a .py is what Python would import, and the pure setting
-    promises plain Python throughout (a debugger's breakpoints, a profiler's lines).
-    Called by the module's package before its first import; without the setting,
-    nothing (the compiled module when built, else the .py)."""
-    if not NO_EXTENSIONS or name in sys.modules:
-        return
-    package, _, child = name.rpartition(".")
-    parent = sys.modules[package]
-    path = os.path.join(os.path.dirname(parent.__file__), child + ".py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    loaded = importlib.util.module_from_spec(spec)
-    sys.modules[name] = loaded
-    try:
-        spec.loader.exec_module(loaded)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    setattr(parent, child, loaded)
+# The modules setup.py compiles in place, beside their .py (keep its list in step:
+# tests/test_compiled_python.py checks the two agree)
+COMPILED_IN_PLACE = ("fastcoord.coordinator", "fastcoord.pipeline.replay")
+
+
+class _SourceFirst(importlib.abc.MetaPathFinder):
+    """With FASTCOORD_NO_EXTENSIONS set, COMPILED_IN_PLACE's modules load from their
+    .py: an extension module beside a .py is what Python would import, and the pure
+    setting promises plain Python throughout (a debugger's breakpoints, a profiler's
+    lines). Every other module is left to the usual finders."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in COMPILED_IN_PLACE or not path:
+            return None
+        source = os.path.join(path[0], name.rpartition(".")[2] + ".py")
+        return importlib.util.spec_from_file_location(name, source)
+
+
+if NO_EXTENSIONS:
+    sys.meta_path.insert(0, _SourceFirst())

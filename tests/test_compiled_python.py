@@ -13,9 +13,11 @@ import sys
 import pytest
 
 import fastcoord
+from fastcoord._compat import COMPILED_IN_PLACE
 
-COMPILED = ["fastcoord.coordinator", "fastcoord.pipeline.replay", "fastcoord._native.groups"]
+COMPILED = [*COMPILED_IN_PLACE, "fastcoord._native.groups"]
 SOURCES = {"fastcoord._native.groups": "_pure/groups.py"}
+PACKAGE = os.path.dirname(os.path.abspath(fastcoord.__file__))
 
 
 @pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE, reason="a build without extensions")
@@ -23,11 +25,22 @@ SOURCES = {"fastcoord._native.groups": "_pure/groups.py"}
 def test_compiled_module_is_loaded_and_current(name):
     module = importlib.import_module(name)
     assert module.__file__.endswith(".so"), f"{name} runs from {module.__file__}"
-    package = os.path.dirname(os.path.abspath(fastcoord.__file__))
     rel = SOURCES.get(name, name.split(".", 1)[1].replace(".", "/") + ".py")
-    source = os.path.join(package, rel)
+    source = os.path.join(PACKAGE, rel)
     assert os.path.getmtime(module.__file__) >= os.path.getmtime(source), (
         f"{module.__file__} is older than {source}: rebuild (make build)")
+
+
+@pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE, reason="a build without extensions")
+def test_compiled_in_place_lists_what_the_build_compiled():
+    """The extension modules outside _native are exactly COMPILED_IN_PLACE, the list
+    the pure setting reads: setup.py's list and it agree."""
+    built = set()
+    for d, _, files in os.walk(PACKAGE):
+        rel = os.path.relpath(d, os.path.dirname(PACKAGE)).replace(os.sep, ".")
+        built.update(f"{rel}.{f.split('.', 1)[0]}" for f in files if f.endswith(".so"))
+    assert {m for m in built if not m.startswith("fastcoord._native.")} == \
+        set(COMPILED_IN_PLACE)
 
 
 def test_pure_setting_runs_the_python_sources():

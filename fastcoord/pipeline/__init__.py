@@ -3,7 +3,3 @@
 Needs the `spark` extra (pyspark, pyarrow, pandas) for Spark; the trace format, the
 generator and the single-process replay need only pyarrow.
 """
-
-from .._compat import from_source as _from_source
-
-_from_source("fastcoord.pipeline.replay")    # (FASTCOORD_NO_EXTENSIONS: the .py)

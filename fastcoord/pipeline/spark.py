@@ -301,7 +301,8 @@ def table_to_ipc(table: pa.Table, *, compress: bool = True) -> bytes:
 
 
 def table_from_ipc(blob) -> pa.Table:
-    """table_to_ipc's table back, from its bytes (or bytearray, as collect() gives)."""
+    """table_to_ipc's table back, from its bytes (or a bytearray, as collect() gives,
+    or an Arrow buffer, as ShardInput keeps)."""
     return pa.ipc.open_stream(pa.py_buffer(blob), options=_IPC_READ).read_all()
 
 
@@ -491,15 +492,14 @@ class ShardInput:
         self.last: Dict[object, int] = {}
         self.reports: Dict[object, List[Tuple[int, str]]] = {}
         for batch in batches:
-            blobs = batch.column("ipc")
-            for i, (k, piece, report) in enumerate(zip(keys(batch),
-                                                       batch.column("piece").to_pylist(),
-                                                       batch.column("report").to_pylist())):
-                if blobs[i].is_valid:
+            for k, piece, blob, report in zip(keys(batch), batch.column("piece").to_pylist(),
+                                              batch.column("ipc"),
+                                              batch.column("report").to_pylist()):
+                if blob.is_valid:
                     # kept as the batch's own bytes (no copy) and decoded only when its
                     # shard's turn comes (rows): one shard's rows in memory at a time,
                     # not the task's whole share of the trace
-                    self.pieces.setdefault(k, []).append((piece, blobs[i].as_buffer()))
+                    self.pieces.setdefault(k, []).append((piece, blob.as_buffer()))
                     continue
                 bounds = json.loads(report)
                 if "stats" in bounds:
