@@ -5,7 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fastcoord-built
 # what the build compiles (a .py among them is compiled too: see setup.py)
 SOURCES := setup.py pyproject.toml $(wildcard fastcoord/_native/*.pyx fastcoord/_native/*.pxd) \
-           fastcoord/_pure/groups.py fastcoord/coordinator.py fastcoord/pipeline/replay.py
+           fastcoord/_pure/groups.py fastcoord/coordinator.py fastcoord/pipeline/replay.py \
+           fastcoord/pipeline/replay.pxd
 
 .PHONY: run demo test test-pure bench build clean valgrind bench-baseline profile
 

@@ -26,9 +26,11 @@ def test_compiled_module_is_loaded_and_current(name):
     module = importlib.import_module(name)
     assert module.__file__.endswith(".so"), f"{name} runs from {module.__file__}"
     rel = SOURCES.get(name, name.split(".", 1)[1].replace(".", "/") + ".py")
-    source = os.path.join(PACKAGE, rel)
-    assert os.path.getmtime(module.__file__) >= os.path.getmtime(source), (
-        f"{module.__file__} is older than {source}: rebuild (make build)")
+    # the .py and the augmenting .pxd its compiled module is declared by, if it has one
+    pxd = os.path.join(PACKAGE, name.split(".", 1)[1].replace(".", "/") + ".pxd")
+    for source in [os.path.join(PACKAGE, rel)] + ([pxd] if os.path.exists(pxd) else []):
+        assert os.path.getmtime(module.__file__) >= os.path.getmtime(source), (
+            f"{module.__file__} is older than {source}: rebuild (make build)")
 
 
 @pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE, reason="a build without extensions")

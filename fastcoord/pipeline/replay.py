@@ -48,6 +48,7 @@ import itertools
 import os
 import shutil
 from collections import defaultdict
+from functools import partial
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -81,7 +82,6 @@ TABLES = {"responses": RESPONSES_SCHEMA, "rebalances": REBALANCES_SCHEMA,
 SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms"],
              "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"]}
 
-_RIP = int(Errors.REBALANCE_IN_PROGRESS)
 # Event codes (HeartbeatRun's kinds: a heartbeat is its HEARTBEAT)
 _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = HEARTBEAT, 1, 2, 3, COMMIT, 5
 COMMIT_PARTITION = ("trace", 0)    # what a trace's commits commit to (a replay: the seq)
@@ -353,44 +353,45 @@ class ShardReplay:
         known = m.rid is not None and m.rid in gv.members
         cause = "member-rejoin" if known else "member-join"
         m.joining = idx
-
-        def answered(result, m=m, idx=idx, gid=gid):
-            err = int(result.error)
-            self._respond(idx, err)
-            if m.joining != idx:
-                # A join the member has sent again since (a trace can hold two in flight;
-                # a client would not): the coordinator answers the older one only when
-                # it fences it (a static member's rejoin with member id ""), and the
-                # newer join decides the member's id, generation and pending sync.
-                return
-            m.joining = -1
-            if err == _MIDREQ:
-                self._adopt(m, result.member_id)
-            elif err == 0:
-                self._adopt(m, result.member_id)
-                self.arrays.generations[m.ix] = result.generation_id     # (m.gen)
-                if result.generation_id > gv.generation:
-                    gv.generation = result.generation_id
-                m.leader_members = ([x.member_id for x in result.members]
-                                    if result.leader_id == result.member_id else None)
-                self._touch(m)
-                self._observe(gid, "timeout")
-                self._arm_group(gv, self.clock.now_ms())
-                if m.pending_sync is not None:
-                    sidx, m.pending_sync = m.pending_sync, None
-                    self._sync(m, sidx)
-            elif err == _UNKNOWN:
-                self._drop(m)
-            if err != 0 and m.pending_sync is not None:
-                sidx, m.pending_sync = m.pending_sync, None
-                self._sync(m, sidx)
-
         self.coord.join_group(gid, m.rid or "", ptype or "consumer", protos,
                               session_timeout_ms=session,
                               rebalance_timeout_ms=None if rebalance is None else int(rebalance),
                               group_instance_id=inst, client_id=client or "",
-                              callback=answered)
+                              callback=partial(self._join_answered, m, idx))
         self._observe(gid, cause)
+
+    def _join_answered(self, m: _Member, idx: int, result) -> None:
+        """The coordinator's answer to the join at trace index idx."""
+        err = int(result.error)
+        self._respond(idx, err)
+        if m.joining != idx:
+            # A join the member has sent again since (a trace can hold two in flight; a
+            # client would not): the coordinator answers the older one only when it
+            # fences it (a static member's rejoin with member id ""), and the newer join
+            # decides the member's id, generation and pending sync.
+            return
+        m.joining = -1
+        if err == _MIDREQ:
+            self._adopt(m, result.member_id)
+        elif err == 0:
+            gv = m.view
+            self._adopt(m, result.member_id)
+            self.arrays.generations[m.ix] = result.generation_id      # (m.gen)
+            if result.generation_id > gv.generation:
+                gv.generation = result.generation_id
+            m.leader_members = ([x.member_id for x in result.members]
+                                if result.leader_id == result.member_id else None)
+            self._touch(m)
+            self._observe(m.group, "timeout")
+            self._arm_group(gv, self.clock.now_ms())
+            if m.pending_sync is not None:
+                sidx, m.pending_sync = m.pending_sync, None
+                self._sync(m, sidx)
+        elif err == _UNKNOWN:
+            self._drop(m)
+        if err != 0 and m.pending_sync is not None:
+            sidx, m.pending_sync = m.pending_sync, None
+            self._sync(m, sidx)
 
     def _adopt(self, m: _Member, rid: str) -> None:
         if rid and rid != m.rid:
@@ -414,20 +415,21 @@ class ShardReplay:
             return
         gid = m.group
         assignments = {mid: b"" for mid in m.leader_members} if m.leader_members else None
-
-        def answered(result, m=m, idx=idx, gid=gid):
-            err = int(result.error)
-            self._respond(idx, err)
-            if err == 0:
-                self._touch(m)
-            elif err == _UNKNOWN:
-                self._drop(m)
-            self._observe(gid, "timeout")
-
         arrays, ix = self.arrays, m.ix                          # (m.gen, m.inst)
         self.coord.sync_group(gid, arrays.generations[ix], m.rid or "", assignments,
-                              group_instance_id=arrays.instances[ix], callback=answered)
+                              group_instance_id=arrays.instances[ix],
+                              callback=partial(self._sync_answered, m, idx))
         self._observe(gid, "timeout")
+
+    def _sync_answered(self, m: _Member, idx: int, result) -> None:
+        """The coordinator's answer to the sync at trace index idx."""
+        err = int(result.error)
+        self._respond(idx, err)
+        if err == 0:
+            self._touch(m)
+        elif err == _UNKNOWN:
+            self._drop(m)
+        self._observe(m.group, "timeout")
 
     def _leave(self, m: _Member, idx: int) -> None:
         gid = m.group
@@ -471,18 +473,29 @@ class ShardReplay:
         self.errors = errors = array.array("i", [-1]) * n
         self.answered = answered = array.array("q", [-1]) * n
         self._start(times[0])
-        arrays, by_ix, checks = self.arrays, self.by_ix, self.checks
-        coord = self.coord
-        advance_time, set_time_if_idle = coord.advance_time, coord.set_time_if_idle
-        member_handle = coord.member_handle
+        arrays, checks, coord = self.arrays, self.checks, self.coord
         runs = self.runs = _compat.module(coord.impl, "tracerun").HeartbeatRun(
             coord, kinds, times, member_ix, group_ix, errors, answered, arrays.handles,
             arrays.generations, arrays.check_at, arrays.last_touch, arrays.group_events,
             checks=checks, sessions=arrays.sessions, replaced=arrays.replaced,
             group_check_at=arrays.group_check_at,
             offsets=seqs, instances=arrays.instances, partition=COMMIT_PARTITION)
+        self._loop(runs, kinds, times, seqs, member_ix, group_ix, join_rows)
+        if end_ms is not None and end_ms > self.now:
+            self.advance_to(end_ms)
+        for gid in sorted(self.groups):
+            self._observe(gid, "timeout")
+        return self.tables()
+
+    def _loop(self, runs, kinds, times, seqs, member_ix, group_ix, join_rows) -> None:
+        """Every event in turn: runs of heartbeats and commits by `runs`, the others here."""
+        n = len(kinds)
+        by_ix, checks, coord = self.by_ix, self.checks, self.coord
+        advance_time, set_time_if_idle = coord.advance_time, coord.set_time_if_idle
+        member_handle = coord.member_handle
+        errors, answered = self.errors, self.answered
+        handles, group_events = self.arrays.handles, self.arrays.group_events
         long_runs = self.heartbeat_runs
-        handles, group_events = arrays.handles, arrays.group_events
         idx = 0
         while idx < n:
             kind = kinds[idx]
@@ -540,11 +553,6 @@ class ShardReplay:
             elif kind == _LEAVE:
                 self._leave(m, idx)
             idx += 1
-        if end_ms is not None and end_ms > self.now:
-            self.advance_to(end_ms)
-        for gid in sorted(self.groups):
-            self._observe(gid, "timeout")
-        return self.tables()
 
     def _play(self, runs, idx: int, stop: Optional[int]) -> int:
         """runs.run from event idx (to `stop`), then the replay's clock (a run moves it).
