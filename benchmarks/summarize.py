@@ -59,6 +59,11 @@ def summarize(data, command=None):
                  f"{machine.get('cpu', {}).get('brand_raw', platform.processor() or '?')}")
     lines.append(f"- python: {machine.get('python_implementation', '')} "
                  f"{machine.get('python_version', platform.python_version())}")
+    if "python_loop_ns" in machine:
+        lines.append(f"- machine speed: a plain Python loop (`s += i`) took "
+                     f"{machine['python_loop_ns']} ns per iteration at the start (best of 5; "
+                     "benchmarks/conftest.py): compare absolute figures only with runs "
+                     "where this is about the same")
     if command:
         lines.append(f"- command: `{command}`")
     lines.append("- ops/s = extra_info ops / median; native speed-up = native ops/s ÷ row ops/s "

@@ -14,6 +14,8 @@
 # takes no *args: those methods stay def.
 cimport cython
 
+from fastcoord._native.members cimport MemberTable
+
 
 cdef class Member:
     cdef public object member_id, instance_id, client_id, client_host
@@ -53,11 +55,15 @@ cdef class Group:
 
 cdef class GroupLogic:
     cdef public object config, clock, _manual_clock, store, member_id_factory, timer
-    cdef public object purgatory, _op_base, table, owners, _outboxes, _join_ops, _sync_ops
+    cdef public object purgatory, _op_base, owners, _outboxes, _join_ops, _sync_ops
+    # The native member table, typed: its groups dict, active flag and shard states are
+    # C reads (a request's group look-up, _find_group, reads all three)
+    cdef public MemberTable table
 
     cpdef flush(self)
     cpdef _invoke_join(self, Member member, Group group, result)
     cpdef _invoke_sync(self, Member member, result)
+    @cython.locals(table=MemberTable)
     cpdef group_status(self, group_id, allow_empty, shard=*)
     cpdef _get_group(self, group_id)
     cpdef _find_group(self, group_id, allow_empty)

@@ -152,5 +152,6 @@ cdef class MemberTable(TimerSink):
                            int64_t now) noexcept nogil
     cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1
     cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1
+    cpdef int shard_state(self, int shard) except -1
     cdef Py_ssize_t c_commit_handle(self, int64_t h, int32_t g, object instance_id,
                                     int64_t now) except -2

@@ -377,7 +377,7 @@ cdef class MemberTable(TimerSink):
             raise ValueError(f"shard {shard} is outside [0, {self.num_shards})")
         self.shards[shard] = state
 
-    def shard_state(self, int shard):
+    cpdef int shard_state(self, int shard) except -1:
         if not 0 <= shard < self.num_shards:
             raise ValueError(f"shard {shard} is outside [0, {self.num_shards})")
         return self.shards[shard]
