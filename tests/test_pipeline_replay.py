@@ -415,3 +415,45 @@ def test_trace_gen_command_writes_the_generated_trace_and_shows_progress(tmp_pat
     out, err = capsys.readouterr()
     assert f"{want.num_rows} events" in out
     assert "fastcoord trace gen: simulating" in err and "groups with session timeout" in err
+
+
+def _pairs_numbered_by_first_appearance(groups, members):
+    numbers = {}
+    return [numbers.setdefault(pair, len(numbers)) for pair in zip(groups, members)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", "c", ""])),
+                max_size=40),
+       st.booleans())
+def test_a_rows_member_index_numbers_its_group_member_pairs_by_first_appearance(rows, shared):
+    """The replay's member index: each (group, member id) pair numbered in order of first
+    appearance, both where every member id names one group's member (the ids' own
+    numbers, the shortcut) and where an id appears in several groups (pairs numbered
+    afresh)."""
+    import numpy as np
+
+    from fastcoord.pipeline.replay import _dense_codes, _pair_codes
+    groups = [g for g, _ in rows]
+    # shared: ids as drawn (one may name members of several groups); else made unique
+    members = [m if shared else f"{g}/{m}" for g, m in rows]
+    got = _pair_codes(_dense_codes(pa.array(groups, pa.int64())),
+                      _dense_codes(pa.array(members, pa.string())))
+    assert isinstance(got, np.ndarray)
+    assert got.tolist() == _pairs_numbered_by_first_appearance(groups, members)
+
+
+def test_event_kinds_name_each_event_and_set_aside_what_is_none_of_them():
+    # (the event codes are C constants in the compiled module: the names' codes come
+    # from its table of them, and what is none of them shares one code outside it)
+    from fastcoord.pipeline.replay import _EVENT_CODES, _event_kinds
+    names = ["heartbeat", "join", None, "sync", "Join", "leave", "commit", "", "joins"]
+    for column in (pa.array(names, pa.string()), pa.array(names, pa.large_string()),
+                   pa.chunked_array([names[:4], names[4:]], pa.string()),
+                   pa.array(names, pa.string()).dictionary_encode()):
+        got = list(_event_kinds(column))
+        assert [got[i] for i in (0, 1, 3, 5, 6)] == [
+            _EVENT_CODES[e] for e in ("heartbeat", "join", "sync", "leave", "commit")]
+        others = {got[i] for i in (2, 4, 7, 8)}
+        assert len(others) == 1 and not others & set(_EVENT_CODES.values())
+    assert len(_EVENT_CODES) == 5 and list(_event_kinds(pa.array([], pa.string()))) == []

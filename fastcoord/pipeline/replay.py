@@ -221,8 +221,7 @@ class ShardReplay:
         up front with the instance id of its first event: the index of each event's
         member and group (into by_ix and the arrays), numbered in order of first event."""
         group_ix = _dense_codes(table.column("group_id"))
-        member_code = _dense_codes(table.column("member_id"))
-        member_ix = _dense_codes(pa.array(group_ix * (int(member_code.max()) + 1) + member_code))
+        member_ix = _pair_codes(group_ix, _dense_codes(table.column("member_id")))
         first = _first_occurrences(member_ix)
         gids, tids, insts = (table.column(c).take(pa.array(first)).to_pylist()
                              for c in ("group_id", "member_id", "instance_id"))
@@ -613,6 +612,23 @@ def _dense_codes(column) -> np.ndarray:
     return _encoded(column)[1].astype(np.int64)
 
 
+def _pair_codes(group_codes: np.ndarray, member_codes: np.ndarray) -> np.ndarray:
+    """Each row's (group, member id) pair's number, 0, 1, ... in order of first
+    appearance, from the two columns' numbers (_dense_codes). Where no member id
+    appears in two groups (a trace of client-side ids: the rule, not the exception) the
+    member ids' own numbers are already that: the pairs and the ids correspond one to
+    one and first appear at the same rows. Three array passes check it, where numbering
+    the pairs afresh hashes every row again (13 against 3 ns a row)."""
+    if not len(member_codes):
+        return member_codes
+    span = int(member_codes.max()) + 1
+    group_of = np.empty(span, np.int64)
+    group_of[member_codes] = group_codes
+    if np.array_equal(group_of[member_codes], group_codes):
+        return member_codes
+    return _dense_codes(pa.array(group_codes * span + member_codes))
+
+
 def _first_occurrences(codes: np.ndarray) -> np.ndarray:
     """Where each code of `codes` (numbered in order of first appearance) first appears:
     exactly where the running maximum grows."""
@@ -622,12 +638,21 @@ def _first_occurrences(codes: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.diff(running, prepend=-1) > 0)
 
 
+_EVENT_NAMES = pa.array(list(_EVENT_CODES))
+_EVENT_LOOKUP = np.array(list(_EVENT_CODES.values()) + [_OTHER], np.uint8)
+
+
 def _event_kinds(column) -> array.array:
-    """The events' codes (_HEARTBEAT, ...; _OTHER for an unknown one or null)."""
-    events, codes = _encoded(column)
-    lookup = np.array([_EVENT_CODES.get(e, _OTHER) for e in events.to_pylist()] + [_OTHER],
-                      np.uint8)
-    return array.array("B", lookup[codes].tobytes())
+    """The events' codes (_HEARTBEAT, ...; _OTHER for an unknown one or null): each
+    row's place among the five names (a look-up in a hash set of five, not a dictionary
+    of the column: 16 against 23 ns a row), null where it is none of them."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.type != pa.string():          # (a large_string or dictionary column)
+        column = column.cast(pa.string())
+    at = pc.index_in(column, value_set=_EVENT_NAMES)
+    at = pc.fill_null(at, len(_EVENT_CODES)).to_numpy(zero_copy_only=False)
+    return array.array("B", _EVENT_LOOKUP[at].tobytes())
 
 
 def shard_column(group_ids, num_shards: int = NUM_SHARDS) -> List[int]:
