@@ -37,7 +37,10 @@ class InMemoryStore:
     offsets dict, once made, is never replaced (setdefault), so concurrent writers lose
     nothing and a reader sees each commit's offsets whole. Without the lock,
     store_offset_now (the replay's every commit) timed 86 against 200 ns per call
-    (timeit, through a lambda in both)."""
+    (timeit, through a lambda in both). Its fields are slots: the native HeartbeatRun
+    reads `fail_with` and `offsets` at every commit of a replay, at their offsets."""
+
+    __slots__ = ("groups", "offsets", "fail_with")
 
     def __init__(self) -> None:
         self.groups: Dict[str, dict] = {}

@@ -159,3 +159,36 @@ def test_in_memory_store_keeps_every_concurrent_write():
     for g in range(groups):
         assert store.offsets[f"g{g}"] == {(f"t{t}", k): (g, k) for t in range(threads)
                                           for k in range(per_thread)}
+
+
+def test_a_callback_of_the_creating_thread_does_not_hold_up_another_threads_answers(impl):
+    """Each thread answers its own calls (its own outbox): while a callback run by the
+    coordinator's creating thread waits, another thread's call is answered in that other
+    thread. (Were the creating thread's outbox, which it reaches without the thread-local
+    look-up, handed to the other thread too, its answer would wait behind that callback
+    and then run in the creating thread.)"""
+    coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(), impl=impl)
+    other_answered = threading.Event()
+    where = {}
+
+    def other_callback(result):
+        where["other"] = (threading.get_ident(), result.error)
+        other_answered.set()
+
+    def other_thread():
+        coord.join_group("g2", "", "consumer", [("range", b"")], session_timeout_ms=10_000,
+                         callback=other_callback)
+
+    other = threading.Thread(target=other_thread)
+
+    def home_callback(result):
+        other.start()
+        where["waited"] = other_answered.wait(5)      # the other thread's answer meanwhile
+        where["home"] = (threading.get_ident(), result.error)
+
+    coord.join_group("g1", "", "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     callback=home_callback)
+    other.join(10)
+    assert where["waited"]
+    assert where["home"] == (threading.get_ident(), Errors.MEMBER_ID_REQUIRED)
+    assert where["other"] == (other.ident, Errors.MEMBER_ID_REQUIRED)

@@ -630,6 +630,26 @@ def test_stepper_fires_with_the_clock_at_each_deadline_then_sets_the_target(impl
     assert calls == ["after"] * 3               # after every step, fired or not
 
 
+def test_stepper_lets_go_of_the_time_it_replaces(impl):
+    """The native stepper sets the clock's time in its slot (slots.pxd): the value it
+    replaces is released once (no leak, no premature free), the new one held, exactly
+    as the attribute's assignment does."""
+    import sys
+    start = 10**15 + 1                  # a fresh int object, not one of the cached small ones
+    clock, timer, step, calls, _ = stepper(impl, start=start)
+    held = clock._now
+    assert held is start
+    before = sys.getrefcount(held)
+    assert step.advance(5) == 0 and clock.now_ms() == start + 5
+    after = sys.getrefcount(held)
+    # the clock's reference is gone (the pure timer also held that int as its own time),
+    # ours remain: `held`, `start` and getrefcount's argument
+    assert after == before - 1 if impl == "native" else 3 <= after < before
+    now = clock.now_ms()
+    assert sys.getrefcount(now) >= 3 and now == 10**15 + 6     # held by the clock too
+    del held, start
+
+
 def test_stepper_hands_every_unusual_step_to_its_fallback(impl):
     class Ms(int):
         pass

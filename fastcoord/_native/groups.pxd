@@ -16,6 +16,8 @@ cimport cython
 
 from fastcoord._native.members cimport MemberTable
 
+cdef object _NONE       # Errors.NONE (a C global: not an attribute of the compiled module)
+
 
 cdef class Member:
     cdef public object member_id, instance_id, client_id, client_host
@@ -53,13 +55,20 @@ cdef class Group:
     cpdef current_member_metadata(self)
 
 
+cdef class _Outbox:
+    cdef public object items, flushing
+
+
 cdef class GroupLogic:
     cdef public object config, clock, _manual_clock, store, member_id_factory, timer
     cdef public object purgatory, _op_base, owners, _outboxes, _join_ops, _sync_ops
+    cdef public object _home_thread, _home_box
     # The native member table, typed: its groups dict, active flag and shard states are
     # C reads (a request's group look-up, _find_group, reads all three)
     cdef public MemberTable table
 
+    cpdef _Outbox _outbox(self)
+    @cython.locals(box=_Outbox)
     cpdef flush(self)
     cpdef _invoke_join(self, Member member, Group group, result)
     cpdef _invoke_sync(self, Member member, result)

@@ -14,7 +14,6 @@ cimport cython
 from cpython.mem cimport PyMem_RawCalloc, PyMem_RawFree
 from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
-from cpython.long cimport PyLong_CheckExact, PyLong_AsLongLong
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_XDECREF
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t, uintptr_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
@@ -22,6 +21,7 @@ cimport numpy as cnp
 
 import numpy as np
 
+from fastcoord._native.slots cimport object_slot, slot_int64
 from fastcoord._native.wheel cimport Timer, TimerSink
 from fastcoord.clock import ManualClock, SystemClock
 from fastcoord.config import shard_for
@@ -41,30 +41,8 @@ cdef extern from *:
     """
     uint64_t fc_mix(Py_hash_t g, Py_hash_t m) nogil
 
-cdef extern from "structmember.h":
-    ctypedef struct PyMemberDef:
-        int type
-        Py_ssize_t offset
-    int T_OBJECT_EX
-
-cdef extern from "Python.h":
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef* d_member
-
-
-cdef Py_ssize_t _manual_clock_slot() except? -2:
-    """Where a ManualClock keeps `_now` (it has __slots__): the offset of that object
-    pointer in the instance, so the hot path reads the time without an attribute lookup.
-    -1 when the class is not laid out as expected (then the lookup is used)."""
-    descr = ManualClock.__dict__.get("_now")
-    if type(descr).__name__ != "member_descriptor":
-        return -1
-    cdef PyMemberDef* member = (<PyMemberDescrObject*><PyObject*>descr).d_member
-    if member is NULL or member.type != T_OBJECT_EX:
-        return -1
-    return member.offset
-
-cdef Py_ssize_t MANUAL_CLOCK_SLOT = _manual_clock_slot()
+# Where a ManualClock keeps `_now` (slots.pxd): the hot path reads the time there
+cdef Py_ssize_t MANUAL_CLOCK_SLOT = object_slot(ManualClock, "_now")
 
 
 cdef extern from *:
@@ -249,13 +227,8 @@ cdef class MemberTable(TimerSink):
         if self.clock_kind == 2:            # SystemClock: the same CLOCK_MONOTONIC
             clock_gettime(CLOCK_MONOTONIC, &ts)
             return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
-        cdef PyObject* value
         if self.clock_kind == 1:            # ManualClock: read its slot
-            if MANUAL_CLOCK_SLOT >= 0:
-                value = (<PyObject**>((<char*><PyObject*>self.clock) + MANUAL_CLOCK_SLOT))[0]
-                if value is not NULL and PyLong_CheckExact(<object>value):
-                    return PyLong_AsLongLong(<object>value)
-            return self.clock._now
+            return slot_int64(self.clock, MANUAL_CLOCK_SLOT, "_now")
         return self.now_ms()
 
     # -- the (group id, member id) -> slot map ------------------------------------------

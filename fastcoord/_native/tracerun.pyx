@@ -8,13 +8,17 @@ check that only moves to the member's new deadline, or is dropped, is settled he
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
+from fastcoord._native.slots cimport object_slot, set_slot_int64, slot_int64, slot_object
+from fastcoord._native.groups cimport Group
 from fastcoord._native.members cimport GroupRecord, MemberTable, lock_with_gil
 from fastcoord._native.members cimport pthread_mutex_unlock
 from fastcoord._native.wheel cimport Timer
 
+from fastcoord.clock import ManualClock
 from fastcoord.errors import Errors
 from fastcoord._native.groups import _OM_DEFAULTS, DEAD
 from fastcoord.results import OffsetAndMetadata
+from fastcoord.store import InMemoryStore
 from fastcoord._pure.tracerun import check_run_args
 
 cdef enum:
@@ -41,6 +45,11 @@ cdef int C_REBALANCING = int(Errors.REBALANCE_IN_PROGRESS)
 cdef int C_DEAD = DEAD                      # the group logic's state number
 cdef object OM_METADATA = _OM_DEFAULTS["metadata"]      # an offset given alone: these
 cdef object OM_LEADER_EPOCH = _OM_DEFAULTS["leader_epoch"]
+# Where the (exact) ManualClock keeps `_now` (slots.pxd): a run reads and sets it there
+cdef Py_ssize_t MANUAL_NOW = object_slot(ManualClock, "_now")
+# ... and the (exact) InMemoryStore its two fields a commit reads
+cdef Py_ssize_t STORE_FAIL_WITH = object_slot(InMemoryStore, "fail_with")
+cdef Py_ssize_t STORE_OFFSETS = object_slot(InMemoryStore, "offsets")
 
 
 cdef extern from *:
@@ -174,7 +183,8 @@ cdef class HeartbeatRun:
 
     @property
     def now(self):
-        return self.clock._now          # (an exact ManualClock: check_run_args)
+        return slot_int64(self.clock, MANUAL_NOW, "_now")   # (an exact ManualClock:
+                                                            # check_run_args)
 
     def settle_checks(self, int64_t t):
         """Settle the checks due by t that need no more than moving or dropping; True
@@ -215,11 +225,12 @@ cdef class HeartbeatRun:
         om = fc_tuple4_new(OffsetAndMetadata, offset, OM_METADATA, OM_LEADER_EPOCH, now)
         cdef int error
         cdef object store = self.store
-        cdef dict offsets
-        if store.fail_with is ERRORS_NONE:
+        cdef dict offsets, by_group
+        cdef Group group = rec.group             # (a native table's: the native Group)
+        if slot_object(store, STORE_FAIL_WITH, "fail_with") is ERRORS_NONE:
             # InMemoryStore.store_offset_now's write without the Python call (a replay's
             # every commit; fastcoord/store.py: keep the two in step)
-            offsets = store.offsets
+            offsets = slot_object(store, STORE_OFFSETS, "offsets")
             by_group = offsets.get(rec.group_id)
             if by_group is None:
                 by_group = offsets.setdefault(rec.group_id, {})
@@ -231,7 +242,9 @@ cdef class HeartbeatRun:
         lock_with_gil(rec.core)
         try:
             if rec.core.state != C_DEAD:
-                rec.group.offsets[self.partition] = om
+                if group is None:                   # (a record whose group is not set)
+                    raise AttributeError("the group record holds no group")
+                (<dict>group.offsets)[self.partition] = om   # (made a dict, never replaced)
         finally:
             pthread_mutex_unlock(&rec.core.mu)
         return C_NONE
@@ -239,7 +252,7 @@ cdef class HeartbeatRun:
     def run(self, Py_ssize_t i, stop=None):
         """Play the heartbeats (and commits) from event i on (before event `stop`, if
         given); the index of the first one not played."""
-        cdef int64_t now = self.clock._now, t, handle     # (ManualClock.now_ms())
+        cdef int64_t now = slot_int64(self.clock, MANUAL_NOW, "_now"), t, handle
         cdef int32_t m
         cdef int error
         cdef uint8_t kind
@@ -258,13 +271,13 @@ cdef class HeartbeatRun:
                 break
             if t > now:
                 if self.timer.c_idle_through(t, self.min_delay):
-                    self.clock._now = t          # ManualClock.set_ms(t), t > now
+                    set_slot_int64(self.clock, MANUAL_NOW, "_now", t)   # ManualClock.set_ms(t)
                     now = t
                 else:
                     # What fires may answer requests (the replay's callbacks run) and arm
                     # checks: settle again before this event.
                     self.advance_time(t - now)
-                    now = self.clock._now
+                    now = slot_int64(self.clock, MANUAL_NOW, "_now")
                     continue
             m = self.members[i]
             handle = self.handles[m]

@@ -18,6 +18,8 @@ from cpython.ref cimport Py_XINCREF, Py_XDECREF
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 
+from fastcoord._native.slots cimport object_slot, set_slot_int64, slot_int64, slot_object
+
 import logging
 import threading
 
@@ -28,6 +30,8 @@ __all__ = ["ManualStepper", "Timer", "TimerHandle", "TimerSink"]
 _log = logging.getLogger("fastcoord.timer")
 
 cdef int64_t LIMIT = (1 << 62) - 1
+# Where a ManualClock keeps `_now` (slots.pxd): read and set there, not as an attribute
+cdef Py_ssize_t MANUAL_NOW = object_slot(ManualClock, "_now")
 cdef int64_t NEVER = INT64_MAX
 cdef int64_t NO_REAPER = INT64_MIN
 cdef int32_t MAX_LEVELS = 64
@@ -762,7 +766,8 @@ cdef class Timer:
     cdef int64_t c_current_ms(self) except? -1:
         # (A replay reads the time a few times per event: the attribute costs less than
         # the call to ManualClock.now_ms, which returns it.)
-        cdef int64_t now = self._clock._now if self._manual_clock else self._clock.now_ms()
+        cdef int64_t now = (slot_int64(self._clock, MANUAL_NOW, "_now") if self._manual_clock
+                            else self._clock.now_ms())
         cdef int64_t t = self._time
         return now if now > t else t
 
@@ -1197,7 +1202,7 @@ cdef class ManualStepper:
             return self.fallback(ms)
         self.acquire()
         try:
-            clock_now = self.clock._now
+            clock_now = slot_object(self.clock, MANUAL_NOW, "_now")
             if type(clock_now) is int:
                 now = PyLong_AsLongLongAndOverflow(clock_now, &overflow)
             if type(clock_now) is not int or overflow or now < -LIMIT or now > LIMIT - step:
@@ -1205,8 +1210,8 @@ cdef class ManualStepper:
             else:
                 target = now + step
                 fired = self.timer.c_advance_to(target, True)
-                if target > self.clock._now:        # ManualClock.set_ms(target)
-                    self.clock._now = target
+                if target > slot_int64(self.clock, MANUAL_NOW, "_now"):
+                    set_slot_int64(self.clock, MANUAL_NOW, "_now", target)   # ManualClock.set_ms
         finally:
             self.release()
         if fired < 0:

@@ -27,6 +27,7 @@ import threading
 import time
 import types
 import uuid
+from threading import get_ident
 from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 from fastcoord.config import CoordinatorConfig, shard_for
@@ -42,6 +43,9 @@ log = logging.getLogger("fastcoord.coordinator")
 # the slow attribute path (EnumType defines __getattr__; ~70 ns a read), and a request
 # reads several (an offset commit about ten). The values are the very same members.
 E = types.SimpleNamespace(**Errors.__members__)
+# The answer of most checks, held alone: compiled (groups.pxd) a C global, one load where
+# E.NONE is a namespace look-up (about 1% of a replay's instructions went to those)
+_NONE = Errors.NONE
 # A NamedTuple from its field values, as its __new__ does it, without the call through
 # that Python __new__: for the results a join/sync round makes per member, and the
 # summaries and descriptions read after each request.
@@ -307,6 +311,12 @@ class GroupLogic:
         self.table.on_deadline = self._on_session_deadline
         self.owners: Dict[int, Tuple[Group, str]] = {}   # table slot -> (group, member id)
         self._outboxes = _Outboxes()
+        # The creating thread's outbox, held directly: most calls come from that thread
+        # (a replay's, the server's event loop) and skip the thread-local look-up, which
+        # cost 2% of a replay. Another thread, or one that reuses a dead home thread's
+        # ident (the box is empty between calls), is no different for it.
+        self._home_thread = get_ident()
+        self._home_box = self._outboxes.box
         self._join_ops, self._sync_ops = _delayed_op_classes(self._op_base)
         owned = config.owned_shards
         for shard in range(config.num_shards):
@@ -324,11 +334,17 @@ class GroupLogic:
     # ======================================================================
     # outbox: user callbacks and store writes run outside every group lock
     # ======================================================================
+    def _outbox(self) -> _Outbox:
+        """This thread's outbox."""
+        if get_ident() == self._home_thread:
+            return self._home_box
+        return self._outboxes.box
+
     def _emit(self, fn, *args) -> None:
-        self._outboxes.box.items.append((fn, args))
+        self._outbox().items.append((fn, args))
 
     def flush(self) -> None:
-        box = self._outboxes.box
+        box = self._outbox()
         items = box.items
         if box.flushing or not items:
             return
@@ -378,7 +394,7 @@ class GroupLogic:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if state == SHARD_NOT_OWNED:
             return E.NOT_COORDINATOR
-        return E.NONE
+        return _NONE
 
     def _get_group(self, group_id: str) -> Optional[Group]:
         rec = self.table.groups.get(group_id)
@@ -411,7 +427,7 @@ class GroupLogic:
                 return E.FENCED_INSTANCE_ID
         if member_id not in group.members:
             return E.UNKNOWN_MEMBER_ID
-        return E.NONE
+        return _NONE
 
     # ======================================================================
     # JoinGroup
@@ -420,7 +436,7 @@ class GroupLogic:
                    rebalance_timeout_ms, instance_id, require_known_member_id, client_id,
                    client_host, callback) -> None:
         error, group = self._find_group(group_id, allow_empty=False)
-        if error != E.NONE:
+        if error != _NONE:
             self._emit(callback, JoinGroupResult(error, member_id=member_id))
             return
         cfg = self.config
@@ -515,7 +531,7 @@ class GroupLogic:
                                            protocol_type, protocols, callback)
             return
         error = self._validate_member(group, member_id, instance_id)
-        if error != E.NONE:
+        if error != _NONE:
             self._emit(callback, JoinGroupResult(error, member_id=member_id))
             return
         member = group.members[member_id]
@@ -541,7 +557,7 @@ class GroupLogic:
 
     def _current_generation_result(self, group, member_id, with_members) -> JoinGroupResult:
         return JoinGroupResult(
-            E.NONE, group.generation, group.protocol_type, group.protocol_name,
+            _NONE, group.generation, group.protocol_type, group.protocol_name,
             group.leader_id or "", member_id,
             group.current_member_metadata() if with_members else [], False)
 
@@ -600,7 +616,7 @@ class GroupLogic:
 
                 def stored(error: Errors) -> None:
                     with group.rec:
-                        if error != E.NONE:
+                        if error != _NONE:
                             log.warning("group %s: persisting static member %s failed: %s",
                                         group.group_id, instance_id, error.name)
                             group.update_member(member, old_protocols, old_rebalance, old_session,
@@ -614,7 +630,7 @@ class GroupLogic:
                                 current_leader or "", "", [], False))
                         else:
                             self._invoke_join(member, group, JoinGroupResult(
-                                E.NONE, generation, group.protocol_type, group.protocol_name,
+                                _NONE, generation, group.protocol_type, group.protocol_name,
                                 current_leader or "", new_id, [], False))
                     self.flush()
 
@@ -677,7 +693,7 @@ class GroupLogic:
             for member in list(group.members.values()):
                 member_id = member.member_id
                 result = _new_tuple(JoinGroupResult, (
-                    E.NONE, generation, protocol_type, protocol_name, leader, member_id,
+                    _NONE, generation, protocol_type, protocol_name, leader, member_id,
                     group.current_member_metadata() if member_id == leader else [], False))
                 self._invoke_join(member, group, result)
                 self.table.touch(member.slot)
@@ -742,7 +758,7 @@ class GroupLogic:
         error, group = self._find_group(group_id, allow_empty=False)
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
             error = E.REBALANCE_IN_PROGRESS
-        if error != E.NONE:
+        if error != _NONE:
             self._emit(callback, SyncGroupResult(error))
             return
         if group is None:
@@ -753,14 +769,14 @@ class GroupLogic:
                 error = E.COORDINATOR_NOT_AVAILABLE
             else:
                 error = self._validate_member(group, member_id, instance_id)
-                if error == E.NONE:
+                if error == _NONE:
                     if generation_id != group.generation:
                         error = E.ILLEGAL_GENERATION
                     elif protocol_type is not None and protocol_type != group.protocol_type:
                         error = E.INCONSISTENT_GROUP_PROTOCOL
                     elif protocol_name is not None and protocol_name != group.protocol_name:
                         error = E.INCONSISTENT_GROUP_PROTOCOL
-            if error != E.NONE:
+            if error != _NONE:
                 self._emit(callback, SyncGroupResult(error))
             elif group.state == EMPTY:
                 self._emit(callback, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
@@ -780,7 +796,7 @@ class GroupLogic:
                 self._remove_pending_sync_member(group, member_id)
                 member = group.members[member_id]
                 self._emit(callback, _new_tuple(SyncGroupResult, (
-                    E.NONE, group.protocol_type, group.protocol_name, member.assignment)))
+                    _NONE, group.protocol_type, group.protocol_name, member.assignment)))
                 self.table.touch(member.slot)
 
     def _assignment_stored(self, group: Group, full: dict) -> Callable[[Errors], None]:
@@ -793,13 +809,13 @@ class GroupLogic:
         def stored(error: Errors) -> None:
             with group.rec:
                 if group.state == CR and group.generation == generation:
-                    if error != E.NONE:
+                    if error != _NONE:
                         self._reset_and_propagate_assignment_error(group, error)
                         self._maybe_prepare_rebalance(group)
                     else:
                         for mid, m in group.members.items():
                             m.assignment = full[mid]
-                        self._propagate_assignment(group, E.NONE)
+                        self._propagate_assignment(group, _NONE)
                         group.transition_to(STABLE)
             self.flush()
         return stored
@@ -819,7 +835,7 @@ class GroupLogic:
         self._propagate_assignment(group, error)
 
     def _propagate_assignment(self, group: Group, error: Errors) -> None:
-        ok = error == E.NONE
+        ok = error == _NONE
         protocol_type = group.protocol_type if ok else None
         protocol_name = group.protocol_name if ok else None
         for member in group.members.values():
@@ -865,10 +881,10 @@ class GroupLogic:
     # ======================================================================
     def leave_group(self, group_id, members) -> LeaveGroupResult:
         error, group = self._find_group(group_id, allow_empty=False)
-        if error != E.NONE:
+        if error != _NONE:
             return LeaveGroupResult(error, [])
         if group is None:
-            return LeaveGroupResult(E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members))
+            return LeaveGroupResult(_NONE, [E.UNKNOWN_MEMBER_ID] * len(members))
         errors = []
         with group.rec:
             if group.state == DEAD:
@@ -880,18 +896,18 @@ class GroupLogic:
                         errors.append(E.UNKNOWN_MEMBER_ID)
                     else:
                         self._remove_member_and_update_group(group, group.members[current])
-                        errors.append(E.NONE)
+                        errors.append(_NONE)
                 elif member_id in group.pending:
                     self._release_slot(group.pending.pop(member_id))
                     if group.state == PR:
                         self.purgatory.check_and_complete(("join", group_id))
-                    errors.append(E.NONE)
+                    errors.append(_NONE)
                 else:
                     error = self._validate_member(group, member_id, instance_id)
-                    if error == E.NONE:
+                    if error == _NONE:
                         self._remove_member_and_update_group(group, group.members[member_id])
                     errors.append(error)
-        return LeaveGroupResult(E.NONE, errors)
+        return LeaveGroupResult(_NONE, errors)
 
     def _release_slot(self, slot: int) -> None:
         owner = self.owners.pop(slot, None)
@@ -923,7 +939,7 @@ class GroupLogic:
         """Validate and store; `done({tp: Errors})` runs once the store answered. `offsets`
         holds an OffsetAndMetadata per partition, or an int: the offset alone."""
         error = self.group_status(group_id, allow_empty=True)
-        if error != E.NONE:
+        if error != _NONE:
             self._emit(done, {tp: error for tp in offsets})
             return
         group = self._get_group(group_id)
@@ -934,7 +950,7 @@ class GroupLogic:
             group = self._create_group(group_id)
         with group.rec:
             error = self._validate_offset_commit(group, member_id, generation_id, instance_id)
-            if error != E.NONE:
+            if error != _NONE:
                 self._emit(done, {tp: error for tp in offsets})
                 return
             if group.state == CR:
@@ -959,7 +975,7 @@ class GroupLogic:
         group = self.owners[slot][0]
         om = _offset_alone(offset, self.commit_time_ms())
         error = self.store.store_offset_now(group.group_id, tp, om)
-        if error == E.NONE:
+        if error == _NONE:
             with group.rec:
                 if group.state != DEAD:
                     group.offsets[tp] = om
@@ -969,15 +985,15 @@ class GroupLogic:
         if group.state == DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.state == EMPTY:
-            return E.NONE
+            return _NONE
         if generation_id >= 0 or member_id != "" or instance_id is not None:
             error = self._validate_member(group, member_id, instance_id)
-            if error != E.NONE:
+            if error != _NONE:
                 return error
-            return E.ILLEGAL_GENERATION if generation_id != group.generation else E.NONE
+            return E.ILLEGAL_GENERATION if generation_id != group.generation else _NONE
         if group.state != EMPTY:
             return E.UNKNOWN_MEMBER_ID
-        return E.NONE
+        return _NONE
 
     def _store_offsets(self, group: Group, offsets: dict, done) -> None:
         limit = self.config.offset_metadata_max_bytes
@@ -989,7 +1005,7 @@ class GroupLogic:
                 # The offset alone (a consumer's usual commit); its default metadata is
                 # never too large (the limit is >= 0).
                 accepted[tp] = _offset_alone(om, now)
-                results[tp] = E.NONE
+                results[tp] = _NONE
                 continue
             metadata = om.metadata
             if metadata is not None and len(metadata) > limit:
@@ -1001,7 +1017,7 @@ class GroupLogic:
                                            (om.offset, metadata, om.leader_epoch, now))
                                 if type(om) is OffsetAndMetadata
                                 else om._replace(commit_timestamp_ms=now))
-                results[tp] = E.NONE
+                results[tp] = _NONE
         if not accepted:
             self._emit(done, results)
             return
@@ -1016,15 +1032,15 @@ class GroupLogic:
 
     def fetch_offsets(self, group_id, partitions, require_stable):
         error = self.group_status(group_id, allow_empty=True)
-        if error != E.NONE:
+        if error != _NONE:
             return error, {}
         group = self._get_group(group_id)
         if group is None:
             if partitions is None:
-                return E.NONE, {}
-            return E.NONE, {tp: OffsetAndMetadata(-1) for tp in partitions}
+                return _NONE, {}
+            return _NONE, {tp: OffsetAndMetadata(-1) for tp in partitions}
         with group.rec:
-            top = E.NONE
+            top = _NONE
             wanted = list(group.offsets) if partitions is None else partitions
             result = {}
             for tp in wanted:
@@ -1040,10 +1056,10 @@ class GroupLogic:
     # ======================================================================
     def describe_group(self, group_id) -> GroupDescription:
         error, group = self._find_group(group_id, allow_empty=True)
-        if error != E.NONE:
+        if error != _NONE:
             return GroupDescription(error, group_id, "", "", "", [])
         if group is None:
-            return GroupDescription(E.NONE, group_id, STATE_VALUES[DEAD], "", "", [])
+            return GroupDescription(_NONE, group_id, STATE_VALUES[DEAD], "", "", [])
         with group.rec:
             stable = group.state == STABLE
             members = [
@@ -1052,19 +1068,19 @@ class GroupLogic:
                     m.metadata(group.protocol_name) if stable else b"",
                     m.assignment if stable else b""))
                 for m in group.members.values()]
-            return GroupDescription(E.NONE, group_id, STATE_VALUES[group.state],
+            return GroupDescription(_NONE, group_id, STATE_VALUES[group.state],
                                     group.protocol_type or "",
                                     (group.protocol_name or "") if stable else "", members)
 
     def group_summary(self, group_id) -> GroupSummary:
         """describe_group's state and member count without building member descriptions."""
         error, group = self._find_group(group_id, allow_empty=True)
-        if error != E.NONE:
+        if error != _NONE:
             return GroupSummary(error, "", 0, 0, -2)
         if group is None:
-            return GroupSummary(E.NONE, STATE_VALUES[DEAD], 0, 0, -1)
+            return GroupSummary(_NONE, STATE_VALUES[DEAD], 0, 0, -1)
         with group.rec:
-            return _new_tuple(GroupSummary, (E.NONE, STATE_VALUES[group.state], group.generation,
+            return _new_tuple(GroupSummary, (_NONE, STATE_VALUES[group.state], group.generation,
                                              len(group.members), group.members_epoch))
 
     def group_version(self, group_id) -> int:
@@ -1074,14 +1090,14 @@ class GroupLogic:
         table answers the usual case, a group it holds in an active shard, itself:
         MemberTable.group_version, which the coordinator binds.)"""
         error, group = self._find_group(group_id, allow_empty=True)
-        if error != E.NONE:
+        if error != _NONE:
             return -2
         return -1 if group is None else group.version
 
     def member_ids(self, group_id) -> List[str]:
         """describe_group's member ids alone, in its order."""
         error, group = self._find_group(group_id, allow_empty=True)
-        if error != E.NONE or group is None:
+        if error != _NONE or group is None:
             return []
         with group.rec:
             return list(group.members)
@@ -1101,7 +1117,7 @@ class GroupLogic:
         results: Dict[str, Errors] = {}
         for group_id in group_ids:
             error = self.group_status(group_id, allow_empty=True)
-            if error != E.NONE:
+            if error != _NONE:
                 results[group_id] = error
                 continue
             group = self._get_group(group_id)
@@ -1117,7 +1133,7 @@ class GroupLogic:
                     self.table.drop_group(group_id)
                     self._emit(self.store.store_group, group_id, None,
                                _log_store_error(group_id))
-                    results[group_id] = E.NONE
+                    results[group_id] = _NONE
                 else:
                     results[group_id] = E.NON_EMPTY_GROUP
         return results
@@ -1237,7 +1253,7 @@ def _count_pending(group: Group, accepted: dict) -> None:
 def _offsets_written(group: Group, accepted: dict, results: dict, error: Errors) -> None:
     """The store answered a write of `accepted`: no longer pending; on success the
     group's offsets (unless the group died meanwhile), else the error in `results`."""
-    ok = error == E.NONE
+    ok = error == _NONE
     pending = group.pending_offsets
     with group.rec:
         for tp, om in accepted.items():
@@ -1254,7 +1270,7 @@ def _offsets_written(group: Group, accepted: dict, results: dict, error: Errors)
 
 def _log_store_error(group_id: str):
     def done(error: Errors) -> None:
-        if error != E.NONE:
+        if error != _NONE:
             log.warning("group %s: writing group metadata failed: %s", group_id, error.name)
     return done
 
