@@ -67,7 +67,6 @@ cdef class GroupLogic:
     # C reads (a request's group look-up, _find_group, reads all three)
     cdef public MemberTable table
 
-    cpdef _Outbox _outbox(self)
     @cython.locals(box=_Outbox)
     cpdef flush(self)
     cpdef _invoke_join(self, Member member, Group group, result)

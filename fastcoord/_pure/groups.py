@@ -334,17 +334,13 @@ class GroupLogic:
     # ======================================================================
     # outbox: user callbacks and store writes run outside every group lock
     # ======================================================================
-    def _outbox(self) -> _Outbox:
-        """This thread's outbox."""
-        if get_ident() == self._home_thread:
-            return self._home_box
-        return self._outboxes.box
-
     def _emit(self, fn, *args) -> None:
-        self._outbox().items.append((fn, args))
+        # (this thread's outbox, as in flush: written out, not a method, for the pure twin)
+        box = self._home_box if get_ident() == self._home_thread else self._outboxes.box
+        box.items.append((fn, args))
 
     def flush(self) -> None:
-        box = self._outbox()
+        box = self._home_box if get_ident() == self._home_thread else self._outboxes.box
         items = box.items
         if box.flushing or not items:
             return
