@@ -55,15 +55,22 @@ def summarize(data, command=None):
     machine = data.get("machine_info", {})
     lines = ["# Benchmark summary", ""]
     lines.append(f"- date: {data.get('datetime', '?')}")
+    cpu = machine.get("cpu", {})
+    # (family and model tell the VM's host processors apart where the brand does not:
+    # AMD EPYC family 26 is Zen 5, family 25 Zen 3 or 4)
+    generation = (f" (family {cpu['family']}, model {cpu['model']})"
+                  if "family" in cpu and "model" in cpu else "")
     lines.append(f"- machine: {machine.get('node', '?')}, nproc {os.cpu_count()}, "
-                 f"{machine.get('cpu', {}).get('brand_raw', platform.processor() or '?')}")
+                 f"{cpu.get('brand_raw', platform.processor() or '?')}{generation}")
     lines.append(f"- python: {machine.get('python_implementation', '')} "
                  f"{machine.get('python_version', platform.python_version())}")
-    if "python_loop_ns" in machine:
-        lines.append(f"- machine speed: a plain Python loop (`s += i`) took "
-                     f"{machine['python_loop_ns']} ns per iteration at the start (best of 5; "
+    if "python_loop_ns_end" in machine:
+        start = machine.get("python_loop_ns_start")
+        when = (f"{start} ns per iteration at the start of the run and " if start else "")
+        lines.append(f"- machine speed: a plain Python loop (`s += i`) took {when}"
+                     f"{machine['python_loop_ns_end']} ns at its end (best of 5; "
                      "benchmarks/conftest.py): compare absolute figures only with runs "
-                     "where this is about the same")
+                     "where these are about the same")
     if command:
         lines.append(f"- command: `{command}`")
     lines.append("- ops/s = extra_info ops / median; native speed-up = native ops/s ÷ row ops/s "
