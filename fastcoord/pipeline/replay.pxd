@@ -16,15 +16,24 @@ cimport cython
 cdef int _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER, _UNKNOWN, _MIDREQ
 
 
+# The per-member and per-group arrays in slots too: the driver reads one of them (an
+# attribute of `arrays`) several times per request
+cdef class _Arrays:
+    cdef public object handles, generations, sessions, replaced, last_touch, check_at
+    cdef public object group_events, group_check_at, instances
+
+
 cdef class _Member:
     cdef public object tid, group, rid, joining, pending_sync, leader_members, leaving
-    cdef public object view, arrays
+    cdef public object view
+    cdef public _Arrays arrays
     cdef public Py_ssize_t ix
 
 
 cdef class _GroupView:
     cdef public object gid, state, members, generation, open, rebalances, expirations
-    cdef public object rebalancing_ms, rebalance_timeout, epoch, version, arrays
+    cdef public object rebalancing_ms, rebalance_timeout, epoch, version
+    cdef public _Arrays arrays
     cdef public Py_ssize_t ix
 
 
@@ -32,8 +41,10 @@ cdef class ShardReplay:
     cdef public object shard, impl, num_shards, heartbeat_runs, coord, clock, now
     cdef public object members, by_ix, by_rid, static, groups, by_group_ix, checks
     cdef public object group_version, runs, errors, answered, _sorted, rebalances
-    cdef public object expirations, arrays
+    cdef public object expirations
+    cdef public _Arrays arrays
 
+    @cython.locals(arrays=_Arrays)
     cpdef _arm(self, _Member m)
     cpdef _step(self, t)
     @cython.locals(gv=_GroupView, m=_Member)
@@ -43,12 +54,13 @@ cdef class ShardReplay:
     cpdef _arm_group(self, _GroupView gv, now)
     cpdef _touch(self, _Member m)
     cpdef _respond(self, idx, error)
-    @cython.locals(gv=_GroupView, old=_Member)
+    @cython.locals(gv=_GroupView, old=_Member, arrays=_Arrays)
     cpdef _join(self, _Member m, idx, row)
     @cython.locals(gv=_GroupView)
     cpdef _join_answered(self, _Member m, idx, result)
     cpdef _adopt(self, _Member m, rid)
     cpdef _drop(self, _Member m)
+    @cython.locals(arrays=_Arrays)
     cpdef _sync(self, _Member m, idx)
     cpdef _sync_answered(self, _Member m, idx, result)
     cpdef _leave(self, _Member m, idx)

@@ -207,6 +207,9 @@ class ShardReplay:
 
     # -- setup -------------------------------------------------------------------------
     def _start(self, t0: int) -> None:
+        # The driver reads this clock's time as `clock._now` (ManualClock.now_ms's value):
+        # an answer reads it a few times, and calling now_ms, a Python function, instead
+        # cost 1.4% more of a replay's instructions (callgrind, a 16k-event shard)
         self.clock = ManualClock(t0)
         self.now = t0
         self.coord = GroupCoordinator(CoordinatorConfig(num_shards=self.num_shards),
@@ -284,7 +287,7 @@ class ShardReplay:
         if read is None:
             return
         state, current = read
-        now = self.clock.now_ms()
+        now = self.clock._now
         before = len(gv.members)
         for rid in sorted(gv.members - current):
             m = self.by_rid.pop((gid, rid), None)
@@ -321,12 +324,12 @@ class ShardReplay:
 
     # -- requests -------------------------------------------------------------------------
     def _touch(self, m: _Member) -> None:
-        self.arrays.last_touch[m.ix] = self.clock.now_ms()
+        self.arrays.last_touch[m.ix] = self.clock._now
         self._arm(m)
 
     def _respond(self, idx: int, error: int) -> None:
         self.errors[idx] = int(error)
-        self.answered[idx] = self.clock.now_ms()
+        self.answered[idx] = self.clock._now
 
     def _join(self, m: _Member, idx: int, row) -> None:
         inst, session, rebalance, ptype, protos, client = row
@@ -382,7 +385,7 @@ class ShardReplay:
                                 if result.leader_id == result.member_id else None)
             self._touch(m)
             self._observe(m.group, "timeout")
-            self._arm_group(gv, self.clock.now_ms())
+            self._arm_group(gv, self.clock._now)
             if m.pending_sync is not None:
                 sidx, m.pending_sync = m.pending_sync, None
                 self._sync(m, sidx)
