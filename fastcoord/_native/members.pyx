@@ -42,7 +42,7 @@ cdef extern from *:
     uint64_t fc_mix(Py_hash_t g, Py_hash_t m) nogil
 
 # Where a ManualClock keeps `_now` (slots.pxd): the hot path reads the time there
-cdef Py_ssize_t MANUAL_CLOCK_SLOT = object_slot(ManualClock, "_now")
+cdef Py_ssize_t MANUAL_NOW = object_slot(ManualClock, "_now")
 
 
 cdef extern from *:
@@ -228,7 +228,7 @@ cdef class MemberTable(TimerSink):
             clock_gettime(CLOCK_MONOTONIC, &ts)
             return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
         if self.clock_kind == 1:            # ManualClock: read its slot
-            return slot_int64(self.clock, MANUAL_CLOCK_SLOT, "_now")
+            return slot_int64(self.clock, MANUAL_NOW, "_now")
         return self.now_ms()
 
     # -- the (group id, member id) -> slot map ------------------------------------------

@@ -183,7 +183,7 @@ cdef class HeartbeatRun:
 
     @property
     def now(self):
-        return slot_int64(self.clock, MANUAL_NOW, "_now")   # (an exact ManualClock:
+        return slot_object(self.clock, MANUAL_NOW, "_now")  # (an exact ManualClock:
                                                             # check_run_args)
 
     def settle_checks(self, int64_t t):

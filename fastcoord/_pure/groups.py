@@ -44,7 +44,8 @@ log = logging.getLogger("fastcoord.coordinator")
 # reads several (an offset commit about ten). The values are the very same members.
 E = types.SimpleNamespace(**Errors.__members__)
 # The answer of most checks, held alone: compiled (groups.pxd) a C global, one load where
-# E.NONE is a namespace look-up (about 1% of a replay's instructions went to those)
+# E.NONE is a namespace look-up (those look-ups were near 1% of a replay's instructions
+# in its profile)
 _NONE = Errors.NONE
 # A NamedTuple from its field values, as its __new__ does it, without the call through
 # that Python __new__: for the results a join/sync round makes per member, and the
