@@ -216,15 +216,56 @@ def test_background_compaction_runs_once_enough_segments_closed(tmp_path):
     store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=3)
     for i in range(400):
         assert store_offsets_sync(store, "g", {("t", i % 3): OffsetAndMetadata(i)}) == NONE
-    # Generous: one fsync of the directory can stall for seconds on a busy disk (seen in
-    # CI: the compaction's own roll sat in fsync_dir for over 10 s, then finished).
-    deadline = time.monotonic() + 60
-    while len(os.listdir(store.shard_dir(0))) > 4 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert len(os.listdir(store.shard_dir(0))) <= 4
+    # The listing alone is no signal: between two compactions it can dip and grow again
+    # (the next one's roll). Idle is. Generous: an fsync can stall for seconds.
+    assert store.wait_for_compactions(timeout=60)
+    segments = sorted(os.listdir(store.shard_dir(0)))
+    # Idle means no compaction is due: fewer than 3 closed segments, then the active one.
+    assert len(segments) <= 3, segments
     store.close()
     _, offsets = DurableStore(tmp_path, num_shards=1).load_shard(0)
     assert {p: om.offset for (_, p), om in offsets["g"].items()} == {0: 399, 1: 397, 2: 398}
+
+
+def test_a_background_compaction_does_not_rerun_on_its_own_roll(tmp_path):
+    """Its roll of the active segment queues the shard again (the segments it replaces are
+    still listed then); the compactor must look before rewriting the result once more."""
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=3)
+    starts = []
+    store._fault = lambda at, shard: starts.append(shard) if at == "compact_start" else None
+    i = 0
+    while store._log(0).active_id < 3:           # the roll that closes the third segment
+        assert store_offsets_sync(store, "g", {("t", i % 3): OffsetAndMetadata(i)}) == NONE
+        i += 1
+    assert store.wait_for_compactions(timeout=60)
+    assert starts == [0]
+    assert sorted(os.listdir(store.shard_dir(0))) == ["00000000000000000000.log",
+                                                      "00000000000000000004.log"]
+    store.close()
+
+
+def test_wait_for_compactions_times_out_while_one_runs(tmp_path):
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=3)
+    release = threading.Event()
+    store._fault = lambda at, shard: release.wait(60) if at == "compact_start" else None
+    assert store.wait_for_compactions(timeout=0)     # nothing ever queued
+    i = 0
+    while store._log(0).active_id < 3:
+        assert store_offsets_sync(store, "g", {("t", i % 3): OffsetAndMetadata(i)}) == NONE
+        i += 1
+    assert store.wait_for_compactions(timeout=0.2) is False
+    release.set()
+    assert store.wait_for_compactions(timeout=60) is True
+    store.close()
+    assert store.wait_for_compactions() is True      # closed: nothing will run
+
+
+@pytest.mark.parametrize("timeout, exc", [("1", TypeError), (True, TypeError), (-1, ValueError)])
+def test_wait_for_compactions_rejects_a_bad_timeout(tmp_path, timeout, exc):
+    store = DurableStore(tmp_path, num_shards=1)
+    with pytest.raises(exc, match="timeout"):
+        store.wait_for_compactions(timeout=timeout)
+    store.close()
 
 
 def test_compacted_segments_decode_cleanly(tmp_path):

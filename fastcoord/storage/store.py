@@ -451,6 +451,7 @@ class DurableStore:
         self._logs: Dict[int, _ShardLog] = {}
         self._compactor: Optional[threading.Thread] = None
         self._compact_queue: List[int] = []
+        self._compacting: Optional[int] = None   # the shard the compactor is working on
         self._compact_cond = threading.Condition(threading.Lock())
         os.makedirs(self.data_dir, exist_ok=True)
         self._check_meta()
@@ -656,7 +657,8 @@ class DurableStore:
                 self._compactor = threading.Thread(target=self._compact_loop, daemon=True,
                                                    name="fastcoord-store-compactor")
                 self._compactor.start()
-            self._compact_cond.notify()
+            # notify_all: wait_for_compactions waits on the same condition.
+            self._compact_cond.notify_all()
 
     def _compact_loop(self) -> None:
         while True:
@@ -666,18 +668,45 @@ class DurableStore:
                 if self._closed:
                     return
                 shard = self._compact_queue.pop(0)
+                self._compacting = shard
             try:
-                self.compact(shard)
-            except Exception:
-                log.exception("shard %d: background compaction failed", shard)
-                continue
-            # Segments may have closed while it ran, their trigger racing with this
-            # compaction's own listing: look again rather than wait for the next roll.
-            lg = self._logs.get(shard)
-            if lg is not None and self._compaction_due(lg):
+                self._compact_if_due(shard)
+            finally:
                 with self._compact_cond:
-                    if shard not in self._compact_queue:
-                        self._compact_queue.append(shard)
+                    self._compacting = None
+                    self._compact_cond.notify_all()
+
+    def _compact_if_due(self, shard: int) -> None:
+        lg = self._logs.get(shard)
+        # A compaction's own roll queues its shard again (the replaced segments are
+        # still listed then): look before rewriting the compacted segment for nothing.
+        if lg is None or not self._compaction_due(lg):
+            return
+        try:
+            self.compact(shard)
+        except Exception:
+            log.exception("shard %d: background compaction failed", shard)
+            return
+        # Segments may have closed while it ran, their trigger racing with this
+        # compaction's own listing: look again rather than wait for the next roll.
+        if self._compaction_due(lg):
+            with self._compact_cond:
+                if shard not in self._compact_queue:
+                    self._compact_queue.append(shard)
+
+    def wait_for_compactions(self, timeout: Optional[float] = None) -> bool:
+        """Block until no background compaction is queued or running (as after the last
+        write, before a backup of the directory, say). True when idle; False when
+        `timeout` seconds passed first. A compaction may start again at the next roll."""
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise TypeError(f"timeout must be a number or None, got {type(timeout).__name__}")
+            if timeout < 0:
+                raise ValueError(f"timeout must be >= 0, got {timeout}")
+        with self._compact_cond:
+            return self._compact_cond.wait_for(
+                lambda: (self._closed or not self._compact_queue) and self._compacting is None,
+                timeout)
 
     def _compaction_due(self, lg: _ShardLog) -> bool:
         """Whether the shard has compact_after_segments closed segments."""
