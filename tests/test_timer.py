@@ -362,6 +362,22 @@ def test_step_clock_reads_each_deadline_and_does_not_move_clock_past_it(impl):
     assert clock.now_ms() == 100
 
 
+def test_step_clock_never_moves_the_clock_back(impl):
+    """An entry fires with the clock at its deadline unless the clock is already past it
+    (ManualClock.set_ms); a time set by hand that is not an int is the clock's to judge."""
+    clock, t = make(impl)
+    seen = []
+    t.schedule_at(5, lambda: clock.advance(20))
+    t.schedule_at(17, lambda: seen.append(clock.now_ms()))
+    assert t.advance_to(100, step_clock=True) == 2
+    assert seen == [25]
+    clock._now = 30.0
+    t.schedule_at(120, lambda: seen.append(clock.now_ms()))
+    t.schedule_at(140, lambda: seen.append(clock.now_ms()))
+    assert t.advance_to(200, step_clock=True) == 2
+    assert seen == [25, 120, 140] and type(seen[1]) is int
+
+
 def test_step_clock_new_entries_count_from_the_firing_deadline(impl):
     clock, t = make(impl)
     seen = []

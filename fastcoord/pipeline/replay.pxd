@@ -8,8 +8,8 @@
 # instance dict; the per-request methods are cpdef, so the driver's calls of them are C
 # calls and their member and group arguments are typed. Every value stays a Python
 # object except a member's and a group's ix, fixed at creation: no value changes.
-# (A cpdef method holds no closure: the coordinator's callbacks are partials of
-# _join_answered and _sync_answered.)
+# (A cpdef method holds no closure: the coordinator's callbacks are _Answer objects,
+# which call _join_answered or _sync_answered.)
 cimport cython
 
 # The event codes and the error codes the driver compares with (plain ints in the .py)
@@ -75,3 +75,10 @@ cdef class ShardReplay:
                 const long long[:] seqs, const int[:] member_ix, const int[:] group_ix,
                 join_rows)
     cpdef _play(self, runs, idx, stop)
+
+
+cdef class _Answer:
+    cdef ShardReplay replay
+    cdef _Member m
+    cdef object idx
+    cdef bint sync
