@@ -78,6 +78,15 @@ def native_extensions():
     # fastcoord._compat.COMPILED_IN_PLACE names them for the pure setting, which loads
     # the .py: tests/test_compiled_python.py checks the lists agree.)
     compiled_python = ["fastcoord/coordinator.py", "fastcoord/pipeline/replay.py"]
+    # cythonize does not see that groups.py depends on its augmenting .pxd, which sits
+    # in another directory (nor on the .pxd files that one cimports): after an edit of
+    # one, it would reuse groups.c, laid out for the old declarations, beside modules
+    # (tracerun) built for the new ones. Regenerate it when any is newer.
+    groups_c = "fastcoord/_pure/groups.c"
+    if os.path.exists(groups_c) and any(
+            os.path.getmtime(pxd) > os.path.getmtime(groups_c)
+            for pxd in glob.glob("fastcoord/_native/*.pxd")):
+        os.remove(groups_c)
     python_modules = cythonize(
         [Extension("fastcoord._native.groups", ["fastcoord/_pure/groups.py"],
                    extra_compile_args=compile_args, define_macros=macros)]

@@ -32,9 +32,12 @@ cdef class Member:
 
 cdef class Group:
     cdef public object group_id, rec, state, generation, protocol_type, protocol_name
-    cdef public object leader_id, members, pending, static, pending_sync
-    cdef public object num_awaiting_join, new_member_added, supported, offsets
-    cdef public object pending_offsets, created_ms, version, members_epoch
+    cdef public object leader_id, num_awaiting_join, new_member_added, created_ms
+    cdef public object version, members_epoch
+    # Containers made once (in __init__) and never replaced: typed, their methods and
+    # look-ups are the C API's, not calls through the type
+    cdef public dict members, pending, static, supported, offsets, pending_offsets
+    cdef public set pending_sync
 
     cpdef transition_to(self, target)
     cpdef can_rebalance(self)
@@ -45,6 +48,8 @@ cdef class Group:
     cpdef update_member(self, Member member, protocols, rebalance_timeout_ms,
                         session_timeout_ms, callback)
     cpdef has_all_members_joined(self)
+    @cython.locals(m=Member)
+    cpdef rebalance_timeout_ms(self)
     cpdef supports_protocols(self, protocol_type, protocols)
     cpdef candidate_protocols(self)
     @cython.locals(member=Member)
@@ -69,6 +74,8 @@ cdef class GroupLogic:
 
     @cython.locals(box=_Outbox)
     cpdef flush(self)
+    @cython.locals(box=_Outbox)
+    cpdef _emit_one(self, fn, arg)
     cpdef _invoke_join(self, Member member, Group group, result)
     cpdef _invoke_sync(self, Member member, result)
     @cython.locals(table=MemberTable)
@@ -127,3 +134,9 @@ cdef class GroupLogic:
     cpdef group_version(self, group_id)
     @cython.locals(group=Group)
     cpdef member_ids(self, group_id)
+
+
+# Module-level helpers of the join and sync paths, C functions here
+cpdef _validate_member(Group group, member_id, instance_id)
+@cython.locals(m=Member)
+cpdef _group_record(Group group, assignment)

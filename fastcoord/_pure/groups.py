@@ -229,7 +229,12 @@ class Group:
         return len(self.members) == self.num_awaiting_join and not self.pending
 
     def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+        """The longest rebalance timeout among the members (0 with none)."""
+        longest = 0
+        for m in self.members.values():
+            if m.rebalance_timeout_ms > longest:
+                longest = m.rebalance_timeout_ms
+        return longest
 
     def supports_protocols(self, protocol_type: str, protocols) -> bool:
         """May a member of protocol_type with these (name, metadata) pairs join? One of
@@ -340,6 +345,12 @@ class GroupLogic:
         box = self._home_box if get_ident() == self._home_thread else self._outboxes.box
         box.items.append((fn, args))
 
+    def _emit_one(self, fn, arg) -> None:
+        # _emit for a callback of one argument, every answer's (a C method in the native
+        # twin, where _emit, taking *args, is a Python one)
+        box = self._home_box if get_ident() == self._home_thread else self._outboxes.box
+        box.items.append((fn, (arg,)))
+
     def flush(self) -> None:
         box = self._home_box if get_ident() == self._home_thread else self._outboxes.box
         items = box.items
@@ -362,7 +373,7 @@ class GroupLogic:
             return False
         member.join_callback = None
         group.num_awaiting_join -= 1
-        self._emit(callback, result)
+        self._emit_one(callback, result)
         return True
 
     def _invoke_sync(self, member: Member, result: SyncGroupResult) -> bool:
@@ -370,7 +381,7 @@ class GroupLogic:
         if callback is None:
             return False
         member.sync_callback = None
-        self._emit(callback, result)
+        self._emit_one(callback, result)
         return True
 
     # ======================================================================
@@ -413,18 +424,6 @@ class GroupLogic:
         group = Group(group_id, rec, self.clock.now_ms())
         rec.group = group
         return group
-
-    @staticmethod
-    def _validate_member(group: Group, member_id: str, instance_id) -> Errors:
-        if instance_id is not None:
-            current = group.static.get(instance_id)
-            if current is None:
-                return E.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                return E.FENCED_INSTANCE_ID
-        if member_id not in group.members:
-            return E.UNKNOWN_MEMBER_ID
-        return _NONE
 
     # ======================================================================
     # JoinGroup
@@ -527,7 +526,7 @@ class GroupLogic:
                                            rebalance_timeout_ms, session_timeout_ms,
                                            protocol_type, protocols, callback)
             return
-        error = self._validate_member(group, member_id, instance_id)
+        error = _validate_member(group, member_id, instance_id)
         if error != _NONE:
             self._emit(callback, JoinGroupResult(error, member_id=member_id))
             return
@@ -632,7 +631,7 @@ class GroupLogic:
                     self.flush()
 
                 self._emit(self.store.store_group, group.group_id,
-                           self._group_record(group, assignment), stored)
+                           _group_record(group, assignment), stored)
             else:
                 self._maybe_prepare_rebalance(group)
         elif group.state == CR:
@@ -681,7 +680,7 @@ class GroupLogic:
                 return
             self._init_next_generation(group)
             if group.state == EMPTY:
-                self._emit(self.store.store_group, group.group_id, self._group_record(group, {}),
+                self._emit(self.store.store_group, group.group_id, _group_record(group, {}),
                            _log_store_error(group.group_id))
                 return
             leader = group.leader_id
@@ -765,7 +764,7 @@ class GroupLogic:
             if group.state == DEAD:
                 error = E.COORDINATOR_NOT_AVAILABLE
             else:
-                error = self._validate_member(group, member_id, instance_id)
+                error = _validate_member(group, member_id, instance_id)
                 if error == _NONE:
                     if generation_id != group.generation:
                         error = E.ILLEGAL_GENERATION
@@ -787,7 +786,7 @@ class GroupLogic:
                     given = assignments or {}
                     full = {mid: given.get(mid, b"") for mid in group.members}
                     self._emit(self.store.store_group, group_id,
-                               self._group_record(group, full),
+                               _group_record(group, full),
                                self._assignment_stored(group, full))
             else:  # Stable
                 self._remove_pending_sync_member(group, member_id)
@@ -900,7 +899,7 @@ class GroupLogic:
                         self.purgatory.check_and_complete(("join", group_id))
                     errors.append(_NONE)
                 else:
-                    error = self._validate_member(group, member_id, instance_id)
+                    error = _validate_member(group, member_id, instance_id)
                     if error == _NONE:
                         self._remove_member_and_update_group(group, group.members[member_id])
                     errors.append(error)
@@ -984,7 +983,7 @@ class GroupLogic:
         if generation_id < 0 and group.state == EMPTY:
             return _NONE
         if generation_id >= 0 or member_id != "" or instance_id is not None:
-            error = self._validate_member(group, member_id, instance_id)
+            error = _validate_member(group, member_id, instance_id)
             if error != _NONE:
                 return error
             return E.ILLEGAL_GENERATION if generation_id != group.generation else _NONE
@@ -1213,24 +1212,35 @@ class GroupLogic:
                 group.pending.clear()
                 self.table.drop_group(group.group_id)
 
-    # ======================================================================
-    # persistence record (what the store writes for a group)
-    # ======================================================================
-    @staticmethod
-    def _group_record(group: Group, assignment: dict) -> dict:
-        return {
-            "protocol_type": group.protocol_type,
-            "generation": group.generation,
-            "protocol": group.protocol_name,
-            "leader": group.leader_id,
-            "members": [
-                {"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
-                 "client_host": m.client_host, "rebalance_timeout_ms": m.rebalance_timeout_ms,
-                 "session_timeout_ms": m.session_timeout_ms,
-                 "subscription": m.metadata(group.protocol_name) if group.protocol_name else b"",
-                 "assignment": assignment.get(m.member_id, b"")}
-                for m in group.members.values()],
-        }
+
+def _validate_member(group: Group, member_id: str, instance_id) -> Errors:
+    """Is member_id (with instance_id, for a static member) a member of the group?
+    UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (the instance id is another member's) or NONE."""
+    if instance_id is not None:
+        current = group.static.get(instance_id)
+        if current is None:
+            return E.UNKNOWN_MEMBER_ID
+        if current != member_id:
+            return E.FENCED_INSTANCE_ID
+    if member_id not in group.members:
+        return E.UNKNOWN_MEMBER_ID
+    return _NONE
+
+
+def _group_record(group: Group, assignment: dict) -> dict:
+    """What the store writes for a group: its generation and every member's metadata,
+    subscription (its metadata for the group's protocol) and `assignment`."""
+    protocol = group.protocol_name
+    members = []
+    for m in group.members.values():
+        members.append({
+            "member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id,
+            "client_host": m.client_host, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            "session_timeout_ms": m.session_timeout_ms,
+            "subscription": m.metadata(protocol) if protocol else b"",
+            "assignment": assignment.get(m.member_id, b"")})
+    return {"protocol_type": group.protocol_type, "generation": group.generation,
+            "protocol": protocol, "leader": group.leader_id, "members": members}
 
 
 def _offset_alone(offset: int, now: int) -> OffsetAndMetadata:
