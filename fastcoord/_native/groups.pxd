@@ -72,9 +72,9 @@ cdef class GroupLogic:
     # C reads (a request's group look-up, _find_group, reads all three)
     cdef public MemberTable table
 
+    cpdef _Outbox _outbox(self)
     @cython.locals(box=_Outbox)
     cpdef flush(self)
-    @cython.locals(box=_Outbox)
     cpdef _emit_one(self, fn, arg)
     cpdef _invoke_join(self, Member member, Group group, result)
     cpdef _invoke_sync(self, Member member, result)

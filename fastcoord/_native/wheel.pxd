@@ -132,7 +132,7 @@ cdef class Timer:
     cdef bint c_cancel_id(self, int64_t entry_id) noexcept
     cdef int64_t c_current_ms(self) except? -1
     cdef int c_idle_through(self, int64_t now, int64_t min_delay) except -1
-    cdef int _step_manual_clock(self, int64_t deadline) except -1
+    cdef int _step_manual_clock(self, int64_t t) except -1
     cdef Py_ssize_t c_advance_to(self, int64_t target, bint step_clock) except -1
 
     # internals (all "_u" helpers run with the mutex held)

@@ -340,19 +340,20 @@ class GroupLogic:
     # ======================================================================
     # outbox: user callbacks and store writes run outside every group lock
     # ======================================================================
+    def _outbox(self) -> _Outbox:
+        """The calling thread's outbox."""
+        return self._home_box if get_ident() == self._home_thread else self._outboxes.box
+
     def _emit(self, fn, *args) -> None:
-        # (this thread's outbox, as in flush: written out, not a method, for the pure twin)
-        box = self._home_box if get_ident() == self._home_thread else self._outboxes.box
-        box.items.append((fn, args))
+        self._outbox().items.append((fn, args))
 
     def _emit_one(self, fn, arg) -> None:
         # _emit for a callback of one argument, every answer's (a C method in the native
         # twin, where _emit, taking *args, is a Python one)
-        box = self._home_box if get_ident() == self._home_thread else self._outboxes.box
-        box.items.append((fn, (arg,)))
+        self._outbox().items.append((fn, (arg,)))
 
     def flush(self) -> None:
-        box = self._home_box if get_ident() == self._home_thread else self._outboxes.box
+        box = self._outbox()
         items = box.items
         if box.flushing or not items:
             return
