@@ -170,7 +170,9 @@ cdef class GroupRecord:
         lock_with_gil(self.core)
         return self
 
-    def __exit__(self, *exc):
+    # (Three named arguments, not *exc: every `with rec:` of the group logic calls this,
+    # and a fixed-arity method takes the fast call, where *exc made a tuple per call.)
+    def __exit__(self, exc_type, exc, traceback):
         pthread_mutex_unlock(&self.core.mu)
 
 

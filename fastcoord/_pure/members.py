@@ -62,7 +62,7 @@ class GroupRecord:
         self._lock.acquire()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, traceback) -> None:
         self._lock.release()
 
 

@@ -16,11 +16,18 @@ cimport cython
 cdef int _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER, _UNKNOWN, _MIDREQ
 
 
-# The per-member and per-group arrays in slots too: the driver reads one of them (an
-# attribute of `arrays`) several times per request
+# The per-member and per-group arrays in slots too, as typed views of the array.array
+# buffers the .py makes (HeartbeatRun's view the same memory): the driver reads and
+# writes one of them several times per request, a C load or store where indexing the
+# array object took a Python call and an int object (callgrind, shard 7 of the
+# 10M-event trace: see the commit that made them typed). From Python, an attribute reads
+# as a memoryview of the array, indexed as the array is.
 cdef class _Arrays:
-    cdef public object handles, generations, sessions, replaced, last_touch, check_at
-    cdef public object group_events, group_check_at, instances
+    cdef public long long[::1] handles, sessions, last_touch, check_at
+    cdef public int[::1] generations
+    cdef public unsigned char[::1] replaced
+    cdef public long long[::1] group_events, group_check_at
+    cdef public object instances
 
 
 cdef class _Member:
@@ -40,11 +47,13 @@ cdef class _GroupView:
 cdef class ShardReplay:
     cdef public object shard, impl, num_shards, heartbeat_runs, coord, clock, now
     cdef public object members, by_ix, by_rid, static, groups, by_group_ix, checks
-    cdef public object group_version, runs, errors, answered, _sorted, rebalances
+    cdef public object group_version, runs, _sorted, rebalances
     cdef public object expirations
+    cdef public int[::1] errors               # (array.array buffers, as _Arrays')
+    cdef public long long[::1] answered
     cdef public _Arrays arrays
 
-    @cython.locals(arrays=_Arrays)
+    @cython.locals(arrays=_Arrays, ix=Py_ssize_t, last="long long", d="long long")
     cpdef _arm(self, _Member m)
     cpdef _step(self, t)
     @cython.locals(gv=_GroupView, m=_Member)
@@ -75,6 +84,9 @@ cdef class ShardReplay:
                 const long long[:] seqs, const int[:] member_ix, const int[:] group_ix,
                 join_rows)
     cpdef _play(self, runs, idx, stop)
+
+
+cpdef read_members(coord, gid, view, version=*)
 
 
 cdef class _Answer:

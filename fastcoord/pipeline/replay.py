@@ -113,7 +113,8 @@ class _Column:
 
 class _Arrays:
     """The replay's per-member and per-group arrays (array.array: Python ints when read
-    from Python, C arrays to HeartbeatRun)."""
+    from Python, C arrays to HeartbeatRun; compiled, the driver holds typed views of
+    them, replay.pxd)."""
 
     def __init__(self, members: int, groups: int) -> None:
         self.handles = array.array("q", [NO_HANDLE]) * members
@@ -282,12 +283,12 @@ class ShardReplay:
             d, code = checks.pop()
             if code < 0:                    # a group's check (code: ~ its ix)
                 gv = self.by_group_ix[~code]
-                gv.check_at = NOT_ARMED
+                self.arrays.group_check_at[~code] = NOT_ARMED      # (gv.check_at)
                 self._step(d)
                 self._observe(gv.gid, "timeout")
                 continue
             m = self.by_ix[code]
-            m.check_at = NOT_ARMED
+            self.arrays.check_at[code] = NOT_ARMED                # (m.check_at)
             self._step(d)
             if m.rid is not None and self.coord.member_handle(m.group, m.rid) == -1:
                 self._observe(m.group, "session-timeout")
@@ -416,14 +417,14 @@ class ShardReplay:
             if m.rid is not None:
                 self.by_rid.pop((m.group, m.rid), None)
             m.rid = rid
-            m.handle = LOOK_UP
+            self.arrays.handles[m.ix] = LOOK_UP                   # (m.handle)
             self.by_rid[(m.group, rid)] = m
 
     def _drop(self, m: _Member) -> None:
         if m.rid is not None:
             self.by_rid.pop((m.group, m.rid), None)
         m.rid = None
-        m.handle = NO_HANDLE
+        self.arrays.handles[m.ix] = NO_HANDLE                     # (m.handle)
 
     def _sync(self, m: _Member, idx: int) -> None:
         if m.joining >= 0:
