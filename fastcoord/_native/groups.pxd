@@ -14,7 +14,7 @@
 # takes no *args: those methods stay def.
 cimport cython
 
-from fastcoord._native.members cimport MemberTable
+from fastcoord._native.members cimport GroupRecord, MemberTable
 
 cdef object _NONE       # Errors.NONE (a C global: not an attribute of the compiled module)
 
@@ -86,7 +86,7 @@ cdef class GroupLogic:
     cpdef _create_group(self, group_id)
 
     # JoinGroup
-    @cython.locals(group=Group, member=Member)
+    @cython.locals(group=Group, member=Member, rec=GroupRecord)
     cpdef join_group(self, group_id, member_id, protocol_type, protocols, session_timeout_ms,
                      rebalance_timeout_ms, instance_id, require_known_member_id, client_id,
                      client_host, callback)
@@ -118,7 +118,7 @@ cdef class GroupLogic:
     # SyncGroup
     cpdef _remove_sync_expiration(self, Group group)
     cpdef try_complete_sync(self, Group group, generation, op)
-    @cython.locals(group=Group, member=Member)
+    @cython.locals(group=Group, member=Member, rec=GroupRecord)
     cpdef sync_group(self, group_id, generation_id, member_id, assignments, instance_id,
                      protocol_type, protocol_name, callback)
     cpdef _remove_pending_sync_member(self, Group group, member_id)
@@ -128,11 +128,11 @@ cdef class GroupLogic:
     # offsets and reads
     @cython.locals(group=Group)
     cpdef commit_accepted(self, slot, tp, offset)
-    @cython.locals(group=Group)
+    @cython.locals(group=Group, rec=GroupRecord)
     cpdef group_summary(self, group_id)
     @cython.locals(group=Group)
     cpdef group_version(self, group_id)
-    @cython.locals(group=Group)
+    @cython.locals(group=Group, rec=GroupRecord)
     cpdef member_ids(self, group_id)
 
 

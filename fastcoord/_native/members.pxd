@@ -110,6 +110,10 @@ cdef class GroupRecord:
     cdef public object group        # the group logic's Group
     cdef MemberTable table
 
+    # (cpdef: the group logic's request paths take the lock by these, C calls)
+    cpdef acquire(self, bint blocking=*, double timeout=*)
+    cpdef release(self)
+
 
 cdef class MemberTable(TimerSink):
     # (group id, member id) -> slot for joined members: open addressing, 8-byte entries

@@ -157,13 +157,13 @@ cdef class GroupRecord:
     def shard(self):
         return self.core.shard
 
-    def acquire(self, bint blocking=True, double timeout=-1):
+    cpdef acquire(self, bint blocking=True, double timeout=-1):
         if not blocking:
             return pthread_mutex_trylock(&self.core.mu) == 0
         lock_with_gil(self.core)
         return True
 
-    def release(self):
+    cpdef release(self):
         pthread_mutex_unlock(&self.core.mu)
 
     def __enter__(self):

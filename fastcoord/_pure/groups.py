@@ -17,6 +17,10 @@ Locking: every group has one reentrant lock (its `GroupRecord`). Public entry
 points take it once; user callbacks and store writes are never run under it:
 they are queued on a per-thread outbox and run after the lock is released, in
 the order they were produced (so both twins deliver callbacks in the same order).
+The requests a replay makes most (join, sync, group_summary, member_ids) take it by
+acquire() and release() in try/finally, the rest by `with`, which does the same: in
+the native twin those two are C calls, where `with` looks up and binds __enter__ and
+__exit__ (about a thousand instructions a request).
 """
 from __future__ import annotations
 
@@ -446,7 +450,9 @@ class GroupLogic:
                 self._emit(callback, JoinGroupResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
                 return
             group = self._create_group(group_id)
-        with group.rec:
+        rec = group.rec
+        rec.acquire()                   # (not `with`: see "Locking" above)
+        try:
             if not self._accept_joining_member(group, member_id):
                 # Kafka removes the member; a waiting join of its own gets answered (as a removal).
                 member = group.members.get(member_id)
@@ -469,6 +475,8 @@ class GroupLogic:
             # answers are the same, only a completed operation stays listed until then.
             if group.state == PR and group.has_all_members_joined():
                 self.purgatory.check_and_complete(("join", group_id))
+        finally:
+            rec.release()
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
         max_size = self.config.group_max_size
@@ -761,7 +769,9 @@ class GroupLogic:
         if group is None:
             self._emit(callback, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
             return
-        with group.rec:
+        rec = group.rec
+        rec.acquire()
+        try:
             if group.state == DEAD:
                 error = E.COORDINATOR_NOT_AVAILABLE
             else:
@@ -795,6 +805,8 @@ class GroupLogic:
                 self._emit(callback, _new_tuple(SyncGroupResult, (
                     _NONE, group.protocol_type, group.protocol_name, member.assignment)))
                 self.table.touch(member.slot)
+        finally:
+            rec.release()
 
     def _assignment_stored(self, group: Group, full: dict) -> Callable[[Errors], None]:
         """What runs once the leader's assignment `full` is stored (or failed to be):
@@ -1076,9 +1088,13 @@ class GroupLogic:
             return GroupSummary(error, "", 0, 0, -2)
         if group is None:
             return GroupSummary(_NONE, STATE_VALUES[DEAD], 0, 0, -1)
-        with group.rec:
+        rec = group.rec
+        rec.acquire()
+        try:
             return _new_tuple(GroupSummary, (_NONE, STATE_VALUES[group.state], group.generation,
                                              len(group.members), group.members_epoch))
+        finally:
+            rec.release()
 
     def group_version(self, group_id) -> int:
         """A number that changes whenever group_summary's state or members epoch does
@@ -1096,8 +1112,12 @@ class GroupLogic:
         error, group = self._find_group(group_id, allow_empty=True)
         if error != _NONE or group is None:
             return []
-        with group.rec:
+        rec = group.rec
+        rec.acquire()
+        try:
             return list(group.members)
+        finally:
+            rec.release()
 
     def list_groups(self, states) -> List[GroupListing]:
         wanted = None if not states else {str(s).lower() for s in states}
