@@ -99,6 +99,11 @@ def shards(params):
     return _shards[key]
 
 
+def _median(values):
+    """The middle value (the upper one of an even count): what every case reports."""
+    return sorted(values)[len(values) // 2]
+
+
 def _one_cpu():
     """Pin this process to one CPU for a single-core measurement (restored after)."""
     if not hasattr(os, "sched_setaffinity"):
@@ -126,7 +131,7 @@ def _replay_pinned(benchmark, parts, end_ms, rounds, **replay_options):
     finally:
         if before is not None:
             os.sched_setaffinity(0, before)
-    return sum(counts.values()), sorted(took)[len(took) // 2]
+    return sum(counts.values()), _median(took)
 
 
 @pytest.mark.parametrize("runs", [True, False], ids=["heartbeat-runs", "general-path"])
@@ -228,10 +233,6 @@ def _stage(spark, path, took, busy) -> None:
     replay_trace_file(spark, path).write.format("noop").mode("overwrite").save()
     took.append(time.perf_counter() - t0)
     busy.append(_busy_cpu_s() - b0)
-
-
-def _median(values):
-    return sorted(values)[len(values) // 2]
 
 
 @pytest.mark.parametrize("cores", [1, 2])

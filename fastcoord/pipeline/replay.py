@@ -131,19 +131,18 @@ class _Arrays:
 class _Member:
     __slots__ = ("tid", "group", "rid", "joining", "pending_sync",
                  "leader_members", "leaving", "view", "ix", "arrays")
+    # (the columns read or written by name; its handle, generation and check time are
+    # indexed in the arrays by the driver, and by HeartbeatRun)
     inst = _Column("instances")
-    handle = _Column("handles")
-    gen = _Column("generations")
     session = _Column("sessions")
     replaced = _Column("replaced")
     last_touch = _Column("last_touch")
-    check_at = _Column("check_at")
 
     def __init__(self, tid, group, inst, view, ix, arrays):
         self.tid, self.group = tid, group
         self.view = view
-        self.ix, self.arrays = ix, arrays    # inst ... check_at: in the arrays, which
-        arrays.instances[ix] = inst          # start at the other defaults (_Arrays)
+        self.ix, self.arrays = ix, arrays    # the rest of its state is in the arrays,
+        arrays.instances[ix] = inst          # which start at their defaults (_Arrays)
         self.rid = None
         self.joining = -1           # the trace index of its join in flight (-1: none)
         self.pending_sync = None
@@ -156,7 +155,7 @@ class _GroupView:
                  "expirations", "rebalancing_ms", "rebalance_timeout",
                  "epoch", "version", "ix", "arrays")
     events = _Column("group_events")
-    check_at = _Column("group_check_at")     # NOT_ARMED, or the group's check's time
+    # (its check: group_check_at[ix], NOT_ARMED or the check's time)
 
     def __init__(self, gid, ix, arrays):
         self.gid = gid
@@ -283,12 +282,12 @@ class ShardReplay:
             d, code = checks.pop()
             if code < 0:                    # a group's check (code: ~ its ix)
                 gv = self.by_group_ix[~code]
-                self.arrays.group_check_at[~code] = NOT_ARMED      # (gv.check_at)
+                self.arrays.group_check_at[~code] = NOT_ARMED
                 self._step(d)
                 self._observe(gv.gid, "timeout")
                 continue
             m = self.by_ix[code]
-            self.arrays.check_at[code] = NOT_ARMED                # (m.check_at)
+            self.arrays.check_at[code] = NOT_ARMED
             self._step(d)
             if m.rid is not None and self.coord.member_handle(m.group, m.rid) == -1:
                 self._observe(m.group, "session-timeout")
@@ -311,8 +310,7 @@ class ShardReplay:
             if m is None:
                 continue
             if m.rid == rid:
-                m.rid = None
-                m.handle = NO_HANDLE
+                self._drop(m)
             if m.leaving or m.replaced:
                 continue
             reason = "session" if now >= m.last_touch + m.session else "rebalance"
@@ -334,7 +332,7 @@ class ShardReplay:
     def _arm_group(self, gv: _GroupView, now: int) -> None:
         """A group check one rebalance timeout on: where a join or sync round times out."""
         d = now + max(gv.rebalance_timeout, 1)
-        check_at = self.arrays.group_check_at        # (gv.check_at, read directly)
+        check_at = self.arrays.group_check_at
         if check_at[gv.ix] < d:                      # NOT_ARMED (-1) included
             check_at[gv.ix] = d
             self.checks.push(d, ~gv.ix)
@@ -395,7 +393,7 @@ class ShardReplay:
         elif err == 0:
             gv = m.view
             self._adopt(m, result.member_id)
-            self.arrays.generations[m.ix] = result.generation_id      # (m.gen)
+            self.arrays.generations[m.ix] = result.generation_id
             if result.generation_id > gv.generation:
                 gv.generation = result.generation_id
             m.leader_members = ([x.member_id for x in result.members]
@@ -417,14 +415,14 @@ class ShardReplay:
             if m.rid is not None:
                 self.by_rid.pop((m.group, m.rid), None)
             m.rid = rid
-            self.arrays.handles[m.ix] = LOOK_UP                   # (m.handle)
+            self.arrays.handles[m.ix] = LOOK_UP
             self.by_rid[(m.group, rid)] = m
 
     def _drop(self, m: _Member) -> None:
         if m.rid is not None:
             self.by_rid.pop((m.group, m.rid), None)
         m.rid = None
-        self.arrays.handles[m.ix] = NO_HANDLE                     # (m.handle)
+        self.arrays.handles[m.ix] = NO_HANDLE
 
     def _sync(self, m: _Member, idx: int) -> None:
         if m.joining >= 0:
@@ -434,7 +432,7 @@ class ShardReplay:
             return
         gid = m.group
         assignments = {mid: b"" for mid in m.leader_members} if m.leader_members else None
-        arrays, ix = self.arrays, m.ix                          # (m.gen, m.inst)
+        arrays, ix = self.arrays, m.ix
         self.coord.sync_group(gid, arrays.generations[ix], m.rid or "", assignments,
                               group_instance_id=arrays.instances[ix],
                               callback=_Answer(self, m, idx, True))
