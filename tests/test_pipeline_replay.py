@@ -443,6 +443,53 @@ def test_a_rows_member_index_numbers_its_group_member_pairs_by_first_appearance(
     assert got.tolist() == _pairs_numbered_by_first_appearance(groups, members)
 
 
+def _dictionary_pieces(values, cuts, how):
+    """`values` as a chunked dictionary column of pieces cut at `cuts`, each piece's
+    dictionary made `how`: "encoded" (dictionary_encode: values in order of first
+    appearance, as a packed trace's), "reversed" (the same values, the other way round),
+    "unused" (an extra value no row uses) or "repeated" (a value twice)."""
+    chunks = []
+    bounds = [0] + sorted(set(cuts)) + [len(values)]
+    for lo, hi in zip(bounds, bounds[1:]):
+        piece = pa.array(values[lo:hi], pa.string()).dictionary_encode()
+        dictionary = piece.dictionary.to_pylist()
+        if how == "reversed":
+            dictionary = dictionary[::-1]
+        elif how == "unused":
+            dictionary = dictionary + ["never used"]
+        elif how == "repeated":
+            dictionary = dictionary + dictionary[:1]
+        at = {v: i for i, v in enumerate(dictionary)}     # (the first of a repeated value)
+        if how == "repeated" and dictionary:
+            # a row of the repeated value points at its second copy
+            at = dict(at, **{dictionary[0]: len(dictionary) - 1})
+        indices = pa.array([None if v is None else at[v] for v in values[lo:hi]], pa.int32())
+        chunks.append(pa.DictionaryArray.from_arrays(indices, pa.array(dictionary, pa.string())))
+    return pa.chunked_array(chunks, pa.dictionary(pa.int32(), pa.string()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", "d", "", None]), max_size=40),
+       st.lists(st.integers(0, 40), max_size=4),
+       st.sampled_from(["encoded", "reversed", "unused", "repeated"]))
+def test_a_dictionary_encoded_column_is_numbered_as_the_same_column_plain(values, cuts, how):
+    """A packed trace's group and member ids (and events) arrive dictionary-encoded, a
+    dictionary per piece: the replay's numbering of them (values in order of first
+    appearance, null after them) and its event codes are those of the plain strings,
+    whatever the pieces' dictionaries (in order, reversed, with a value unused or one
+    repeated)."""
+    from fastcoord.pipeline.replay import _encoded, _event_kinds
+    cuts = [c for c in cuts if c <= len(values)]
+    column = _dictionary_pieces(values, cuts, how)
+    want_distinct, want_codes = _encoded(pa.array(values, pa.string()))
+    got_distinct, got_codes = _encoded(column)
+    assert got_distinct.to_pylist() == want_distinct.to_pylist()
+    assert got_codes.tolist() == want_codes.tolist()
+    events = ["join" if v == "a" else "sync" if v == "b" else v for v in values]
+    assert list(_event_kinds(_dictionary_pieces(events, cuts, how))) == \
+        list(_event_kinds(pa.array(events, pa.string())))
+
+
 def test_event_kinds_name_each_event_and_set_aside_what_is_none_of_them():
     # (the event codes are C constants in the compiled module: the names' codes come
     # from its table of them, and what is none of them shares one code outside it)

@@ -40,6 +40,9 @@ Tables (see the *_SCHEMA constants):
   "session" (no contact for the session timeout) or "rebalance" (did not rejoin or
   sync within the rebalance timeout).
 - groups: per-group summary.
+A trace whose group id, member id and event columns come dictionary-encoded (a packed
+trace's, spark.pack_by_shard) is read by their indices, and its responses keep those
+columns encoded (one dictionary each); `canonical` gives every table its schema's types.
 """
 from __future__ import annotations
 
@@ -239,11 +242,17 @@ class ShardReplay:
         """Every group and member (a (group, member id) pair) of the sorted trace, made
         up front with the instance id of its first event: the index of each event's
         member and group (into by_ix and the arrays), numbered in order of first event."""
-        group_ix = _dense_codes(table.column("group_id"))
-        member_ix = _pair_codes(group_ix, _dense_codes(table.column("member_id")))
+        group_names, group_ix = _encoded(table.column("group_id"))
+        member_names, member_codes = _encoded(table.column("member_id"))
+        group_ix = group_ix.astype(np.int64)
+        member_codes = member_codes.astype(np.int64)
+        member_ix = _pair_codes(group_ix, member_codes)
         first = _first_occurrences(member_ix)
-        gids, tids, insts = (table.column(c).take(pa.array(first)).to_pylist()
-                             for c in ("group_id", "member_id", "instance_id"))
+        # each member's ids from the distinct values (null: the code past them), not from
+        # the rows (a take of a dictionary column of several pieces decodes them all)
+        gids = _with_null(group_names).take(pa.array(group_ix[first])).to_pylist()
+        tids = _with_null(member_names).take(pa.array(member_codes[first])).to_pylist()
+        insts = table.column("instance_id").take(pa.array(first)).to_pylist()
         self.arrays = arrays = _Arrays(len(first), int(group_ix.max()) + 1)
         for g, gid in zip(group_ix[first].tolist(), gids):
             if gid not in self.groups:
@@ -482,11 +491,12 @@ class ShardReplay:
         times = array.array("q", table.column("time_ms").to_numpy().tobytes())
         seqs = array.array("q", table.column("seq").to_numpy().tobytes())
         # The columns only a join reads, for the join rows alone (a small share of a trace)
-        join_at = pc.indices_nonzero(pc.equal(table.column("event"), "join"))
+        # (found by their kind: comparing the event column's strings again cost 1.4%)
+        join_at = np.flatnonzero(np.frombuffer(kinds, np.uint8) == _JOIN)
         joins = table.select(_JOIN_COLUMNS).take(join_at)
         columns = {c: joins.column(c).to_pylist() for c in _JOIN_COLUMNS}
         columns["protocols"] = _protocol_pairs(columns["protocols"])
-        join_rows = dict(zip(join_at.to_pylist(), zip(*columns.values())))
+        join_rows = dict(zip(join_at.tolist(), zip(*columns.values())))
         self.errors = errors = array.array("i", [-1]) * n
         self.answered = answered = array.array("q", [-1]) * n
         self._start(times[0])
@@ -597,7 +607,17 @@ class ShardReplay:
             cols[c] = t.column(c)
         cols["error"] = pa.array(np.frombuffer(self.errors, np.int32))
         cols["answered_ms"] = pa.array(np.frombuffer(self.answered, np.int64))
-        return pa.table(cols).cast(RESPONSES_SCHEMA)
+        # A dictionary-encoded string column (a packed trace's) stays encoded, with one
+        # dictionary: decoding it here cost 4% of a replay, and what the table goes to
+        # takes it as it is (an Arrow stream, a Parquet file) or decodes it once for all
+        # shards (canonical, blob_tables)
+        schema = RESPONSES_SCHEMA
+        for c in ("group_id", "member_id", "event"):
+            if pa.types.is_dictionary(cols[c].type):
+                cols[c] = _unified(cols[c])
+                at = schema.get_field_index(c)
+                schema = schema.set(at, pa.field(c, cols[c].type))
+        return pa.table(cols).cast(schema)
 
 
 def _protocol_pairs(column: list) -> list:
@@ -618,11 +638,58 @@ def _protocol_pairs(column: list) -> list:
 def _encoded(column) -> Tuple[pa.Array, np.ndarray]:
     """(the distinct values in order of first appearance, each value's number among
     them): pyarrow's dictionary encoding (a hash table, not a sort); null is numbered
-    len(distinct), a value of its own."""
+    len(distinct), a value of its own. A column already dictionary-encoded (the packed
+    trace's, spark.pack_by_shard) is renumbered by its indices (_recoded)."""
+    if pa.types.is_dictionary(column.type):
+        recoded = _recoded(column)
+        if recoded is not None:
+            return recoded
+        column = column.cast(column.type.value_type)
     enc = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     enc = enc.dictionary_encode()
     codes = pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False)
     return enc.dictionary, codes
+
+
+def _with_null(distinct: pa.Array) -> pa.Array:
+    """_encoded's distinct values and a null after them (null's number)."""
+    return pa.concat_arrays([distinct, pa.nulls(1, distinct.type)])
+
+
+def _unified(column) -> pa.DictionaryArray:
+    """A dictionary column as one array with one dictionary (its chunks, from different
+    pieces of the trace, each have their own): the dictionaries' values are hashed,
+    not the rows'."""
+    if isinstance(column, pa.ChunkedArray):
+        if column.num_chunks == 1:
+            return column.chunk(0)
+        column = column.unify_dictionaries().combine_chunks()
+    return column
+
+
+def _recoded(column) -> Optional[Tuple[pa.Array, np.ndarray]]:
+    """_encoded for a dictionary column, from its indices: the same numbers, in order of
+    first appearance, from an integer pass over them (a packed trace's; an integer hash
+    otherwise) where decoding would hash every row's string. None when its dictionary repeats a value (Arrow allows it; two indices
+    would then number one value twice): the caller decodes the column instead."""
+    column = _unified(column)
+    distinct = column.dictionary
+    codes = pc.fill_null(column.indices, -1).to_numpy(zero_copy_only=False)
+    running = np.maximum.accumulate(codes) if len(codes) else codes
+    if len(codes) and running[-1] == len(distinct) - 1 and \
+            not (np.diff(running, prepend=-1) > 1).any():
+        # Already so numbered: every value used, each first used after those before it.
+        # The packed trace's are: each piece's dictionary in order of first appearance
+        # (dictionary_encode), and unifying pieces appends each one's new values in its
+        # dictionary's order. An integer pass, where renumbering hashes every row.
+        codes = np.where(codes < 0, len(distinct), codes)
+    else:
+        enc = column.indices.dictionary_encode()
+        distinct = distinct.take(enc.dictionary)
+        codes = pc.fill_null(enc.indices, len(distinct)).to_numpy(zero_copy_only=False)
+    if pc.count_distinct(distinct).as_py() != len(distinct) or distinct.null_count:
+        return None
+    return distinct, codes
 
 
 def _dense_codes(column) -> np.ndarray:
@@ -664,9 +731,16 @@ def _event_kinds(column) -> array.array:
     """The events' codes (_HEARTBEAT, ...; _OTHER for an unknown one or null): each
     row's place among the five names (a look-up in a hash set of five, not a dictionary
     of the column: 16 against 23 ns a row), null where it is none of them."""
+    if pa.types.is_dictionary(column.type):
+        # each dictionary value's code, then the rows' by their indices
+        column = _unified(column)
+        per_value = np.append(np.frombuffer(_event_kinds(column.dictionary), np.uint8),
+                              np.uint8(_OTHER))
+        at = pc.fill_null(column.indices, len(column.dictionary))
+        return array.array("B", per_value[at.to_numpy(zero_copy_only=False)].tobytes())
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    if column.type != pa.string():          # (a large_string or dictionary column)
+    if column.type != pa.string():          # (a large_string column)
         column = column.cast(pa.string())
     at = pc.index_in(column, value_set=_EVENT_NAMES)
     at = pc.fill_null(at, len(_EVENT_CODES)).to_numpy(zero_copy_only=False)
@@ -750,8 +824,12 @@ def write_table_file(path: str, table: pa.Table) -> None:
     import pyarrow.parquet as pq
     folder, base = os.path.split(path)
     tmp = os.path.join(folder, f".{base}.{uuid.uuid4().hex}.tmp")
+    # A dictionary-encoded column (a replay's responses, from a packed trace) goes in as
+    # Parquet's own dictionary pages; without the Arrow schema in the file it reads back
+    # as its value type, as the same column written plain does.
+    encoded = any(pa.types.is_dictionary(f.type) for f in table.schema)
     try:
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, store_schema=not encoded)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -388,9 +388,13 @@ def pack_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS, piece: int = 0,
     The rows take the trace schema's types (the files of one trace may differ, and a
     shard's pieces are put together again). `lean` (the replay): a client id stays
     only on joins, the one event the replay reads it on, and a recorded error is
-    dropped (the replay makes its own answers): less to encode and shuffle. What-if
-    reads a member's client id from its first request of any kind. A null group id
-    fails here (shard_array's TypeError), as it fails the single-process replay."""
+    dropped (the replay makes its own answers): less to encode and shuffle; and the
+    group ids, member ids and events go dictionary-encoded (DICTIONARY_COLUMNS), one
+    dictionary per shard's piece: the replay numbers members and groups and reads
+    events from the indices (replay._encoded) instead of hashing every row's strings
+    again, and the pieces cross the shuffle smaller. What-if reads a member's client
+    id from its first request of any kind. A null group id fails here (shard_array's
+    TypeError), as it fails the single-process replay."""
     import pyarrow.compute as pc
 
     from .trace import TRACE_SCHEMA
@@ -403,11 +407,25 @@ def pack_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS, piece: int = 0,
         table = table.set_column(table.schema.get_field_index("error"), "error",
                                  pa.nulls(table.num_rows, table.schema.field("error").type))
     parts = split_on(table, shard_array(table.column("group_id"), num_shards))
+    if lean:
+        parts = {shard: dictionary_columns(part) for shard, part in parts.items()}
     n = len(parts)
     return pa.RecordBatch.from_arrays(
         [pa.array(list(parts), pa.int32()), pa.array([piece] * n, pa.int64()),
          pa.array([table_to_ipc(p) for p in parts.values()], pa.binary()),
          pa.nulls(n, pa.string())], schema=SHARD_PIECE_SCHEMA)
+
+
+# The columns of a replay's packed rows sent dictionary-encoded (see pack_by_shard)
+DICTIONARY_COLUMNS = ("group_id", "member_id", "event")
+
+
+def dictionary_columns(table: pa.Table) -> pa.Table:
+    """`table` with its DICTIONARY_COLUMNS dictionary-encoded (one dictionary each)."""
+    for name in DICTIONARY_COLUMNS:
+        at = table.schema.get_field_index(name)
+        table = table.set_column(at, name, table.column(name).combine_chunks().dictionary_encode())
+    return table
 
 
 def _report_rows(shards: List[int], pieces: List[int], reports: List[str]) -> pa.RecordBatch:
@@ -586,7 +604,8 @@ def blob_tables(rows, names: Dict[str, pa.Schema]) -> Dict[str, pa.Table]:
     parts: Dict[str, list] = {name: [] for name in names}
     for row in rows:
         if row["table"] in parts:
-            parts[row["table"]].append(table_from_ipc(row["ipc"]))
+            # (in the table's schema: a replay's responses come dictionary-encoded)
+            parts[row["table"]].append(table_from_ipc(row["ipc"]).cast(names[row["table"]]))
     return {name: pa.concat_tables(parts[name]) if parts[name] else schema.empty_table()
             for name, schema in names.items()}
 
