@@ -482,6 +482,10 @@ class ShardReplay:
         table = table.select(TRACE_SCHEMA.names)
         if not in_trace_order(table):
             table = table.sort_by([("time_ms", "ascending"), ("seq", "ascending")])
+        for at, field in enumerate(table.schema):
+            if pa.types.is_dictionary(field.type):
+                # one dictionary for the pieces' (_unified), made once for every reader
+                table = table.set_column(at, field, pa.chunked_array([_unified(table.column(at))]))
         self._sorted = table
         n = table.num_rows
         if not n:
