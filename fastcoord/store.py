@@ -5,17 +5,22 @@ A store has two methods; each takes a completion callback that receives an
 a leader's SyncGroup and every OffsetCommit only from that callback, and never
 holds a group lock while calling the store.
 
-    store_group(group_id, record, done)      record: dict (see GroupCoordinator)
+    store_group(group_id, record, done)      record: dict (see GroupCoordinator), None: deleted
     store_offsets(group_id, offsets, done)   offsets: {(topic, partition): OffsetAndMetadata}
+
+A store whose `keeps_group_records` attribute is False is given None for every group
+record: the coordinator does not build them (a replay's leader sync built a record of
+every member, 3% of the replay, that nothing read).
 
 `InMemoryStore` completes at once (the default); it also writes one offset with no
 callback, `store_offset_now(group_id, tp, om) -> Errors` (a replay's commits).
+`InMemoryStore(group_records=False)` keeps offsets only (a replay's, a what-if's).
 `DeferredStore` parks each write until the test completes or fails it: the way to test
 "answer only after the write"; it has no `store_offset_now`.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .errors import Errors
 
@@ -40,16 +45,23 @@ class InMemoryStore:
     (timeit, through a lambda in both). Its fields are slots: the native HeartbeatRun
     reads `fail_with` and `offsets` at every commit of a replay, at their offsets."""
 
-    __slots__ = ("groups", "offsets", "fail_with")
+    __slots__ = ("groups", "offsets", "fail_with", "keeps_group_records")
 
-    def __init__(self) -> None:
+    def __init__(self, *, group_records: bool = True) -> None:
+        """`group_records` False: keep offsets only. The coordinator then gives
+        store_group None for every record (it does not build them): `groups` stays
+        empty. For a run that never reads them back (a trace replay)."""
+        if not isinstance(group_records, bool):
+            raise TypeError(f"group_records must be a bool, got {type(group_records).__name__}")
         self.groups: Dict[str, dict] = {}
         self.offsets: Dict[str, dict] = {}
         self.fail_with: Errors = Errors.NONE
+        self.keeps_group_records = group_records
 
-    def store_group(self, group_id: str, record: dict, done: Done) -> None:
+    def store_group(self, group_id: str, record: Optional[dict], done: Done) -> None:
+        """record None: the group is gone (a tombstone)."""
         error = self.fail_with
-        if error == _NONE:
+        if error == _NONE and self.keeps_group_records:
             self.groups[group_id] = record
         done(error)
 

@@ -317,3 +317,41 @@ def test_sync_answered_in_stable_without_any_store_write(impl):
     fs = h.send_sync(f.follower, f.generation)
     assert fs.error == NONE and fs.result.assignment == b"F"
     assert not [p for p in store.pending if p[0] == "group"]
+
+
+def test_a_store_that_keeps_no_group_records_is_given_none_and_answers_the_same(impl):
+    """InMemoryStore(group_records=False) (a trace replay's): every group write reaches
+    it (the leader's sync is still answered from its completion), with None for the
+    record, which the coordinator does not build; the answers and the group are those
+    of a store that keeps them, which holds the assignment."""
+    import pytest
+
+    from fastcoord.store import InMemoryStore
+
+    class Seen(InMemoryStore):
+        __slots__ = ("records",)
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.records = []
+
+        def store_group(self, group_id, record, done):
+            self.records.append(record)
+            super().store_group(group_id, record, done)
+
+    outcomes = []
+    for keep in (True, False):
+        store = Seen(group_records=keep)
+        h = Proto(impl, store=store)
+        f = h.form_group(2, sync=False)
+        fs = h.send_sync(f.follower, f.generation)
+        ls = h.send_sync(f.leader, f.generation, {f.leader: b"L", f.follower: b"F"})
+        outcomes.append((ls.error, ls.result.assignment, fs.error, fs.result.assignment,
+                         h.state(), len(store.records)))
+        if keep:
+            assert store.records[-1]["members"] and store.groups[GROUP] == store.records[-1]
+        else:
+            assert store.records and set(store.records) == {None} and not store.groups
+    assert outcomes[0] == outcomes[1] == (NONE, b"L", NONE, b"F", STABLE, outcomes[0][5])
+    with pytest.raises(TypeError, match="group_records"):
+        InMemoryStore(group_records="no")

@@ -67,7 +67,7 @@ cdef class _Outbox:
 cdef class GroupLogic:
     cdef public object config, clock, _manual_clock, store, member_id_factory, timer
     cdef public object purgatory, _op_base, owners, _outboxes, _join_ops, _sync_ops
-    cdef public object _home_thread, _home_box
+    cdef public object _home_thread, _home_box, store_records
     # The native member table, typed: its groups dict, active flag and shard states are
     # C reads (a request's group look-up, _find_group, reads all three)
     cdef public MemberTable table
@@ -99,6 +99,7 @@ cdef class GroupLogic:
     cpdef _join_current_member(self, Group group, member_id, instance_id, client_id,
                                client_host, rebalance_timeout_ms, session_timeout_ms,
                                protocol_type, protocols, callback)
+    cpdef _record(self, Group group, assignment)
     cpdef _current_generation_result(self, Group group, member_id, with_members)
     @cython.locals(member=Member)
     cpdef _add_member_and_rebalance(self, Group group, member_id, instance_id, client_id,
@@ -138,5 +139,6 @@ cdef class GroupLogic:
 
 # Module-level helpers of the join and sync paths, C functions here
 cpdef _validate_member(Group group, member_id, instance_id)
+cpdef _join_error(error, member_id)
 @cython.locals(m=Member)
 cpdef _group_record(Group group, assignment)

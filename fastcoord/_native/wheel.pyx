@@ -1235,5 +1235,6 @@ cdef class ManualStepper:
             self.release()
         if fired < 0:
             return self.fallback(ms)
-        self.after_fire()
+        if fired:               # (nothing fired: no callback ran, nothing to deliver)
+            self.after_fire()
         return fired

@@ -56,6 +56,7 @@ _NONE = Errors.NONE
 # summaries and descriptions read after each request.
 _new_tuple = tuple.__new__
 _OM_DEFAULTS = OffsetAndMetadata._field_defaults    # what an offset given alone stands for
+_JG_DEFAULTS = JoinGroupResult._field_defaults      # what a join's error answer leaves out
 EMPTY, PR, CR, STABLE, DEAD = range(5)
 STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
                GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
@@ -312,6 +313,9 @@ class GroupLogic:
         self.clock = clock
         self._manual_clock = bool(getattr(clock, "is_manual", False))
         self.store = store
+        # False for a store that keeps no group records (InMemoryStore(group_records=False),
+        # a replay's): it is given None for each (see _record)
+        self.store_records = bool(getattr(store, "keeps_group_records", True))
         self.member_id_factory = member_id_factory or _default_member_id
         self.timer = wheel_mod.Timer(clock, tick_ms=config.tick_ms, wheel_size=config.wheel_size)
         self.purgatory = purgatory_mod.Purgatory("Rebalance", self.timer,
@@ -438,16 +442,16 @@ class GroupLogic:
                    client_host, callback) -> None:
         error, group = self._find_group(group_id, allow_empty=False)
         if error != _NONE:
-            self._emit(callback, JoinGroupResult(error, member_id=member_id))
+            self._emit_one(callback, _join_error(error, member_id))
             return
         cfg = self.config
         if not cfg.group_min_session_timeout_ms <= session_timeout_ms <= cfg.group_max_session_timeout_ms:
-            self._emit(callback, JoinGroupResult(E.INVALID_SESSION_TIMEOUT, member_id=member_id))
+            self._emit_one(callback, _join_error(E.INVALID_SESSION_TIMEOUT, member_id))
             return
         is_unknown = member_id == ""
         if group is None:
             if not is_unknown:
-                self._emit(callback, JoinGroupResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
+                self._emit_one(callback, _join_error(E.UNKNOWN_MEMBER_ID, member_id))
                 return
             group = self._create_group(group_id)
         rec = group.rec
@@ -460,7 +464,7 @@ class GroupLogic:
                     self._remove_member_quietly(group, member)
                 elif member_id in group.pending:
                     self._release_slot(group.pending.pop(member_id))
-                self._emit(callback, JoinGroupResult(E.GROUP_MAX_SIZE_REACHED, member_id=""))
+                self._emit_one(callback, _join_error(E.GROUP_MAX_SIZE_REACHED, ""))
             elif is_unknown:
                 self._join_new_member(group, instance_id, require_known_member_id, client_id,
                                       client_host, rebalance_timeout_ms, session_timeout_ms,
@@ -491,10 +495,10 @@ class GroupLogic:
                          rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                          callback) -> None:
         if group.state == DEAD:
-            self._emit(callback, JoinGroupResult(E.COORDINATOR_NOT_AVAILABLE, member_id=""))
+            self._emit_one(callback, _join_error(E.COORDINATOR_NOT_AVAILABLE, ""))
             return
         if not group.supports_protocols(protocol_type, protocols):
-            self._emit(callback, JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
+            self._emit_one(callback, _join_error(E.INCONSISTENT_GROUP_PROTOCOL, ""))
             return
         new_id = self.member_id_factory(instance_id if instance_id is not None else client_id)
         if instance_id is not None:
@@ -511,7 +515,7 @@ class GroupLogic:
                                     self.clock.now_ms() + session_timeout_ms, True)
             group.pending[new_id] = slot
             self.owners[slot] = (group, new_id)
-            self._emit(callback, JoinGroupResult(E.MEMBER_ID_REQUIRED, member_id=new_id))
+            self._emit_one(callback, _join_error(E.MEMBER_ID_REQUIRED, new_id))
         else:
             self._add_member_and_rebalance(group, new_id, None, client_id, client_host,
                                            rebalance_timeout_ms, session_timeout_ms,
@@ -521,15 +525,15 @@ class GroupLogic:
                              rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                              callback) -> None:
         if group.state == DEAD:
-            self._emit(callback, JoinGroupResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
+            self._emit_one(callback, _join_error(E.COORDINATOR_NOT_AVAILABLE, member_id))
             return
         if not group.supports_protocols(protocol_type, protocols):
-            self._emit(callback, JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
+            self._emit_one(callback, _join_error(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
             return
         if member_id in group.pending:
             if instance_id is not None:
                 # Kafka raises here (a pending member is never static): answer it as unknown.
-                self._emit(callback, JoinGroupResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
+                self._emit_one(callback, _join_error(E.UNKNOWN_MEMBER_ID, member_id))
                 return
             self._add_member_and_rebalance(group, member_id, None, client_id, client_host,
                                            rebalance_timeout_ms, session_timeout_ms,
@@ -537,7 +541,7 @@ class GroupLogic:
             return
         error = _validate_member(group, member_id, instance_id)
         if error != _NONE:
-            self._emit(callback, JoinGroupResult(error, member_id=member_id))
+            self._emit_one(callback, _join_error(error, member_id))
             return
         member = group.members[member_id]
         state = group.state
@@ -558,7 +562,14 @@ class GroupLogic:
             else:
                 self._emit(callback, self._current_generation_result(group, member_id, False))
         else:  # Empty: a member cannot be known here
-            self._emit(callback, JoinGroupResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
+            self._emit_one(callback, _join_error(E.UNKNOWN_MEMBER_ID, member_id))
+
+    def _record(self, group: Group, assignment: dict) -> Optional[dict]:
+        """What store_group is given for the group: its record (_group_record), or None
+        for a store that keeps no group records, to which a record and a tombstone are
+        the same (a replay's: each leader's sync built a record of every member, 3% of
+        its instructions, that nothing read)."""
+        return _group_record(group, assignment) if self.store_records else None
 
     def _current_generation_result(self, group, member_id, with_members) -> JoinGroupResult:
         return JoinGroupResult(
@@ -606,7 +617,7 @@ class GroupLogic:
         current_leader = group.leader_id
         member = group.members[old_id]
         # The old incarnation is fenced at once: its parked join and sync learn it.
-        self._invoke_join(member, group, JoinGroupResult(E.FENCED_INSTANCE_ID, member_id=old_id))
+        self._invoke_join(member, group, _join_error(E.FENCED_INSTANCE_ID, old_id))
         self._invoke_sync(member, SyncGroupResult(E.FENCED_INSTANCE_ID))
         self._rename_member(group, member, new_id)
         self.table.touch(member.slot)      # with the old session timeout, as Kafka does
@@ -640,7 +651,7 @@ class GroupLogic:
                     self.flush()
 
                 self._emit(self.store.store_group, group.group_id,
-                           _group_record(group, assignment), stored)
+                           self._record(group, assignment), stored)
             else:
                 self._maybe_prepare_rebalance(group)
         elif group.state == CR:
@@ -689,7 +700,7 @@ class GroupLogic:
                 return
             self._init_next_generation(group)
             if group.state == EMPTY:
-                self._emit(self.store.store_group, group.group_id, _group_record(group, {}),
+                self._emit(self.store.store_group, group.group_id, self._record(group, {}),
                            _log_store_error(group.group_id))
                 return
             leader = group.leader_id
@@ -797,7 +808,7 @@ class GroupLogic:
                     given = assignments or {}
                     full = {mid: given.get(mid, b"") for mid in group.members}
                     self._emit(self.store.store_group, group_id,
-                               _group_record(group, full),
+                               self._record(group, full),
                                self._assignment_stored(group, full))
             else:  # Stable
                 self._remove_pending_sync_member(group, member_id)
@@ -930,7 +941,7 @@ class GroupLogic:
         self._release_slot(member.slot)
 
     def _remove_member_quietly(self, group: Group, member: Member) -> None:
-        self._invoke_join(member, group, JoinGroupResult(E.UNKNOWN_MEMBER_ID, member_id=""))
+        self._invoke_join(member, group, _join_error(E.UNKNOWN_MEMBER_ID, ""))
         self._forget_member(group, member)
 
     def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
@@ -1262,6 +1273,18 @@ def _group_record(group: Group, assignment: dict) -> dict:
             "assignment": assignment.get(m.member_id, b"")})
     return {"protocol_type": group.protocol_type, "generation": group.generation,
             "protocol": protocol, "leader": group.leader_id, "members": members}
+
+
+def _join_error(error: Errors, member_id: str) -> JoinGroupResult:
+    """JoinGroupResult(error, member_id=member_id), made directly: the class's defaults
+    for the rest, without the call through its Python __new__ (a join answered without
+    a generation: MEMBER_ID_REQUIRED, for every new dynamic member, and the errors)."""
+    return _new_tuple(JoinGroupResult, (error, _JG_DEFAULTS["generation_id"],
+                                        _JG_DEFAULTS["protocol_type"],
+                                        _JG_DEFAULTS["protocol_name"],
+                                        _JG_DEFAULTS["leader_id"], member_id,
+                                        _JG_DEFAULTS["members"],
+                                        _JG_DEFAULTS["skip_assignment"]))
 
 
 def _offset_alone(offset: int, now: int) -> OffsetAndMetadata:

@@ -584,9 +584,9 @@ class ManualStepper:
     """Steps a ManualClock through its Timer, under a caller's lock: `advance(ms)` moves
     the clock by ms, firing everything due in deadline order with the clock at each
     deadline (advance_to with step_clock), sets the clock to the target, and then calls
-    `after_fire()`. An `ms` that is not an int step in range goes to `fallback(ms)`,
-    which checks it and answers or raises (GroupCoordinator.advance_time binds
-    `advance`, whose usual case is one C call in the native twin)."""
+    `after_fire()` if anything fired. An `ms` that is not an int step in range goes to
+    `fallback(ms)`, which checks it and answers or raises (GroupCoordinator.advance_time
+    binds `advance`, whose usual case is one C call in the native twin)."""
 
     def __init__(self, timer: Timer, lock, after_fire, fallback):
         if type(timer._clock) is not ManualClock:
@@ -608,7 +608,8 @@ class ManualStepper:
                 self.clock.set_ms(target)
         if target > LIMIT:
             return self.fallback(ms)        # (its error, with the lock released)
-        self.after_fire()
+        if fired:               # (nothing fired: no callback ran, nothing to deliver)
+            self.after_fire()
         return fired
 
 

@@ -58,6 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, _compat, shard_for
+from ..store import InMemoryStore
 from ._gc import fewer_collections
 from .._pure.tracerun import COMMIT, HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED  # both twins' values
 
@@ -231,8 +232,10 @@ class ShardReplay:
         # cost 1.4% more of a replay's instructions (callgrind, a 16k-event shard)
         self.clock = ManualClock(t0)
         self.now = t0
+        # The store keeps offsets only: nothing reads a replay's group records back
         self.coord = GroupCoordinator(CoordinatorConfig(num_shards=self.num_shards),
                                       clock=self.clock, impl=self.impl,
+                                      store=InMemoryStore(group_records=False),
                                       member_id_factory=member_ids(self.shard))
         self.checks = _compat.module(self.coord.impl, "tracerun").CheckHeap()
         # Read first by each observation, which reads nothing more while it has not moved
@@ -293,18 +296,19 @@ class ShardReplay:
                 gv = self.by_group_ix[~code]
                 self.arrays.group_check_at[~code] = NOT_ARMED
                 self._step(d)
-                self._observe(gv.gid, "timeout")
+                self._observe(gv, "timeout")
                 continue
             m = self.by_ix[code]
             self.arrays.check_at[code] = NOT_ARMED
             self._step(d)
             if m.rid is not None and self.coord.member_handle(m.group, m.rid) == -1:
-                self._observe(m.group, "session-timeout")
+                self._observe(m.view, "session-timeout")
         self._step(t)
 
     # -- observation ----------------------------------------------------------------------
-    def _observe(self, gid: str, cause: str) -> None:
-        gv = self.groups[gid]
+    def _observe(self, gv: _GroupView, cause: str) -> None:
+        # (given the group's view, which every caller holds: not looked up by id)
+        gid = gv.gid
         version = self.group_version(gid)
         if version == gv.version:           # (most answers of a round: nothing moved)
             return
@@ -384,7 +388,7 @@ class ShardReplay:
                               rebalance_timeout_ms=None if rebalance is None else int(rebalance),
                               group_instance_id=inst, client_id=client or "",
                               callback=_Answer(self, m, idx, False))
-        self._observe(gid, cause)
+        self._observe(gv, cause)
 
     def _join_answered(self, m: _Member, idx: int, result) -> None:
         """The coordinator's answer to the join at trace index idx."""
@@ -408,7 +412,7 @@ class ShardReplay:
             m.leader_members = ([x.member_id for x in result.members]
                                 if result.leader_id == result.member_id else None)
             self._touch(m)
-            self._observe(m.group, "timeout")
+            self._observe(gv, "timeout")
             self._arm_group(gv, self.clock._now)
             if m.pending_sync is not None:
                 sidx, m.pending_sync = m.pending_sync, None
@@ -445,7 +449,7 @@ class ShardReplay:
         self.coord.sync_group(gid, arrays.generations[ix], m.rid or "", assignments,
                               group_instance_id=arrays.instances[ix],
                               callback=_Answer(self, m, idx, True))
-        self._observe(gid, "timeout")
+        self._observe(m.view, "timeout")
 
     def _sync_answered(self, m: _Member, idx: int, result) -> None:
         """The coordinator's answer to the sync at trace index idx."""
@@ -455,13 +459,13 @@ class ShardReplay:
             self._touch(m)
         elif err == _UNKNOWN:
             self._drop(m)
-        self._observe(m.group, "timeout")
+        self._observe(m.view, "timeout")
 
     def _leave(self, m: _Member, idx: int) -> None:
         gid = m.group
         m.leaving = True
         self._respond(idx, leave_answer(self.coord.leave_group(gid, [(m.rid or "", m.inst)])))
-        self._observe(gid, "leave")
+        self._observe(m.view, "leave")
         self._drop(m)
 
     def _commit(self, m: _Member, idx: int, seq: int) -> None:
@@ -515,7 +519,7 @@ class ShardReplay:
         if end_ms is not None and end_ms > self.now:
             self.advance_to(end_ms)
         for gid in sorted(self.groups):
-            self._observe(gid, "timeout")
+            self._observe(self.groups[gid], "timeout")
         return self.tables()
 
     def _loop(self, runs, kinds, times, seqs, member_ix, group_ix, join_rows) -> None:

@@ -74,6 +74,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
+from ..store import InMemoryStore
 from ._gc import fewer_collections
 from .replay import (COMMIT_PARTITION, NUM_SHARDS, leave_answer, member_ids, read_members,
                      rows_table, sort_canonical, split_by_shard)
@@ -788,7 +789,9 @@ class ShardSimulation:
             group_max_session_timeout_ms=max(1_800_000, self.session),
             group_initial_rebalance_delay_ms=INITIAL_DELAY_MS,
             new_member_join_timeout_ms=NEW_MEMBER_JOIN_TIMEOUT_MS)
+        # (offsets only: nothing reads a simulation's group records back)
         self.coord = GroupCoordinator(config, clock=ManualClock(t0), impl=self.impl,
+                                      store=InMemoryStore(group_records=False),
                                       member_id_factory=member_ids(self.config_id, self.shard))
         for gid in sorted(self.behaviour):
             self.groups[gid] = _Group(gid)
