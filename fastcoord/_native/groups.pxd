@@ -80,9 +80,11 @@ cdef class GroupLogic:
     cpdef _invoke_sync(self, Member member, result)
     @cython.locals(table=MemberTable)
     cpdef group_status(self, group_id, allow_empty, shard=*)
+    @cython.locals(rec=GroupRecord)
     cpdef _get_group(self, group_id)
+    @cython.locals(rec=GroupRecord)
     cpdef _find_group(self, group_id, allow_empty)
-    @cython.locals(group=Group)
+    @cython.locals(group=Group, rec=GroupRecord)
     cpdef _create_group(self, group_id)
 
     # JoinGroup

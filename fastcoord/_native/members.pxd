@@ -106,6 +106,7 @@ cdef inline void lock_with_gil(GroupCore* core) noexcept:
 cdef class GroupRecord:
     cdef GroupCore* core
     cdef readonly str group_id
+    cdef readonly int shard         # (its core's: a typed reader loads it, no property call)
     cdef public dict slots          # member id -> slot, members that have joined
     cdef public object group        # the group logic's Group
     cdef MemberTable table

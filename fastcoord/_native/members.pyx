@@ -115,6 +115,7 @@ cdef class GroupRecord:
         self.core.state = EMPTY
         self.core.generation = 0
         self.core.shard = shard
+        self.shard = shard
         self.core.live = 1
         Py_INCREF(group_id)
         self.core.group_id = <PyObject*>group_id
@@ -152,10 +153,6 @@ cdef class GroupRecord:
     @generation.setter
     def generation(self, int value):
         self.core.generation = value
-
-    @property
-    def shard(self):
-        return self.core.shard
 
     cpdef acquire(self, bint blocking=True, double timeout=-1):
         if not blocking:
