@@ -419,6 +419,29 @@ def test_a_shard_file_appears_whole_or_not_at_all(tmp_path):
     assert os.listdir(tmp_path / "groups") == ["shard-00008.parquet"]
 
 
+def test_a_dictionary_encoded_column_reads_back_from_its_shard_file_as_strings(tmp_path):
+    """A replay's responses from a packed trace keep their ids and events
+    dictionary-encoded: the shard file stores them as Parquet's dictionary pages and
+    reads back in the table's documented types, by pyarrow and by a dataset of shard
+    files of either kind."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from fastcoord.pipeline.spark import shard_file, write_shard_tables
+    (tmp_path / "responses").mkdir()
+    plain = pa.table({"group_id": ["g", "h", "g"], "n": pa.array([1, 2, 3], pa.int32())})
+    encoded = plain.set_column(0, "group_id", plain.column("group_id").dictionary_encode())
+    write_shard_tables(str(tmp_path), 1, {"responses": encoded})
+    write_shard_tables(str(tmp_path), 2, {"responses": plain})
+    got = pq.read_table(shard_file(str(tmp_path), "responses", 1))
+    assert got.schema == plain.schema and got.equals(plain)
+    meta = pq.ParquetFile(shard_file(str(tmp_path), "responses", 1)).metadata
+    assert "RLE_DICTIONARY" in meta.row_group(0).column(0).encodings
+    both = ds.dataset(str(tmp_path / "responses"), format="parquet").to_table()
+    assert both.schema == plain.schema and both.num_rows == 6
+
+
 def test_a_replay_in_one_process_replaces_a_spark_replays_output(spark, tmp_path):
     """`--master none` into a directory a Spark replay wrote: its tables replace the
     shard files (they would otherwise be read together with its own) and the Spark

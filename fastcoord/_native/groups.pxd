@@ -67,7 +67,7 @@ cdef class _Outbox:
 cdef class GroupLogic:
     cdef public object config, clock, _manual_clock, store, member_id_factory, timer
     cdef public object purgatory, _op_base, owners, _outboxes, _join_ops, _sync_ops
-    cdef public object _home_thread, _home_box, store_records
+    cdef public object _home_thread, _home_box
     # The native member table, typed: its groups dict, active flag and shard states are
     # C reads (a request's group look-up, _find_group, reads all three)
     cdef public MemberTable table

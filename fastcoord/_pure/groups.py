@@ -313,9 +313,6 @@ class GroupLogic:
         self.clock = clock
         self._manual_clock = bool(getattr(clock, "is_manual", False))
         self.store = store
-        # False for a store that keeps no group records (InMemoryStore(group_records=False),
-        # a replay's): it is given None for each (see _record)
-        self.store_records = bool(getattr(store, "keeps_group_records", True))
         self.member_id_factory = member_id_factory or _default_member_id
         self.timer = wheel_mod.Timer(clock, tick_ms=config.tick_ms, wheel_size=config.wheel_size)
         self.purgatory = purgatory_mod.Purgatory("Rebalance", self.timer,
@@ -568,8 +565,11 @@ class GroupLogic:
         """What store_group is given for the group: its record (_group_record), or None
         for a store that keeps no group records, to which a record and a tombstone are
         the same (a replay's: each leader's sync built a record of every member, 3% of
-        its instructions, that nothing read)."""
-        return _group_record(group, assignment) if self.store_records else None
+        its instructions, that nothing read). The store's flag is read here, where it is
+        used: a store without one keeps records."""
+        if getattr(self.store, "keeps_group_records", True):
+            return _group_record(group, assignment)
+        return None
 
     def _current_generation_result(self, group, member_id, with_members) -> JoinGroupResult:
         return JoinGroupResult(

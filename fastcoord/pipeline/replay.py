@@ -518,8 +518,8 @@ class ShardReplay:
         self._loop(runs, kinds, times, seqs, member_ix, group_ix, join_rows)
         if end_ms is not None and end_ms > self.now:
             self.advance_to(end_ms)
-        for gid in sorted(self.groups):
-            self._observe(self.groups[gid], "timeout")
+        for _, gv in sorted(self.groups.items()):
+            self._observe(gv, "timeout")
         return self.tables()
 
     def _loop(self, runs, kinds, times, seqs, member_ix, group_ix, join_rows) -> None:
@@ -615,16 +615,13 @@ class ShardReplay:
             cols[c] = t.column(c)
         cols["error"] = pa.array(np.frombuffer(self.errors, np.int32))
         cols["answered_ms"] = pa.array(np.frombuffer(self.answered, np.int64))
-        # A dictionary-encoded string column (a packed trace's) stays encoded, with one
-        # dictionary: decoding it here cost 4% of a replay, and what the table goes to
-        # takes it as it is (an Arrow stream, a Parquet file) or decodes it once for all
-        # shards (canonical, blob_tables)
-        schema = RESPONSES_SCHEMA
-        for c in ("group_id", "member_id", "event"):
-            if pa.types.is_dictionary(cols[c].type):
-                cols[c] = _unified(cols[c])
-                at = schema.get_field_index(c)
-                schema = schema.set(at, pa.field(c, cols[c].type))
+        # A dictionary-encoded string column (a packed trace's, given one dictionary by
+        # _run) stays encoded: decoding it here cost 4% of a replay, and what the table
+        # goes to takes it as it is (an Arrow stream, a Parquet file) or decodes it once
+        # for all shards (canonical, blob_tables)
+        schema = pa.schema([pa.field(f.name, cols[f.name].type)
+                            if pa.types.is_dictionary(cols[f.name].type) else f
+                            for f in RESPONSES_SCHEMA])
         return pa.table(cols).cast(schema)
 
 
@@ -678,8 +675,9 @@ def _unified(column) -> pa.DictionaryArray:
 def _recoded(column) -> Optional[Tuple[pa.Array, np.ndarray]]:
     """_encoded for a dictionary column, from its indices: the same numbers, in order of
     first appearance, from an integer pass over them (a packed trace's; an integer hash
-    otherwise) where decoding would hash every row's string. None when its dictionary repeats a value (Arrow allows it; two indices
-    would then number one value twice): the caller decodes the column instead."""
+    otherwise) where decoding would hash every row's string. None when its dictionary
+    repeats a value (Arrow allows it; two indices would then number one value twice):
+    the caller decodes the column instead."""
     column = _unified(column)
     distinct = column.dictionary
     codes = pc.fill_null(column.indices, -1).to_numpy(zero_copy_only=False)
