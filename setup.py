@@ -62,8 +62,9 @@ def native_extensions():
     # a value; nonecheck keeps a None where a Group is typed an AttributeError, as in
     # the pure twin. Its own cythonize call: the directives below are for the .pyx
     # modules' typed code.
+    # (warn.unreachable off: a branch on cython.compiled leaves the other unreachable)
     python_semantics = {"language_level": 3, "annotation_typing": False, "binding": True,
-                        "embedsignature": True, "nonecheck": True}
+                        "embedsignature": True, "nonecheck": True, "warn.unreachable": False}
     if DEBUG:
         python_semantics.update(linetrace=True)
     # The Python layers a replay runs on every join, sync and leave: the coordinator's

@@ -14,7 +14,8 @@ every member, 3% of the replay, that nothing read).
 
 `InMemoryStore` completes at once (the default); it also writes one offset with no
 callback, `store_offset_now(group_id, tp, om) -> Errors` (a replay's commits).
-`InMemoryStore(group_records=False)` keeps offsets only (a replay's, a what-if's).
+`InMemoryStore(group_records=False)` keeps offsets only; with `offsets=False` too it
+keeps nothing, a sink whose writes succeed (a replay's, a what-if's).
 `DeferredStore` parks each write until the test completes or fails it: the way to test
 "answer only after the write"; it has no `store_offset_now`.
 """
@@ -45,18 +46,23 @@ class InMemoryStore:
     (timeit, through a lambda in both). Its fields are slots: the native HeartbeatRun
     reads `fail_with` and `offsets` at every commit of a replay, at their offsets."""
 
-    __slots__ = ("groups", "offsets", "fail_with", "keeps_group_records")
+    __slots__ = ("groups", "offsets", "fail_with", "keeps_group_records", "keeps_offsets")
 
-    def __init__(self, *, group_records: bool = True) -> None:
-        """`group_records` False: keep offsets only. The coordinator then gives
+    def __init__(self, *, group_records: bool = True, offsets: bool = True) -> None:
+        """`group_records` False: keep no group records. The coordinator then gives
         store_group None for every record (it does not build them): `groups` stays
-        empty. For a run that never reads them back (a trace replay)."""
-        if not isinstance(group_records, bool):
-            raise TypeError(f"group_records must be a bool, got {type(group_records).__name__}")
+        empty. `offsets` False: keep no offsets (`offsets` stays empty; the groups
+        still hold theirs in memory). Both False: a sink whose writes succeed, for a
+        run that never reads the store back (a trace replay: a commit's write to it
+        was near 1.5% of the replay's instructions)."""
+        for name, value in (("group_records", group_records), ("offsets", offsets)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
         self.groups: Dict[str, dict] = {}
         self.offsets: Dict[str, dict] = {}
         self.fail_with: Errors = Errors.NONE
         self.keeps_group_records = group_records
+        self.keeps_offsets = offsets
 
     def store_group(self, group_id: str, record: Optional[dict], done: Done) -> None:
         """record None: the group is gone (a tombstone)."""
@@ -67,7 +73,7 @@ class InMemoryStore:
 
     def store_offsets(self, group_id: str, offsets: dict, done: Done) -> None:
         error = self.fail_with
-        if error == _NONE:
+        if error == _NONE and self.keeps_offsets:
             self.offsets.setdefault(group_id, {}).update(offsets)
         done(error)
 
@@ -77,7 +83,7 @@ class InMemoryStore:
         HeartbeatRun makes these same dict writes itself for an exact InMemoryStore
         (fastcoord/_native/tracerun.pyx, c_commit_accepted): keep the two in step."""
         error = self.fail_with
-        if error == _NONE:
+        if error == _NONE and self.keeps_offsets:
             offsets = self.offsets.get(group_id)
             if offsets is None:
                 offsets = self.offsets.setdefault(group_id, {})

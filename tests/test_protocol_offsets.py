@@ -3,6 +3,8 @@ the request x state table, simple (admin / no group management) groups, fetch of
 all offsets, metadata size, store failures. Transactional offsets are out of scope."""
 from __future__ import annotations
 
+import pytest
+
 from fastcoord import Errors, OffsetAndMetadata
 from fastcoord.store import DeferredStore, InMemoryStore
 
@@ -257,6 +259,28 @@ def test_store_offset_now_writes_at_once_or_returns_the_error():
     assert store.store_offset_now("g", TP, _om(6)) == Errors.NOT_COORDINATOR
     assert store.offsets == {"g": {TP: _om(5), ("topic", 1): _om(4)}}
     assert DeferredStore().store_offset_now is None      # it parks every write
+
+
+def test_a_store_that_keeps_no_offsets_accepts_commits_the_group_holds(impl):
+    """InMemoryStore(offsets=False) (a trace replay's): commits by commit_offsets and by
+    store_offset_now succeed and the group answers fetches from its own offsets, as
+    with a store that keeps them; the store keeps none. A flag must be a bool."""
+    fetched = []
+    for keep in (True, False):
+        store = InMemoryStore(offsets=keep)
+        h = Proto(impl, store=store)
+        f = h.form_group(1)
+        assert h.commit(f.leader, f.generation, {TP: 4, ("topic", 1): 2}) == {
+            TP: NONE, ("topic", 1): NONE}
+        assert store.store_offset_now(GROUP, TP, _om(9)) == NONE
+        fetched.append(offsets_of(h.fetch([TP, ("topic", 1)])[1]))
+        assert bool(store.offsets) is keep
+        if keep:
+            assert store.offsets[GROUP][TP] == _om(9)
+            assert store.offsets[GROUP][("topic", 1)].offset == 2
+    assert fetched[0] == fetched[1] == {TP: 4, ("topic", 1): 2}
+    with pytest.raises(TypeError, match="offsets"):
+        InMemoryStore(offsets=1)
 
 
 def test_static_member_commit_with_invalid_member_id_is_fenced(impl):

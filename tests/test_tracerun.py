@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from fastcoord import (CoordinatorConfig, Errors, GroupCoordinator, ManualClock,
                        OffsetAndMetadata, SystemClock)
 from fastcoord import _compat
+from fastcoord.store import InMemoryStore
 from fastcoord.pipeline.gen import generate
 from fastcoord.pipeline.replay import TABLES, ShardReplay, canonical, split_by_shard
 
@@ -350,6 +351,55 @@ def test_a_runs_commits_read_the_stores_failure_at_each_commit(impl, coord):
     assert list(tr.last_touch) == [t0 + 3]
     assert store.offsets["g"][PART] == OffsetAndMetadata(5, commit_timestamp_ms=t0 + 3)
     assert _offset(coord) == (5, t0 + 3)
+
+
+def _on_a_sink(impl):
+    """A one-member Stable group on a store that keeps nothing (a replay's): (store,
+    coordinator, member id, generation, handle)."""
+    store = InMemoryStore(group_records=False, offsets=False)
+    coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(1_000), impl=impl,
+                             store=store)
+    mid, gen = _stable_member(coord, coord.clock)
+    return store, coord, mid, gen, coord.member_handle("g", mid)
+
+
+def test_a_runs_commits_on_a_store_that_keeps_no_offsets(impl):
+    """InMemoryStore(offsets=False) (a replay's): the run's commits are accepted and the
+    group holds them, as on a store that keeps them, and the store holds none; its
+    flag is read at each commit."""
+    store, coord, mid, gen, h = _on_a_sink(impl)
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [COMMIT, HB, COMMIT], [t0 + 1, t0 + 2, t0 + 3], [0, 0, 0], [h], [gen])
+    runs = tr.run_on(coord, offsets=[7, 0, 8])
+    assert runs.run(0, 2) == 2
+    assert list(tr.errors[:2]) == [0, 0] and _offset(coord) == (7, t0 + 1)
+    assert store.offsets == {}
+    store.keeps_offsets = True                      # after the run was made
+    assert runs.run(2) == 3 and tr.errors[2] == 0
+    assert _offset(coord) == (8, t0 + 3)
+    assert store.offsets["g"][PART] == OffsetAndMetadata(8, commit_timestamp_ms=t0 + 3)
+
+
+def test_an_offset_a_reader_holds_never_changes_under_a_runs_commits(impl):
+    """On a store that keeps no offsets the native run rewrites the offset a commit
+    replaces when nothing else holds it: an offset a reader got from fetch_offsets
+    stays as it was read, and every commit's value is the offset alone (the metadata
+    and leader epoch of an earlier commit_offsets do not survive it), in both twins."""
+    _, coord, mid, gen, h = _on_a_sink(impl)
+    assert coord.commit_offsets("g", mid, gen, {PART: OffsetAndMetadata(5, "meta", 3)}) == {
+        PART: Errors.NONE}
+    t0 = coord.clock.now_ms()
+    tr = Trace(impl, [COMMIT] * 4, [t0 + 1, t0 + 2, t0 + 3, t0 + 4], [0] * 4, [h], [gen])
+    runs = tr.run_on(coord, offsets=[6, 7, 8, 9])
+    assert runs.run(0, 1) == 1
+    held = coord.fetch_offsets("g", [PART])[1][PART]          # a reader holds it
+    assert held == OffsetAndMetadata(6, "", -1, t0 + 1)
+    assert runs.run(1, 3) == 3
+    assert held == OffsetAndMetadata(6, "", -1, t0 + 1)         # unchanged
+    del held
+    assert runs.run(3) == 4 and list(tr.errors) == [0, 0, 0, 0]
+    now = coord.fetch_offsets("g", [PART])[1][PART]
+    assert now == OffsetAndMetadata(9, "", -1, t0 + 4) and type(now) is OffsetAndMetadata
 
 
 def test_a_static_members_commit_plays_with_its_instance_id(impl, coord):

@@ -34,6 +34,11 @@ import uuid
 from threading import get_ident
 from typing import Callable, Deque, Dict, List, Optional, Tuple
 
+try:
+    import cython
+except ImportError:     # Cython is needed to build, not to run the pure twin
+    cython = types.SimpleNamespace(compiled=False)
+
 from fastcoord.config import CoordinatorConfig, shard_for
 from fastcoord.errors import CoordinatorError, Errors, GroupState
 from fastcoord.results import (
@@ -51,10 +56,28 @@ E = types.SimpleNamespace(**Errors.__members__)
 # E.NONE is a namespace look-up (those look-ups were near 1% of a replay's instructions
 # in its profile)
 _NONE = Errors.NONE
-# A NamedTuple from its field values, as its __new__ does it, without the call through
-# that Python __new__: for the results a join/sync round makes per member, and the
-# summaries and descriptions read after each request.
-_new_tuple = tuple.__new__
+
+
+def _new_tuple(cls, values: tuple):
+    """A NamedTuple from its field values, as its __new__ does it, without the call through
+    that Python __new__: for the results a join/sync round makes per member, and the
+    summaries and descriptions read after each request. Compiled, the instance is
+    allocated and filled by C (groups.pxd's fc_new_tuple): tuple.__new__ is a call
+    through the type that parses its arguments and copies the tuple again (near 2% of
+    a replay's instructions)."""
+    if cython.compiled:
+        return fc_new_tuple(cls, values)
+    return tuple.__new__(cls, values)
+
+
+def _thread_ident():
+    """The calling thread's identifier (threading.get_ident; compiled, the C call
+    itself, without a Python call per request)."""
+    if cython.compiled:
+        return PyThread_get_thread_ident()
+    return get_ident()
+
+
 _OM_DEFAULTS = OffsetAndMetadata._field_defaults    # what an offset given alone stands for
 _JG_DEFAULTS = JoinGroupResult._field_defaults      # what a join's error answer leaves out
 EMPTY, PR, CR, STABLE, DEAD = range(5)
@@ -326,7 +349,7 @@ class GroupLogic:
         # (a replay's, the server's event loop) and skip the thread-local look-up, which
         # cost 2% of a replay. Another thread, or one that reuses a dead home thread's
         # ident (the box is empty between calls), is no different for it.
-        self._home_thread = get_ident()
+        self._home_thread = _thread_ident()
         self._home_box = self._outboxes.box
         self._join_ops, self._sync_ops = _delayed_op_classes(self._op_base)
         owned = config.owned_shards
@@ -347,7 +370,7 @@ class GroupLogic:
     # ======================================================================
     def _outbox(self) -> _Outbox:
         """The calling thread's outbox."""
-        return self._home_box if get_ident() == self._home_thread else self._outboxes.box
+        return self._home_box if _thread_ident() == self._home_thread else self._outboxes.box
 
     def _emit(self, fn, *args) -> None:
         self._outbox().items.append((fn, args))

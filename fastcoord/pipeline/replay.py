@@ -232,10 +232,11 @@ class ShardReplay:
         # cost 1.4% more of a replay's instructions (callgrind, a 16k-event shard)
         self.clock = ManualClock(t0)
         self.now = t0
-        # The store keeps offsets only: nothing reads a replay's group records back
+        # The store keeps nothing (its writes succeed): nothing reads a replay's group
+        # records or offsets back from it (the groups hold their offsets)
         self.coord = GroupCoordinator(CoordinatorConfig(num_shards=self.num_shards),
                                       clock=self.clock, impl=self.impl,
-                                      store=InMemoryStore(group_records=False),
+                                      store=InMemoryStore(group_records=False, offsets=False),
                                       member_id_factory=member_ids(self.shard))
         self.checks = _compat.module(self.coord.impl, "tracerun").CheckHeap()
         # Read first by each observation, which reads nothing more while it has not moved

@@ -789,9 +789,9 @@ class ShardSimulation:
             group_max_session_timeout_ms=max(1_800_000, self.session),
             group_initial_rebalance_delay_ms=INITIAL_DELAY_MS,
             new_member_join_timeout_ms=NEW_MEMBER_JOIN_TIMEOUT_MS)
-        # (offsets only: nothing reads a simulation's group records back)
+        # (a store that keeps nothing: nothing reads a simulation's records back)
         self.coord = GroupCoordinator(config, clock=ManualClock(t0), impl=self.impl,
-                                      store=InMemoryStore(group_records=False),
+                                      store=InMemoryStore(group_records=False, offsets=False),
                                       member_id_factory=member_ids(self.config_id, self.shard))
         for gid in sorted(self.behaviour):
             self.groups[gid] = _Group(gid)
