@@ -393,6 +393,18 @@ def test_in_trace_order_sees_every_way_rows_can_be_out_of_order():
     assert not in_trace_order(chunked)                            # across chunks too
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=12))
+def test_in_trace_order_is_whether_sorting_would_change_nothing(rows):
+    """Against its definition: the rows equal their stable sort by (time_ms, seq)."""
+    from fastcoord.pipeline.replay import in_trace_order
+
+    t = pa.table({"time_ms": pa.array([r[0] for r in rows], pa.int64()),
+                  "seq": pa.array([r[1] for r in rows], pa.int64())})
+    ordered = t.sort_by([("time_ms", "ascending"), ("seq", "ascending")])
+    assert in_trace_order(t) == t.equals(ordered)
+
+
 def test_a_shuffled_trace_replays_as_the_sorted_one(impl):
     from fastcoord.pipeline.replay import ShardReplay
 
