@@ -192,3 +192,43 @@ def test_a_callback_of_the_creating_thread_does_not_hold_up_another_threads_answ
     assert where["waited"]
     assert where["home"] == (threading.get_ident(), Errors.MEMBER_ID_REQUIRED)
     assert where["other"] == (other.ident, Errors.MEMBER_ID_REQUIRED)
+
+
+def test_a_group_lock_held_elsewhere_honours_a_timeout(impl):
+    """A group record's acquire keeps threading.RLock's contract in both twins: while
+    another thread holds it, a timed acquire gives up (False) after about its timeout
+    and a non-blocking one at once; once released, they take it; the holder re-enters
+    it; a timeout with blocking=False, a negative one or NaN is a ValueError."""
+    import time
+
+    import pytest
+
+    c = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl)
+    rec = c._logic.table.new_group("g", 0)
+    held, release = threading.Event(), threading.Event()
+
+    def holder():
+        with rec:
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    try:
+        assert held.wait(10)
+        t0 = time.monotonic()
+        assert rec.acquire(timeout=0.2) is False
+        waited = time.monotonic() - t0
+        assert 0.15 <= waited < 5, waited
+        assert rec.acquire(False) is False
+        assert rec.acquire(timeout=0) is False
+    finally:
+        release.set()
+        t.join(10)
+    assert rec.acquire(timeout=1) is True
+    assert rec.acquire(timeout=0) is True                  # re-entered by its holder
+    rec.release()
+    rec.release()
+    for kwargs in ({"blocking": False, "timeout": 1}, {"timeout": -2}, {"timeout": float("nan")}):
+        with pytest.raises(ValueError):
+            rec.acquire(**kwargs)
