@@ -53,8 +53,8 @@ class InMemoryStore:
         store_group None for every record (it does not build them): `groups` stays
         empty. `offsets` False: keep no offsets (`offsets` stays empty; the groups
         still hold theirs in memory). Both False: a sink whose writes succeed, for a
-        run that never reads the store back (a trace replay: a commit's write to it
-        was near 1.5% of the replay's instructions)."""
+        run that never reads the store back (a trace replay, which wrote every commit
+        to it)."""
         for name, value in (("group_records", group_records), ("offsets", offsets)):
             if not isinstance(value, bool):
                 raise TypeError(f"{name} must be a bool, got {type(value).__name__}")

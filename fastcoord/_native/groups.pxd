@@ -170,5 +170,6 @@ cdef class GroupLogic:
 # Module-level helpers of the join and sync paths, C functions here
 cpdef _validate_member(Group group, member_id, instance_id)
 cpdef _join_error(error, member_id)
+cpdef _offset_alone(offset, now)      # (HeartbeatRun's commits too: tracerun.pyx)
 @cython.locals(m=Member)
 cpdef _group_record(Group group, assignment)
