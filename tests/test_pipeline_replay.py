@@ -405,6 +405,35 @@ def test_in_trace_order_is_whether_sorting_would_change_nothing(rows):
     assert in_trace_order(t) == t.equals(ordered)
 
 
+# Columns that meet every case of _protocol_pairs: names it joins (empty ones among
+# them: a list of one joins to "", as an empty list would), and names that make it
+# read the rows one by one (its separator, \x00, inside a name; a null name)
+_JOINED_NAMES = st.sampled_from(["range", "roundrobin", "", "a", "b"])
+_ANY_NAMES = st.one_of(_JOINED_NAMES, st.just("a\x00b"), st.none())
+
+
+def _protocol_rows(names):
+    return st.lists(st.one_of(st.none(), st.lists(names, max_size=3)), max_size=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_protocol_rows(_JOINED_NAMES), _protocol_rows(_ANY_NAMES)),
+       st.integers(1, 3))
+def test_protocol_pairs_are_each_rows_names_with_empty_metadata(rows, chunks):
+    """Against its definition, on a column of one or several chunks: each row's names
+    (["range"] for a null or empty list) as (name, b"") pairs, one list shared by the
+    rows naming the same set."""
+    from fastcoord.pipeline.replay import _protocol_pairs
+
+    arrays = [pa.array(rows[i::chunks], pa.list_(pa.string())) for i in range(chunks)]
+    column = pa.chunked_array(arrays, pa.list_(pa.string()))
+    ordered = [r for a in arrays for r in a.to_pylist()]
+    got = _protocol_pairs(column)
+    assert got == [[(p, b"") for p in (r or ["range"])] for r in ordered]
+    shared = {}
+    for r, pairs in zip(ordered, got):
+        assert shared.setdefault(tuple(r or ["range"]), pairs) is pairs
+
 def test_a_shuffled_trace_replays_as_the_sorted_one(impl):
     from fastcoord.pipeline.replay import ShardReplay
 

@@ -158,5 +158,9 @@ cdef class MemberTable(TimerSink):
     cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1
     cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1
     cpdef int shard_state(self, int shard) except -1
+    # (cpdef: the group logic calls these once per member of a join round, C calls)
+    cpdef set_session_timeout(self, Py_ssize_t slot, int session_timeout_ms)
+    cpdef touch(self, Py_ssize_t slot)
+    cdef object c_group_version(self, object group_id)
     cdef Py_ssize_t c_commit_handle(self, int64_t h, int32_t g, object instance_id,
                                     int64_t now) except -2

@@ -450,10 +450,10 @@ cdef class MemberTable(TimerSink):
     def rename(self, Py_ssize_t slot, str old_id, str new_id):
         self.bind_member(slot, new_id)
 
-    def set_session_timeout(self, Py_ssize_t slot, int session_timeout_ms):
+    cpdef set_session_timeout(self, Py_ssize_t slot, int session_timeout_ms):
         self.slot_ptr(slot).session_timeout = session_timeout_ms
 
-    def touch(self, Py_ssize_t slot):
+    cpdef touch(self, Py_ssize_t slot):
         cdef Slot* s = self.slot_ptr(slot)
         self.refresh(slot, s, self.now() + s.session_timeout)
 
@@ -507,6 +507,10 @@ cdef class MemberTable(TimerSink):
         logic holds, in an active shard of an active table, read in C (a replay asks
         after every join and sync); every other case, and any other argument, goes to
         `version_fallback`, the coordinator's checked path."""
+        return self.c_group_version(group_id)
+
+    cdef object c_group_version(self, object group_id):
+        """group_version for C callers (a compiled replay's observations)."""
         cdef PyObject* rec_p
         cdef GroupRecord rec
         if type(group_id) is str and self.active:

@@ -1,7 +1,13 @@
 # cython: language_level=3
 """Delayed operations and purgatory, native twin (see fastcoord/_pure/purgatory.py)."""
 from libc.stdint cimport int64_t
+from fastcoord._native.members cimport (pthread_mutex_t, pthread_mutex_init,
+                                        pthread_mutex_lock, pthread_mutex_trylock,
+                                        pthread_mutex_unlock)
 from fastcoord._native.wheel cimport Timer
+
+cdef extern from "<pthread.h>" nogil:
+    int pthread_mutex_destroy(pthread_mutex_t*)
 
 cdef class DelayedOperation:
     cdef int _completed          # 0/1, flipped once with an atomic compare-and-swap
@@ -21,10 +27,13 @@ cdef class Purgatory:
     cdef readonly str name
     cdef readonly object timer
     cdef readonly int64_t purge_interval
-    cdef list _locks
+    cdef pthread_mutex_t _stripe_mu[32]    # a watcher list's lock (STRIPES of them)
     cdef list _maps
-    cdef object _count_lock
+    cdef pthread_mutex_t _count_mu        # _delayed's and _estimated's
     cdef int64_t _delayed
     cdef int64_t _estimated
 
     cdef int _add_delayed(self, int64_t n) except -1
+    cdef bint _try_complete(self, object op) except -1
+    cdef Py_ssize_t _purge_key(self, int i, key) except -1
+    cdef Py_ssize_t _maybe_purge(self) except -1

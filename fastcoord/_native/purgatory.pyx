@@ -8,6 +8,7 @@ handle object; any other combination goes through the Python-level protocol.
 """
 cimport cython
 from libc.stdint cimport int64_t
+from fastcoord._native.members cimport GroupRecord
 from fastcoord._native.wheel cimport Timer
 
 import threading
@@ -26,6 +27,38 @@ cdef extern from *:
     int fc_load_int(int* p) nogil
 
 DEF STRIPES = 32
+
+
+cdef inline void _lock(pthread_mutex_t* mu) noexcept:
+    # Never block on a watcher-list lock holding the GIL: its holder may need the GIL
+    if pthread_mutex_trylock(mu) != 0:
+        with nogil:
+            pthread_mutex_lock(mu)
+
+
+cdef inline int _lock_op(object lock) except -1:
+    """`with op.lock`'s entry: a group's lock (a native GroupRecord, what the group
+    logic's operations hold) by a C call, any other by its acquire()."""
+    if type(lock) is GroupRecord:
+        (<GroupRecord>lock).acquire()
+    else:
+        lock.acquire()
+    return 0
+
+
+cdef inline int _unlock_op(object lock) except -1:
+    if type(lock) is GroupRecord:
+        (<GroupRecord>lock).release()
+    else:
+        lock.release()
+    return 0
+
+
+cdef inline bint _completed(object op) except -1:
+    # op.is_completed: for a DelayedOperation (every op a purgatory arms) its flag
+    if isinstance(op, DelayedOperation):
+        return fc_load_int(&(<DelayedOperation>op)._completed) != 0
+    return bool(op.is_completed)
 
 
 cdef class DelayedOperation:
@@ -152,15 +185,29 @@ cdef class Purgatory:
         self.name = name
         self.timer = timer
         self.purge_interval = purge_interval
-        self._locks = [threading.Lock() for _ in range(STRIPES)]
         self._maps = [{} for _ in range(STRIPES)]
-        self._count_lock = threading.Lock()
         self._delayed = 0
         self._estimated = 0
 
+    def __cinit__(self, *args, **kwargs):
+        # The watcher lists' locks and the counters' (C mutexes: a `with` on a
+        # threading.Lock looked up and called __enter__ and __exit__, a few hundred
+        # instructions, at every check of a key)
+        cdef int i
+        for i in range(STRIPES):
+            pthread_mutex_init(&self._stripe_mu[i], NULL)
+        pthread_mutex_init(&self._count_mu, NULL)
+
+    def __dealloc__(self):
+        cdef int i
+        for i in range(STRIPES):
+            pthread_mutex_destroy(&self._stripe_mu[i])
+        pthread_mutex_destroy(&self._count_mu)
+
     cdef int _add_delayed(self, int64_t n) except -1:
-        with self._count_lock:
-            self._delayed += n
+        _lock(&self._count_mu)
+        self._delayed += n
+        pthread_mutex_unlock(&self._count_mu)
         return 0
 
     def _fc_delayed_add(self, n):
@@ -178,10 +225,13 @@ cdef class Purgatory:
         cdef int i
         cdef dict m
         for i in range(STRIPES):
-            with self._locks[i]:
+            _lock(&self._stripe_mu[i])
+            try:
                 m = self._maps[i]
                 for lst in m.values():
                     total += len(<list>lst)
+            finally:
+                pthread_mutex_unlock(&self._stripe_mu[i])
         return total
 
     def __len__(self):
@@ -196,87 +246,107 @@ cdef class Purgatory:
         keys = list(keys)
         if not keys:
             raise ValueError("keys must not be empty")
-        with op.lock:
-            if op.try_complete():
-                return True
+        if self._try_complete(op):
+            return True
         for key in keys:
-            if op.is_completed:
+            if _completed(op):
                 return False
             i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
-            with self._locks[i]:
+            _lock(&self._stripe_mu[i])
+            try:
                 m = self._maps[i]
                 lst = m.get(key)
                 if lst is None:
                     m[key] = [op]
                 else:
                     (<list>lst).append(op)
+            finally:
+                pthread_mutex_unlock(&self._stripe_mu[i])
             if not watch_created:
                 watch_created = True
-                with self._count_lock:
-                    self._estimated += 1
-        with op.lock:
-            if op.try_complete():
-                return True
-        if not op.is_completed:
+                _lock(&self._count_mu)
+                self._estimated += 1
+                pthread_mutex_unlock(&self._count_mu)
+        if self._try_complete(op):
+            return True
+        if not _completed(op):
             op._fc_arm(self.timer, self)
         self._maybe_purge()
         return False
+
+    cdef bint _try_complete(self, object op) except -1:
+        """op.try_complete() with op.lock held (`with op.lock`)."""
+        lock = op.lock
+        _lock_op(lock)
+        try:
+            return op.try_complete()
+        finally:
+            _unlock_op(lock)
 
     def check_and_complete(self, key):
         """Try the operations watched on key; return how many this call completed."""
         cdef int i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
         cdef Py_ssize_t already = 0, now = 0
         cdef dict m
-        with self._locks[i]:
+        _lock(&self._stripe_mu[i])
+        try:
             m = self._maps[i]
             lst = m.get(key)
             if lst is None:
                 return 0
             snapshot = list(lst)
+        finally:
+            pthread_mutex_unlock(&self._stripe_mu[i])
         for op in snapshot:
-            if op.is_completed:
+            if _completed(op):
                 already += 1
                 continue
-            with op.lock:
-                done = op.try_complete()
-            if done:
+            if self._try_complete(op):
                 now += 1
         if already or now:
             self._purge_key(i, key)
         return now
 
-    def _purge_key(self, int i, key):
+    cdef Py_ssize_t _purge_key(self, int i, key) except -1:
         cdef dict m
         cdef list lst, keep
-        with self._locks[i]:
+        _lock(&self._stripe_mu[i])
+        try:
             m = self._maps[i]
             lst = m.get(key)
             if lst is None:
                 return 0
-            keep = [op for op in lst if not op.is_completed]
+            keep = [op for op in lst if not _completed(op)]
             if keep:
                 lst[:] = keep
             else:
                 del m[key]
             return len(lst) - len(keep) if keep else len(lst)
+        finally:
+            pthread_mutex_unlock(&self._stripe_mu[i])
 
     def cancel_for_key(self, key):
         """Stop watching key: remove its operations and cancel their timer entries
         (they are not completed); return them."""
         cdef int i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
-        with self._locks[i]:
+        _lock(&self._stripe_mu[i])
+        try:
             lst = (<dict>self._maps[i]).pop(key, None)
+        finally:
+            pthread_mutex_unlock(&self._stripe_mu[i])
         if not lst:
             return []
         for op in lst:
             op._fc_disarm()
         return lst
 
-    def _maybe_purge(self):
-        with self._count_lock:
-            if self._estimated - self._delayed <= self.purge_interval:
-                return 0
-            self._estimated = self._delayed
+    cdef Py_ssize_t _maybe_purge(self) except -1:
+        _lock(&self._count_mu)
+        if self._estimated - self._delayed <= self.purge_interval:
+            pthread_mutex_unlock(&self._count_mu)
+            return 0
+        self._estimated = self._delayed
+        pthread_mutex_unlock(&self._count_mu)
         return self.purge_completed()
 
     def purge_completed(self):
@@ -286,16 +356,19 @@ cdef class Purgatory:
         cdef dict m
         cdef list lst, keep
         for i in range(STRIPES):
-            with self._locks[i]:
+            _lock(&self._stripe_mu[i])
+            try:
                 m = self._maps[i]
                 for key in list(m):
                     lst = m[key]
-                    keep = [op for op in lst if not op.is_completed]
+                    keep = [op for op in lst if not _completed(op)]
                     purged += len(lst) - len(keep)
                     if keep:
                         lst[:] = keep
                     else:
                         del m[key]
+            finally:
+                pthread_mutex_unlock(&self._stripe_mu[i])
         return purged
 
     def shutdown(self):
@@ -303,10 +376,13 @@ cdef class Purgatory:
         cdef int i
         ops = []
         for i in range(STRIPES):
-            with self._locks[i]:
+            _lock(&self._stripe_mu[i])
+            try:
                 for lst in (<dict>self._maps[i]).values():
                     ops.extend(lst)
                 (<dict>self._maps[i]).clear()
+            finally:
+                pthread_mutex_unlock(&self._stripe_mu[i])
         for op in ops:
             op._fc_disarm()
 

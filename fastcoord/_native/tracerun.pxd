@@ -57,6 +57,7 @@ cdef class HeartbeatRun:
     cdef const int64_t[::1] offsets
     cdef list instances
     cdef object partition
+    cdef Py_hash_t partition_hash   # hash(partition), once (c_commit_accepted's look-up)
     cdef object store               # the coordinator's InMemoryStore (commit_accepted's)
     cdef readonly bint left_commit  # run() stopped at a commit for commit_offsets
 

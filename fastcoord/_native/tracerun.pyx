@@ -5,7 +5,6 @@ no Python call but the clock's new time. Per commit: the member table's checks a
 GroupLogic.commit_accepted's steps in C, the store's write included (an InMemoryStore's
 dict writes; its store_offset_now is called only to answer its failure). A session
 check that only moves to the member's new deadline, or is dropped, is settled here."""
-from cpython.dict cimport PyDict_GetItem
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t
@@ -81,6 +80,13 @@ cdef extern from *:
     }
     """
     bint fc_tuple4_reuse(PyObject* held, object cls, object a, object b, object c, object d)
+
+
+cdef extern from "Python.h":
+    # A look-up by a hash computed once: the run's partition, a tuple, whose hash
+    # PyDict_GetItem recomputed at every commit (NULL: missing, or an error raised)
+    PyObject* _PyDict_GetItem_KnownHash(object mp, object key, Py_hash_t hash)
+    PyObject* PyErr_Occurred()
 
 
 cdef inline bint _before(check_entry* a, check_entry* b) noexcept:
@@ -191,6 +197,7 @@ cdef class HeartbeatRun:
             self.offsets = offsets
             self.instances = instances
             self.partition = partition
+            self.partition_hash = hash(partition)
             self.store = coordinator._logic.store     # an InMemoryStore (check_run_args)
 
     @property
@@ -241,6 +248,7 @@ cdef class HeartbeatRun:
         cdef object store = self.store
         cdef dict offsets, by_group
         cdef Group group = rec.group             # (a native table's: the native Group)
+        cdef PyObject* held = NULL               # (the offset the group holds, borrowed)
         if slot_object(store, STORE_FAIL_WITH, "fail_with") is ERRORS_NONE:
             # InMemoryStore.store_offset_now's write without the Python call (a replay's
             # every commit; fastcoord/store.py: keep the two in step)
@@ -264,9 +272,13 @@ cdef class HeartbeatRun:
                 offsets = <dict>group.offsets       # (made a dict, never replaced)
                 # the offset it replaces rewritten when only this dict holds it (a store
                 # that keeps none: a replay's), else a new one set
+                if om is None:
+                    held = _PyDict_GetItem_KnownHash(offsets, self.partition,
+                                                     self.partition_hash)
+                    if held is NULL and PyErr_Occurred() is not NULL:
+                        return -1   # (the key's comparison raised: it propagates)
                 if om is not None or not fc_tuple4_reuse(
-                        PyDict_GetItem(offsets, self.partition), OffsetAndMetadata,
-                        at, OM_METADATA, OM_LEADER_EPOCH, stamp):
+                        held, OffsetAndMetadata, at, OM_METADATA, OM_LEADER_EPOCH, stamp):
                     offsets[self.partition] = om if om is not None else _offset_alone(at, stamp)
         finally:
             pthread_mutex_unlock(&rec.core.mu)

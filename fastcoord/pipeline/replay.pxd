@@ -12,8 +12,32 @@
 # which call _join_answered or _sync_answered.)
 cimport cython
 
+from fastcoord._native.members cimport MemberTable
+
 # The event codes and the error codes the driver compares with (plain ints in the .py)
 cdef int _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER, _UNKNOWN, _MIDREQ
+# The answers' field positions (C ints: an item read by a C index)
+cdef Py_ssize_t _J_ERROR, _J_GENERATION, _J_LEADER, _J_MEMBER_ID, _J_MEMBERS, _M_MEMBER_ID
+cdef Py_ssize_t _S_ERROR, _G_STATE, _G_EPOCH
+cdef extern from *:
+    """
+    /* t[i] for a tuple or a tuple subclass holding an item i (else the general
+       look-up): a NamedTuple's class reaches its items through Python-level slots. */
+    static PyObject *fc_tuple_item(PyObject *t, Py_ssize_t i) {
+        if (PyTuple_Check(t) && i >= 0 && i < PyTuple_GET_SIZE(t)) {
+            PyObject *v = PyTuple_GET_ITEM(t, i);
+            Py_INCREF(v);
+            return v;
+        }
+        return PySequence_GetItem(t, i);
+    }
+    """
+    object fc_tuple_item(object t, Py_ssize_t i)
+cdef inline object _field(object answer, Py_ssize_t at)
+# Where a ManualClock keeps its time (slots.pxd), read by ShardReplay._clock_now
+from fastcoord._native.slots cimport object_slot, slot_int64
+from libc.stdint cimport int64_t
+cdef Py_ssize_t _CLOCK_NOW
 
 
 # The per-member and per-group arrays in slots too, as typed views of the array.array
@@ -53,6 +77,7 @@ cdef class ShardReplay:
     cdef public int[::1] errors               # (array.array buffers, as _Arrays')
     cdef public long long[::1] answered
     cdef public _Arrays arrays
+    cdef MemberTable native_table     # the native twin's (group_version in C), else None
 
     @cython.locals(arrays=_Arrays, ix=Py_ssize_t, last="long long", d="long long")
     cpdef _arm(self, _Member m)
@@ -62,6 +87,7 @@ cdef class ShardReplay:
     @cython.locals(m=_Member)
     cpdef _observe(self, _GroupView gv, cause)
     cpdef _arm_group(self, _GroupView gv, now)
+    cdef inline int64_t _clock_now(self) except? -1
     cpdef _touch(self, _Member m)
     cpdef _respond(self, idx, error)
     @cython.locals(gv=_GroupView, old=_Member, arrays=_Arrays)

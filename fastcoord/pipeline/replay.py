@@ -50,6 +50,7 @@ import array
 import itertools
 import os
 import shutil
+import types
 from collections import defaultdict
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -57,7 +58,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+try:
+    import cython
+except ImportError:     # Cython is needed to build, not to replay with the .py
+    cython = types.SimpleNamespace(compiled=False)
+
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, _compat, shard_for
+from ..results import GroupSummary, JoinGroupMember, JoinGroupResult, SyncGroupResult
 from ..store import InMemoryStore
 from ._gc import fewer_collections
 from .._pure.tracerun import COMMIT, HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED  # both twins' values
@@ -97,6 +104,27 @@ _EVENT_CODES = {"heartbeat": _HEARTBEAT, "join": _JOIN, "sync": _SYNC, "leave": 
 _UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 _MIDREQ = int(Errors.MEMBER_ID_REQUIRED)
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
+# The answers' fields the driver reads, by position (compiled: an item of the tuple,
+# where the field's name is a property look-up and call, a few per answer)
+_J_ERROR, _J_GENERATION, _J_LEADER, _J_MEMBER_ID, _J_MEMBERS = (
+    JoinGroupResult._fields.index(f)
+    for f in ("error", "generation_id", "leader_id", "member_id", "members"))
+_M_MEMBER_ID = JoinGroupMember._fields.index("member_id")
+
+
+def _field(answer: tuple, at: int):
+    """The field at position `at` of an answer (a NamedTuple of fastcoord.results).
+    Compiled, read from the tuple in C: through the class, item and attribute reads
+    alike are calls of its Python-level slots."""
+    if cython.compiled:
+        return fc_tuple_item(answer, at)
+    return answer[at]
+
+
+# Compiled: where a ManualClock keeps its time (ShardReplay._clock_now)
+_CLOCK_NOW = object_slot(ManualClock, "_now") if cython.compiled else -1
+_S_ERROR = SyncGroupResult._fields.index("error")
+_G_STATE, _G_EPOCH = (GroupSummary._fields.index(f) for f in ("state", "members_epoch"))
 
 
 class _Column:
@@ -216,6 +244,7 @@ class ShardReplay:
         self.by_group_ix: List[_GroupView] = []  # the groups by their ix
         self.checks = None          # the twin's CheckHeap (tracerun), made with the coordinator
         self.group_version = None   # the coordinator's group_version (bound with it)
+        self.native_table = None    # its native member table, compiled (_start)
         self.runs = None            # the twin's HeartbeatRun, made with the trace's arrays
         # responses: one slot per trace row in replay order; the other columns of the
         # table are the sorted trace's own (see tables())
@@ -241,6 +270,10 @@ class ShardReplay:
         self.checks = _compat.module(self.coord.impl, "tracerun").CheckHeap()
         # Read first by each observation, which reads nothing more while it has not moved
         self.group_version = self.coord.group_version
+        # ... from the native member table by a C call, when this module is compiled
+        # (the bound method's call was 2% of a replay's instructions)
+        self.native_table = (self.coord._logic.table
+                             if cython.compiled and self.coord.impl == "native" else None)
 
     def _index(self, table: pa.Table) -> Tuple[array.array, array.array]:
         """Every group and member (a (group, member id) pair) of the sorted trace, made
@@ -310,14 +343,17 @@ class ShardReplay:
     def _observe(self, gv: _GroupView, cause: str) -> None:
         # (given the group's view, which every caller holds: not looked up by id)
         gid = gv.gid
-        version = self.group_version(gid)
+        if cython.compiled and self.native_table is not None:
+            version = self.native_table.c_group_version(gid)
+        else:
+            version = self.group_version(gid)
         if version == gv.version:           # (most answers of a round: nothing moved)
             return
         read = read_members(self.coord, gid, gv, version)
         if read is None:
             return
         state, current = read
-        now = self.clock._now
+        now = self._clock_now()
         before = len(gv.members)
         for rid in sorted(gv.members - current):
             m = self.by_rid.pop((gid, rid), None)
@@ -352,13 +388,20 @@ class ShardReplay:
             self.checks.push(d, ~gv.ix)
 
     # -- requests -------------------------------------------------------------------------
+    def _clock_now(self) -> int:
+        """The coordinator's time: its ManualClock's `_now` (compiled: read from the
+        slot, where the attribute is a look-up through the type)."""
+        if cython.compiled:
+            return slot_int64(self.clock, _CLOCK_NOW, "_now")
+        return self.clock._now
+
     def _touch(self, m: _Member) -> None:
-        self.arrays.last_touch[m.ix] = self.clock._now
+        self.arrays.last_touch[m.ix] = self._clock_now()
         self._arm(m)
 
     def _respond(self, idx: int, error: int) -> None:
         self.errors[idx] = int(error)
-        self.answered[idx] = self.clock._now
+        self.answered[idx] = self._clock_now()
 
     def _join(self, m: _Member, idx: int, row) -> None:
         inst, session, rebalance, ptype, protos, client = row
@@ -393,7 +436,7 @@ class ShardReplay:
 
     def _join_answered(self, m: _Member, idx: int, result) -> None:
         """The coordinator's answer to the join at trace index idx."""
-        err = int(result.error)
+        err = int(_field(result, _J_ERROR))
         self._respond(idx, err)
         if m.joining != idx:
             # A join the member has sent again since (a trace can hold two in flight; a
@@ -403,18 +446,19 @@ class ShardReplay:
             return
         m.joining = -1
         if err == _MIDREQ:
-            self._adopt(m, result.member_id)
+            self._adopt(m, _field(result, _J_MEMBER_ID))
         elif err == 0:
             gv = m.view
-            self._adopt(m, result.member_id)
-            self.arrays.generations[m.ix] = result.generation_id
-            if result.generation_id > gv.generation:
-                gv.generation = result.generation_id
-            m.leader_members = ([x.member_id for x in result.members]
-                                if result.leader_id == result.member_id else None)
+            member_id, generation = _field(result, _J_MEMBER_ID), _field(result, _J_GENERATION)
+            self._adopt(m, member_id)
+            self.arrays.generations[m.ix] = generation
+            if generation > gv.generation:
+                gv.generation = generation
+            m.leader_members = ([_field(x, _M_MEMBER_ID) for x in _field(result, _J_MEMBERS)]
+                                if _field(result, _J_LEADER) == member_id else None)
             self._touch(m)
             self._observe(gv, "timeout")
-            self._arm_group(gv, self.clock._now)
+            self._arm_group(gv, self._clock_now())
             if m.pending_sync is not None:
                 sidx, m.pending_sync = m.pending_sync, None
                 self._sync(m, sidx)
@@ -454,7 +498,7 @@ class ShardReplay:
 
     def _sync_answered(self, m: _Member, idx: int, result) -> None:
         """The coordinator's answer to the sync at trace index idx."""
-        err = int(result.error)
+        err = int(_field(result, _S_ERROR))
         self._respond(idx, err)
         if err == 0:
             self._touch(m)
@@ -501,11 +545,12 @@ class ShardReplay:
         seqs = array.array("q", table.column("seq").to_numpy().tobytes())
         # The columns only a join reads, for the join rows alone (a small share of a trace)
         # (found by their kind: comparing the event column's strings again cost 1.4%)
+        # In trace order, as the loop meets the joins: it takes them by a cursor
         join_at = np.flatnonzero(np.frombuffer(kinds, np.uint8) == _JOIN)
         joins = table.select(_JOIN_COLUMNS).take(join_at)
-        columns = {c: joins.column(c).to_pylist() for c in _JOIN_COLUMNS}
-        columns["protocols"] = _protocol_pairs(columns["protocols"])
-        join_rows = dict(zip(join_at.tolist(), zip(*columns.values())))
+        columns = [_protocol_pairs(joins.column(c)) if c == "protocols"
+                   else joins.column(c).to_pylist() for c in _JOIN_COLUMNS]
+        join_rows = list(zip(*columns))
         self.errors = errors = array.array("i", [-1]) * n
         self.answered = answered = array.array("q", [-1]) * n
         self._start(times[0])
@@ -533,6 +578,7 @@ class ShardReplay:
         handles, group_events = self.arrays.handles, self.arrays.group_events
         long_runs = self.heartbeat_runs
         idx = 0
+        next_join = 0           # join_rows' cursor: the row of the next join event
         while idx < n:
             kind = kinds[idx]
             if (kind == _HEARTBEAT or kind == _COMMIT) and long_runs:
@@ -583,7 +629,8 @@ class ShardReplay:
             if kind == _COMMIT:
                 self._commit(m, idx, seqs[idx])
             elif kind == _JOIN:
-                self._join(m, idx, join_rows[idx])
+                self._join(m, idx, join_rows[next_join])
+                next_join += 1
             elif kind == _SYNC:
                 self._sync(m, idx)
             elif kind == _LEAVE:
@@ -626,19 +673,43 @@ class ShardReplay:
         return pa.table(cols).cast(schema)
 
 
-def _protocol_pairs(column: list) -> list:
-    """Each join's protocol names as the (name, metadata) pairs join_group takes
-    (["range"] when it names none): one list per distinct set of names, which every
-    join naming it shares (join_group copies what it keeps)."""
-    made: Dict[tuple, list] = {}
-    out = []
-    for names in column:
-        names = tuple(names or ("range",))
-        pairs = made.get(names)
-        if pairs is None:
-            pairs = made[names] = [(p, b"") for p in names]
-        out.append(pairs)
-    return out
+def _protocol_pairs(column) -> list:
+    """Each join's protocol names (a list<string> column) as the (name, metadata) pairs
+    join_group takes (["range"] when it names none): one list per distinct set of names,
+    which every join naming it shares (join_group copies what it keeps). The rows are
+    told apart by their names joined into one string, dictionary-encoded by Arrow, so
+    only one row per distinct set becomes Python objects; where a name holds the
+    separator, or a row a null name, every row is read as Python lists instead."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if not len(column):
+        return []
+    names = pc.list_flatten(column)
+    if names.null_count == 0 and not pc.any(pc.match_substring(names, _NAME_SEP)).as_py():
+        # A row's key: its names joined, null for a null or an empty list (both name
+        # none: "range"; a list of one empty name joins to "", not null)
+        named = pc.fill_null(pc.greater(pc.list_value_length(column), 0), False)
+        keys = pc.if_else(named, pc.binary_join(column, _NAME_SEP), None)
+        keys = keys.dictionary_encode(null_encoding="encode")
+        codes = keys.indices.to_numpy(zero_copy_only=False)
+        firsts = _first_occurrences(codes)
+        shared: Dict[tuple, list] = {}
+        made = [_pairs_of(row, shared) for row in column.take(pa.array(firsts)).to_pylist()]
+        return [made[c] for c in codes.tolist()]
+    shared = {}
+    return [_pairs_of(row, shared) for row in column.to_pylist()]
+
+
+def _pairs_of(names: Optional[list], shared: Dict[tuple, list]) -> list:
+    """_protocol_pairs' list for one row's names, the one in `shared` if made already."""
+    names = tuple(names or ("range",))
+    pairs = shared.get(names)
+    if pairs is None:
+        pairs = shared[names] = [(p, b"") for p in names]
+    return pairs
+
+
+_NAME_SEP = "\x00"          # _protocol_pairs' separator: no protocol name holds it, as a rule
 
 
 def _encoded(column) -> Tuple[pa.Array, np.ndarray]:
@@ -874,12 +945,13 @@ def read_members(coord: GroupCoordinator, gid: str, view,
         return None
     view.version = version
     summary = coord.group_summary(gid)
-    if summary.members_epoch == view.epoch:
-        if summary.state == view.state:
+    state, epoch = _field(summary, _G_STATE), _field(summary, _G_EPOCH)
+    if epoch == view.epoch:
+        if state == view.state:
             return None
-        return summary.state, view.members        # the same member ids as last time
-    view.epoch = summary.members_epoch
-    return summary.state, set(coord.member_ids(gid))
+        return state, view.members        # the same member ids as last time
+    view.epoch = epoch
+    return state, set(coord.member_ids(gid))
 
 
 def leave_answer(result) -> int:
