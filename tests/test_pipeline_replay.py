@@ -405,6 +405,27 @@ def test_in_trace_order_is_whether_sorting_would_change_nothing(rows):
     assert in_trace_order(t) == t.equals(ordered)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-1, 5), max_size=20))
+def test_first_uses_are_where_the_running_maximum_grows_by_one(codes):
+    """Against its definition (numpy's running maximum): None when it ever grows by
+    more than one, else every position where it grows; int32 as int64 numbers."""
+    import numpy as np
+
+    from fastcoord.pipeline.replay import _first_occurrences, _first_uses
+
+    for dtype in (np.int32, np.int64):
+        a = np.array(codes, dtype)
+        steps = np.diff(np.maximum.accumulate(a), prepend=-1) if len(a) else a
+        grows = np.flatnonzero(steps > 0)
+        got = _first_uses(a)
+        if (steps > 1).any():
+            assert got is None
+        else:
+            assert got is not None and got.tolist() == grows.tolist()
+        assert _first_occurrences(a).tolist() == grows.tolist()
+
+
 # Columns that meet every case of _protocol_pairs: names it joins (empty ones among
 # them: a list of one joins to "", as an empty list would), and names that make it
 # read the rows one by one (its separator, \x00, inside a name; a null name)

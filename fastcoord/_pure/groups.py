@@ -570,7 +570,7 @@ class GroupLogic:
                                               session_timeout_ms, callback)
         elif state == CR:
             if member.matches(protocols):
-                self._emit(callback, self._current_generation_result(
+                self._emit_one(callback, self._current_generation_result(
                     group, member_id, with_members=group.leader_id == member_id))
             else:
                 self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
@@ -580,7 +580,7 @@ class GroupLogic:
                 self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
                                                   session_timeout_ms, callback)
             else:
-                self._emit(callback, self._current_generation_result(group, member_id, False))
+                self._emit_one(callback, self._current_generation_result(group, member_id, False))
         else:  # Empty: a member cannot be known here
             self._emit_one(callback, _join_error(E.UNKNOWN_MEMBER_ID, member_id))
 
@@ -664,7 +664,7 @@ class GroupLogic:
                             if member.member_id == new_id:
                                 self._rename_member(group, member, old_id)
                                 self.table.touch(member.slot)
-                            self._emit(callback, JoinGroupResult(
+                            self._emit_one(callback, JoinGroupResult(
                                 error, generation, group.protocol_type, group.protocol_name,
                                 current_leader or "", "", [], False))
                         else:
@@ -798,10 +798,10 @@ class GroupLogic:
         if error == E.COORDINATOR_LOAD_IN_PROGRESS:
             error = E.REBALANCE_IN_PROGRESS
         if error != _NONE:
-            self._emit(callback, SyncGroupResult(error))
+            self._emit_one(callback, SyncGroupResult(error))
             return
         if group is None:
-            self._emit(callback, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
+            self._emit_one(callback, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
             return
         rec = group.rec
         rec.acquire()
@@ -818,25 +818,30 @@ class GroupLogic:
                     elif protocol_name is not None and protocol_name != group.protocol_name:
                         error = E.INCONSISTENT_GROUP_PROTOCOL
             if error != _NONE:
-                self._emit(callback, SyncGroupResult(error))
+                self._emit_one(callback, SyncGroupResult(error))
             elif group.state == EMPTY:
-                self._emit(callback, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
+                self._emit_one(callback, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
             elif group.state == PR:
-                self._emit(callback, SyncGroupResult(E.REBALANCE_IN_PROGRESS))
+                self._emit_one(callback, SyncGroupResult(E.REBALANCE_IN_PROGRESS))
             elif group.state == CR:
                 member = group.members[member_id]
                 member.sync_callback = callback
                 self._remove_pending_sync_member(group, member_id)
                 if group.leader_id == member_id:
-                    given = assignments or {}
-                    full = {mid: given.get(mid, b"") for mid in group.members}
+                    # every member's assignment: the leader's for it, else empty (what
+                    # it gives any other id is dropped); one pass over what it gives
+                    full = dict.fromkeys(group.members, b"")
+                    if assignments:
+                        for mid, data in assignments.items():
+                            if mid in full:
+                                full[mid] = data
                     self._emit(self.store.store_group, group_id,
                                self._record(group, full),
                                self._assignment_stored(group, full))
             else:  # Stable
                 self._remove_pending_sync_member(group, member_id)
                 member = group.members[member_id]
-                self._emit(callback, _new_tuple(SyncGroupResult, (
+                self._emit_one(callback, _new_tuple(SyncGroupResult, (
                     _NONE, group.protocol_type, group.protocol_name, member.assignment)))
                 self.table.touch(member.slot)
         finally:
@@ -983,21 +988,21 @@ class GroupLogic:
         holds an OffsetAndMetadata per partition, or an int: the offset alone."""
         error = self.group_status(group_id, allow_empty=True)
         if error != _NONE:
-            self._emit(done, {tp: error for tp in offsets})
+            self._emit_one(done, {tp: error for tp in offsets})
             return
         group = self._get_group(group_id)
         if group is None:
             if generation_id >= 0:
-                self._emit(done, {tp: E.ILLEGAL_GENERATION for tp in offsets})
+                self._emit_one(done, {tp: E.ILLEGAL_GENERATION for tp in offsets})
                 return
             group = self._create_group(group_id)
         with group.rec:
             error = self._validate_offset_commit(group, member_id, generation_id, instance_id)
             if error != _NONE:
-                self._emit(done, {tp: error for tp in offsets})
+                self._emit_one(done, {tp: error for tp in offsets})
                 return
             if group.state == CR:
-                self._emit(done, {tp: E.REBALANCE_IN_PROGRESS for tp in offsets})
+                self._emit_one(done, {tp: E.REBALANCE_IN_PROGRESS for tp in offsets})
                 return
             if group.state in (STABLE, PR):
                 self.table.touch(group.members[member_id].slot)
@@ -1062,13 +1067,13 @@ class GroupLogic:
                                 else om._replace(commit_timestamp_ms=now))
                 results[tp] = _NONE
         if not accepted:
-            self._emit(done, results)
+            self._emit_one(done, results)
             return
         _count_pending(group, accepted)
 
         def stored(error: Errors) -> None:
             _offsets_written(group, accepted, results, error)
-            self._emit(done, results)
+            self._emit_one(done, results)
             self.flush()
 
         self._emit(self.store.store_offsets, group.group_id, accepted, stored)

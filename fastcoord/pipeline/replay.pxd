@@ -114,6 +114,8 @@ cdef class ShardReplay:
 
 
 cpdef read_members(coord, gid, view, version=*)
+@cython.locals(top="long long", n=Py_ssize_t, i=Py_ssize_t, c="long long")
+cpdef Py_ssize_t _first_uses_into(const long long[::1] codes, long long[::1] out) except -2
 
 
 cdef class _Answer:

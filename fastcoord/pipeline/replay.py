@@ -753,9 +753,8 @@ def _recoded(column) -> Optional[Tuple[pa.Array, np.ndarray]]:
     column = _unified(column)
     distinct = column.dictionary
     codes = pc.fill_null(column.indices, -1).to_numpy(zero_copy_only=False)
-    running = np.maximum.accumulate(codes) if len(codes) else codes
-    if len(codes) and running[-1] == len(distinct) - 1 and \
-            not (np.diff(running, prepend=-1) > 1).any():
+    firsts = _first_uses(codes)
+    if len(codes) and firsts is not None and len(firsts) == len(distinct):
         # Already so numbered: every value used, each first used after those before it.
         # The packed trace's are: each piece's dictionary in order of first appearance
         # (dictionary_encode), and unifying pieces appends each one's new values in its
@@ -795,10 +794,45 @@ def _pair_codes(group_codes: np.ndarray, member_codes: np.ndarray) -> np.ndarray
 def _first_occurrences(codes: np.ndarray) -> np.ndarray:
     """Where each code of `codes` (numbered in order of first appearance) first appears:
     exactly where the running maximum grows."""
+    firsts = _first_uses(codes)
+    if firsts is None:          # (numbered otherwise: where it grows all the same)
+        running = np.maximum.accumulate(codes)
+        return np.flatnonzero(np.diff(running, prepend=-1) > 0)
+    return firsts
+
+
+def _first_uses(codes: np.ndarray) -> Optional[np.ndarray]:
+    """Where each number of `codes` (0, 1, ...; -1 for none, passed over) is first used,
+    when each is first used after every smaller one (the numbers of values in order of
+    first appearance: the running maximum grows by one at a time), else None."""
     if not len(codes):
         return np.zeros(0, np.int64)
-    running = np.maximum.accumulate(codes)
-    return np.flatnonzero(np.diff(running, prepend=-1) > 0)
+    if cython.compiled:
+        # One typed pass (_first_uses_into), where the running maximum (numpy's
+        # accumulate, 3 ns a row) and its steps took three
+        out = np.empty(len(codes), np.int64)
+        n = _first_uses_into(np.ascontiguousarray(codes, np.int64), out)
+        return out[:n] if n >= 0 else None
+    steps = np.diff(np.maximum.accumulate(codes), prepend=-1)
+    if (steps > 1).any():
+        return None
+    return np.flatnonzero(steps > 0)
+
+
+def _first_uses_into(codes, out) -> int:
+    """_first_uses' pass (compiled: replay.pxd types it): the positions into `out`, and
+    their count; -1 when a number is first used before a smaller one."""
+    top = -1
+    n = 0
+    for i in range(codes.shape[0]):
+        c = codes[i]
+        if c > top:
+            if c != top + 1:
+                return -1
+            out[n] = i
+            n += 1
+            top = c
+    return n
 
 
 _EVENT_NAMES = pa.array(list(_EVENT_CODES))
