@@ -622,13 +622,14 @@ def test_twin_types(impl):
 
 
 # ------------------------------------------------------------- ManualStepper
-def stepper(impl, start=0):
-    """A ManualStepper over a fresh timer, with what it called recorded."""
+def stepper(impl, start=0, lock=None):
+    """A ManualStepper over a fresh timer (under a threading.Lock unless given one),
+    with what it called recorded."""
     clock = ManualClock(start)
     wheel = _compat.module(impl, "wheel")
     timer = wheel.Timer(clock)
     calls = []
-    lock = threading.Lock()
+    lock = threading.Lock() if lock is None else lock
     step = wheel.ManualStepper(timer, lock, lambda: calls.append("after"),
                                lambda ms: calls.append(("fallback", ms)) or -7)
     return clock, timer, step, calls, lock
@@ -680,6 +681,47 @@ def test_stepper_hands_every_unusual_step_to_its_fallback(impl):
     assert lock.acquire(timeout=5)
     lock.release()
     assert step.advance(1) == 0 and clock.now_ms() == 11
+
+
+def test_stepper_under_its_twins_step_lock_steps_and_lets_the_lock_go(impl):
+    """With the twin's StepLock (GroupCoordinator's time lock; the native stepper takes
+    it by C calls), as under a threading.Lock: entries fire at their deadlines, every
+    unusual step goes to the fallback, and the lock is free after each step."""
+    wheel = _compat.module(impl, "wheel")
+    clock, timer, step, calls, lock = stepper(impl, start=10, lock=wheel.StepLock())
+    seen = []
+    timer.schedule_at(12, lambda: seen.append((clock.now_ms(), lock.locked())))
+    assert step.advance(5) == 1 and seen == [(12, True)] and not lock.locked()
+    assert step.advance(-1) == -7 and step.advance(2**62 - 5) == -7
+    assert calls == ["after", ("fallback", -1), ("fallback", 2**62 - 5)]
+    assert not lock.locked() and clock.now_ms() == 15
+    assert step.advance(1) == 0 and clock.now_ms() == 16
+
+
+def test_step_lock_is_a_lock(impl):
+    """StepLock: taken by `with` or acquire(), released by release(); one holder at a
+    time (another thread waits until it is released); releasing it unheld is an error."""
+    lock = _compat.module(impl, "wheel").StepLock()
+    assert not lock.locked()
+    with lock:
+        assert lock.locked()
+    assert not lock.locked()
+    assert lock.acquire() is True and lock.locked()
+    order = []
+
+    def waiter():
+        with lock:
+            order.append("waiter")
+    t = threading.Thread(target=waiter)
+    t.start()
+    t.join(0.2)
+    assert t.is_alive() and order == []          # blocked while this thread holds it
+    order.append("holder")
+    lock.release()
+    t.join(5)
+    assert not t.is_alive() and order == ["holder", "waiter"]
+    with pytest.raises(RuntimeError):
+        lock.release()
 
 
 def test_stepper_needs_a_manual_clock(impl):

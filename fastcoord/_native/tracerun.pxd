@@ -1,7 +1,7 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from fastcoord._native.members cimport MemberTable
-from fastcoord._native.wheel cimport Timer
+from fastcoord._native.wheel cimport ManualStepper, Timer
 
 
 ctypedef struct check_entry:
@@ -29,6 +29,7 @@ cdef class CheckHeap:
 cdef class HeartbeatRun:
     cdef object clock               # the coordinator's ManualClock (its time is set here)
     cdef object advance_time        # the coordinator's: where the timer must move
+    cdef ManualStepper stepper      # the native stepper advance_time is bound to, or None
     cdef MemberTable table
     cdef Timer timer
     cdef int64_t min_delay          # group_min_session_timeout_ms: what idle_through needs

@@ -13,7 +13,7 @@ from fastcoord._native.slots cimport object_slot, set_slot_int64, slot_int64, sl
 from fastcoord._native.groups cimport Group, _offset_alone
 from fastcoord._native.members cimport GroupRecord, MemberTable, lock_with_gil
 from fastcoord._native.members cimport pthread_mutex_unlock
-from fastcoord._native.wheel cimport Timer
+from fastcoord._native.wheel cimport ManualStepper, Timer
 
 from fastcoord.clock import ManualClock
 from fastcoord.errors import Errors
@@ -80,6 +80,11 @@ cdef extern from *:
     }
     """
     bint fc_tuple4_reuse(PyObject* held, object cls, object a, object b, object c, object d)
+
+
+# The steps ManualStepper.c_advance takes (advance's range: [0, 2**62 - 1]); a longer
+# one goes by advance_time, which answers it
+cdef int64_t STEP_LIMIT = 1 << 62
 
 
 cdef extern from "Python.h":
@@ -181,6 +186,10 @@ cdef class HeartbeatRun:
             offsets=offsets, instances=instances, partition=partition)
         self.clock = coordinator.clock
         self.advance_time = coordinator.advance_time
+        # ... called in C when it is the native stepper's (its step, a Python call)
+        stepper = getattr(coordinator, "_stepper", None)
+        if type(stepper) is ManualStepper and self.advance_time == stepper.advance:
+            self.stepper = stepper
         self.table = coordinator._logic.table
         self.timer = coordinator._logic.timer
         self.min_delay = coordinator.config.group_min_session_timeout_ms
@@ -311,7 +320,10 @@ cdef class HeartbeatRun:
                 else:
                     # What fires may answer requests (the replay's callbacks run) and arm
                     # checks: settle again before this event.
-                    self.advance_time(t - now)
+                    if self.stepper is not None and t - now < STEP_LIMIT:
+                        self.stepper.c_advance(t - now)
+                    else:
+                        self.advance_time(t - now)
                     now = slot_int64(self.clock, MANUAL_NOW, "_now")
                     continue
             m = self.members[i]

@@ -197,9 +197,28 @@ cdef class TimerHandle:
     cdef int64_t _deadline
 
 
+cdef class StepLock:
+    cdef pthread_mutex_t _mu
+    cdef bint _held                 # (release() of a lock not held is an error)
+
+    cdef inline void c_acquire(self) noexcept:
+        # Never block holding the GIL: the holder may need it to finish
+        if pthread_mutex_trylock(&self._mu) != 0:
+            with nogil:
+                pthread_mutex_lock(&self._mu)
+        self._held = True
+
+    cdef inline void c_release(self) noexcept:
+        self._held = False
+        pthread_mutex_unlock(&self._mu)
+
+
 cdef class ManualStepper:
     cdef Timer timer
     cdef object clock               # the timer's ManualClock
-    cdef object acquire, release    # the lock's methods, bound once
+    cdef StepLock step_lock         # the lock, when a StepLock: taken by C calls
+    cdef object acquire, release    # else its methods, bound once
     cdef object after_fire
     cdef object fallback
+
+    cdef object c_advance(self, int64_t step)

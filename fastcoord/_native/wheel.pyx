@@ -25,7 +25,7 @@ import threading
 
 from fastcoord.clock import ManualClock
 
-__all__ = ["ManualStepper", "Timer", "TimerHandle", "TimerSink"]
+__all__ = ["ManualStepper", "StepLock", "Timer", "TimerHandle", "TimerSink"]
 
 _log = logging.getLogger("fastcoord.timer")
 
@@ -1194,6 +1194,41 @@ cdef int _timer_traverse(PyObject* o, visitproc visit, void* arg) noexcept:
 (<PyTypeObject*>Timer).tp_traverse = _timer_traverse
 
 
+cdef class StepLock:
+    """The lock a ManualStepper shares with its owner (GroupCoordinator's time lock; the
+    pure twin's is a threading.Lock): a C mutex, which the stepper takes by C calls
+    where a threading.Lock's acquire() and release() were two Python calls at every
+    step of a replay's clock. From Python: `with`, or acquire() and release() by the
+    thread that holds it. Not reentrant."""
+
+    def __cinit__(self):
+        if pthread_mutex_init(&self._mu, NULL) != 0:
+            raise MemoryError("pthread_mutex_init failed")
+        self._held = False
+
+    def __dealloc__(self):
+        pthread_mutex_destroy(&self._mu)
+
+    def acquire(self):
+        self.c_acquire()
+        return True
+
+    def release(self):
+        if not self._held:
+            raise RuntimeError("release unlocked lock")
+        self.c_release()
+
+    def locked(self):
+        return self._held
+
+    def __enter__(self):
+        self.c_acquire()
+        return True
+
+    def __exit__(self, exc_type, exc, traceback):
+        self.c_release()
+
+
 cdef class ManualStepper:
     """Steps a ManualClock through its Timer (see fastcoord/_pure/wheel.py): advance(ms)
     is one C call for an int step in range (GroupCoordinator.advance_time, bound to it)."""
@@ -1204,7 +1239,10 @@ cdef class ManualStepper:
                             f"{type(timer._clock).__name__}")
         self.timer = timer
         self.clock = timer._clock
-        self.acquire, self.release = lock.acquire, lock.release
+        if type(lock) is StepLock:
+            self.step_lock = lock
+        else:
+            self.acquire, self.release = lock.acquire, lock.release
         self.after_fire = after_fire
         self.fallback = fallback
 
@@ -1212,15 +1250,24 @@ cdef class ManualStepper:
     def advance(self, ms):
         """advance(ms) -> how many entries fired (see the pure twin)."""
         cdef int overflow = 0
-        cdef long long step, now = 0
-        cdef int64_t target
-        cdef Py_ssize_t fired
+        cdef long long step
         if type(ms) is not int:
             return self.fallback(ms)
         step = PyLong_AsLongLongAndOverflow(ms, &overflow)
         if overflow or step < 0 or step > LIMIT:
             return self.fallback(ms)
-        self.acquire()
+        return self.c_advance(step)
+
+    cdef object c_advance(self, int64_t step):
+        """advance(step) for a step in [0, LIMIT] (C callers: a replay's HeartbeatRun)."""
+        cdef int overflow = 0
+        cdef long long now = 0
+        cdef int64_t target
+        cdef Py_ssize_t fired
+        if self.step_lock is not None:
+            self.step_lock.c_acquire()
+        else:
+            self.acquire()
         try:
             clock_now = slot_object(self.clock, MANUAL_NOW, "_now")
             if type(clock_now) is int:
@@ -1232,9 +1279,12 @@ cdef class ManualStepper:
                 fired = self.timer.c_advance_to(target, True)
                 self.timer._step_manual_clock(target)       # (the timer's clock is ours)
         finally:
-            self.release()
+            if self.step_lock is not None:
+                self.step_lock.c_release()
+            else:
+                self.release()
         if fired < 0:
-            return self.fallback(ms)
+            return self.fallback(step)
         if fired:               # (nothing fired: no callback ran, nothing to deliver)
             self.after_fire()
         return fired

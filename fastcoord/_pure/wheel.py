@@ -60,7 +60,11 @@ import threading
 
 from ..clock import ManualClock
 
-__all__ = ["ManualStepper", "Timer", "TimerHandle"]
+__all__ = ["ManualStepper", "StepLock", "Timer", "TimerHandle"]
+
+# The lock a ManualStepper shares with its owner (GroupCoordinator's time lock): here a
+# threading.Lock; the native twin's is a C mutex its stepper takes by C calls.
+StepLock = threading.Lock
 
 _log = logging.getLogger("fastcoord.timer")
 
