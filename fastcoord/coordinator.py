@@ -205,13 +205,12 @@ class GroupCoordinator:
         self._stop = threading.Event()
         wheel = _compat.module(self.impl, "wheel")
         self._time_lock = wheel.StepLock()     # (the stepper's: a C mutex in native)
-        self._stepper = None
         if type(clock) is ManualClock:
             # A replay or what-if steps time before most requests: one call into the
             # twin's stepper (C in native) for an int step in range
-            self._stepper = wheel.ManualStepper(self._logic.timer, self._time_lock,
-                                                self._logic.flush, self._advance_time_checked)
-            self.advance_time = self._stepper.advance
+            self.advance_time = wheel.ManualStepper(
+                self._logic.timer, self._time_lock, self._logic.flush,
+                self._advance_time_checked).advance
 
     # -- requests that can be parked --------------------------------------------
     def join_group(self, group_id: str, member_id: str, protocol_type: str,

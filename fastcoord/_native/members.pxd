@@ -2,21 +2,17 @@
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t
 from cpython.object cimport PyObject
 
-from fastcoord._native.wheel cimport Timer, TimerSink
+from fastcoord._native.wheel cimport (Timer, TimerSink, mutex_acquire, mutex_lock_with_gil,
+                                      pthread_mutex_t, pthread_mutex_init, pthread_mutex_lock,
+                                      pthread_mutex_trylock, pthread_mutex_unlock)
 
 
 cdef extern from "<pthread.h>" nogil:
-    ctypedef struct pthread_mutex_t:
-        pass
     ctypedef struct pthread_mutexattr_t:
         pass
     int pthread_mutexattr_init(pthread_mutexattr_t*)
     int pthread_mutexattr_settype(pthread_mutexattr_t*, int)
     int pthread_mutexattr_destroy(pthread_mutexattr_t*)
-    int pthread_mutex_init(pthread_mutex_t*, const pthread_mutexattr_t*)
-    int pthread_mutex_lock(pthread_mutex_t*)
-    int pthread_mutex_trylock(pthread_mutex_t*)
-    int pthread_mutex_unlock(pthread_mutex_t*)
     int PTHREAD_MUTEX_RECURSIVE
 
 
@@ -97,10 +93,7 @@ cdef inline bint id_equal(PyObject* stored, object given) except -1:
 
 
 cdef inline void lock_with_gil(GroupCore* core) noexcept:
-    # Never block on a group lock while holding the GIL: the holder may need the GIL.
-    if pthread_mutex_trylock(&core.mu) != 0:
-        with nogil:
-            pthread_mutex_lock(&core.mu)
+    mutex_lock_with_gil(&core.mu)       # (a group's lock, as every C mutex: wheel.pxd)
 
 
 cdef class GroupRecord:

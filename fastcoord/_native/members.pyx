@@ -17,8 +17,6 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_XDECREF
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t, uintptr_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
-from posix.unistd cimport usleep
-from fastcoord._native.clocks cimport monotonic_s
 cimport numpy as cnp
 
 import numpy as np
@@ -29,7 +27,6 @@ from fastcoord.clock import ManualClock, SystemClock
 from fastcoord.config import shard_for
 from fastcoord.errors import Errors
 from fastcoord._pure.members import check_handle_args
-from threading import TIMEOUT_MAX
 
 cnp.import_array()
 
@@ -161,35 +158,7 @@ cdef class GroupRecord:
         """threading.RLock.acquire's contract, as the pure twin's lock keeps it: wait
         (timeout -1), wait at most `timeout` seconds, or only try (blocking False);
         whether the lock was taken."""
-        cdef double deadline, left
-        cdef bint taken
-        if not blocking:
-            if timeout != -1:
-                raise ValueError("can't specify a timeout for a non-blocking call")
-            return pthread_mutex_trylock(&self.core.mu) == 0
-        if timeout == -1:
-            lock_with_gil(self.core)
-            return True
-        if not timeout >= 0:                        # (NaN included)
-            raise ValueError("timeout value must be a non-negative number")
-        if timeout > TIMEOUT_MAX:
-            raise OverflowError("timeout value is too large")
-        if pthread_mutex_trylock(&self.core.mu) == 0:
-            return True
-        # Tries until the deadline, sleeping between them without the GIL: portable
-        # (macOS has no pthread_mutex_timedlock) and for a path no request takes.
-        deadline = monotonic_s() + timeout
-        with nogil:
-            while True:
-                if pthread_mutex_trylock(&self.core.mu) == 0:
-                    taken = True
-                    break
-                left = deadline - monotonic_s()
-                if left <= 0:
-                    taken = False
-                    break
-                usleep(<unsigned int>(min(left, 0.001) * 1e6) + 1)
-        return taken
+        return mutex_acquire(&self.core.mu, blocking, timeout)
 
     cpdef release(self):
         pthread_mutex_unlock(&self.core.mu)

@@ -1,13 +1,9 @@
 # cython: language_level=3
 """Delayed operations and purgatory, native twin (see fastcoord/_pure/purgatory.py)."""
 from libc.stdint cimport int64_t
-from fastcoord._native.members cimport (pthread_mutex_t, pthread_mutex_init,
-                                        pthread_mutex_lock, pthread_mutex_trylock,
-                                        pthread_mutex_unlock)
-from fastcoord._native.wheel cimport Timer
-
-cdef extern from "<pthread.h>" nogil:
-    int pthread_mutex_destroy(pthread_mutex_t*)
+from fastcoord._native.wheel cimport (Timer, mutex_lock_with_gil, pthread_mutex_destroy,
+                                      pthread_mutex_init, pthread_mutex_t,
+                                      pthread_mutex_unlock)
 
 cdef class DelayedOperation:
     cdef int _completed          # 0/1, flipped once with an atomic compare-and-swap

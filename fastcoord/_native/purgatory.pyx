@@ -29,31 +29,6 @@ cdef extern from *:
 DEF STRIPES = 32
 
 
-cdef inline void _lock(pthread_mutex_t* mu) noexcept:
-    # Never block on a watcher-list lock holding the GIL: its holder may need the GIL
-    if pthread_mutex_trylock(mu) != 0:
-        with nogil:
-            pthread_mutex_lock(mu)
-
-
-cdef inline int _lock_op(object lock) except -1:
-    """`with op.lock`'s entry: a group's lock (a native GroupRecord, what the group
-    logic's operations hold) by a C call, any other by its acquire()."""
-    if type(lock) is GroupRecord:
-        (<GroupRecord>lock).acquire()
-    else:
-        lock.acquire()
-    return 0
-
-
-cdef inline int _unlock_op(object lock) except -1:
-    if type(lock) is GroupRecord:
-        (<GroupRecord>lock).release()
-    else:
-        lock.release()
-    return 0
-
-
 cdef inline bint _completed(object op) except -1:
     # op.is_completed: for a DelayedOperation (every op a purgatory arms) its flag
     if isinstance(op, DelayedOperation):
@@ -205,7 +180,7 @@ cdef class Purgatory:
         pthread_mutex_destroy(&self._count_mu)
 
     cdef int _add_delayed(self, int64_t n) except -1:
-        _lock(&self._count_mu)
+        mutex_lock_with_gil(&self._count_mu)
         self._delayed += n
         pthread_mutex_unlock(&self._count_mu)
         return 0
@@ -225,7 +200,7 @@ cdef class Purgatory:
         cdef int i
         cdef dict m
         for i in range(STRIPES):
-            _lock(&self._stripe_mu[i])
+            mutex_lock_with_gil(&self._stripe_mu[i])
             try:
                 m = self._maps[i]
                 for lst in m.values():
@@ -252,7 +227,7 @@ cdef class Purgatory:
             if _completed(op):
                 return False
             i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
-            _lock(&self._stripe_mu[i])
+            mutex_lock_with_gil(&self._stripe_mu[i])
             try:
                 m = self._maps[i]
                 lst = m.get(key)
@@ -264,7 +239,7 @@ cdef class Purgatory:
                 pthread_mutex_unlock(&self._stripe_mu[i])
             if not watch_created:
                 watch_created = True
-                _lock(&self._count_mu)
+                mutex_lock_with_gil(&self._count_mu)
                 self._estimated += 1
                 pthread_mutex_unlock(&self._count_mu)
         if self._try_complete(op):
@@ -275,20 +250,26 @@ cdef class Purgatory:
         return False
 
     cdef bint _try_complete(self, object op) except -1:
-        """op.try_complete() with op.lock held (`with op.lock`)."""
+        """op.try_complete() with op.lock held: a group's lock (a native GroupRecord,
+        what the group logic's operations hold) by C calls, any other by `with`."""
+        cdef GroupRecord rec
         lock = op.lock
-        _lock_op(lock)
+        if type(lock) is not GroupRecord:
+            with lock:
+                return op.try_complete()
+        rec = <GroupRecord>lock
+        rec.acquire()
         try:
             return op.try_complete()
         finally:
-            _unlock_op(lock)
+            rec.release()
 
     def check_and_complete(self, key):
         """Try the operations watched on key; return how many this call completed."""
         cdef int i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
         cdef Py_ssize_t already = 0, now = 0
         cdef dict m
-        _lock(&self._stripe_mu[i])
+        mutex_lock_with_gil(&self._stripe_mu[i])
         try:
             m = self._maps[i]
             lst = m.get(key)
@@ -310,7 +291,7 @@ cdef class Purgatory:
     cdef Py_ssize_t _purge_key(self, int i, key) except -1:
         cdef dict m
         cdef list lst, keep
-        _lock(&self._stripe_mu[i])
+        mutex_lock_with_gil(&self._stripe_mu[i])
         try:
             m = self._maps[i]
             lst = m.get(key)
@@ -329,7 +310,7 @@ cdef class Purgatory:
         """Stop watching key: remove its operations and cancel their timer entries
         (they are not completed); return them."""
         cdef int i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
-        _lock(&self._stripe_mu[i])
+        mutex_lock_with_gil(&self._stripe_mu[i])
         try:
             lst = (<dict>self._maps[i]).pop(key, None)
         finally:
@@ -341,7 +322,7 @@ cdef class Purgatory:
         return lst
 
     cdef Py_ssize_t _maybe_purge(self) except -1:
-        _lock(&self._count_mu)
+        mutex_lock_with_gil(&self._count_mu)
         if self._estimated - self._delayed <= self.purge_interval:
             pthread_mutex_unlock(&self._count_mu)
             return 0
@@ -356,7 +337,7 @@ cdef class Purgatory:
         cdef dict m
         cdef list lst, keep
         for i in range(STRIPES):
-            _lock(&self._stripe_mu[i])
+            mutex_lock_with_gil(&self._stripe_mu[i])
             try:
                 m = self._maps[i]
                 for key in list(m):
@@ -376,7 +357,7 @@ cdef class Purgatory:
         cdef int i
         ops = []
         for i in range(STRIPES):
-            _lock(&self._stripe_mu[i])
+            mutex_lock_with_gil(&self._stripe_mu[i])
             try:
                 for lst in (<dict>self._maps[i]).values():
                     ops.extend(lst)

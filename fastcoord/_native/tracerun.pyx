@@ -12,8 +12,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from fastcoord._native.slots cimport object_slot, set_slot_int64, slot_int64, slot_object
 from fastcoord._native.groups cimport Group, _offset_alone
 from fastcoord._native.members cimport GroupRecord, MemberTable, lock_with_gil
-from fastcoord._native.members cimport pthread_mutex_unlock
-from fastcoord._native.wheel cimport ManualStepper, Timer
+from fastcoord._native.wheel cimport ManualStepper, Timer, pthread_mutex_unlock
 
 from fastcoord.clock import ManualClock
 from fastcoord.errors import Errors
@@ -80,11 +79,6 @@ cdef extern from *:
     }
     """
     bint fc_tuple4_reuse(PyObject* held, object cls, object a, object b, object c, object d)
-
-
-# The steps ManualStepper.c_advance takes (advance's range: [0, 2**62 - 1]); a longer
-# one goes by advance_time, which answers it
-cdef int64_t STEP_LIMIT = 1 << 62
 
 
 cdef extern from "Python.h":
@@ -186,9 +180,9 @@ cdef class HeartbeatRun:
             offsets=offsets, instances=instances, partition=partition)
         self.clock = coordinator.clock
         self.advance_time = coordinator.advance_time
-        # ... called in C when it is the native stepper's (its step, a Python call)
-        stepper = getattr(coordinator, "_stepper", None)
-        if type(stepper) is ManualStepper and self.advance_time == stepper.advance:
+        # ... called in C when it is a native stepper's advance (its step, a Python call)
+        stepper = getattr(self.advance_time, "__self__", None)
+        if type(stepper) is ManualStepper:
             self.stepper = stepper
         self.table = coordinator._logic.table
         self.timer = coordinator._logic.timer
@@ -279,16 +273,18 @@ cdef class HeartbeatRun:
                 if group is None:                   # (a record whose group is not set)
                     raise AttributeError("the group record holds no group")
                 offsets = <dict>group.offsets       # (made a dict, never replaced)
-                # the offset it replaces rewritten when only this dict holds it (a store
-                # that keeps none: a replay's), else a new one set
-                if om is None:
+                if om is not None:                  # (the store holds it too)
+                    offsets[self.partition] = om
+                else:
+                    # A store that keeps none (a replay's): the offset it replaces
+                    # rewritten when only this dict holds it, else a new one set
                     held = _PyDict_GetItem_KnownHash(offsets, self.partition,
                                                      self.partition_hash)
                     if held is NULL and PyErr_Occurred() is not NULL:
                         return -1   # (the key's comparison raised: it propagates)
-                if om is not None or not fc_tuple4_reuse(
-                        held, OffsetAndMetadata, at, OM_METADATA, OM_LEADER_EPOCH, stamp):
-                    offsets[self.partition] = om if om is not None else _offset_alone(at, stamp)
+                    if not fc_tuple4_reuse(held, OffsetAndMetadata, at, OM_METADATA,
+                                           OM_LEADER_EPOCH, stamp):
+                        offsets[self.partition] = _offset_alone(at, stamp)
         finally:
             pthread_mutex_unlock(&rec.core.mu)
         return C_NONE
@@ -320,7 +316,7 @@ cdef class HeartbeatRun:
                 else:
                     # What fires may answer requests (the replay's callbacks run) and arm
                     # checks: settle again before this event.
-                    if self.stepper is not None and t - now < STEP_LIMIT:
+                    if self.stepper is not None:
                         self.stepper.c_advance(t - now)
                     else:
                         self.advance_time(t - now)

@@ -34,6 +34,20 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_mutex_trylock(pthread_mutex_t* m)
     int pthread_mutex_unlock(pthread_mutex_t* m)
 
+
+# Every C mutex of the native core (a timer's, a group's, a purgatory's watcher lists',
+# a stepper's lock) is taken this way, with the GIL held: try it, and only when that
+# fails wait for it without the GIL, which its holder may need to finish and let go.
+cdef inline void mutex_lock_with_gil(pthread_mutex_t* mu) noexcept:
+    if pthread_mutex_trylock(mu) != 0:
+        with nogil:
+            pthread_mutex_lock(mu)
+
+
+# threading.Lock.acquire's contract for such a mutex (wheel.pyx): wait (timeout -1), wait
+# at most `timeout` seconds, or only try (blocking False); whether it was taken.
+cdef bint mutex_acquire(pthread_mutex_t* mu, bint blocking, double timeout) except -1
+
 # kind of a pool slot
 cdef enum:
     FC_KIND_FN = -1        # payload is a strong reference to a callable
@@ -157,9 +171,7 @@ cdef class Timer:
     cdef bint _idle_through_u(self, int64_t target, int64_t min_delay) noexcept
 
     cdef inline void _acquire(self) noexcept:
-        if pthread_mutex_trylock(&self._mtx) != 0:
-            with nogil:
-                pthread_mutex_lock(&self._mtx)
+        mutex_lock_with_gil(&self._mtx)
 
     cdef inline void _release(self) noexcept:
         pthread_mutex_unlock(&self._mtx)
@@ -202,10 +214,7 @@ cdef class StepLock:
     cdef bint _held                 # (release() of a lock not held is an error)
 
     cdef inline void c_acquire(self) noexcept:
-        # Never block holding the GIL: the holder may need it to finish
-        if pthread_mutex_trylock(&self._mu) != 0:
-            with nogil:
-                pthread_mutex_lock(&self._mu)
+        mutex_lock_with_gil(&self._mu)
         self._held = True
 
     cdef inline void c_release(self) noexcept:

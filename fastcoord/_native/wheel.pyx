@@ -19,11 +19,14 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 
 from fastcoord._native.slots cimport object_slot, set_slot_int64, slot_int64, slot_object
+from fastcoord._native.clocks cimport monotonic_s
+from posix.unistd cimport usleep
 
 import logging
 import threading
 
 from fastcoord.clock import ManualClock
+from threading import TIMEOUT_MAX
 
 __all__ = ["ManualStepper", "StepLock", "Timer", "TimerHandle", "TimerSink"]
 
@@ -1194,6 +1197,41 @@ cdef int _timer_traverse(PyObject* o, visitproc visit, void* arg) noexcept:
 (<PyTypeObject*>Timer).tp_traverse = _timer_traverse
 
 
+cdef bint mutex_acquire(pthread_mutex_t* mu, bint blocking, double timeout) except -1:
+    """(wheel.pxd) threading's rules for the arguments: a timeout with blocking False,
+    a negative one (but -1) or NaN is a ValueError, one above TIMEOUT_MAX an
+    OverflowError."""
+    cdef double deadline, left
+    cdef bint taken
+    if not blocking:
+        if timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        return pthread_mutex_trylock(mu) == 0
+    if timeout == -1:
+        mutex_lock_with_gil(mu)
+        return True
+    if not timeout >= 0:                        # (NaN included)
+        raise ValueError("timeout value must be a non-negative number")
+    if timeout > TIMEOUT_MAX:
+        raise OverflowError("timeout value is too large")
+    if pthread_mutex_trylock(mu) == 0:
+        return True
+    # Tries until the deadline, sleeping between them without the GIL: portable (macOS
+    # has no pthread_mutex_timedlock) and for a path no request takes.
+    deadline = monotonic_s() + timeout
+    with nogil:
+        while True:
+            if pthread_mutex_trylock(mu) == 0:
+                taken = True
+                break
+            left = deadline - monotonic_s()
+            if left <= 0:
+                taken = False
+                break
+            usleep(<unsigned int>(min(left, 0.001) * 1e6) + 1)
+    return taken
+
+
 cdef class StepLock:
     """The lock a ManualStepper shares with its owner (GroupCoordinator's time lock; the
     pure twin's is a threading.Lock): a C mutex, which the stepper takes by C calls
@@ -1254,16 +1292,19 @@ cdef class ManualStepper:
         if type(ms) is not int:
             return self.fallback(ms)
         step = PyLong_AsLongLongAndOverflow(ms, &overflow)
-        if overflow or step < 0 or step > LIMIT:
+        if overflow:
             return self.fallback(ms)
         return self.c_advance(step)
 
     cdef object c_advance(self, int64_t step):
-        """advance(step) for a step in [0, LIMIT] (C callers: a replay's HeartbeatRun)."""
+        """advance(step) for C callers (a replay's HeartbeatRun): a step out of [0,
+        LIMIT] goes to the fallback too."""
         cdef int overflow = 0
         cdef long long now = 0
         cdef int64_t target
         cdef Py_ssize_t fired
+        if step < 0 or step > LIMIT:
+            return self.fallback(step)
         if self.step_lock is not None:
             self.step_lock.c_acquire()
         else:

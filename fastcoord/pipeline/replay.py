@@ -110,6 +110,10 @@ _J_ERROR, _J_GENERATION, _J_LEADER, _J_MEMBER_ID, _J_MEMBERS = (
     JoinGroupResult._fields.index(f)
     for f in ("error", "generation_id", "leader_id", "member_id", "members"))
 _M_MEMBER_ID = JoinGroupMember._fields.index("member_id")
+_S_ERROR = SyncGroupResult._fields.index("error")
+_G_STATE, _G_EPOCH = (GroupSummary._fields.index(f) for f in ("state", "members_epoch"))
+# Compiled: where a ManualClock keeps its time (ShardReplay._clock_now)
+_CLOCK_NOW = object_slot(ManualClock, "_now") if cython.compiled else -1
 
 
 def _field(answer: tuple, at: int):
@@ -119,12 +123,6 @@ def _field(answer: tuple, at: int):
     if cython.compiled:
         return fc_tuple_item(answer, at)
     return answer[at]
-
-
-# Compiled: where a ManualClock keeps its time (ShardReplay._clock_now)
-_CLOCK_NOW = object_slot(ManualClock, "_now") if cython.compiled else -1
-_S_ERROR = SyncGroupResult._fields.index("error")
-_G_STATE, _G_EPOCH = (GroupSummary._fields.index(f) for f in ("state", "members_epoch"))
 
 
 class _Column:
