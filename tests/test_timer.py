@@ -724,6 +724,37 @@ def test_step_lock_is_a_lock(impl):
         lock.release()
 
 
+def test_step_lock_acquire_keeps_threading_locks_contract(impl):
+    """Both twins' StepLock.acquire as threading.Lock's: a non-blocking try and a timed
+    wait give up on a lock another thread holds, and the same bad arguments fail."""
+    import time
+    lock = _compat.module(impl, "wheel").StepLock()
+    held, done = threading.Event(), threading.Event()
+
+    def holder():
+        with lock:
+            held.set()
+            done.wait(5)
+    t = threading.Thread(target=holder)
+    t.start()
+    assert held.wait(5)
+    assert lock.acquire(blocking=False) is False
+    t0 = time.monotonic()
+    assert lock.acquire(timeout=0.05) is False
+    assert time.monotonic() - t0 >= 0.04
+    done.set()
+    t.join(5)
+    assert lock.acquire(timeout=5) is True and lock.locked()
+    lock.release()
+    with pytest.raises(ValueError):
+        lock.acquire(blocking=False, timeout=1)
+    with pytest.raises(ValueError):
+        lock.acquire(timeout=-2)
+    with pytest.raises(OverflowError):
+        lock.acquire(timeout=threading.TIMEOUT_MAX * 2)
+    assert not lock.locked()
+
+
 def test_stepper_needs_a_manual_clock(impl):
     wheel = _compat.module(impl, "wheel")
 

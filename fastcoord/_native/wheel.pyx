@@ -1247,8 +1247,11 @@ cdef class StepLock:
     def __dealloc__(self):
         pthread_mutex_destroy(&self._mu)
 
-    def acquire(self):
-        self.c_acquire()
+    def acquire(self, bint blocking=True, double timeout=-1):
+        """threading.Lock.acquire's contract (the pure twin's StepLock is one)."""
+        if not mutex_acquire(&self._mu, blocking, timeout):
+            return False
+        self._held = True
         return True
 
     def release(self):
