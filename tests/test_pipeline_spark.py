@@ -158,7 +158,7 @@ def test_session_bounds_the_arrow_batches_fed_to_python(spark, tmp_path):
     batches, none much over the limit unless a single piece is."""
     from fastcoord.pipeline import spark as sp
     s = sp.session("local[2]")           # the running session, given the replay's settings
-    assert s.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(64 << 20)
+    assert s.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str(4 << 20)
     path = str(tmp_path / "t.parquet")
     write_trace(generate(groups=40, members=5, duration_s=120, seed=4), path)
     limit = 64 << 10
