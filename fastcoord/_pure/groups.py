@@ -333,6 +333,13 @@ class GroupLogic:
     def __init__(self, config: CoordinatorConfig, clock, store, member_id_factory,
                  members_mod, wheel_mod, purgatory_mod):
         self.config = config
+        # The limits the join path checks, read once (the config is frozen): compiled,
+        # each sits in a slot, where the dataclass's attribute was a look-up through its
+        # instance dict at every join
+        self._min_session_ms = config.group_min_session_timeout_ms
+        self._max_session_ms = config.group_max_session_timeout_ms
+        self._max_size = config.group_max_size
+        self._new_member_timeout_ms = config.new_member_join_timeout_ms
         self.clock = clock
         self._manual_clock = bool(getattr(clock, "is_manual", False))
         self.store = store
@@ -464,8 +471,7 @@ class GroupLogic:
         if error != _NONE:
             self._emit_one(callback, _join_error(error, member_id))
             return
-        cfg = self.config
-        if not cfg.group_min_session_timeout_ms <= session_timeout_ms <= cfg.group_max_session_timeout_ms:
+        if not self._min_session_ms <= session_timeout_ms <= self._max_session_ms:
             self._emit_one(callback, _join_error(E.INVALID_SESSION_TIMEOUT, member_id))
             return
         is_unknown = member_id == ""
@@ -503,7 +509,7 @@ class GroupLogic:
             rec.release()
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
-        max_size = self.config.group_max_size
+        max_size = self._max_size
         if group.state in (EMPTY, DEAD):
             return True
         if group.state == PR:
@@ -605,7 +611,7 @@ class GroupLogic:
                                   protocols, callback) -> None:
         now = self.clock.now_ms()
         slot = group.pending.pop(member_id, None)
-        deadline = now + self.config.new_member_join_timeout_ms
+        deadline = now + self._new_member_timeout_ms
         if slot is None:
             slot = self.table.alloc(group.rec, member_id, session_timeout_ms, deadline, False)
         else:
