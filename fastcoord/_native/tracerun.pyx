@@ -292,6 +292,10 @@ cdef class HeartbeatRun:
     def run(self, Py_ssize_t i, stop=None):
         """Play the heartbeats (and commits) from event i on (before event `stop`, if
         given); the index of the first one not played."""
+        return self.c_run(i, stop)
+
+    cdef Py_ssize_t c_run(self, Py_ssize_t i, object stop) except -1:
+        """run, for C callers (a compiled replay's every run)."""
         cdef int64_t now = slot_int64(self.clock, MANUAL_NOW, "_now"), t, handle
         cdef int32_t m
         cdef int error

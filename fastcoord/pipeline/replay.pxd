@@ -13,6 +13,7 @@
 cimport cython
 
 from fastcoord._native.members cimport MemberTable
+from fastcoord._native.tracerun cimport HeartbeatRun
 
 # The event codes and the error codes the driver compares with (plain ints in the .py)
 cdef int _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER, _UNKNOWN, _MIDREQ
@@ -78,6 +79,7 @@ cdef class ShardReplay:
     cdef public long long[::1] answered
     cdef public _Arrays arrays
     cdef MemberTable native_table     # the native twin's (group_version in C), else None
+    cdef HeartbeatRun native_runs     # the native twin's run (played in C), else None
 
     @cython.locals(arrays=_Arrays, ix=Py_ssize_t, last="long long", d="long long")
     cpdef _arm(self, _Member m)
@@ -111,6 +113,7 @@ cdef class ShardReplay:
                 const long long[:] seqs, const int[:] member_ix, const int[:] group_ix,
                 join_rows)
     cpdef _play(self, runs, idx, stop)
+    cdef inline bint _left_commit(self, runs) except -1
 
 
 cpdef read_members(coord, gid, view, version=*)
