@@ -11,6 +11,7 @@ import numpy as np
 
 from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 
+from lock_holder import held_by_another_thread
 from test_twins_agree import group_invariants
 
 GROUPS = 40
@@ -205,26 +206,13 @@ def test_a_group_lock_held_elsewhere_honours_a_timeout(impl):
 
     c = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl)
     rec = c._logic.table.new_group("g", 0)
-    held, release = threading.Event(), threading.Event()
-
-    def holder():
-        with rec:
-            held.set()
-            release.wait(10)
-
-    t = threading.Thread(target=holder)
-    t.start()
-    try:
-        assert held.wait(10)
+    with held_by_another_thread(rec):
         t0 = time.monotonic()
         assert rec.acquire(timeout=0.2) is False
         waited = time.monotonic() - t0
         assert 0.15 <= waited < 5, waited
         assert rec.acquire(False) is False
         assert rec.acquire(timeout=0) is False
-    finally:
-        release.set()
-        t.join(10)
     assert rec.acquire(timeout=1) is True
     assert rec.acquire(timeout=0) is True                  # re-entered by its holder
     rec.release()

@@ -11,6 +11,7 @@ import pytest
 from fastcoord import _compat
 from fastcoord.clock import ManualClock, SystemClock
 from fastcoord.timing import Timer
+from lock_holder import held_by_another_thread
 
 
 def make(impl, start=0, **kw):
@@ -729,21 +730,11 @@ def test_step_lock_acquire_keeps_threading_locks_contract(impl):
     wait give up on a lock another thread holds, and the same bad arguments fail."""
     import time
     lock = _compat.module(impl, "wheel").StepLock()
-    held, done = threading.Event(), threading.Event()
-
-    def holder():
-        with lock:
-            held.set()
-            done.wait(5)
-    t = threading.Thread(target=holder)
-    t.start()
-    assert held.wait(5)
-    assert lock.acquire(blocking=False) is False
-    t0 = time.monotonic()
-    assert lock.acquire(timeout=0.05) is False
-    assert time.monotonic() - t0 >= 0.04
-    done.set()
-    t.join(5)
+    with held_by_another_thread(lock):
+        assert lock.acquire(blocking=False) is False
+        t0 = time.monotonic()
+        assert lock.acquire(timeout=0.05) is False
+        assert time.monotonic() - t0 >= 0.04
     assert lock.acquire(timeout=5) is True and lock.locked()
     lock.release()
     with pytest.raises(ValueError):
