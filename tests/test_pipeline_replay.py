@@ -455,6 +455,7 @@ def test_protocol_pairs_are_each_rows_names_with_empty_metadata(rows, chunks):
     for r, pairs in zip(ordered, got):
         assert shared.setdefault(tuple(r or ["range"]), pairs) is pairs
 
+
 def test_a_shuffled_trace_replays_as_the_sorted_one(impl):
     from fastcoord.pipeline.replay import ShardReplay
 

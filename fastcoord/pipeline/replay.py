@@ -809,9 +809,13 @@ def _first_occurrences(codes: np.ndarray) -> np.ndarray:
     exactly where the running maximum grows."""
     firsts = _first_uses(codes)
     if firsts is None:          # (numbered otherwise: where it grows all the same)
-        running = np.maximum.accumulate(codes)
-        return np.flatnonzero(np.diff(running, prepend=-1) > 0)
+        return np.flatnonzero(_running_max_steps(codes) > 0)
     return firsts
+
+
+def _running_max_steps(codes: np.ndarray) -> np.ndarray:
+    """How much the running maximum of `codes` grows at each row (from -1)."""
+    return np.diff(np.maximum.accumulate(codes), prepend=-1)
 
 
 def _first_uses(codes: np.ndarray) -> Optional[np.ndarray]:
@@ -826,7 +830,7 @@ def _first_uses(codes: np.ndarray) -> Optional[np.ndarray]:
         out = np.empty(len(codes), np.int64)
         n = _first_uses_into(np.ascontiguousarray(codes, np.int64), out)
         return out[:n] if n >= 0 else None
-    steps = np.diff(np.maximum.accumulate(codes), prepend=-1)
+    steps = _running_max_steps(codes)
     if (steps > 1).any():
         return None
     return np.flatnonzero(steps > 0)
