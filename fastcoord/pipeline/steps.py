@@ -87,7 +87,9 @@ def from_steps(table: pa.Table) -> pa.Table:
             values = np.cumsum(steps.to_numpy().astype(np.int64), dtype=np.int64)
             values += np.int64(int(metadata[BASE_KEY]))
         else:
-            if "time_ms" in stepped or out.schema.field("time_ms").type != pa.int64():
+            at_time = out.schema.get_field_index("time_ms")
+            if at_time < 0 or out.schema.field(at_time).type != pa.int64():
+                # (a stepped time column is int32 until decoded above)
                 raise ValueError("answered_ms is stepped from time_ms, which is not decoded")
             unanswered = steps.is_null().to_numpy(zero_copy_only=False)
             steps = steps.fill_null(0).to_numpy().astype(np.int64)
@@ -95,5 +97,4 @@ def from_steps(table: pa.Table) -> pa.Table:
                               out.column("time_ms").to_numpy() + steps)
         at = out.schema.get_field_index(name)
         out = out.set_column(at, pa.field(name, pa.int64()), pa.array(values, pa.int64()))
-        stepped.pop(name)
     return out
