@@ -89,3 +89,27 @@ def test_answers_stepped_from_undecodable_times_are_refused():
         stepped.column("time_ms"))
     with pytest.raises(ValueError, match="answered_ms"):
         from_steps(broken)
+
+
+def test_answers_stepped_from_a_missing_time_column_are_refused():
+    stepped = to_steps(pa.table({"time_ms": pa.array([5, 6], pa.int64()),
+                                 "answered_ms": pa.array([7, -1], pa.int64())}))
+    with pytest.raises(ValueError, match="answered_ms"):
+        from_steps(stepped.drop_columns(["time_ms"]))
+
+
+def test_result_blobs_carry_the_steps():
+    """table_blobs sends a responses-shaped table's columns as steps (each blob's
+    schema says so), and blob_tables gives the table back."""
+    from fastcoord.pipeline.spark import blob_tables, table_blobs, table_from_ipc
+    n = 1000
+    times = 1_700_000_000_000 + np.arange(n, dtype=np.int64) * 3
+    table = pa.table({"seq": np.arange(n, dtype=np.int64) * 7, "time_ms": times,
+                      "answered_ms": np.where(np.arange(n) % 10 == 0, -1, times + 1)})
+    blobs = table_blobs("responses", table)
+    for blob in blobs.column("ipc").to_pylist():
+        schema = table_from_ipc(blob).schema
+        assert all(schema.field(c).type == pa.int32() for c in table.column_names), schema
+    got = blob_tables([{"table": "responses", "ipc": b} for b in blobs.column("ipc").to_pylist()],
+                      {"responses": table.schema})["responses"]
+    assert got.equals(table)
