@@ -8,6 +8,9 @@ from typing import FrozenSet, Optional
 __all__ = ["CoordinatorConfig", "shard_for", "java_string_hashcode"]
 
 _INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+# Kafka reads offsets.retention.minutes as an int; in ms it must stay an int64
+_RETENTION_MINUTES_MAX = _INT32_MAX
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,6 +26,12 @@ class CoordinatorConfig:
     tick_ms: int = 1
     wheel_size: int = 20
     purge_interval: int = 1000
+    # Kafka's offsets.retention.minutes and offsets.retention.check.interval.ms: an Empty
+    # group's offsets expire this long after it became Empty, a simple consumer's each
+    # this long after its commit; the check (GroupCoordinator.cleanup_group_metadata)
+    # runs every interval, and removes the groups left Empty without offsets
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -37,7 +46,8 @@ class CoordinatorConfig:
         for name in nonneg:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        positive = ("group_max_size", "num_shards", "tick_ms", "wheel_size", "purge_interval")
+        positive = ("group_max_size", "num_shards", "tick_ms", "wheel_size", "purge_interval",
+                    "offsets_retention_minutes", "offsets_retention_check_interval_ms")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -50,6 +60,12 @@ class CoordinatorConfig:
         for name in ("group_max_session_timeout_ms", "new_member_join_timeout_ms"):
             if getattr(self, name) > _INT32_MAX:
                 raise ValueError(f"{name} must fit in an int32, got {getattr(self, name)}")
+        if self.offsets_retention_minutes > _RETENTION_MINUTES_MAX:
+            raise ValueError("offsets_retention_minutes must be at most "
+                             f"{_RETENTION_MINUTES_MAX}, got {self.offsets_retention_minutes}")
+        if self.offsets_retention_check_interval_ms > _INT64_MAX:
+            raise ValueError("offsets_retention_check_interval_ms must fit in an int64, got "
+                             f"{self.offsets_retention_check_interval_ms}")
         if self.owned_shards is not None:
             try:
                 shards = frozenset(self.owned_shards)

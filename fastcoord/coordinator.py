@@ -9,6 +9,7 @@ ManualClock): each hands what it does not answer itself to the checked method he
 """
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -22,6 +23,8 @@ from .results import (
     OffsetAndMetadata, SyncGroupResult,
 )
 from .store import InMemoryStore
+
+log = logging.getLogger("fastcoord.coordinator")
 
 __all__ = ["GroupCoordinator"]
 
@@ -392,6 +395,31 @@ class GroupCoordinator:
         self._logic.flush()
         return result
 
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                       ) -> Tuple[Errors, Dict[TopicPartition, Errors]]:
+        """Kafka's OffsetDelete: (group error, {(topic, partition): Errors}). An Empty
+        group's offsets go; a consumer group with members keeps those of the topics it
+        subscribes to (GROUP_SUBSCRIBED_TO_TOPIC); another group with members answers
+        NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND (the map is empty after a
+        group error). The store gets tombstones (`store.delete_offsets`, when it has one)."""
+        _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
+        if isinstance(partitions, (str, bytes)):
+            raise TypeError("partitions must be an iterable of (topic, partition)")
+        checked = [_check_partition(tp) for tp in partitions]
+        result = self._logic.delete_offsets(group_id, checked)
+        self._logic.flush()
+        return result
+
+    def cleanup_group_metadata(self) -> Tuple[int, int]:
+        """The offsets retention check (run every offsets_retention_check_interval_ms by
+        `start()`'s reaper and by the server): expire the offsets past
+        offsets_retention_minutes, remove the groups left Empty without offsets, members
+        or pending joins, and write their tombstones. Returns (offsets expired, groups
+        removed)."""
+        result = self._logic.cleanup_group_metadata()
+        self._logic.flush()
+        return result
+
     # -- shards ---------------------------------------------------------------------------
     def _check_shard(self, shard) -> int:
         _check_int("shard", shard, lo=0, hi=self.config.num_shards - 1)
@@ -489,10 +517,18 @@ class GroupCoordinator:
         _check_int("max_wait_ms", max_wait_ms, lo=1, hi=60_000)
         self._stop.clear()
         timer = self._logic.timer
+        interval = self.config.offsets_retention_check_interval_ms
+        next_check = [self.clock.now_ms() + interval]
 
         def reap():
             while not self._stop.is_set():
                 self.expire_due()
+                if self.clock.now_ms() >= next_check[0]:
+                    next_check[0] = self.clock.now_ms() + interval
+                    try:
+                        self.cleanup_group_metadata()
+                    except Exception:
+                        log.exception("the offsets retention check failed")
                 nxt = timer.next_deadline_ms()
                 wait = max_wait_ms if nxt is None else min(max(nxt - self.clock.now_ms(), 0),
                                                              max_wait_ms)

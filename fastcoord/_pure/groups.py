@@ -81,6 +81,7 @@ def _thread_ident():
 _OM_DEFAULTS = OffsetAndMetadata._field_defaults    # what an offset given alone stands for
 _JG_DEFAULTS = JoinGroupResult._field_defaults      # what a join's error answer leaves out
 EMPTY, PR, CR, STABLE, DEAD = range(5)
+CONSUMER_PROTOCOL = "consumer"     # the protocol type whose subscriptions name topics
 STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
                GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
 # Their values (Kafka's names, plain str), read without the enum's `.value` property
@@ -177,6 +178,10 @@ class Group:
         self.offsets: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offsets: Dict[Tuple[str, int], int] = {}
         self.created_ms = now_ms
+        # When the group last became Empty, on the commit clock (GroupLogic.commit_time_ms:
+        # wall time, what a restart keeps): an Empty group's offsets expire retention
+        # after it (Kafka's currentStateTimestamp, read only in Empty)
+        self.empty_since_ms = now_ms
         # members_epoch: new whenever the member id set changes; version: new whenever
         # that or the state does (what group_version answers)
         self.version = self.members_epoch = next(_EPOCHS)
@@ -458,6 +463,7 @@ class GroupLogic:
             return rec.group
         rec = self.table.new_group(group_id, shard_for(group_id, self.config.num_shards))
         group = Group(group_id, rec, self.clock.now_ms())
+        group.empty_since_ms = self.commit_time_ms()
         rec.group = group
         return group
 
@@ -758,6 +764,7 @@ class GroupLogic:
         else:
             group.protocol_name = None
             group.transition_to(EMPTY)
+            group.empty_since_ms = self.commit_time_ms()
         group.pending_sync.clear()
 
     def initial_join_complete(self, op) -> None:
@@ -1201,6 +1208,93 @@ class GroupLogic:
         return results
 
     # ======================================================================
+    # offsets retention and OffsetDelete (Kafka's cleanupGroupMetadata)
+    # ======================================================================
+    def cleanup_group_metadata(self) -> Tuple[int, int]:
+        """Expire the offsets past retention (_expired_offsets) of every group of an
+        active shard, and remove the groups that are left Empty with no offsets, members
+        or pending joins; the store gets offset tombstones, or the group's tombstone
+        (which drops its offsets too). Returns (offsets expired, groups removed)."""
+        now = self.commit_time_ms()
+        retention = self.config.offsets_retention_minutes * 60_000
+        table = self.table
+        expired_count = removed = 0
+        for rec in list(table.groups.values()):
+            if table.shard_state(rec.shard) != SHARD_ACTIVE:
+                continue
+            group = rec.group
+            with rec:
+                if table.groups.get(group.group_id) is not rec:
+                    continue            # removed since the list was taken
+                expired = _expired_offsets(group, now, retention)
+                for tp in expired:
+                    del group.offsets[tp]
+                expired_count += len(expired)
+                if self._remove_if_unused(group):
+                    removed += 1
+                elif expired:
+                    self._emit_offset_tombstones(group.group_id, expired)
+        if expired_count or removed:
+            log.info("offsets retention: %d offset(s) expired, %d group(s) removed",
+                     expired_count, removed)
+        return expired_count, removed
+
+    def delete_offsets(self, group_id, partitions) -> Tuple[Errors, Dict[Tuple[str, int], Errors]]:
+        """Kafka's OffsetDelete: (group error, {tp: error}). Any offset of an Empty group;
+        of a consumer group with members, those of topics it is not subscribed to (the
+        rest: GROUP_SUBSCRIBED_TO_TOPIC); NON_EMPTY_GROUP for another group with members.
+        The store gets the tombstones; a group left without offsets is removed, as the
+        retention check removes it."""
+        error, group = self._find_group(group_id, allow_empty=False)
+        if error != _NONE:
+            return error, {}
+        if group is None:
+            return E.GROUP_ID_NOT_FOUND, {}
+        results: Dict[Tuple[str, int], Errors] = {}
+        with group.rec:
+            if group.state == DEAD:
+                return E.GROUP_ID_NOT_FOUND, {}
+            if group.state == EMPTY:
+                eligible = list(partitions)
+            elif group.protocol_type == CONSUMER_PROTOCOL:
+                topics = _subscribed_topics(group) or ()
+                eligible = []
+                for tp in partitions:
+                    if tp[0] in topics:
+                        results[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                    else:
+                        eligible.append(tp)
+            else:
+                return E.NON_EMPTY_GROUP, {}
+            removed = []
+            for tp in eligible:
+                results[tp] = _NONE
+                if group.offsets.pop(tp, None) is not None:
+                    removed.append(tp)
+            if not self._remove_if_unused(group) and removed:
+                self._emit_offset_tombstones(group_id, removed)
+        return _NONE, results
+
+    def _remove_if_unused(self, group: Group) -> bool:
+        """An Empty group with no offsets (none on their way to the store either), no
+        members and no pending joins is removed: Dead, out of the table, and a tombstone
+        to the store. Caller holds the group's lock."""
+        if (group.state != EMPTY or group.offsets or group.pending_offsets or group.pending
+                or group.members):
+            return False
+        group.transition_to(DEAD)
+        self.table.drop_group(group.group_id)
+        self._emit(self.store.store_group, group.group_id, None,
+                   _log_store_error(group.group_id))
+        return True
+
+    def _emit_offset_tombstones(self, group_id: str, partitions: list) -> None:
+        # (a store without delete_offsets keeps no offsets that could come back)
+        delete = getattr(self.store, "delete_offsets", None)
+        if delete is not None:
+            self._emit(delete, group_id, partitions, _log_store_error(group_id))
+
+    # ======================================================================
     # shards
     # ======================================================================
     def begin_loading(self, shard: int) -> None:
@@ -1227,6 +1321,11 @@ class GroupLogic:
                     group.generation = record["generation"]
                     group.rec.generation = group.generation
                     group.protocol_type = record.get("protocol_type")
+                    # An Empty group's record is written as it becomes Empty: the store
+                    # gives its write time (else the group counts as Empty since now)
+                    written = record.get("written_ms")
+                    if type(written) is int:
+                        group.empty_since_ms = written
                 return
             group.generation = record["generation"]
             group.rec.generation = group.generation
@@ -1291,6 +1390,81 @@ def _validate_member(group: Group, member_id: str, instance_id) -> Errors:
     if member_id not in group.members:
         return E.UNKNOWN_MEMBER_ID
     return _NONE
+
+
+def _expired_offsets(group: Group, now: int, retention: int) -> list:
+    """The group's offsets past retention at `now` (Kafka 2.1+): all of an Empty group
+    that had members once it has been Empty for `retention`; a simple consumer's (no
+    protocol type) each `retention` after its commit; of a Stable consumer group, those of
+    topics no member subscribes to, `retention` after their commit. Never one whose
+    commit is still on its way to the store."""
+    offsets = group.offsets
+    if not offsets:
+        return []
+    pending = group.pending_offsets
+    if group.protocol_type is None:
+        return [tp for tp, om in offsets.items()
+                if tp not in pending and now - om.commit_timestamp_ms >= retention]
+    if group.state == EMPTY:
+        if now - group.empty_since_ms < retention:
+            return []
+        return [tp for tp in offsets if tp not in pending]
+    if group.state == STABLE and group.protocol_type == CONSUMER_PROTOCOL:
+        topics = _subscribed_topics(group)
+        if topics is None:
+            return []
+        return [tp for tp, om in offsets.items()
+                if tp[0] not in topics and tp not in pending
+                and now - om.commit_timestamp_ms >= retention]
+    return []
+
+
+def _subscribed_topics(group: Group) -> Optional[set]:
+    """The topics the members' subscriptions (for the group's protocol) name; None when
+    one does not parse as a consumer protocol subscription (nothing is known then)."""
+    protocol = group.protocol_name
+    if protocol is None:
+        return None
+    topics: set = set()
+    for m in group.members.values():
+        names = None
+        for name, meta in m.protocols:
+            if name == protocol:
+                names = _consumer_topics(meta)
+                break
+        if names is None:
+            return None
+        topics.update(names)
+    return topics
+
+
+def _consumer_topics(data) -> Optional[list]:
+    """The topics of a ConsumerProtocol Subscription: every version starts with an i16
+    version >= 0, then the topics as an i32 count of i16-length UTF-8 strings (big-endian).
+    None for bytes that are not one (client bytes: every length is checked first)."""
+    if not isinstance(data, (bytes, bytearray)):
+        return None
+    n = len(data)
+    if n < 6 or int.from_bytes(data[0:2], "big", signed=True) < 0:
+        return None
+    count = int.from_bytes(data[2:6], "big", signed=True)
+    if count < 0 or count > (n - 6) // 2:
+        return None
+    pos = 6
+    topics = []
+    for _ in range(count):
+        if pos + 2 > n:
+            return None
+        size = int.from_bytes(data[pos:pos + 2], "big", signed=True)
+        pos += 2
+        if size < 0 or pos + size > n:
+            return None
+        try:
+            topics.append(bytes(data[pos:pos + size]).decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
+        pos += size
+    return topics
 
 
 def _group_record(group: Group, assignment: dict) -> dict:

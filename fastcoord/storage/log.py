@@ -106,10 +106,15 @@ class ShardState:
 
     def result(self) -> Tuple[Dict[str, Optional[dict]], Dict[str, dict]]:
         """(groups, offsets) as load_shard returns them: every group that has a live
-        record or offsets; None for a group with offsets only."""
+        record or offsets; None for a group with offsets only. A record without members
+        (written as its group became Empty) carries its write time as "written_ms": the
+        coordinator counts offsets retention from it."""
         groups: Dict[str, Optional[dict]] = {}
+        group_ms = self.group_ms
         for gid, rec in self.groups.items():
             if rec is not TOMBSTONE:
+                if not rec.get("members"):
+                    rec["written_ms"] = group_ms[gid]
                 groups[gid] = rec
         for gid in self.offsets:
             if gid not in groups:
