@@ -69,6 +69,11 @@ def _add_serve_parser(sub) -> argparse.ArgumentParser:
     serve.add_argument("--group-min-session-timeout-ms", type=int, default=6000)
     serve.add_argument("--group-max-session-timeout-ms", type=int, default=1_800_000)
     serve.add_argument("--group-initial-rebalance-delay-ms", type=int, default=3000)
+    serve.add_argument("--offsets-retention-minutes", type=int, default=10080,
+                       help="an Empty group's offsets (a simple consumer's: each offset) "
+                            "expire this long after it became Empty (after the commit)")
+    serve.add_argument("--offsets-retention-check-interval-ms", type=int, default=600_000,
+                       help="how often expired offsets and unused Empty groups are removed")
     serve.add_argument("--max-frame-bytes", type=int, default=16 * 1024 * 1024)
     serve.add_argument("--max-connections", type=int, default=10_000)
     serve.add_argument("--idle-timeout-ms", type=int, default=600_000)
@@ -152,11 +157,17 @@ def _serve(args) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    coordinator = CoordinatorConfig(
-        group_min_session_timeout_ms=args.group_min_session_timeout_ms,
-        group_max_session_timeout_ms=args.group_max_session_timeout_ms,
-        group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
-        num_shards=args.num_shards)
+    try:
+        coordinator = CoordinatorConfig(
+            group_min_session_timeout_ms=args.group_min_session_timeout_ms,
+            group_max_session_timeout_ms=args.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
+            num_shards=args.num_shards,
+            offsets_retention_minutes=args.offsets_retention_minutes,
+            offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms)
+    except (TypeError, ValueError) as exc:
+        print(f"fastcoord serve: {exc}", file=sys.stderr)
+        return 2
     store = args.store or ("durable" if args.data_dir is not None else "memory")
     if store == "durable" and args.data_dir is None:
         print("fastcoord serve: --store durable needs --data-dir", file=sys.stderr)

@@ -77,11 +77,14 @@ def _sample(api_key: int, version: int) -> dict:
         16: {"states_filter": []},
         18: {"client_software_name": "wire-test", "client_software_version": "1.0"},
         42: {"groups_names": ["never-created"]},
+        47: {"group_id": "never-created", "topics": [
+            {"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
     }[api_key]
 
 
 # What each API answers to its sample (top-level or first partition error code).
-_EXPECTED_ERROR = {0: 42, 1: 0, 2: 0, 8: 0, 10: 0, 12: 25, 13: 25, 14: 25, 18: 0, 42: 69}
+_EXPECTED_ERROR = {0: 42, 1: 0, 2: 0, 8: 0, 10: 0, 12: 25, 13: 25, 14: 25, 18: 0, 42: 69,
+                   47: 69}
 
 
 def _first_error(api_key: int, response):

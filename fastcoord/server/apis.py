@@ -86,7 +86,7 @@ class KafkaApis:
             11: self.join_group, 12: self.heartbeat, 13: self.leave_group,
             14: self.sync_group, 15: self.describe_groups, 16: self.list_groups,
             17: self.sasl_handshake, 18: self.api_versions, 36: self.sasl_authenticate,
-            42: self.delete_groups,
+            42: self.delete_groups, 47: self.offset_delete,
         }
         # heartbeats_fast_path: the heartbeats (counted in `heartbeats` too) that the
         # server's wire fast path answered
@@ -396,6 +396,27 @@ class KafkaApis:
         reply({"results": [
             {"group_id": g, "error_code": int(results[g]) if g in results
              else int(Errors.GROUP_AUTHORIZATION_FAILED)} for g in names]})
+
+    def offset_delete(self, session: Session, request: Request, reply: Reply) -> None:
+        """OffsetDelete (Kafka's handleOffsetDeleteRequest): a group error answers with no
+        topics; otherwise every partition asked for gets its error, a partition of a topic
+        this broker does not have UNKNOWN_TOPIC_OR_PARTITION."""
+        body = request.body
+        if not self._allowed(session, "Delete", body.group_id):
+            reply({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED), "topics": []})
+            return
+        requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+        known = [tp for tp in requested if self._known_partition(*tp)]
+        error, results = self.coord.delete_offsets(body.group_id, known)
+        if error != Errors.NONE:
+            reply({"error_code": int(error), "topics": []})
+            return
+        by_topic: Dict[str, list] = {}
+        for tp in dict.fromkeys(requested):
+            code = int(results[tp]) if tp in results else UNKNOWN_TOPIC_OR_PARTITION
+            by_topic.setdefault(tp[0], []).append({"partition_index": tp[1], "error_code": code})
+        reply({"error_code": 0, "topics": [{"name": n, "partitions": ps}
+                                           for n, ps in by_topic.items()]})
 
     # -- SASL (PLAIN) ----------------------------------------------------------------------
     def sasl_handshake(self, session: Session, request: Request, reply: Reply) -> None:

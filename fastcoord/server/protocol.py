@@ -36,6 +36,7 @@ API_NAMES: Dict[int, str] = {
     9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
     13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
     17: "SaslHandshake", 18: "ApiVersions", 36: "SaslAuthenticate", 42: "DeleteGroups",
+    47: "OffsetDelete",
 }
 
 # The advertised version ranges: the set verified with kafka-python, aiokafka and
@@ -57,6 +58,7 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     16: (0, 4),     # ListGroups
     18: (0, 3),     # ApiVersions
     42: (0, 2),     # DeleteGroups
+    47: (0, 0),     # OffsetDelete
 }
 # Advertised (and accepted) only when the server has SASL users configured.
 SASL_VERSIONS: Dict[int, Tuple[int, int]] = {17: (0, 1), 36: (0, 2)}

@@ -471,7 +471,9 @@ class CoordinatorServer:
                                       num_shards=config.coordinator.num_shards,
                                       fsync=config.fsync,
                                       fsync_interval_ms=config.fsync_interval_ms,
-                                      repair=config.repair)
+                                      repair=config.repair,
+                                      offsets_retention_ms=(
+                                          config.coordinator.offsets_retention_minutes * 60_000))
             self._loop_store = LoopStore(self.store)
         elif config.store != "memory":
             raise ValueError(f"store must be 'durable' or 'memory', got {config.store!r}")
@@ -499,6 +501,9 @@ class CoordinatorServer:
         self._server: Optional[asyncio.base_events.Server] = None
         self._tick_handle = None
         self._sweep_handle = None
+        # the next offsets retention check (clock ms; the first one interval after start)
+        self._next_retention_ms = (self.clock.now_ms()
+                                   + config.coordinator.offsets_retention_check_interval_ms)
         self._stopped = False
 
     async def start(self) -> None:
@@ -699,7 +704,12 @@ class CoordinatorServer:
         """Advance time: fire due coordinator timers and delayed fetches."""
         try:
             self.coord.expire_due()
-            self.timer.advance_to(self.clock.now_ms())
+            now = self.clock.now_ms()
+            self.timer.advance_to(now)
+            if now >= self._next_retention_ms:
+                self._next_retention_ms = (
+                    now + self.config.coordinator.offsets_retention_check_interval_ms)
+                self.coord.cleanup_group_metadata()
         except Exception:
             log.exception("advancing time failed")
         if not self._stopped:
