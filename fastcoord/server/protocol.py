@@ -24,6 +24,8 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
+from .framecheck import FrameError, check_request, entity_of, is_array
+
 __all__ = [
     "API_NAMES", "SUPPORTED_VERSIONS", "SASL_VERSIONS", "ProtocolError", "UnsupportedRequest",
     "MalformedRequest", "Request", "decode_request", "encode_response", "build",
@@ -151,6 +153,12 @@ def decode_request(frame, versions: Dict[int, Tuple[int, int]] = SUPPORTED_VERSI
             return fast
     cls = request_class(api_key, api_version)
     try:
+        # kio sizes arrays from their counts before reading them: no count reaches it
+        # that the frame cannot hold (framecheck).
+        check_request(cls, frame)
+    except FrameError as exc:
+        raise MalformedRequest(f"{API_NAMES[api_key]} v{api_version}: {exc}") from None
+    try:
         header, used = _reader(cls.__header_schema__)(frame, 0)
         body, used_body = _reader(cls)(frame, used)
     except Exception as exc:  # kio raises assorted errors on bad bytes: all mean malformed
@@ -168,17 +176,6 @@ _ZERO = datetime.timedelta(0)
 _shapes: Dict[Any, list] = {}
 
 
-def _entity_of(tp):
-    """The kio entity class inside a field type (X, tuple[X, ...], X | None), or None."""
-    if dataclasses.is_dataclass(tp):
-        return tp
-    for arg in typing.get_args(tp):
-        found = _entity_of(arg)
-        if found is not None:
-            return found
-    return None
-
-
 def _is_nullable(tp) -> bool:
     return type(None) in typing.get_args(tp)
 
@@ -192,9 +189,8 @@ def _shape(cls) -> list:
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
         kafka_type = f.metadata.get("kafka_type")
-        sub = _entity_of(tp)
-        is_tuple = typing.get_origin(tp) is tuple or any(
-            typing.get_origin(a) is tuple for a in typing.get_args(tp))
+        sub = entity_of(tp)
+        is_tuple = is_array(tp)
         has_default = f.default is not dataclasses.MISSING or \
             f.default_factory is not dataclasses.MISSING  # type: ignore[misc]
         if sub is not None:

@@ -24,17 +24,24 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Set
 
+from kio.schema.index import api_key_map
+
 from fastcoord import CoordinatorConfig, GroupCoordinator, Purgatory, SystemClock, Timer
 from fastcoord._compat import module
 
 from .apis import KafkaApis, Session
+from .ratelog import RateLimitedLog
 from .requestlog import host_json
 from .protocol import (API_NAMES, HEARTBEAT_KEY, MalformedRequest, UnsupportedRequest,
                        decode_request, encode_response)
 
 log = logging.getLogger("fastcoord.server")
+# What a client can make happen on every request is logged through this: one line per
+# kind per interval (a hostile client must not fill the log, nor pay a traceback each).
+rate_log = RateLimitedLog(log)
 
 _SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
 
 
 @dataclass
@@ -303,11 +310,14 @@ class Connection(asyncio.Protocol):
         try:
             request = decode_request(frame, apis.versions)
         except UnsupportedRequest as exc:
-            log.warning("%s: %s (correlation id %d); closing", self.peer, exc, exc.correlation_id)
+            rate_log.warning(_log_key("unsupported", frame, apis.versions),
+                             "%s: %s (correlation id %d); closing",
+                             self.peer, exc, exc.correlation_id)
             self.close()
             return
         except MalformedRequest as exc:
-            log.warning("%s: malformed request: %s; closing", self.peer, exc)
+            rate_log.warning(_log_key("malformed", frame, apis.versions),
+                             "%s: malformed request: %s; closing", self.peer, exc)
             self.close()
             return
         session = self.session
@@ -325,9 +335,13 @@ class Connection(asyncio.Protocol):
             self._pending.append(reply)
         try:
             apis.handle(session, request, reply)
-        except Exception:
-            log.exception("%s: %s v%d (correlation id %d) failed; closing", self.peer,
-                          API_NAMES[request.api_key], request.api_version, request.correlation_id)
+        except Exception as exc:
+            # One traceback per (exception type, API) per interval, however many requests
+            # meet the same failure.
+            rate_log.error((type(exc), request.api_key),
+                           "%s: %s v%d (correlation id %d) failed: %s: %s; closing", self.peer,
+                           API_NAMES[request.api_key], request.api_version,
+                           request.correlation_id, type(exc).__name__, exc, exc_info=True)
             self.close()
 
     def _raw_sasl_token(self, token: bytes) -> None:
@@ -375,6 +389,21 @@ class Connection(asyncio.Protocol):
     @property
     def parked(self) -> int:
         return sum(1 for r in self._pending if r.data is None)
+
+
+def _log_key(kind: str, frame: bytes, versions) -> tuple:
+    """The rate-limit key of a refused frame: one per advertised (api, version), one
+    per other Kafka API, one for everything else, so a client cannot make a key per
+    value it sends."""
+    if len(frame) < 4:
+        return (kind,)
+    api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+    span = versions.get(api_key)
+    if span is not None and span[0] <= api_version <= span[1]:
+        return (kind, api_key, api_version)
+    if api_key in api_key_map:
+        return (kind, api_key)
+    return (kind,)
 
 
 class _Reply:
