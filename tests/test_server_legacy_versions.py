@@ -97,3 +97,14 @@ def test_our_codec_of_the_old_versions_matches_kafka_python():
     ]:
         frame = encode_request(request.API_KEY, request.API_VERSION, 1, body, None)
         assert frame[4 + 10:] == request.encode(), request
+
+
+def test_metadata_v0_empty_list_means_every_topic(server):
+    """Clients that send the old offset versions send Metadata v0 first."""
+    from kafka.protocol.old.metadata import MetadataRequest_v0, MetadataResponse_v0
+    conn = RawConn(server.port)
+    every = _call(conn, MetadataRequest_v0([]), MetadataResponse_v0)
+    assert [(t[1], t[0], len(t[2])) for t in every.topics] == [("orders", 0, 4)]
+    assert every.brokers[0][2] == server.port
+    named = _call(conn, MetadataRequest_v0(["orders", "nope"]), MetadataResponse_v0)
+    assert [(t[1], t[0]) for t in named.topics] == [("orders", 0), ("nope", 3)]

@@ -135,6 +135,8 @@ class KafkaApis:
 
     def metadata(self, session: Session, request: Request, reply: Reply) -> None:
         wanted = request.body.topics
+        if request.api_version == 0 and not wanted:
+            wanted = None       # v0 has no null list: an empty one asks for every topic
         names = sorted(self.topics) if wanted is None else [t.name for t in wanted]
         topics = []
         for name in names:

@@ -47,7 +47,7 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     0: (3, 8),      # Produce: advertised (librdkafka needs it to fetch), answered with an error
     1: (4, 12),     # Fetch: always empty, after max_wait_ms
     2: (1, 6),      # ListOffsets: log start = log end = 0
-    3: (1, 9),      # Metadata
+    3: (0, 9),      # Metadata
     8: (0, 7),      # OffsetCommit (v0-1: Kafka 3.x's, codecs in legacy_schema)
     9: (0, 7),      # OffsetFetch (v0: likewise)
     10: (0, 3),     # FindCoordinator
