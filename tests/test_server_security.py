@@ -276,3 +276,12 @@ def test_offset_fetch_v1_of_a_denied_group_is_30_on_each_partition(server):
                                                          ("orders", 1): (30, -1)}
     response = bob.call(9, 2, fetch)          # v2+: the group's error is at the top
     assert int(response.error_code) == 30 and not response.topics
+
+
+def test_an_acl_file_without_topic_entries_is_warned_about(tmp_path):
+    (tmp_path / "acls.json").write_text(json.dumps({"acls": ACLS[:1]}))
+    proc = ServerProc(tmp_path / "server.log", "--acls", str(tmp_path / "acls.json"))
+    try:
+        assert "has no topic ACL: every topic is denied" in proc.log()
+    finally:
+        assert proc.stop() == 0
