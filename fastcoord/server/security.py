@@ -44,10 +44,6 @@ class Acl:
     topic: Optional[str] = None
     deny: bool = False
 
-    @property
-    def resource_type(self) -> str:
-        return "group" if self.group is not None else "topic"
-
     def _names(self, resource_type: str, name: str) -> bool:
         pattern = self.group if resource_type == "group" else self.topic
         if pattern is None:
