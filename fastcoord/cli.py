@@ -81,7 +81,8 @@ def _add_serve_parser(sub) -> argparse.ArgumentParser:
     serve.add_argument("--sasl-users", default=None, metavar="FILE",
                        help='JSON {"users": {name: password}}: require SASL/PLAIN')
     serve.add_argument("--acls", default=None, metavar="FILE",
-                       help='JSON {"acls": [...]}: default deny what no ACL grants')
+                       help='JSON {"acls": [...]} on groups and topics (docs/security.md): '
+                            'default deny what no ACL grants')
     serve.add_argument("--data-dir", default=None,
                        help="where group state (DIR/groups) and the request log "
                             "(requests.jsonl, rotated) are kept (default: ./data for the "
@@ -157,6 +158,12 @@ def _serve(args) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if security is not None and security.acls is not None and \
+            not any(acl.topic is not None for acl in security.acls):
+        # A file written before topic ACLs existed: it now denies every topic.
+        logging.getLogger("fastcoord.server").warning(
+            "%s has no topic ACL: every topic is denied (Metadata, OffsetCommit, "
+            "OffsetFetch); see docs/security.md", args.acls)
     try:
         coordinator = CoordinatorConfig(
             group_min_session_timeout_ms=args.group_min_session_timeout_ms,

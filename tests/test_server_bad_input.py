@@ -92,7 +92,7 @@ def test_frame_shorter_than_a_header_closes_the_connection(server, healthy):
     (68, 0, "ConsumerGroupHeartbeat"),     # KIP-848: deliberately not served
     (999, 0, "unknown"),
     (12, 99, "Heartbeat"),                 # a known API at an unknown version
-    (3, 0, "Metadata"),                    # below the advertised range
+    (1, 3, "Fetch"),                       # below the advertised range
 ])
 def test_unsupported_api_or_version_closes_the_connection(server, healthy, api_key, version, name):
     conn = RawConn(server.port)

@@ -21,6 +21,7 @@ log = logging.getLogger("fastcoord.server")
 NODE_ID = 0
 CLUSTER_ID = "fastcoord"
 UNKNOWN_TOPIC_OR_PARTITION = 3
+TOPIC_AUTHORIZATION_FAILED = 29
 INVALID_REQUEST = 42
 UNSUPPORTED_VERSION = 35
 UNSUPPORTED_SASL_MECHANISM = 33
@@ -113,6 +114,13 @@ class KafkaApis:
             return True
         return self.security.authorize(session.principal, operation, group_id)
 
+    def _topic_allowed(self, session: Session, operation: str, topic: Optional[str]) -> bool:
+        """Kafka's topic ACL check (Read to commit offsets, Describe to see metadata and
+        fetch offsets); a null name is left to the handler's own validation."""
+        if self.security is None or topic is None:
+            return True
+        return self.security.authorize(session.principal, operation, topic, "topic")
+
     # -- ApiVersions, Metadata, FindCoordinator ------------------------------------------
     def api_versions(self, session: Session, request: Request, reply: Reply) -> None:
         keys = [{"api_key": k, "min_version": lo, "max_version": hi}
@@ -127,9 +135,18 @@ class KafkaApis:
 
     def metadata(self, session: Session, request: Request, reply: Reply) -> None:
         wanted = request.body.topics
+        if request.api_version == 0 and not wanted:
+            wanted = None       # v0 has no null list: an empty one asks for every topic
         names = sorted(self.topics) if wanted is None else [t.name for t in wanted]
         topics = []
         for name in names:
+            if not self._topic_allowed(session, "Describe", name):
+                # Kafka leaves a topic the client may not describe out of the all-topics
+                # answer, and answers it by name without saying whether it exists.
+                if wanted is not None:
+                    topics.append({"error_code": TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                   "partitions": []})
+                continue
             count = self.topics.get(name)
             if count is None:
                 topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
@@ -247,12 +264,20 @@ class KafkaApis:
     def offset_commit(self, session: Session, request: Request, reply: Reply) -> None:
         body = request.body
         requested: List[Tuple[str, int]] = []
+        errors: Dict[Tuple[str, int], int] = {}
         offsets = {}
         for t in body.topics:
+            readable = self._topic_allowed(session, "Read", t.name)
             for p in t.partitions:
                 tp = (t.name, p.partition_index)
                 requested.append(tp)
-                if self._known_partition(*tp):
+                if not readable:
+                    errors[tp] = TOPIC_AUTHORIZATION_FAILED
+                elif not self._known_partition(*tp):
+                    errors[tp] = UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    # v1's commit timestamp is not kept: the store stamps the commit
+                    # itself and fastcoord expires no offsets, the timestamp's one use.
                     offsets[tp] = OffsetAndMetadata(
                         p.committed_offset, p.committed_metadata or "",
                         getattr(p, "committed_leader_epoch", -1))
@@ -264,35 +289,52 @@ class KafkaApis:
                     {"partition_index": tp[1], "error_code": int(errors[tp])})
             reply({"topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]})
 
+        # Kafka's order: the group (Read) first, for every partition; then each topic
+        # (Read, TOPIC_AUTHORIZATION_FAILED) and whether the partition exists.
         if not self._allowed(session, "Read", body.group_id):
             respond({tp: int(Errors.GROUP_AUTHORIZATION_FAILED) for tp in requested})
             return
-        unknown = {tp: UNKNOWN_TOPIC_OR_PARTITION for tp in requested if tp not in offsets}
         if not offsets:
-            respond(unknown)
+            respond(errors)
+            return
+        if request.api_version == 0:
+            # Kafka 3.x keeps v0 commits in ZooKeeper, apart from the group's offsets;
+            # a broker without ZooKeeper (KRaft) answers the whole request
+            # UNSUPPORTED_VERSION, as fastcoord does.
+            respond({tp: UNSUPPORTED_VERSION for tp in requested})
             return
 
         def committed(result) -> None:
-            errors = dict(unknown)
-            errors.update({tp: int(e) for tp, e in result.items()})
-            respond(errors)
+            merged = dict(errors)
+            merged.update({tp: int(e) for tp, e in result.items()})
+            respond(merged)
 
         self.coord.commit_offsets(
             body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets,
             group_instance_id=getattr(body, "group_instance_id", None), callback=committed)
 
     def _fetch_group_offsets(self, session: Session, group_id, topics, require_stable) -> dict:
-        """One group's OffsetFetch answer: {"error_code", "topics"}."""
+        """One group's OffsetFetch answer: {"error_code", "topics"}. The group needs
+        Describe; each topic needs Describe too: a named one without it is answered
+        TOPIC_AUTHORIZATION_FAILED, and left out of an all-topics answer."""
         if not self._allowed(session, "Describe", group_id):
             return {"group_id": group_id, "error_code": int(Errors.GROUP_AUTHORIZATION_FAILED),
                     "topics": []}
-        partitions = None
+        partitions = denied = None
         if topics is not None:
-            partitions = [(t.name, p) for t in topics for p in t.partition_indexes]
+            partitions, denied = [], []
+            for t in topics:
+                allowed = self._topic_allowed(session, "Describe", t.name)
+                (partitions if allowed else denied).extend(
+                    (t.name, p) for p in t.partition_indexes)
         error, found = self.coord.fetch_offsets(group_id, partitions,
                                                 require_stable=require_stable)
         by_topic: Dict[str, list] = {}
-        order = partitions if partitions is not None else sorted(found)
+        if partitions is not None:
+            order = partitions
+        else:
+            order = [tp for tp in sorted(found)
+                     if self._topic_allowed(session, "Describe", tp[0])]
         for tp in order:
             om = found.get(tp)
             by_topic.setdefault(tp[0], []).append({
@@ -300,22 +342,35 @@ class KafkaApis:
                 "committed_offset": om.offset if om is not None else -1,
                 "committed_leader_epoch": om.leader_epoch if om is not None else -1,
                 "metadata": (om.metadata or "") if om is not None else ""})
+        if denied and int(error) == 0:
+            for name, p in denied:
+                by_topic.setdefault(name, []).append(_no_offset(p, TOPIC_AUTHORIZATION_FAILED))
         return {"group_id": group_id, "error_code": int(error),
                 "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
 
     def offset_fetch(self, session: Session, request: Request, reply: Reply) -> None:
         body = request.body
+        version = request.api_version
         stable = bool(getattr(body, "require_stable", False))
-        if request.api_version >= 8:
+        if version >= 8:
             reply({"groups": [self._fetch_group_offsets(session, g.group_id, g.topics, stable)
                               for g in body.groups]})
             return
-        answer = self._fetch_group_offsets(session, body.group_id, body.topics, stable)
-        if request.api_version < 2 and answer["error_code"] != 0:
-            # v1 has no top-level error: each partition carries it
-            for t in answer["topics"]:
-                for p in t["partitions"]:
-                    p["error_code"] = answer["error_code"]
+        if version == 0:
+            # Kafka 3.x reads v0 offsets from ZooKeeper, once the group's Describe is
+            # checked; without ZooKeeper (KRaft) the answer is UNSUPPORTED_VERSION.
+            error = (UNSUPPORTED_VERSION if self._allowed(session, "Describe", body.group_id)
+                     else int(Errors.GROUP_AUTHORIZATION_FAILED))
+            answer = {"topics": []}
+        else:
+            answer = self._fetch_group_offsets(session, body.group_id, body.topics, stable)
+            error = answer["error_code"]
+        if version < 2 and error != 0:
+            # v0-1 have no top-level error: each requested partition carries it (and
+            # no offset), so a client can tell a denied group from one without offsets
+            answer["topics"] = [
+                {"name": t.name, "partitions": [_no_offset(p, error) for p in t.partition_indexes]}
+                for t in body.topics]
         reply(answer)
 
     # -- log APIs of a broker without logs -------------------------------------------------
@@ -444,6 +499,12 @@ class KafkaApis:
         session.principal = principal
         session.authenticated = True
         reply({"error_code": 0, "error_message": None, "auth_bytes": b""})
+
+
+def _no_offset(partition: int, error: int) -> dict:
+    """An OffsetFetch partition answered with `error` and no offset."""
+    return {"partition_index": partition, "error_code": error, "committed_offset": -1,
+            "committed_leader_epoch": -1, "metadata": ""}
 
 
 def _ms(value) -> int:

@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from .framecheck import FrameError, check_request, entity_of, is_array
+from .legacy_schema import LEGACY_REQUESTS, LEGACY_RESPONSES
 
 __all__ = [
     "API_NAMES", "SUPPORTED_VERSIONS", "SASL_VERSIONS", "ProtocolError", "UnsupportedRequest",
@@ -48,9 +49,9 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     0: (3, 8),      # Produce: advertised (librdkafka needs it to fetch), answered with an error
     1: (4, 12),     # Fetch: always empty, after max_wait_ms
     2: (1, 6),      # ListOffsets: log start = log end = 0
-    3: (1, 9),      # Metadata
-    8: (2, 7),      # OffsetCommit
-    9: (1, 7),      # OffsetFetch
+    3: (0, 9),      # Metadata
+    8: (0, 7),      # OffsetCommit (v0-1: Kafka 3.x's, codecs in legacy_schema)
+    9: (0, 7),      # OffsetFetch (v0: likewise)
     10: (0, 3),     # FindCoordinator
     11: (0, 7),     # JoinGroup
     12: (0, 4),     # Heartbeat
@@ -111,14 +112,16 @@ _readers: Dict[Any, Any] = {}
 def request_class(api_key: int, version: int):
     cls = _request_classes.get((api_key, version))
     if cls is None:
-        cls = _request_classes[(api_key, version)] = load_request_schema(api_key, version)
+        cls = LEGACY_REQUESTS.get((api_key, version)) or load_request_schema(api_key, version)
+        _request_classes[(api_key, version)] = cls
     return cls
 
 
 def response_class(api_key: int, version: int):
     cls = _response_classes.get((api_key, version))
     if cls is None:
-        cls = _response_classes[(api_key, version)] = load_response_schema(api_key, version)
+        cls = LEGACY_RESPONSES.get((api_key, version)) or load_response_schema(api_key, version)
+        _response_classes[(api_key, version)] = cls
     return cls
 
 
