@@ -120,3 +120,101 @@ def test_pipelined_requests_and_partial_frames_grow_memory_by_less_than_64_mib(t
             c.close()
         assert proc.stop() == 0
     assert "Traceback" not in proc.log(), proc.log()[-3000:]
+
+
+def _sync_frame(corr: int, size: int) -> bytes:
+    """A SyncGroup of about `size` bytes (an assignment that large) for a group that
+    does not exist: answered at once, with an error."""
+    body = {"group_id": "none", "generation_id": 1, "member_id": "m",
+            "assignments": [{"member_id": "m", "assignment": b"\1" * size}]}
+    return encode_request(14, 0, corr, body, "raw")
+
+
+def _answered(conn: RawConn, corr: int, timeout: float) -> bool:
+    """True if the next frame on `conn` answers `corr` within `timeout`."""
+    conn.sock.settimeout(timeout)
+    try:
+        frame = conn.recv_frame()
+    except socket.timeout:
+        return False
+    assert frame is not None, "closed by the server"
+    assert struct.unpack_from(">i", frame)[0] == corr
+    return True
+
+
+def test_requests_in_flight_pause_reading_and_resume_in_order(tmp_path):
+    """Behind a parked JoinGroup, 5,000 pipelined requests with at most 100 in flight:
+    reading pauses and resumes as the answers drain, every answer arrives, in order."""
+    proc = ServerProc(tmp_path / "server.log", "--group-initial-rebalance-delay-ms", "300",
+                      "--max-inflight-requests", "100", "--no-heartbeat-lane")
+    conn = RawConn(proc.port)
+    try:
+        join = conn.send(11, 1, PARKED_JOIN)
+        corrs = [conn.send(18, 0, {}) for _ in range(5000)]
+        assert conn.recv()[0] == join
+        assert [conn.recv()[0] for _ in corrs] == corrs
+        assert conn.call(12, 4, HEARTBEAT).error_code == 25
+    finally:
+        conn.close()
+        assert proc.stop() == 0
+    assert "Traceback" not in proc.log(), proc.log()[-3000:]
+
+
+def test_large_frames_share_the_request_budget(tmp_path):
+    """queued_max_request_bytes fits one 800 KB frame: a second waits (unread) until
+    the first completes; a partial frame that never completes is closed once another
+    has waited --idle-grace-ms, and the waiting one is served."""
+    proc = ServerProc(tmp_path / "server.log", "--queued-max-request-bytes", "1000000",
+                      "--idle-grace-ms", "500")
+    holder, waiter = RawConn(proc.port), RawConn(proc.port)
+    try:
+        first, second = _sync_frame(1, 800_000), _sync_frame(2, 800_000)
+        holder.send_raw(first[:-10])
+        time.sleep(0.2)                      # the holder's reservation is made first
+        waiter.send_raw(second)
+        assert not _answered(waiter, 2, 0.5)
+        holder.send_raw(first[-10:])
+        assert _answered(holder, 1, 5)
+        assert _answered(waiter, 2, 5)
+
+        holder.send_raw(_sync_frame(3, 800_000)[:-10])     # never completed
+        time.sleep(0.2)
+        waiter.send_raw(_sync_frame(4, 800_000))
+        started = time.monotonic()
+        assert _answered(waiter, 4, 10)
+        assert time.monotonic() - started >= 0.4             # it waited the grace period
+        assert holder.closed_by_server()
+        assert wait_until(lambda: "held the request budget" in proc.log(), 5)
+    finally:
+        holder.close()
+        waiter.close()
+        assert proc.stop() == 0
+    assert "Traceback" not in proc.log(), proc.log()[-3000:]
+
+
+def test_max_connections_closes_an_idle_connection_before_refusing(tmp_path):
+    proc = ServerProc(tmp_path / "server.log", "--max-connections", "2",
+                      "--idle-grace-ms", "500", "--no-heartbeat-lane")
+    conns = []
+    try:
+        idle, busy = RawConn(proc.port), RawConn(proc.port)
+        conns += [idle, busy]
+        assert idle.call(12, 4, HEARTBEAT).error_code == 25
+        time.sleep(0.7)                       # idle past the grace period
+        assert busy.call(12, 4, HEARTBEAT).error_code == 25
+        fresh = RawConn(proc.port)            # admitted: the idle one makes room
+        conns.append(fresh)
+        assert fresh.call(12, 4, HEARTBEAT).error_code == 25
+        assert idle.closed_by_server()
+        assert wait_until(lambda: "closing it for a new one" in proc.log(), 5)
+        assert busy.call(12, 4, HEARTBEAT).error_code == 25
+        assert fresh.call(12, 4, HEARTBEAT).error_code == 25
+        refused = RawConn(proc.port)          # nobody idle long enough: refused
+        conns.append(refused)
+        assert refused.closed_by_server()
+        assert busy.call(12, 4, HEARTBEAT).error_code == 25
+        assert fresh.call(12, 4, HEARTBEAT).error_code == 25
+    finally:
+        for c in conns:
+            c.close()
+        assert proc.stop() == 0
