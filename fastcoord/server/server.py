@@ -753,6 +753,12 @@ class CoordinatorServer:
         for generation, stats in enumerate(gc.get_stats()):
             lines.append(f'fastcoord_gc_collections_total{{generation="{generation}"}} '
                          f'{stats["collections"]}')
+        if self.request_log is not None:
+            lines += ["# HELP fastcoord_request_log_dropped_lines_total Request-log lines "
+                      "the disk would not take (full or failing).",
+                      "# TYPE fastcoord_request_log_dropped_lines_total counter",
+                      f"fastcoord_request_log_dropped_lines_total "
+                      f"{getattr(self.request_log, 'dropped', 0)}"]
         if self.store is not None:
             lines += ["# HELP fastcoord_store_loaded 1 once every owned shard is loaded.",
                       "# TYPE fastcoord_store_loaded gauge",
