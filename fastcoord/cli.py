@@ -54,6 +54,13 @@ def _topic(spec: str):
     return name, int(count)
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
 def _add_serve_parser(sub) -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the coordinator behind the Kafka wire protocol")
     serve.add_argument("--config", default=None, metavar="FILE",
@@ -77,6 +84,18 @@ def _add_serve_parser(sub) -> argparse.ArgumentParser:
     serve.add_argument("--max-frame-bytes", type=int, default=16 * 1024 * 1024)
     serve.add_argument("--max-connections", type=int, default=10_000)
     serve.add_argument("--idle-timeout-ms", type=int, default=600_000)
+    serve.add_argument("--idle-grace-ms", type=_positive, default=10_000,
+                       help="at --max-connections, a connection idle this long is closed "
+                            "to admit a new one (and a partial frame holding the request "
+                            "budget this long while others wait is closed)")
+    serve.add_argument("--max-inflight-requests", type=_positive, default=1000,
+                       help="stop reading a connection with this many requests unanswered "
+                            "or held behind an unanswered one; resume at half")
+    serve.add_argument("--max-inflight-bytes", type=_positive, default=4 * 1024 * 1024,
+                       help="likewise for the bytes of answers held on a connection")
+    serve.add_argument("--queued-max-request-bytes", type=_positive, default=32 * 1024 * 1024,
+                       help="memory all large partial frames may hold together (Kafka's "
+                            "queued.max.request.bytes); past it their reading waits")
     serve.add_argument("--tick-ms", type=int, default=5, help="how often timers are advanced")
     serve.add_argument("--sasl-users", default=None, metavar="FILE",
                        help='JSON {"users": {name: password}}: require SASL/PLAIN')
@@ -185,6 +204,9 @@ def _serve(args) -> int:
         topics=dict(args.topic), coordinator=coordinator, impl=args.impl,
         max_frame_bytes=args.max_frame_bytes, max_connections=args.max_connections,
         idle_timeout_ms=args.idle_timeout_ms, tick_ms=args.tick_ms, security=security,
+        idle_grace_ms=args.idle_grace_ms, max_inflight_requests=args.max_inflight_requests,
+        max_inflight_bytes=args.max_inflight_bytes,
+        queued_max_request_bytes=args.queued_max_request_bytes,
         status_interval_s=args.status_interval_s, data_dir=data_dir, store=store,
         fsync=args.fsync, fsync_interval_ms=args.fsync_interval_ms, repair=args.repair,
         metrics_port=args.metrics_port, heartbeat_fast_path=not args.no_heartbeat_fast_path,

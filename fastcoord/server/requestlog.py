@@ -9,6 +9,12 @@ unlinking a 64 MiB file costs the filesystem 30-40 ms, a stall the event loop wo
 otherwise take every few seconds at 100,000 requests/s. The
 heartbeat fast paths (`wire.HeartbeatReader`, both twins) format their lines themselves
 in this same format (`heartbeat_line`) and hand them over in blocks (`write_lines`).
+
+A failing disk (ENOSPC, EIO) never stops the log for good nor raises into the server:
+the lines that cannot be written are dropped and counted (`dropped`), one warning says
+so, and every later flush tries again (reopening the file if rotation lost it); the
+first write that succeeds logs how many were dropped. A flush that fails part way
+cuts the file back to its last whole line.
 """
 from __future__ import annotations
 
@@ -21,10 +27,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .protocol import API_NAMES
+from .ratelog import RateLimitedLog
 
 __all__ = ["RequestLog"]
 
 log = logging.getLogger(__name__)
+limited = RateLimitedLog(log)
+
+_BUFFER = 1 << 16        # lines are written to the file in blocks of about this size
 
 _encode_str = json.encoder.encode_basestring_ascii     # what json.dumps uses (C)
 
@@ -90,9 +100,26 @@ class RequestLog:
         for leftover in sorted(self.path.parent.glob(self._trash_prefix + "*")):
             self._discarder.submit(_discard, leftover)
         # Binary: lines are ASCII (JSON with non-ASCII escaped), and the fast paths
-        # hand over blocks of them as bytes.
-        self._file = open(self.path, "ab", buffering=1 << 16)
-        self._size = self._file.tell()
+        # hand over blocks of them as bytes. _size: the file's length with _buf's.
+        self._buf = bytearray()
+        self._fd = -1
+        self._size = 0
+        self._failing = False        # lines are being dropped (until a write succeeds)
+        self._closed = False
+        self.dropped = 0             # lines the disk would not take
+        self._open()
+
+    def _open(self) -> None:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size + len(self._buf)
+
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def record(self, conn, request, body: dict, seconds: float) -> None:
         req = request.body
@@ -112,10 +139,7 @@ class RequestLog:
 
     def write_lines(self, lines: bytes) -> None:
         """Whole lines formatted elsewhere (the heartbeat fast paths), in one write."""
-        self._file.write(lines)
-        self._size += len(lines)
-        if self._size >= self.max_bytes:
-            self._rotate()
+        self._append(lines)
 
     def _write(self, api, version, client_id, conn, group_id, member_id, generation, error,
                seconds: float) -> None:
@@ -124,13 +148,67 @@ class RequestLog:
             _json_str(client_id), _json_str(conn.session.client_host if conn.session else None),
             _json_str(group_id), _json_str(member_id), _json_int(generation), _json_int(error),
             seconds * 1000).encode()
-        self._file.write(line)
-        self._size += len(line)
+        self._append(line)
+
+    def _append(self, lines: bytes) -> None:
+        if self._fd < 0:             # lost by a failed rotation: until a flush reopens it
+            self.dropped += lines.count(b"\n")
+            return
+        self._buf += lines
+        self._size += len(lines)
         if self._size >= self.max_bytes:
             self._rotate()
+        elif len(self._buf) >= _BUFFER:
+            self._write_out()
+
+    def _write_out(self) -> bool:
+        """Write _buf to the file; on an error drop it (counted), cut off any part
+        written, warn once, and return False."""
+        buf = self._buf
+        if not buf:
+            return True
+        start = self._size - len(buf)
+        written = 0
+        try:
+            with memoryview(buf) as view:
+                while written < len(buf):
+                    written += os.write(self._fd, view[written:])
+        except OSError as exc:
+            if written:
+                try:
+                    os.ftruncate(self._fd, start)
+                except OSError:
+                    pass
+            self._fail(exc, buf.count(b"\n"))
+            buf.clear()
+            self._size = start
+            return False
+        buf.clear()
+        if self._failing:
+            self._failing = False
+            log.warning("request log %s: writing again (%d lines dropped so far)",
+                        self.path, self.dropped)
+        return True
+
+    def _fail(self, exc: OSError, lines: int) -> None:
+        self.dropped += lines
+        if not self._failing:
+            self._failing = True
+            limited.warning(("request-log", str(self.path)), "request log %s: %s; dropping "
+                            "lines (counted) until the disk takes them again",
+                            self.path, exc)
 
     def _rotate(self) -> None:
-        self._file.close()
+        if not self._write_out():
+            return                   # still too big: the next flush that works rotates
+        try:
+            self._shift_files()
+        except OSError as exc:
+            self._close_fd()
+            self._fail(exc, 0)
+
+    def _shift_files(self) -> None:
+        self._close_fd()
         # The file falling off the end (the oldest backup, or this one when none are
         # kept) is renamed out of the way, so that no rename below replaces (and so
         # deletes) a file here; the discarder deletes it.
@@ -146,13 +224,25 @@ class RequestLog:
                 os.replace(older, self.path.with_name(f"{self.path.name}.{i + 1}"))
         if self.backups > 0:
             os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
-        self._file = open(self.path, "ab", buffering=1 << 16)
-        self._size = 0
+        self._open()
 
     def flush(self) -> None:
-        self._file.flush()
+        """Write what is buffered (every second, from the server); after a failure,
+        first reopen the file if it was lost."""
+        if self._closed:
+            return
+        if self._fd < 0:
+            try:
+                self._open()
+            except OSError as exc:
+                self._fail(exc, 0)
+                return
+        if self._write_out() and self._size >= self.max_bytes:
+            self._rotate()
 
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
+        if not self._closed:
+            self.flush()
+            self._closed = True
+            self._close_fd()
         self._discarder.shutdown(wait=True)

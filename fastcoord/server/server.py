@@ -39,6 +39,9 @@ log = logging.getLogger("fastcoord.server")
 # What a client can make happen on every request is logged through this: one line per
 # kind per interval (a hostile client must not fill the log, nor pay a traceback each).
 rate_log = RateLimitedLog(log)
+# A partial frame this small is the connection's own business; a larger one reserves
+# its whole size from the server's queued_max_request_bytes before more of it is read.
+_SMALL_FRAME = 64 * 1024
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
@@ -55,6 +58,17 @@ class ServerConfig:
     max_frame_bytes: int = 16 * 1024 * 1024
     max_connections: int = 10_000
     idle_timeout_ms: int = 600_000         # Kafka's connections.max.idle.ms
+    # At max_connections, a connection idle this long is closed to admit a new one.
+    idle_grace_ms: int = 10_000
+    # Reading a connection pauses while it has this many requests unanswered or
+    # answered but held behind an earlier one (or this many bytes of such answers),
+    # as Kafka mutes a channel while a request is in progress; it resumes at half.
+    max_inflight_requests: int = 1000
+    max_inflight_bytes: int = 4 * 1024 * 1024
+    # Kafka's queued.max.request.bytes: the memory all partial frames larger than
+    # _SMALL_FRAME may reserve together; a connection whose frame does not fit waits
+    # (its reading paused) until another frame completes.
+    queued_max_request_bytes: int = 32 * 1024 * 1024
     tick_ms: int = 5                       # how often time is advanced from the loop
     write_buffer_high: int = 4 * 1024 * 1024
     security: object = None                # fastcoord.server.security.Security or None
@@ -91,6 +105,15 @@ class Connection(asyncio.Protocol):
         self._fd = -1                        # the socket's descriptor (for the lane)
         self._lane_fd = -1                   # >= 0 while the server's heartbeat lane serves it
         self._write_paused = False           # the transport asked us to stop (pause_writing)
+        # Reading is paused while any reason holds (_sync_reading): the above, the lane,
+        # too much in flight (_inflight_full), a large frame waiting for the server's
+        # request budget (_wanted > 0; _reserved: what its frame at the head of _buf holds).
+        self._reading = True
+        self._inflight_full = False
+        self._held = 0                       # bytes of the answers in _pending
+        self._wanted = 0
+        self._waiting_since = 0.0
+        self._reserved = 0
         self._log_host: Optional[bytes] = None  # peer address as JSON, with a request log
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -100,11 +123,12 @@ class Connection(asyncio.Protocol):
         host = peer[0] if peer else "?"
         self.peer = f"{host}:{peer[1]}" if peer else "?"
         server = self.server
-        if len(server.connections) >= server.config.max_connections:
-            log.warning("%s: refused: %d connections is the maximum", self.peer,
-                        server.config.max_connections)
+        if len(server.connections) >= server.config.max_connections and \
+                not server.make_room():
+            rate_log.warning("max-connections", "%s: refused: %d connections is the maximum",
+                            self.peer, server.config.max_connections)
             self.closing = True
-            transport.abort()
+            transport.close()
             return
         server.connections.add(self)
         self.session = Session(host)
@@ -119,20 +143,33 @@ class Connection(asyncio.Protocol):
         self.closing = True
         self._leave_lane()
         self.server.connections.discard(self)
-        for reply in self._pending:
-            reply.cancelled = True
-        self._pending.clear()
+        self._drop_pending()
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading its requests.
         self._write_paused = True
-        if self.transport is not None and not self.closing:
-            self.transport.pause_reading()
+        self._sync_reading()
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self.transport is not None and not self.closing and self._lane_fd < 0:
-            self.transport.resume_reading()
+        self._sync_reading()
+
+    def _sync_reading(self) -> None:
+        """Read the socket exactly while nothing holds it back: the client not reading
+        its answers, too many requests in flight, a large frame waiting for the request
+        budget, or the lane reading it instead. Each holder clears its own reason and
+        calls this, so one reason ending never resumes what another still pauses."""
+        transport = self.transport
+        if transport is None or self.closing:
+            return
+        reading = not (self._write_paused or self._inflight_full or self._wanted
+                       or self._lane_fd >= 0)
+        if reading != self._reading:
+            self._reading = reading
+            if reading:
+                transport.resume_reading()
+            else:
+                transport.pause_reading()
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -156,6 +193,9 @@ class Connection(asyncio.Protocol):
                     self._enter_lane(lane)
                 return
             data = data[used:]
+        self._corked_frames(data)
+
+    def _corked_frames(self, data) -> None:
         # Cork: the responses answered while these frames are handled go out in one
         # write (one send() for a pipelined batch instead of one per response).
         self._out = out = []
@@ -170,14 +210,14 @@ class Connection(asyncio.Protocol):
     def _enter_lane(self, lane) -> None:
         """Hand the socket's reading to the lane: nothing is buffered, waiting or unsent,
         so the lane's answers keep request order."""
-        self.transport.pause_reading()
+        self._lane_fd = self._fd
+        self._sync_reading()
         try:
             lane.add(self._fd, self, self._log_host)
         except (OSError, ValueError):
             log.exception("%s: could not enter the heartbeat lane", self.peer)
-            self.transport.resume_reading()
-            return
-        self._lane_fd = self._fd
+            self._lane_fd = -1
+            self._sync_reading()
 
     def _leave_lane(self) -> None:
         """Take the socket back from the lane without a hand-back (closing)."""
@@ -204,8 +244,7 @@ class Connection(asyncio.Protocol):
                 log.error("%s: the heartbeat lane failed; closing", self.peer, exc_info=error)
             self.close()
             return
-        if not self._write_paused:
-            self.transport.resume_reading()
+        self._sync_reading()
         if rest:
             self.data_received(rest)
 
@@ -223,7 +262,7 @@ class Connection(asyncio.Protocol):
         end = len(buf)
         limit = self.server.config.max_frame_bytes
         fast = self._fast_path()
-        while end - pos >= 4:
+        while end - pos >= 4 and not self._inflight_full:
             if fast is not None and not self._pending:
                 # Nothing is waiting to go out before them, so answering a run of plain
                 # heartbeats at once keeps the responses in request order.
@@ -239,16 +278,47 @@ class Connection(asyncio.Protocol):
                 self.close()
                 return
             if end - pos - 4 < size:
+                if size > _SMALL_FRAME and not self._reserved:
+                    self._reserve(size)
                 break
             frame = bytes(buf[pos + 4:pos + 4 + size])
             pos += 4 + size
+            if self._reserved:
+                self.server.release(self)
             self._on_frame(frame)
             if self.closing:
                 return
+            if len(self._pending) >= self.server.config.max_inflight_requests or \
+                    self._held >= self.server.config.max_inflight_bytes:
+                # The rest of the read waits in _buf until answers drain (_flush).
+                self._inflight_full = True
+                self._sync_reading()
             fast = self._fast_path()    # that frame may have changed the session
         self._set_reader(fast)
         if pos:
             del buf[:pos]
+
+    def _reserve(self, size: int) -> None:
+        """Reserve a large partial frame's whole size from the request budget before
+        reading more of it, or pause reading until the budget has room (the server's
+        release() reserves it then)."""
+        if self.server.reserve(self, size):
+            return
+        self._wanted = size
+        self._waiting_since = time.monotonic()
+        self.server.budget_waiters[self] = None
+        self._sync_reading()
+        rate_log.warning("request-budget", "%s: a %d-byte frame waits: partial frames hold "
+                        "%d bytes of the %d of queued_max_request_bytes", self.peer, size,
+                        self.server.queued_bytes, self.server.config.queued_max_request_bytes)
+
+    def _resume_frames(self) -> None:
+        """Answers drained below half the in-flight bounds: go on with the frames left
+        in _buf, then read again."""
+        if self.closing:
+            return
+        self._corked_frames(b"")
+        self._sync_reading()
 
     # -- requests ----------------------------------------------------------------------------
     def _fast_path(self):
@@ -364,11 +434,19 @@ class Connection(asyncio.Protocol):
         out = self._out
         while pending and pending[0].data is not None:
             reply = pending.popleft()
+            self._held -= len(reply.data)
             if not reply.cancelled and not self.closing:
                 if out is not None:
                     out.append(reply.data)
                 else:
                     transport.write(reply.data)
+        if self._inflight_full and not self.closing:
+            config = self.server.config
+            if len(pending) <= config.max_inflight_requests // 2 and \
+                    self._held <= config.max_inflight_bytes // 2:
+                self._inflight_full = False
+                # Not from here: this may run inside another connection's request.
+                self.server.loop.call_soon(self._resume_frames)
 
     def close(self) -> None:
         """Close after writing what is already queued; drop what is still parked."""
@@ -380,11 +458,18 @@ class Connection(asyncio.Protocol):
             out.clear()
         self.closing = True
         self._leave_lane()
+        self._drop_pending()
+        if self.transport is not None:
+            self.transport.close()
+
+    def _drop_pending(self) -> None:
+        """Closing: cancel what is parked, free what is held and reserved."""
         for reply in self._pending:
             reply.cancelled = True
         self._pending.clear()
-        if self.transport is not None:
-            self.transport.close()
+        self._held = 0
+        self._buf = bytearray()
+        self.server.release(self)
 
     @property
     def parked(self) -> int:
@@ -435,6 +520,7 @@ class _Reply:
             return
         self.data = data
         conn = self.conn
+        conn._held += len(data)
         conn.server.latencies.append(time.perf_counter() - self.started)
         conn._flush()
         if conn.session.close_after_reply:
@@ -518,6 +604,12 @@ class CoordinatorServer:
         self.timer = Timer(self.clock, impl=config.impl)
         self.fetch_purgatory = Purgatory("fetch", self.timer)
         self.connections: Set[Connection] = set()
+        # The request budget (queued_max_request_bytes): bytes reserved by large partial
+        # frames, their connections (oldest reservation first), and the connections
+        # whose frame waits for room (first come, first served), as ordered dicts.
+        self.queued_bytes = 0
+        self.budget_holders: Dict[Connection, None] = {}
+        self.budget_waiters: Dict[Connection, None] = {}
         self.latencies: collections.deque = collections.deque(maxlen=100_000)
         self._status_handle = None
         self._metrics_server = None
@@ -692,6 +784,12 @@ class CoordinatorServer:
         for generation, stats in enumerate(gc.get_stats()):
             lines.append(f'fastcoord_gc_collections_total{{generation="{generation}"}} '
                          f'{stats["collections"]}')
+        if self.request_log is not None:
+            lines += ["# HELP fastcoord_request_log_dropped_lines_total Request-log lines "
+                      "the disk would not take (full or failing).",
+                      "# TYPE fastcoord_request_log_dropped_lines_total counter",
+                      f"fastcoord_request_log_dropped_lines_total "
+                      f"{getattr(self.request_log, 'dropped', 0)}"]
         if self.store is not None:
             lines += ["# HELP fastcoord_store_loaded 1 once every owned shard is loaded.",
                       "# TYPE fastcoord_store_loaded gauge",
@@ -724,11 +822,82 @@ class CoordinatorServer:
         try:
             print(self.status_line(), flush=True)
         except Exception:
-            log.exception("status line failed")
-        if not self._stopped:
-            self._status_handle = self.loop.call_later(self.config.status_interval_s, self._status)
+            rate_log.error("status", "status line failed", exc_info=True)
+        finally:
+            if not self._stopped:
+                self._status_handle = self.loop.call_later(self.config.status_interval_s,
+                                                           self._status)
+
+    # -- the request budget and the connection limit -----------------------------------------
+    def reserve(self, conn: Connection, size: int) -> bool:
+        """Reserve `size` bytes of queued_max_request_bytes for `conn`'s partial frame,
+        if they fit (a frame alone may take more: it is never refused for its size)."""
+        if self.queued_bytes and self.queued_bytes + size > self.config.queued_max_request_bytes:
+            return False
+        self.queued_bytes += size
+        conn._reserved = size
+        self.budget_holders[conn] = None
+        return True
+
+    def release(self, conn: Connection) -> None:
+        """`conn`'s frame completed or it closed: give back what it holds or stop its
+        wait, then let the waiting frames that now fit be read, in their order."""
+        self.budget_waiters.pop(conn, None)
+        conn._wanted = 0
+        if not conn._reserved:
+            return
+        self.queued_bytes -= conn._reserved
+        conn._reserved = 0
+        del self.budget_holders[conn]
+        while self.budget_waiters:
+            waiter = next(iter(self.budget_waiters))
+            if not self.reserve(waiter, waiter._wanted):
+                break
+            del self.budget_waiters[waiter]
+            waiter._wanted = 0
+            waiter._sync_reading()
+
+    def _unstick_budget(self, now: float) -> None:
+        """Frames that never complete must not hold the budget for ever: once the
+        first waiter has waited idle_grace_ms, close the connection whose partial frame
+        has held its reservation longest."""
+        if not self.budget_waiters or not self.budget_holders:
+            return
+        waiter = next(iter(self.budget_waiters))
+        if now - waiter._waiting_since < self.config.idle_grace_ms / 1000.0:
+            return
+        holder = next(iter(self.budget_holders))
+        rate_log.warning("request-budget-close", "%s: its %d-byte frame held the request "
+                        "budget while others waited %.0f ms; closing", holder.peer,
+                        holder._reserved, (now - waiter._waiting_since) * 1000)
+        holder.close()
+
+    def _idle_connections(self, cutoff: float):
+        """The open connections nothing was read from since `cutoff`, parked ones
+        excepted. The lane answers for its connections in one C pass; the loop below
+        skips them (a Python call each would stall the loop ~1 ms per 1,000)."""
+        idle = self.lane.idle(cutoff) if self.lane is not None else []
+        idle += [conn for conn in self.connections
+                 if conn._lane_fd < 0 and conn.last_active < cutoff]
+        return [conn for conn in idle if not conn.closing and not conn.parked]
+
+    def make_room(self) -> bool:
+        """At max_connections: close the connection idle longest, if idle for
+        idle_grace_ms, so that a new one can be admitted; False if none is."""
+        now = time.monotonic()
+        idle = self._idle_connections(now - self.config.idle_grace_ms / 1000.0)
+        if not idle:
+            return False
+        victim = min(idle, key=Connection.idle_since)
+        rate_log.info("max-connections-idle", "%s: idle for %.0f ms at %d connections, the "
+                     "maximum; closing it for a new one", victim.peer,
+                     (now - victim.idle_since()) * 1000, self.config.max_connections)
+        victim.close()
+        return True
 
     # -- time ------------------------------------------------------------------------------
+    # Each periodic task reschedules itself whatever happens in it: an exception (a full
+    # disk under the request log) is logged, rate limited, and never stops the task.
     def _tick(self) -> None:
         """Advance time: fire due coordinator timers and delayed fetches."""
         try:
@@ -740,29 +909,30 @@ class CoordinatorServer:
                     now + self.config.coordinator.offsets_retention_check_interval_ms)
                 self.coord.cleanup_group_metadata()
         except Exception:
-            log.exception("advancing time failed")
-        if not self._stopped:
-            self._tick_handle = self.loop.call_later(self.config.tick_ms / 1000.0, self._tick)
+            rate_log.error("tick", "advancing time failed", exc_info=True)
+        finally:
+            if not self._stopped:
+                self._tick_handle = self.loop.call_later(self.config.tick_ms / 1000.0,
+                                                         self._tick)
 
     def _sweep(self) -> None:
-        """Close idle connections (nothing received for idle_timeout_ms)."""
+        """Close idle connections (nothing received for idle_timeout_ms), unstick the
+        request budget and flush the request log."""
         limit = self.config.idle_timeout_ms / 1000.0
-        now = time.monotonic()
-        cutoff = now - limit
-        # The lane answers for its connections in one C pass; the loop below skips
-        # them (a Python call each would stall the loop ~1 ms per 1,000 connections).
-        idle = self.lane.idle(cutoff) if self.lane is not None else []
-        idle += [conn for conn in self.connections
-                 if conn._lane_fd < 0 and conn.last_active < cutoff]
-        for conn in idle:
-            if not conn.parked and not conn.closing:
+        try:
+            now = time.monotonic()
+            for conn in self._idle_connections(now - limit):
                 log.info("%s: idle for %.0f ms; closing", conn.peer,
                          (now - conn.idle_since()) * 1000)
                 conn.close()
-        if self.request_log is not None:
-            self.request_log.flush()
-        if not self._stopped:
-            self._sweep_handle = self.loop.call_later(min(1.0, limit / 4), self._sweep)
+            self._unstick_budget(now)
+            if self.request_log is not None:
+                self.request_log.flush()
+        except Exception:
+            rate_log.error("sweep", "the periodic sweep failed", exc_info=True)
+        finally:
+            if not self._stopped:
+                self._sweep_handle = self.loop.call_later(min(1.0, limit / 4), self._sweep)
 
     # -- shutdown ----------------------------------------------------------------------------
     async def shutdown(self, drain_timeout: float = 2.0) -> None:
