@@ -271,7 +271,7 @@ def test_a_handler_exception_is_one_traceback_per_kind_per_interval(caplog):
 
     apis = _RaisingApis(GroupCoordinator(CoordinatorConfig(), impl="pure"), {},
                         host="127.0.0.1", port=9092)
-    stub = SimpleNamespace(apis=apis, request_log=None)
+    stub = SimpleNamespace(apis=apis, request_log=None, release=lambda conn: None)
     server_module.rate_log._seen.clear()
     frame = fs.valid_frame(16, 4)
     with caplog.at_level(logging.ERROR, logger="fastcoord.server"):
