@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 
 import pytest
 
@@ -187,16 +188,43 @@ def test_corruption_in_an_older_segment_and_its_repair(tmp_path, caplog):
     assert f"{len(paths) - 1} later segment(s)" in caplog.text
 
 
-def test_damaged_last_record_is_indistinguishable_from_a_torn_write(tmp_path, caplog):
-    """A flip in the very last record (nothing valid after it) is handled like a torn
-    write: truncated with a warning (Kafka's recovery does the same)."""
+@pytest.mark.parametrize("where", ["crc", "payload"])
+def test_damaged_complete_last_record_is_corruption_not_a_torn_write(tmp_path, caplog, where):
+    """A flip in the very last record leaves a complete frame (its length's worth of
+    bytes is in the file) with a bad CRC: its write completed, so it may have been
+    acknowledged. It is refused like corruption elsewhere, saying so, and only repair
+    drops it (logged as a repair, not as a never-acknowledged write)."""
     shard_dir = write_records(tmp_path, 5)
     (path,) = segments(shard_dir)
     start = record_starts(path)[-1]
-    flip(path, start + FRAME_SIZE + 2)
+    flip(path, start + {"crc": 0, "payload": FRAME_SIZE + 2}[where])
+    before = open(path, "rb").read()
+    with pytest.raises(CorruptLogError) as info:
+        loaded_partitions(tmp_path)
+    assert (info.value.path, info.value.offset) == (path, start)
+    assert "not a torn write" in str(info.value) and "may have been acknowledged" in str(info.value)
+    assert open(path, "rb").read() == before
+    with caplog.at_level(logging.WARNING, logger="fastcoord.storage"):
+        assert loaded_partitions(tmp_path, repair=True) == [0, 1, 2, 3]
+    assert "REPAIR" in caplog.text and "never acknowledged" not in caplog.text
+    assert os.path.getsize(path) == start
+
+
+def test_garbage_after_the_last_record_is_a_torn_tail(tmp_path, caplog):
+    """Bytes that hold no valid frame after the last record (no complete frame at the
+    bad position: its length runs past the end) are a torn tail: truncated."""
+    shard_dir = write_records(tmp_path, 4)
+    (path,) = segments(shard_dir)
+    size = os.path.getsize(path)
+    rng = random.Random(7)
+    garbage = bytearray(rng.randbytes(1 << 16))
+    garbage[4:8] = (1 << 20).to_bytes(4, "little")      # a length past the end of the file
+    with open(path, "ab") as f:
+        f.write(garbage)
     with caplog.at_level(logging.WARNING, logger="fastcoord.storage"):
         assert loaded_partitions(tmp_path) == [0, 1, 2, 3]
-    assert "torn record" in caplog.text
+    assert os.path.getsize(path) == size
+    assert "torn record" in caplog.text and "cut short" in caplog.text
 
 
 def test_group_tombstone_and_group_records_survive_reopen(tmp_path):

@@ -14,11 +14,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 from ..config import shard_for
 from ..errors import Errors
 from .log import (
-    COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, find_frame_after, fsync_dir,
-    list_segments, remove_compaction_leftovers, scan_segment, segment_path,
+    COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, complete_frame, find_frame_after,
+    fsync_dir, list_segments, remove_compaction_leftovers, scan_segment, segment_path,
 )
 from .records import (
-    FrameError, check_frame, encode_group, encode_group_tombstone, encode_offset_tombstones,
+    encode_group, encode_group_tombstone, encode_offset_tombstones,
     encode_offsets,
 )
 
@@ -106,25 +106,32 @@ class _ShardLog:
             end, reason = scan_segment(data, state)
             if reason is None:
                 continue
-            last = i == len(ids) - 1
-            if last and not _frame_ok(data, end) and find_frame_after(data, end) is None:
-                log.warning("shard %d: torn record at the end of %s at byte offset %d (%s): "
-                            "truncating the last %d bytes (a write that was never acknowledged)",
-                            self.shard, path, end, reason, len(data) - end)
-                self._truncate(path, end)
-            elif repair:
-                later = ids[i + 1:]
-                log.error("shard %d: REPAIR: corrupt record in %s at byte offset %d (%s): "
-                          "truncating there, dropping %d bytes of this segment and %d later "
-                          "segment(s)", self.shard, path, end, reason, len(data) - end, len(later))
-                self._truncate(path, end)
-                for sid in later:
-                    os.unlink(segment_path(self.directory, sid))
-                fsync_dir(self.directory)
-                ids = ids[:i + 1]
-                break
-            else:
+            if i == len(ids) - 1 and find_frame_after(data, end) is None:
+                # The bad frame is the log's last. Cut short by the end of the file (or no
+                # frame at all, as the zeros a crash can leave past the last write): a torn
+                # write. Whole but failing its CRC or its decoding: corruption, as anywhere.
+                if not complete_frame(data, end):
+                    log.warning("shard %d: torn record at the end of %s at byte offset %d "
+                                "(%s): truncating the last %d bytes (the record is cut short "
+                                "by the end of the file and nothing valid follows: its write "
+                                "never completed, so it was never acknowledged)",
+                                self.shard, path, end, reason, len(data) - end)
+                    self._truncate(path, end)
+                    continue
+                reason += (" in the log's last record, which is complete: corruption, not a "
+                           "torn write (it may have been acknowledged)")
+            if not repair:
                 raise CorruptLogError(path, end, reason, self.shard)
+            later = ids[i + 1:]
+            log.error("shard %d: REPAIR: corrupt record in %s at byte offset %d (%s): "
+                      "truncating there, dropping %d bytes of this segment and %d later "
+                      "segment(s)", self.shard, path, end, reason, len(data) - end, len(later))
+            self._truncate(path, end)
+            for sid in later:
+                os.unlink(segment_path(self.directory, sid))
+            fsync_dir(self.directory)
+            ids = ids[:i + 1]
+            break
         self._open_active(ids)
         return state
 
@@ -372,14 +379,6 @@ class _Writer:
             thread = self.thread
         if thread is not None:
             thread.join()
-
-
-def _frame_ok(data, pos: int) -> bool:
-    try:
-        check_frame(data, pos, len(data))
-        return True
-    except (FrameError, Exception):
-        return False
 
 
 class DurableStore:
