@@ -68,8 +68,10 @@ def damaged_log(seed: int) -> bytes:
     return bytes(data)
 
 
-def scanned(module, data):
-    state = ({}, {}, {}, {})
+def scanned(module, data, state=None):
+    """What scanning `data` returns and leaves in `state` (groups, offsets, group_ms,
+    offsets_ms): a later segment's scan starts from an earlier one's state."""
+    state = ({}, {}, {}, {}) if state is None else state
     end, reason, records, entries = module.scan(data, *state, TOMB)
     kind = None if reason is None else reason.split(":")[0].split(" ")[0]
     return (end, kind, records, entries) + state
@@ -88,6 +90,9 @@ def test_the_twins_agree_on_random_logs(seed):
         assert native.find_frame_after(data, end) == pure.find_frame_after(data, end)
     for pos in (0, len(data) // 2):
         assert native.find_frame_after(data, pos) == pure.find_frame_after(data, pos)
+    # a second segment applied over the first's state
+    later = damaged_log(seed + 1)
+    assert scanned(native, later, got[4:]) == scanned(pure, later, scanned(pure, data)[4:])
 
 
 def test_scan_stops_at_the_first_bad_record_and_reports_it():

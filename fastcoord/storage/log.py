@@ -7,7 +7,9 @@ leftover `.compact` file is an interrupted compaction and is removed on open.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import mmap
 import os
 from typing import Dict, List, Optional, Tuple
 
@@ -26,7 +28,7 @@ def _scan():
     return _scanner
 
 __all__ = ["CorruptLogError", "ShardState", "list_segments", "segment_path", "fsync_dir",
-           "scan_segment", "find_frame_after", "complete_frame", "remove_compaction_leftovers", "SEGMENT_SUFFIX",
+           "scan_segment", "find_frame_after", "complete_frame", "mapped_segment", "remove_compaction_leftovers", "SEGMENT_SUFFIX",
            "COMPACT_SUFFIX"]
 
 log = logging.getLogger("fastcoord.storage")
@@ -64,6 +66,18 @@ def list_segments(directory: str) -> List[int]:
         return []
     return sorted(int(name[:-len(SEGMENT_SUFFIX)]) for name in names
                   if name.endswith(SEGMENT_SUFFIX) and name[:-len(SEGMENT_SUFFIX)].isdigit())
+
+
+@contextlib.contextmanager
+def mapped_segment(path: str):
+    """A segment's bytes, mapped read-only (no copy: the scan reads the page cache) for
+    the `with` block; an empty file is b"" (it cannot be mapped)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            yield b""
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data
 
 
 def remove_compaction_leftovers(directory: str) -> None:

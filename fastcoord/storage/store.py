@@ -15,7 +15,7 @@ from ..config import shard_for
 from ..errors import Errors
 from .log import (
     COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, complete_frame, find_frame_after,
-    fsync_dir, list_segments, remove_compaction_leftovers, scan_segment, segment_path,
+    fsync_dir, list_segments, mapped_segment, remove_compaction_leftovers, scan_segment, segment_path,
 )
 from .records import (
     encode_group, encode_group_tombstone, encode_offset_tombstones,
@@ -101,31 +101,35 @@ class _ShardLog:
         start = 0 if full else max(len(ids) - 1, 0)
         for i in range(start, len(ids)):
             path = segment_path(self.directory, ids[i])
-            with open(path, "rb") as f:
-                data = f.read()
-            end, reason = scan_segment(data, state)
+            with mapped_segment(path) as data:
+                end, reason = scan_segment(data, state)
+                size = len(data)
+                torn = False
+                if reason is not None and i == len(ids) - 1 and find_frame_after(data, end) is None:
+                    # The bad frame is the log's last. Cut short by the end of the file (or
+                    # no frame at all, as the zeros a crash can leave past the last write):
+                    # a torn write. Whole but failing its CRC or its decoding: corruption,
+                    # as anywhere.
+                    torn = not complete_frame(data, end)
+                    if not torn:
+                        reason += (" in the log's last record, which is complete: corruption, "
+                                   "not a torn write (it may have been acknowledged)")
             if reason is None:
                 continue
-            if i == len(ids) - 1 and find_frame_after(data, end) is None:
-                # The bad frame is the log's last. Cut short by the end of the file (or no
-                # frame at all, as the zeros a crash can leave past the last write): a torn
-                # write. Whole but failing its CRC or its decoding: corruption, as anywhere.
-                if not complete_frame(data, end):
-                    log.warning("shard %d: torn record at the end of %s at byte offset %d "
-                                "(%s): truncating the last %d bytes (the record is cut short "
-                                "by the end of the file and nothing valid follows: its write "
-                                "never completed, so it was never acknowledged)",
-                                self.shard, path, end, reason, len(data) - end)
-                    self._truncate(path, end)
-                    continue
-                reason += (" in the log's last record, which is complete: corruption, not a "
-                           "torn write (it may have been acknowledged)")
+            if torn:
+                log.warning("shard %d: torn record at the end of %s at byte offset %d (%s): "
+                            "truncating the last %d bytes (the record is cut short by the end "
+                            "of the file and nothing valid follows: its write never "
+                            "completed, so it was never acknowledged)",
+                            self.shard, path, end, reason, size - end)
+                self._truncate(path, end)
+                continue
             if not repair:
                 raise CorruptLogError(path, end, reason, self.shard)
             later = ids[i + 1:]
             log.error("shard %d: REPAIR: corrupt record in %s at byte offset %d (%s): "
                       "truncating there, dropping %d bytes of this segment and %d later "
-                      "segment(s)", self.shard, path, end, reason, len(data) - end, len(later))
+                      "segment(s)", self.shard, path, end, reason, size - end, len(later))
             self._truncate(path, end)
             for sid in later:
                 os.unlink(segment_path(self.directory, sid))
@@ -573,9 +577,8 @@ class DurableStore:
             with _no_gc():
                 for sid in closed:
                     path = segment_path(lg.directory, sid)
-                    with open(path, "rb") as f:
-                        data = f.read()
-                    end, reason = scan_segment(data, state)
+                    with mapped_segment(path) as data:
+                        end, reason = scan_segment(data, state)
                     if reason is not None:
                         raise CorruptLogError(path, end, reason, shard)
                 out, expired = self._compacted(state, now)
