@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..config import shard_for
@@ -37,6 +37,8 @@ FAULT_POINTS = ("compact_start", "after_write_before_fsync", "after_fsync_before
 OFFSETS_PER_COMPACTED_RECORD = 65536
 # fsyncs of one writer batch in flight at once (one per shard file the batch touched).
 SYNC_THREADS = 16
+# Shards read at once by load_into.
+LOAD_THREADS = 4
 
 
 @contextlib.contextmanager
@@ -778,35 +780,58 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def load_into(coord, store: DurableStore, shards=None, *, repair: Optional[bool] = None) -> dict:
+def load_into(coord, store: DurableStore, shards=None, *, repair: Optional[bool] = None,
+              threads: Optional[int] = None) -> dict:
     """Load shards from `store` into `coord`: begin_loading, load_group for every group,
     finish_loading (loaded members get fresh session deadlines there). `shards`: default
     every shard the coordinator owns. A shard whose log is corrupt is unloaded (it answers
     NOT_COORDINATOR) and, after every other shard is loaded, its CorruptLogError is raised.
-    Returns {shard: (groups, offsets)} counts."""
+    Returns {shard: (groups, offsets)} counts.
+
+    Shards are read by `threads` threads (default: up to LOAD_THREADS), each installed
+    in `coord` by the calling thread as soon as it is read: a shard that is slow to read
+    (a long log, a slow disk, a damaged tail) holds up no other. The installs are
+    serialised: the coordinator sees one shard's calls at a time, as before."""
     if store.num_shards != coord.config.num_shards:
         raise ValueError(f"store has num_shards={store.num_shards} but the coordinator has "
                          f"num_shards={coord.config.num_shards}")
+    _check_int("threads", threads, 1, optional=True)
     if shards is None:
         shards = [s for s in range(store.num_shards) if coord.owns_shard(s)]
-    loaded = {}
-    failed: List[CorruptLogError] = []
+    shards = list(shards)
     for shard in shards:
         coord.begin_loading(shard)
-        try:
-            groups, offsets = store.load_shard(shard, repair=repair)
-        except CorruptLogError as exc:
-            log.error("shard %d not loaded: %s", shard, exc)
-            coord.unload_shard(shard)
-            failed.append(exc)
-            continue
-        n_offsets = 0
-        for gid, record in groups.items():
-            offs = offsets.get(gid, {})
-            n_offsets += len(offs)
-            coord.load_group(gid, record, offs)
-        coord.finish_loading(shard)
-        loaded[shard] = (len(groups), n_offsets)
+    loaded = {}
+    failed: List[CorruptLogError] = []
+    workers = min(threads or LOAD_THREADS, max(len(shards), 1))
+    with ThreadPoolExecutor(max_workers=workers,
+                            thread_name_prefix="fastcoord-store-load") as pool:
+        reads = {pool.submit(store.load_shard, shard, repair=repair): shard for shard in shards}
+        for read in as_completed(reads):
+            shard = reads[read]
+            try:
+                groups, offsets = read.result()
+            except CorruptLogError as exc:
+                log.error("shard %d not loaded: %s", shard, exc)
+                coord.unload_shard(shard)
+                failed.append(exc)
+                continue
+            except BaseException:
+                for other in reads:
+                    other.cancel()
+                raise
+            loaded[shard] = _install(coord, shard, groups, offsets)
     if failed:
-        raise failed[0]
-    return loaded
+        raise min(failed, key=lambda exc: shards.index(exc.shard))
+    return dict(sorted(loaded.items()))
+
+
+def _install(coord, shard: int, groups: dict, offsets: dict) -> Tuple[int, int]:
+    """One read shard into the coordinator; its (groups, offsets) counts."""
+    n_offsets = 0
+    for gid, record in groups.items():
+        offs = offsets.get(gid, {})
+        n_offsets += len(offs)
+        coord.load_group(gid, record, offs)
+    coord.finish_loading(shard)
+    return len(groups), n_offsets
