@@ -254,6 +254,9 @@ def test_group_tombstone_and_group_records_survive_reopen(tmp_path):
     (dict(tombstone_retention_ms=-1), ValueError, "tombstone_retention_ms"),
     (dict(offsets_retention_ms=-5), ValueError, "offsets_retention_ms"),
     (dict(compact_after_segments=0), ValueError, "compact_after_segments"),
+    (dict(compact_live_ratio=0), ValueError, "compact_live_ratio"),
+    (dict(compact_live_ratio=1.5), ValueError, "compact_live_ratio"),
+    (dict(compact_live_ratio="half"), TypeError, "compact_live_ratio"),
     (dict(writer_threads=0), ValueError, "writer_threads"),
     (dict(wall_clock_ms=3), TypeError, "wall_clock_ms"),
 ])

@@ -89,6 +89,7 @@ class _ShardLog:
         self.size = 0                # valid bytes of the active segment
         self.dirty = False           # interval policy: written, not yet fsync'd
         self.unsynced = 0            # policy always: bytes written, awaiting their fsync
+        self.live_bytes: Optional[int] = None    # closed segments' live bytes at the last look
 
     # -- recovery -------------------------------------------------------------------------
     def recover(self, full: bool, repair: bool) -> ShardState:
@@ -405,14 +406,19 @@ class DurableStore:
     again (so writes succeed again once space returns).
 
     Segments roll at `segment_bytes`; once a shard has `compact_after_segments` closed
-    segments a background thread compacts it (None: only explicit `compact()`).
+    segments a background thread compacts it (None: only explicit `compact()`). A hot
+    shard is compacted sooner: at a roll, once its closed segments hold at least
+    `segment_bytes` and twice what was live at its last look, the compactor reads them
+    and compacts when their live share (live keys over records and offset entries read)
+    is below `compact_live_ratio` (None: by segment count only).
     """
 
     def __init__(self, data_dir, num_shards: int = 50, *, fsync: str = "always",
                  fsync_interval_ms: int = 1000, segment_bytes: int = 64 * 1024 * 1024,
                  repair: bool = False, tombstone_retention_ms: int = 24 * 3600 * 1000,
                  offsets_retention_ms: Optional[int] = 7 * 24 * 3600 * 1000,
-                 compact_after_segments: Optional[int] = 4, writer_threads: int = 1,
+                 compact_after_segments: Optional[int] = 4,
+                 compact_live_ratio: Optional[float] = 0.5, writer_threads: int = 1,
                  wall_clock_ms: Optional[Callable[[], int]] = None) -> None:
         if not isinstance(data_dir, (str, os.PathLike)):
             raise TypeError(f"data_dir must be a str or os.PathLike, got {type(data_dir).__name__}")
@@ -428,6 +434,13 @@ class DurableStore:
         _check_int("tombstone_retention_ms", tombstone_retention_ms, 0)
         _check_int("offsets_retention_ms", offsets_retention_ms, 0, optional=True)
         _check_int("compact_after_segments", compact_after_segments, 1, optional=True)
+        if compact_live_ratio is not None:
+            if isinstance(compact_live_ratio, bool) or not isinstance(compact_live_ratio,
+                                                                      (int, float)):
+                raise TypeError(f"compact_live_ratio must be a number or None, got "
+                                f"{type(compact_live_ratio).__name__}")
+            if not 0 < compact_live_ratio <= 1:
+                raise ValueError(f"compact_live_ratio must be in (0, 1], got {compact_live_ratio}")
         _check_int("writer_threads", writer_threads, 1)
         if wall_clock_ms is not None and not callable(wall_clock_ms):
             raise TypeError("wall_clock_ms must be callable or None")
@@ -441,6 +454,7 @@ class DurableStore:
         self.tombstone_retention_ms = tombstone_retention_ms
         self.offsets_retention_ms = offsets_retention_ms
         self.compact_after_segments = compact_after_segments
+        self.compact_live_ratio = compact_live_ratio
         self._writers = [_Writer(self, i) for i in range(min(writer_threads, num_shards))]
         self.wall_clock_ms = wall_clock_ms or _wall_ms
         # Fault-injection hooks (tests): the writer's pwrite / fdatasync, and compaction's
@@ -616,6 +630,7 @@ class DurableStore:
                 if i == 0:
                     self._fault_at("after_first_delete", shard)
             fsync_dir(lg.directory)
+            lg.live_bytes = stats["bytes_after"]
             self._fault_at("compact_done", shard)
         log.info("shard %d: compacted %d segment(s): %d -> %d bytes, %d -> %d records, "
                  "%d expired group(s)", shard, len(closed), stats["bytes_before"],
@@ -686,6 +701,8 @@ class DurableStore:
         # still listed then): look before rewriting the compacted segment for nothing.
         if lg is None or not self._compaction_due(lg):
             return
+        if not self._segment_limit_reached(lg) and not self._mostly_dead(lg):
+            return
         try:
             self.compact(shard)
         except Exception:
@@ -713,11 +730,50 @@ class DurableStore:
                 timeout)
 
     def _compaction_due(self, lg: _ShardLog) -> bool:
-        """Whether the shard has compact_after_segments closed segments."""
+        """Whether the shard has compact_after_segments closed segments, or its closed
+        segments are worth a look at their live share (see _mostly_dead). Background
+        compaction is off altogether when compact_after_segments is None."""
+        if self.compact_after_segments is None:
+            return False
+        if self._segment_limit_reached(lg):
+            return True
+        if self.compact_live_ratio is None:
+            return False
+        closed = self._closed_bytes(lg)
+        return closed >= self.segment_bytes and (lg.live_bytes is None
+                                                 or closed > 2 * lg.live_bytes)
+
+    def _segment_limit_reached(self, lg: _ShardLog) -> bool:
         limit = self.compact_after_segments
         if limit is None or lg.active_id < limit:
             return False
         return sum(1 for sid in list_segments(lg.directory) if sid < lg.active_id) >= limit
+
+    def _closed_bytes(self, lg: _ShardLog) -> int:
+        total = 0
+        for sid in list_segments(lg.directory):
+            if sid < lg.active_id:
+                with contextlib.suppress(FileNotFoundError):    # deleted by a compaction
+                    total += os.path.getsize(segment_path(lg.directory, sid))
+        return total
+
+    def _mostly_dead(self, lg: _ShardLog) -> bool:
+        """Read the closed segments: whether their live share (live keys, i.e. groups and
+        offsets, over the records and offset entries read) is below compact_live_ratio.
+        Remembers the live bytes it implies, so the next look waits until the closed
+        bytes have doubled past them (a shard of distinct keys is not reread every roll)."""
+        state = ShardState()
+        with lg.compact_lock:
+            closed = [sid for sid in list_segments(lg.directory) if sid < lg.active_id]
+            with _no_gc():
+                for sid in closed:
+                    with mapped_segment(segment_path(lg.directory, sid)) as data:
+                        if scan_segment(data, state)[1] is not None:
+                            return False          # corrupt: compact() reports it, by count
+            live = len(state.groups) + sum(map(len, state.offsets.values()))
+            share = live / max(state.entries, 1)
+            lg.live_bytes = int(state.bytes * share)
+        return share < self.compact_live_ratio
 
     # -- lifecycle ----------------------------------------------------------------------------
     def flush(self) -> None:
