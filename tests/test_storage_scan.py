@@ -30,7 +30,8 @@ def random_record(rng: random.Random) -> bytes:
                        "odd"])
     if kind == "offsets":
         offsets = {(rng.choice(TOPICS), rng.randrange(-3, 6)):
-                   OffsetAndMetadata(rng.randrange(-2**63, 2**63), rng.choice(["", None, "m", "mé" * 3]),
+                   OffsetAndMetadata(rng.randrange(-2**63, 2**63),
+                                     rng.choice(["", None, "m", "mé" * 3]),
                                      rng.randrange(-2**31, 2**31), rng.choice([-1, 0, 2**62]))
                    for _ in range(rng.randrange(0, 6))}
         return encode_offsets(gid, offsets, rng.randrange(0, 2**40))
@@ -45,8 +46,9 @@ def random_record(rng: random.Random) -> bytes:
     # a framed payload that does not decode: an unknown type, a body of random bytes, a
     # group id not UTF-8 or past the record
     glen = rng.choice([1, 1, 1, 200])
-    return frame(bytes([rng.choice([0, 1, 1, 2, 4, 9])]) + rng.randbytes(8) + glen.to_bytes(4, "little")
-                 + rng.choice([b"g", b"\xff"]) + rng.randbytes(rng.randrange(0, 40)))
+    return frame(bytes([rng.choice([0, 1, 1, 2, 4, 9])]) + rng.randbytes(8)
+                 + glen.to_bytes(4, "little") + rng.choice([b"g", b"\xff"])
+                 + rng.randbytes(rng.randrange(0, 40)))
 
 
 def damaged_log(seed: int) -> bytes:

@@ -28,8 +28,8 @@ def _scan():
     return _scanner
 
 __all__ = ["CorruptLogError", "ShardState", "list_segments", "segment_path", "fsync_dir",
-           "scan_segment", "find_frame_after", "complete_frame", "mapped_segment", "remove_compaction_leftovers", "SEGMENT_SUFFIX",
-           "COMPACT_SUFFIX"]
+           "scan_segment", "find_frame_after", "complete_frame", "mapped_segment",
+           "remove_compaction_leftovers", "SEGMENT_SUFFIX", "COMPACT_SUFFIX"]
 
 log = logging.getLogger("fastcoord.storage")
 

@@ -15,7 +15,8 @@ from ..config import shard_for
 from ..errors import Errors
 from .log import (
     COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, complete_frame, find_frame_after,
-    fsync_dir, list_segments, mapped_segment, remove_compaction_leftovers, scan_segment, segment_path,
+    fsync_dir, list_segments, mapped_segment, remove_compaction_leftovers, scan_segment,
+    segment_path,
 )
 from .records import (
     encode_group, encode_group_tombstone, encode_offset_tombstones,
