@@ -351,3 +351,26 @@ def test_a_shard_of_live_keys_is_not_compacted_nor_reread_every_roll(tmp_path):
     store.close()
     assert starts == []
     assert rolls >= 16 and 1 <= len(looks) <= 6, (rolls, looks)
+
+
+def test_a_load_tells_the_compactor_what_is_live(tmp_path):
+    """The load read every segment: the first roll after it does not read the closed
+    segments again to learn their live share (distinct keys: nearly all live)."""
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=None)
+    for i in range(100):
+        assert store_offsets_sync(store, "g", {("t", i): OffsetAndMetadata(i)}) == NONE
+    store.close()
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=100)
+    _, offsets = store.load_shard(0)
+    assert len(offsets["g"]) == 100
+    looks = []
+    real_look = store._mostly_dead
+    store._mostly_dead = lambda lg: looks.append(lg.active_id) or real_look(lg)
+    rolls = store._log(0).active_id
+    i = 100
+    while store._log(0).active_id < rolls + 2:
+        assert store_offsets_sync(store, "g", {("t", i): OffsetAndMetadata(i)}) == NONE
+        i += 1
+    assert store.wait_for_compactions(timeout=60)
+    store.close()
+    assert looks == []

@@ -561,6 +561,9 @@ class DurableStore:
             repair = self.repair
         with lg.compact_lock, lg.io_lock, _no_gc():
             state = lg.recover(full=True, repair=repair)
+            # What a look at the closed segments would find (the active one included):
+            # the first roll after a load need not read them again to know.
+            lg.live_bytes = int(state.bytes * _live_share(state))
         return state.result()
 
     # -- compaction ------------------------------------------------------------------------
@@ -771,8 +774,7 @@ class DurableStore:
                     with mapped_segment(segment_path(lg.directory, sid)) as data:
                         if scan_segment(data, state)[1] is not None:
                             return False          # corrupt: compact() reports it, by count
-            live = len(state.groups) + sum(map(len, state.offsets.values()))
-            share = live / max(state.entries, 1)
+            share = _live_share(state)
             lg.live_bytes = int(state.bytes * share)
         return share < self.compact_live_ratio
 
@@ -828,6 +830,12 @@ class DurableStore:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _live_share(state: ShardState) -> float:
+    """Live keys (groups, offsets) over the records and offset entries read."""
+    live = len(state.groups) + sum(map(len, state.offsets.values()))
+    return live / max(state.entries, 1)
 
 
 def _unlink_quietly(path: str) -> None:
