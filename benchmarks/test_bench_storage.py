@@ -12,6 +12,12 @@
   storage-compact  compaction of a shard after 20 rounds of commits (every round each group
                    recommits all of its partitions): ops = offset entries read; extra_info
                    bytes on disk per live offset before / after, and per written entry.
+  storage-recovery load_shard of a 128 MiB shard as written (8,200 groups committing their
+                   100 partitions 4 times: 820,000 live offsets of 3.3M written): ops =
+                   MB of log; extra_info mb_per_cpu_s, the MB loaded per second of the
+                   process's CPU time (one core's rate). And the load of a small shard whose
+                   last segment ends in 8 MiB of random bytes (a garbage tail, truncated by
+                   the load): ops = 1; extra_info tail_mib.
 
 With --benchmark-disable (make test) the sizes are small so this runs as a test.
 """
@@ -19,8 +25,11 @@ from __future__ import annotations
 
 import gc
 import os
+import random
 import shutil
+import statistics
 import threading
+import time
 
 import pytest
 
@@ -222,3 +231,70 @@ def test_compaction_bytes_per_offset(benchmark, request, tmp_path):
     benchmark.extra_info["bytes_per_written_offset"] = round(before / written, 1)
     benchmark.extra_info["bytes_per_live_offset_before"] = round(before / live, 1)
     benchmark.extra_info["bytes_per_live_offset_after"] = round(after / live, 1)
+
+
+# -- recovery --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def big_shard(request, tmp_path_factory):
+    n_groups, rounds = (100, 2) if small(request) else (8_200, 4)
+    path = tmp_path_factory.mktemp("recovery")
+    write_shard(path, n_groups, rounds)
+    return path, n_groups
+
+
+def test_recovery_load(benchmark, request, big_shard):
+    path, n_groups = big_shard
+    store = DurableStore(path, num_shards=1, compact_after_segments=None)
+    size = disk_bytes(store.shard_dir(0))
+    result = {}
+    cpu = []
+
+    def setup():
+        result.clear()
+        gc.collect()
+        return (), {}
+
+    def run():
+        started = time.process_time()
+        result["groups"], result["offsets"] = store.load_shard(0)
+        cpu.append(time.process_time() - started)
+
+    benchmark.group = "storage-recovery"
+    benchmark.extra_info["peer"] = (f"{size / 2**20:.0f} MiB shard as written"
+                                    if not small(request) else "as written")
+    benchmark.extra_info["ops"] = round(size / 1e6, 1)
+    benchmark.pedantic(run, setup=setup, rounds=1 if small(request) else 3, warmup_rounds=0)
+    store.close()
+    benchmark.extra_info["mb_per_cpu_s"] = round(size / 1e6 / statistics.median(cpu), 1)
+    assert len(result["groups"]) == n_groups
+    assert sum(map(len, result["offsets"].values())) == n_groups * 100
+
+
+def test_recovery_garbage_tail(benchmark, request, tmp_path):
+    tail = (1 if small(request) else 8) << 20
+    pristine = tmp_path / "pristine"
+    write_shard(pristine, 10)
+    (segment,) = os.listdir(os.path.join(pristine, "shard-000"))
+    garbage = random.Random(7).randbytes(tail)
+    copies = iter(range(10**6))
+    holder = {}
+
+    def setup():                  # a fresh copy each round: the load truncates the tail
+        work = tmp_path / f"work-{next(copies)}"
+        shutil.copytree(pristine, work)
+        with open(os.path.join(work, "shard-000", segment), "ab") as f:
+            f.write(garbage)
+        holder["store"] = DurableStore(work, num_shards=1, compact_after_segments=None)
+        return (), {}
+
+    def run():
+        holder["groups"], holder["offsets"] = holder["store"].load_shard(0)
+
+    benchmark.group = "storage-recovery"
+    benchmark.extra_info["peer"] = f"{tail >> 20} MiB garbage tail"
+    benchmark.extra_info["ops"] = 1
+    benchmark.extra_info["tail_mib"] = tail >> 20
+    benchmark.pedantic(run, setup=setup, rounds=1 if small(request) else 3, warmup_rounds=0)
+    holder["store"].close()
+    assert len(holder["groups"]) == 10
+    assert sum(map(len, holder["offsets"].values())) == 1000

@@ -229,8 +229,10 @@ def test_background_compaction_runs_once_enough_segments_closed(tmp_path):
 
 def test_a_background_compaction_does_not_rerun_on_its_own_roll(tmp_path):
     """Its roll of the active segment queues the shard again (the segments it replaces are
-    still listed then); the compactor must look before rewriting the result once more."""
-    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=3)
+    still listed then); the compactor must look before rewriting the result once more.
+    (By segment count alone: the live-share trigger would compact this hot shard sooner.)"""
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=3,
+                         compact_live_ratio=None)
     starts = []
     store._fault = lambda at, shard: starts.append(shard) if at == "compact_start" else None
     i = 0
@@ -315,3 +317,60 @@ def test_a_crash_leftover_is_removed_when_the_shard_opens(tmp_path):
     _, offsets = store.load_shard(0)
     assert {p: om.offset for (_, p), om in offsets["g"].items()} == {0: 5, 1: 6}
     store.close()
+
+
+def test_a_hot_shard_is_compacted_by_its_live_share_before_the_segment_count(tmp_path):
+    """Three keys recommitted over and over: its closed segments are nearly all dead, so
+    the compactor rewrites them long before 100 closed segments."""
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=100)
+    starts = []
+    store._fault = lambda at, shard: starts.append(shard) if at == "compact_start" else None
+    for i in range(300):
+        assert store_offsets_sync(store, "g", {("t", i % 3): OffsetAndMetadata(i)}) == NONE
+    assert store.wait_for_compactions(timeout=60)
+    store.close()
+    assert starts, "never compacted"
+    ids = sorted(int(n[:-len(".log")]) for n in os.listdir(store.shard_dir(0)))
+    assert ids[0] == 0 and len(ids) < ids[-1] + 1          # segments were replaced
+    _, offsets = DurableStore(tmp_path, num_shards=1).load_shard(0)
+    assert {p: om.offset for (_, p), om in offsets["g"].items()} == {0: 297, 1: 298, 2: 299}
+
+
+def test_a_shard_of_live_keys_is_not_compacted_nor_reread_every_roll(tmp_path):
+    """Every commit a new key: the live share stays 1, nothing is rewritten, and the
+    closed segments are read again only once their bytes have doubled."""
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=100)
+    starts, looks = [], []
+    store._fault = lambda at, shard: starts.append(shard) if at == "compact_start" else None
+    real_look = store._mostly_dead
+    store._mostly_dead = lambda lg: looks.append(lg.active_id) or real_look(lg)
+    for i in range(300):
+        assert store_offsets_sync(store, "g", {("t", i): OffsetAndMetadata(i)}) == NONE
+    assert store.wait_for_compactions(timeout=60)
+    rolls = store._log(0).active_id
+    store.close()
+    assert starts == []
+    assert rolls >= 16 and 1 <= len(looks) <= 6, (rolls, looks)
+
+
+def test_a_load_tells_the_compactor_what_is_live(tmp_path):
+    """The load read every segment: the first roll after it does not read the closed
+    segments again to learn their live share (distinct keys: nearly all live)."""
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=None)
+    for i in range(100):
+        assert store_offsets_sync(store, "g", {("t", i): OffsetAndMetadata(i)}) == NONE
+    store.close()
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=100)
+    _, offsets = store.load_shard(0)
+    assert len(offsets["g"]) == 100
+    looks = []
+    real_look = store._mostly_dead
+    store._mostly_dead = lambda lg: looks.append(lg.active_id) or real_look(lg)
+    rolls = store._log(0).active_id
+    i = 100
+    while store._log(0).active_id < rolls + 2:
+        assert store_offsets_sync(store, "g", {("t", i): OffsetAndMetadata(i)}) == NONE
+        i += 1
+    assert store.wait_for_compactions(timeout=60)
+    store.close()
+    assert looks == []

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 
 import pytest
 
 from fastcoord import Errors, OffsetAndMetadata
 from fastcoord.storage import CorruptLogError, DurableStore
 from fastcoord.storage.records import encode_group, encode_offsets, FRAME_SIZE
+from fastcoord import _compat
+from fastcoord.storage import log as log_module
 from fastcoord.storage.log import ShardState, scan_segment
 from fastcoord.storage.testing import store_group_sync, store_offsets_sync
 
@@ -63,6 +66,13 @@ def flip(path, offset, mask=0x10):
         f.write(bytes([b ^ mask]))
 
 
+@pytest.fixture
+def scanner(impl, monkeypatch):
+    """Load through the `impl` twin's log scanner (the store uses the default twin)."""
+    monkeypatch.setattr(log_module, "_scanner", _compat.module(impl, "logscan"))
+    return impl
+
+
 def loaded_partitions(path, **kw):
     _, offsets = DurableStore(path, num_shards=1, **kw).load_shard(0)
     return sorted(p for _, p in offsets.get("g", {}))
@@ -94,7 +104,7 @@ def test_offsets_round_trip_with_every_kind_of_metadata():
 
 # -- torn writes -----------------------------------------------------------------------------
 @pytest.mark.parametrize("cut", [1, 4, 8, 12, "half"])
-def test_torn_last_record_is_truncated_with_a_log_line(tmp_path, caplog, cut):
+def test_torn_last_record_is_truncated_with_a_log_line(scanner, tmp_path, caplog, cut):
     shard_dir = write_records(tmp_path, 10)
     (path,) = segments(shard_dir)
     starts = record_starts(path)
@@ -125,7 +135,7 @@ def test_torn_tail_is_recovered_before_the_first_write_even_without_a_load(tmp_p
     assert loaded_partitions(tmp_path) == [0, 1, 2, 3, 7]
 
 
-def test_zero_filled_tail_is_treated_as_torn(tmp_path, caplog):
+def test_zero_filled_tail_is_treated_as_torn(scanner, tmp_path, caplog):
     shard_dir = write_records(tmp_path, 4)
     (path,) = segments(shard_dir)
     size = os.path.getsize(path)
@@ -139,7 +149,7 @@ def test_zero_filled_tail_is_treated_as_torn(tmp_path, caplog):
 
 # -- bit flips ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("where", ["crc", "length", "type", "payload"])
-def test_bit_flip_in_the_middle_refuses_to_load_naming_file_and_offset(tmp_path, where):
+def test_bit_flip_in_the_middle_refuses_to_load_naming_file_and_offset(scanner, tmp_path, where):
     shard_dir = write_records(tmp_path, 10)
     (path,) = segments(shard_dir)
     start = record_starts(path)[4]
@@ -171,7 +181,7 @@ def test_repair_truncates_at_the_corrupt_record_and_logs_it(tmp_path, caplog):
     assert loaded_partitions(tmp_path) == list(range(6))   # the repaired log loads cleanly
 
 
-def test_corruption_in_an_older_segment_and_its_repair(tmp_path, caplog):
+def test_corruption_in_an_older_segment_and_its_repair(scanner, tmp_path, caplog):
     shard_dir = write_records(tmp_path, 60, segment_bytes=1024)
     paths = segments(shard_dir)
     assert len(paths) >= 3
@@ -187,16 +197,43 @@ def test_corruption_in_an_older_segment_and_its_repair(tmp_path, caplog):
     assert f"{len(paths) - 1} later segment(s)" in caplog.text
 
 
-def test_damaged_last_record_is_indistinguishable_from_a_torn_write(tmp_path, caplog):
-    """A flip in the very last record (nothing valid after it) is handled like a torn
-    write: truncated with a warning (Kafka's recovery does the same)."""
+@pytest.mark.parametrize("where", ["crc", "payload"])
+def test_damaged_complete_last_record_is_corruption_not_a_torn_write(scanner, tmp_path, caplog, where):
+    """A flip in the very last record leaves a complete frame (its length's worth of
+    bytes is in the file) with a bad CRC: its write completed, so it may have been
+    acknowledged. It is refused like corruption elsewhere, saying so, and only repair
+    drops it (logged as a repair, not as a never-acknowledged write)."""
     shard_dir = write_records(tmp_path, 5)
     (path,) = segments(shard_dir)
     start = record_starts(path)[-1]
-    flip(path, start + FRAME_SIZE + 2)
+    flip(path, start + {"crc": 0, "payload": FRAME_SIZE + 2}[where])
+    before = open(path, "rb").read()
+    with pytest.raises(CorruptLogError) as info:
+        loaded_partitions(tmp_path)
+    assert (info.value.path, info.value.offset) == (path, start)
+    assert "not a torn write" in str(info.value) and "may have been acknowledged" in str(info.value)
+    assert open(path, "rb").read() == before
+    with caplog.at_level(logging.WARNING, logger="fastcoord.storage"):
+        assert loaded_partitions(tmp_path, repair=True) == [0, 1, 2, 3]
+    assert "REPAIR" in caplog.text and "never acknowledged" not in caplog.text
+    assert os.path.getsize(path) == start
+
+
+def test_garbage_after_the_last_record_is_a_torn_tail(scanner, tmp_path, caplog):
+    """Bytes that hold no valid frame after the last record (no complete frame at the
+    bad position: its length runs past the end) are a torn tail: truncated."""
+    shard_dir = write_records(tmp_path, 4)
+    (path,) = segments(shard_dir)
+    size = os.path.getsize(path)
+    rng = random.Random(7)
+    garbage = bytearray(rng.randbytes(1 << 16))
+    garbage[4:8] = (1 << 20).to_bytes(4, "little")      # a length past the end of the file
+    with open(path, "ab") as f:
+        f.write(garbage)
     with caplog.at_level(logging.WARNING, logger="fastcoord.storage"):
         assert loaded_partitions(tmp_path) == [0, 1, 2, 3]
-    assert "torn record" in caplog.text
+    assert os.path.getsize(path) == size
+    assert "torn record" in caplog.text and "cut short" in caplog.text
 
 
 def test_group_tombstone_and_group_records_survive_reopen(tmp_path):
@@ -226,6 +263,9 @@ def test_group_tombstone_and_group_records_survive_reopen(tmp_path):
     (dict(tombstone_retention_ms=-1), ValueError, "tombstone_retention_ms"),
     (dict(offsets_retention_ms=-5), ValueError, "offsets_retention_ms"),
     (dict(compact_after_segments=0), ValueError, "compact_after_segments"),
+    (dict(compact_live_ratio=0), ValueError, "compact_live_ratio"),
+    (dict(compact_live_ratio=1.5), ValueError, "compact_live_ratio"),
+    (dict(compact_live_ratio="half"), TypeError, "compact_live_ratio"),
     (dict(writer_threads=0), ValueError, "writer_threads"),
     (dict(wall_clock_ms=3), TypeError, "wall_clock_ms"),
 ])

@@ -259,3 +259,61 @@ def test_unencodable_values_fail_the_write_not_the_store(tmp_path):
     assert waiter.wait() == Errors.UNKNOWN_SERVER_ERROR
     assert store_offsets_sync(store, "g", {("t", 0): OffsetAndMetadata(3)}) == NONE
     store.close()
+
+
+class RecordingCoordinator:
+    """What load_into calls on a coordinator, recorded with the calling thread."""
+
+    def __init__(self, num_shards):
+        self.config = CoordinatorConfig(num_shards=num_shards)
+        self.calls = []
+        self.finished = {}
+
+    def owns_shard(self, shard):
+        return True
+
+    def begin_loading(self, shard):
+        self.calls.append(("begin", shard, threading.get_ident()))
+
+    def load_group(self, group_id, record, offsets):
+        self.calls.append(("group", group_id, threading.get_ident()))
+
+    def finish_loading(self, shard):
+        self.calls.append(("finish", shard, threading.get_ident()))
+        self.finished[shard] = threading.Event()
+        self.finished[shard].set()
+
+    def unload_shard(self, shard):
+        self.calls.append(("unload", shard, threading.get_ident()))
+
+
+def test_a_slow_shard_holds_up_no_other_and_installs_are_serialised(tmp_path):
+    """Shard 0's read blocks until every other shard is installed: loading them one
+    after another (as before) would wait on it forever; in parallel they install first,
+    from the calling thread, one shard's calls together."""
+    shards = 4
+    store = DurableStore(tmp_path, num_shards=shards)
+    names = {}
+    for i in range(200):
+        names.setdefault(shard_for(f"g{i}", shards), f"g{i}")
+    for gid in names.values():
+        assert store_offsets_sync(store, gid, {("t", 0): OffsetAndMetadata(1)}) == NONE
+    store.close()
+    store = DurableStore(tmp_path, num_shards=shards)
+    coord = RecordingCoordinator(shards)
+    real_load = store.load_shard
+
+    def load_shard(shard, **kw):
+        if shard == 0:          # a slow read: released once the others are installed
+            wait_until(lambda: all(s in coord.finished for s in (1, 2, 3)), timeout=5,
+                       what="the other shards to install first")
+        return real_load(shard, **kw)
+
+    store.load_shard = load_shard
+    loaded = load_into(coord, store)
+    store.close()
+    assert loaded == {s: (1, 1) for s in range(shards)}
+    assert {thread for *_, thread in coord.calls} == {threading.get_ident()}
+    installs = [c for c in coord.calls if c[0] != "begin"]
+    assert [c[0] for c in installs] == ["group", "finish"] * shards    # never interleaved
+    assert installs[-1][:2] == ("finish", 0)

@@ -7,22 +7,29 @@ leftover `.compact` file is an interrupted compaction and is removed on open.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import mmap
 import os
-import struct
 from typing import Dict, List, Optional, Tuple
 
-from crc32c import crc32c
+from .. import _compat
+from .records import FRAME, FRAME_SIZE, MAX_PAYLOAD, MIN_PAYLOAD
 
-from .records import (
-    FRAME, FRAME_SIZE, GROUP, GROUP_TOMBSTONE, HEAD, HEAD_SIZE, MAX_PAYLOAD, MIN_PAYLOAD,
-    OFFSET_TOMBSTONES, OFFSETS, FrameError, check_frame, decode_group_record, decode_offsets,
-    decode_offset_tombstones,
-)
+_scanner = None
+
+
+def _scan():
+    """The scanner twin: fastcoord._native.logscan (C) or fastcoord._pure.logscan. Looked
+    up at first use: both import fastcoord.storage.records, so this package first."""
+    global _scanner
+    if _scanner is None:
+        _scanner = _compat.module(None, "logscan")
+    return _scanner
 
 __all__ = ["CorruptLogError", "ShardState", "list_segments", "segment_path", "fsync_dir",
-           "scan_segment", "find_frame_after", "remove_compaction_leftovers", "SEGMENT_SUFFIX",
-           "COMPACT_SUFFIX"]
+           "scan_segment", "find_frame_after", "complete_frame", "mapped_segment",
+           "remove_compaction_leftovers", "SEGMENT_SUFFIX", "COMPACT_SUFFIX"]
 
 log = logging.getLogger("fastcoord.storage")
 
@@ -61,6 +68,18 @@ def list_segments(directory: str) -> List[int]:
                   if name.endswith(SEGMENT_SUFFIX) and name[:-len(SEGMENT_SUFFIX)].isdigit())
 
 
+@contextlib.contextmanager
+def mapped_segment(path: str):
+    """A segment's bytes, mapped read-only (no copy: the scan reads the page cache) for
+    the `with` block; an empty file is b"" (it cannot be mapped)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            yield b""
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data
+
+
 def remove_compaction_leftovers(directory: str) -> None:
     """Delete what an interrupted compaction left (its `.log.compact` file; the segments
     it was replacing are intact). Only for a shard no compaction is running on: its
@@ -92,9 +111,10 @@ class ShardState:
     offsets: {group_id: {(topic, partition): OffsetAndMetadata}}
     group_ms / offsets_ms: the write time (store wall clock) of the latest group record /
     offsets record per group, for compaction's retention decisions.
+    records / entries / bytes: what was read (entries: see live_entries).
     """
 
-    __slots__ = ("groups", "offsets", "group_ms", "offsets_ms", "records", "bytes")
+    __slots__ = ("groups", "offsets", "group_ms", "offsets_ms", "records", "entries", "bytes")
 
     def __init__(self) -> None:
         self.groups: Dict[str, object] = {}
@@ -102,6 +122,7 @@ class ShardState:
         self.group_ms: Dict[str, int] = {}
         self.offsets_ms: Dict[str, int] = {}
         self.records = 0
+        self.entries = 0             # offset entries read, plus one per other record
         self.bytes = 0
 
     def result(self) -> Tuple[Dict[str, Optional[dict]], Dict[str, dict]]:
@@ -125,79 +146,26 @@ class ShardState:
 def scan_segment(data, state: ShardState) -> Tuple[int, Optional[str]]:
     """Apply every valid record of `data` to `state`, in order. Returns (end, None) when
     the whole buffer is valid, else (offset of the first bad record, reason)."""
-    pos = 0
-    n = len(data)
-    mv = memoryview(data)
-    unpack_frame = FRAME.unpack_from
-    unpack_head = HEAD.unpack_from
-    groups = state.groups
-    offsets = state.offsets
-    group_ms = state.group_ms
-    offsets_ms = state.offsets_ms
-    records = 0
-    try:
-        while pos < n:
-            if pos + FRAME_SIZE > n:
-                return pos, "truncated frame header"
-            crc, length = unpack_frame(data, pos)
-            if length < MIN_PAYLOAD or length > MAX_PAYLOAD:
-                return pos, f"bad record length {length}"
-            end = pos + FRAME_SIZE + length
-            if end > n:
-                return pos, f"record length {length} runs past the end of the file"
-            if crc32c(mv[pos + 4:end]) != crc:
-                return pos, "CRC32C mismatch"
-            body = pos + FRAME_SIZE
-            kind, write_ms, glen = unpack_head(data, body)
-            gend = body + HEAD_SIZE + glen
-            if gend > end:
-                return pos, "group id runs past the record"
-            gid = bytes(mv[body + HEAD_SIZE:gend]).decode("utf-8", "surrogatepass")
-            try:
-                if kind == OFFSETS:
-                    entries = decode_offsets(data, gend, end)
-                    current = offsets.get(gid)
-                    if current is None:
-                        offsets[gid] = entries
-                    else:
-                        current.update(entries)
-                    offsets_ms[gid] = write_ms
-                elif kind == GROUP:
-                    groups[gid] = decode_group_record(data, gend)
-                    group_ms[gid] = write_ms
-                elif kind == GROUP_TOMBSTONE:
-                    groups[gid] = TOMBSTONE
-                    offsets.pop(gid, None)
-                    offsets_ms.pop(gid, None)
-                    group_ms[gid] = write_ms
-                elif kind == OFFSET_TOMBSTONES:
-                    current = offsets.get(gid)
-                    for tp in decode_offset_tombstones(data, gend, end):
-                        if current is not None:
-                            current.pop(tp, None)
-                    if current is not None and not current:
-                        del offsets[gid]
-                        offsets_ms.pop(gid, None)
-                else:
-                    return pos, f"unknown record type {kind}"
-            except (struct.error, FrameError, UnicodeDecodeError, IndexError) as exc:
-                return pos, f"undecodable record: {exc}"
-            records += 1
-            pos = end
-        return pos, None
-    finally:
-        state.records += records
-        state.bytes += pos
+    end, reason, records, entries = _scan().scan(data, state.groups, state.offsets,
+                                                 state.group_ms, state.offsets_ms, TOMBSTONE)
+    state.records += records
+    state.entries += entries
+    state.bytes += end
+    return end, reason
 
 
 def find_frame_after(data, pos: int) -> Optional[int]:
     """The offset of the first valid frame strictly after `pos`, or None: tells a torn
     tail (nothing valid follows) from corruption in the middle (valid records follow)."""
-    n = len(data)
-    for q in range(pos + 1, n - FRAME_SIZE - MIN_PAYLOAD + 1):
-        try:
-            check_frame(data, q, n)
-        except (FrameError, struct.error):
-            continue
-        return q
-    return None
+    return _scan().find_frame_after(data, pos)
+
+
+def complete_frame(data, pos: int) -> bool:
+    """Whether the frame at `pos` is whole: its header and its length's worth of bytes
+    are in the file, the length in range. A bad frame that is whole was written out in
+    full (its CRC or content is damaged: corruption, and it may have been acknowledged);
+    one that is not was cut short (a torn write) or is not a frame at all."""
+    if pos + FRAME_SIZE > len(data):
+        return False
+    _, length = FRAME.unpack_from(data, pos)
+    return MIN_PAYLOAD <= length <= MAX_PAYLOAD and pos + FRAME_SIZE + length <= len(data)

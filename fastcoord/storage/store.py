@@ -8,17 +8,18 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ..config import shard_for
 from ..errors import Errors
 from .log import (
-    COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, find_frame_after, fsync_dir,
-    list_segments, remove_compaction_leftovers, scan_segment, segment_path,
+    COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, complete_frame, find_frame_after,
+    fsync_dir, list_segments, mapped_segment, remove_compaction_leftovers, scan_segment,
+    segment_path,
 )
 from .records import (
-    FrameError, check_frame, encode_group, encode_group_tombstone, encode_offset_tombstones,
+    encode_group, encode_group_tombstone, encode_offset_tombstones,
     encode_offsets,
 )
 
@@ -37,6 +38,8 @@ FAULT_POINTS = ("compact_start", "after_write_before_fsync", "after_fsync_before
 OFFSETS_PER_COMPACTED_RECORD = 65536
 # fsyncs of one writer batch in flight at once (one per shard file the batch touched).
 SYNC_THREADS = 16
+# Shards read at once by load_into.
+LOAD_THREADS = 4
 
 
 @contextlib.contextmanager
@@ -87,6 +90,7 @@ class _ShardLog:
         self.size = 0                # valid bytes of the active segment
         self.dirty = False           # interval policy: written, not yet fsync'd
         self.unsynced = 0            # policy always: bytes written, awaiting their fsync
+        self.live_bytes: Optional[int] = None    # closed segments' live bytes at the last look
 
     # -- recovery -------------------------------------------------------------------------
     def recover(self, full: bool, repair: bool) -> ShardState:
@@ -101,30 +105,41 @@ class _ShardLog:
         start = 0 if full else max(len(ids) - 1, 0)
         for i in range(start, len(ids)):
             path = segment_path(self.directory, ids[i])
-            with open(path, "rb") as f:
-                data = f.read()
-            end, reason = scan_segment(data, state)
+            with mapped_segment(path) as data:
+                end, reason = scan_segment(data, state)
+                size = len(data)
+                torn = False
+                if reason is not None and i == len(ids) - 1 and find_frame_after(data, end) is None:
+                    # The bad frame is the log's last. Cut short by the end of the file (or
+                    # no frame at all, as the zeros a crash can leave past the last write):
+                    # a torn write. Whole but failing its CRC or its decoding: corruption,
+                    # as anywhere.
+                    torn = not complete_frame(data, end)
+                    if not torn:
+                        reason += (" in the log's last record, which is complete: corruption, "
+                                   "not a torn write (it may have been acknowledged)")
             if reason is None:
                 continue
-            last = i == len(ids) - 1
-            if last and not _frame_ok(data, end) and find_frame_after(data, end) is None:
+            if torn:
                 log.warning("shard %d: torn record at the end of %s at byte offset %d (%s): "
-                            "truncating the last %d bytes (a write that was never acknowledged)",
-                            self.shard, path, end, reason, len(data) - end)
+                            "truncating the last %d bytes (the record is cut short by the end "
+                            "of the file and nothing valid follows: its write never "
+                            "completed, so it was never acknowledged)",
+                            self.shard, path, end, reason, size - end)
                 self._truncate(path, end)
-            elif repair:
-                later = ids[i + 1:]
-                log.error("shard %d: REPAIR: corrupt record in %s at byte offset %d (%s): "
-                          "truncating there, dropping %d bytes of this segment and %d later "
-                          "segment(s)", self.shard, path, end, reason, len(data) - end, len(later))
-                self._truncate(path, end)
-                for sid in later:
-                    os.unlink(segment_path(self.directory, sid))
-                fsync_dir(self.directory)
-                ids = ids[:i + 1]
-                break
-            else:
+                continue
+            if not repair:
                 raise CorruptLogError(path, end, reason, self.shard)
+            later = ids[i + 1:]
+            log.error("shard %d: REPAIR: corrupt record in %s at byte offset %d (%s): "
+                      "truncating there, dropping %d bytes of this segment and %d later "
+                      "segment(s)", self.shard, path, end, reason, size - end, len(later))
+            self._truncate(path, end)
+            for sid in later:
+                os.unlink(segment_path(self.directory, sid))
+            fsync_dir(self.directory)
+            ids = ids[:i + 1]
+            break
         self._open_active(ids)
         return state
 
@@ -374,14 +389,6 @@ class _Writer:
             thread.join()
 
 
-def _frame_ok(data, pos: int) -> bool:
-    try:
-        check_frame(data, pos, len(data))
-        return True
-    except (FrameError, Exception):
-        return False
-
-
 class DurableStore:
     """The coordinator's store on disk: one append-only, CRC32C-framed log per shard
     (shard = `shard_for(group_id, num_shards)`, Kafka's offsets-partition mapping).
@@ -400,14 +407,19 @@ class DurableStore:
     again (so writes succeed again once space returns).
 
     Segments roll at `segment_bytes`; once a shard has `compact_after_segments` closed
-    segments a background thread compacts it (None: only explicit `compact()`).
+    segments a background thread compacts it (None: only explicit `compact()`). A hot
+    shard is compacted sooner: at a roll, once its closed segments hold at least
+    `segment_bytes` and twice what was live at its last look, the compactor reads them
+    and compacts when their live share (live keys over records and offset entries read)
+    is below `compact_live_ratio` (None: by segment count only).
     """
 
     def __init__(self, data_dir, num_shards: int = 50, *, fsync: str = "always",
                  fsync_interval_ms: int = 1000, segment_bytes: int = 64 * 1024 * 1024,
                  repair: bool = False, tombstone_retention_ms: int = 24 * 3600 * 1000,
                  offsets_retention_ms: Optional[int] = 7 * 24 * 3600 * 1000,
-                 compact_after_segments: Optional[int] = 4, writer_threads: int = 1,
+                 compact_after_segments: Optional[int] = 4,
+                 compact_live_ratio: Optional[float] = 0.5, writer_threads: int = 1,
                  wall_clock_ms: Optional[Callable[[], int]] = None) -> None:
         if not isinstance(data_dir, (str, os.PathLike)):
             raise TypeError(f"data_dir must be a str or os.PathLike, got {type(data_dir).__name__}")
@@ -423,6 +435,13 @@ class DurableStore:
         _check_int("tombstone_retention_ms", tombstone_retention_ms, 0)
         _check_int("offsets_retention_ms", offsets_retention_ms, 0, optional=True)
         _check_int("compact_after_segments", compact_after_segments, 1, optional=True)
+        if compact_live_ratio is not None:
+            if isinstance(compact_live_ratio, bool) or not isinstance(compact_live_ratio,
+                                                                      (int, float)):
+                raise TypeError(f"compact_live_ratio must be a number or None, got "
+                                f"{type(compact_live_ratio).__name__}")
+            if not 0 < compact_live_ratio <= 1:
+                raise ValueError(f"compact_live_ratio must be in (0, 1], got {compact_live_ratio}")
         _check_int("writer_threads", writer_threads, 1)
         if wall_clock_ms is not None and not callable(wall_clock_ms):
             raise TypeError("wall_clock_ms must be callable or None")
@@ -436,6 +455,7 @@ class DurableStore:
         self.tombstone_retention_ms = tombstone_retention_ms
         self.offsets_retention_ms = offsets_retention_ms
         self.compact_after_segments = compact_after_segments
+        self.compact_live_ratio = compact_live_ratio
         self._writers = [_Writer(self, i) for i in range(min(writer_threads, num_shards))]
         self.wall_clock_ms = wall_clock_ms or _wall_ms
         # Fault-injection hooks (tests): the writer's pwrite / fdatasync, and compaction's
@@ -541,6 +561,9 @@ class DurableStore:
             repair = self.repair
         with lg.compact_lock, lg.io_lock, _no_gc():
             state = lg.recover(full=True, repair=repair)
+            # What a look at the closed segments would find (the active one included):
+            # the first roll after a load need not read them again to know.
+            lg.live_bytes = int(state.bytes * _live_share(state))
         return state.result()
 
     # -- compaction ------------------------------------------------------------------------
@@ -574,9 +597,8 @@ class DurableStore:
             with _no_gc():
                 for sid in closed:
                     path = segment_path(lg.directory, sid)
-                    with open(path, "rb") as f:
-                        data = f.read()
-                    end, reason = scan_segment(data, state)
+                    with mapped_segment(path) as data:
+                        end, reason = scan_segment(data, state)
                     if reason is not None:
                         raise CorruptLogError(path, end, reason, shard)
                 out, expired = self._compacted(state, now)
@@ -612,6 +634,7 @@ class DurableStore:
                 if i == 0:
                     self._fault_at("after_first_delete", shard)
             fsync_dir(lg.directory)
+            lg.live_bytes = stats["bytes_after"]
             self._fault_at("compact_done", shard)
         log.info("shard %d: compacted %d segment(s): %d -> %d bytes, %d -> %d records, "
                  "%d expired group(s)", shard, len(closed), stats["bytes_before"],
@@ -682,6 +705,8 @@ class DurableStore:
         # still listed then): look before rewriting the compacted segment for nothing.
         if lg is None or not self._compaction_due(lg):
             return
+        if not self._segment_limit_reached(lg) and not self._mostly_dead(lg):
+            return
         try:
             self.compact(shard)
         except Exception:
@@ -709,11 +734,49 @@ class DurableStore:
                 timeout)
 
     def _compaction_due(self, lg: _ShardLog) -> bool:
-        """Whether the shard has compact_after_segments closed segments."""
+        """Whether the shard has compact_after_segments closed segments, or its closed
+        segments are worth a look at their live share (see _mostly_dead). Background
+        compaction is off altogether when compact_after_segments is None."""
+        if self.compact_after_segments is None:
+            return False
+        if self._segment_limit_reached(lg):
+            return True
+        if self.compact_live_ratio is None:
+            return False
+        closed = self._closed_bytes(lg)
+        return closed >= self.segment_bytes and (lg.live_bytes is None
+                                                 or closed > 2 * lg.live_bytes)
+
+    def _segment_limit_reached(self, lg: _ShardLog) -> bool:
         limit = self.compact_after_segments
         if limit is None or lg.active_id < limit:
             return False
         return sum(1 for sid in list_segments(lg.directory) if sid < lg.active_id) >= limit
+
+    def _closed_bytes(self, lg: _ShardLog) -> int:
+        total = 0
+        for sid in list_segments(lg.directory):
+            if sid < lg.active_id:
+                with contextlib.suppress(FileNotFoundError):    # deleted by a compaction
+                    total += os.path.getsize(segment_path(lg.directory, sid))
+        return total
+
+    def _mostly_dead(self, lg: _ShardLog) -> bool:
+        """Read the closed segments: whether their live share (live keys, i.e. groups and
+        offsets, over the records and offset entries read) is below compact_live_ratio.
+        Remembers the live bytes it implies, so the next look waits until the closed
+        bytes have doubled past them (a shard of distinct keys is not reread every roll)."""
+        state = ShardState()
+        with lg.compact_lock:
+            closed = [sid for sid in list_segments(lg.directory) if sid < lg.active_id]
+            with _no_gc():
+                for sid in closed:
+                    with mapped_segment(segment_path(lg.directory, sid)) as data:
+                        if scan_segment(data, state)[1] is not None:
+                            return False          # corrupt: compact() reports it, by count
+            share = _live_share(state)
+            lg.live_bytes = int(state.bytes * share)
+        return share < self.compact_live_ratio
 
     # -- lifecycle ----------------------------------------------------------------------------
     def flush(self) -> None:
@@ -769,6 +832,12 @@ class DurableStore:
         self.close()
 
 
+def _live_share(state: ShardState) -> float:
+    """Live keys (groups, offsets) over the records and offset entries read."""
+    live = len(state.groups) + sum(map(len, state.offsets.values()))
+    return live / max(state.entries, 1)
+
+
 def _unlink_quietly(path: str) -> None:
     try:
         os.unlink(path)
@@ -776,35 +845,58 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def load_into(coord, store: DurableStore, shards=None, *, repair: Optional[bool] = None) -> dict:
+def load_into(coord, store: DurableStore, shards=None, *, repair: Optional[bool] = None,
+              threads: Optional[int] = None) -> dict:
     """Load shards from `store` into `coord`: begin_loading, load_group for every group,
     finish_loading (loaded members get fresh session deadlines there). `shards`: default
     every shard the coordinator owns. A shard whose log is corrupt is unloaded (it answers
     NOT_COORDINATOR) and, after every other shard is loaded, its CorruptLogError is raised.
-    Returns {shard: (groups, offsets)} counts."""
+    Returns {shard: (groups, offsets)} counts.
+
+    Shards are read by `threads` threads (default: up to LOAD_THREADS), each installed
+    in `coord` by the calling thread as soon as it is read: a shard that is slow to read
+    (a long log, a slow disk, a damaged tail) holds up no other. The installs are
+    serialised: the coordinator sees one shard's calls at a time, as before."""
     if store.num_shards != coord.config.num_shards:
         raise ValueError(f"store has num_shards={store.num_shards} but the coordinator has "
                          f"num_shards={coord.config.num_shards}")
+    _check_int("threads", threads, 1, optional=True)
     if shards is None:
         shards = [s for s in range(store.num_shards) if coord.owns_shard(s)]
-    loaded = {}
-    failed: List[CorruptLogError] = []
+    shards = list(shards)
     for shard in shards:
         coord.begin_loading(shard)
-        try:
-            groups, offsets = store.load_shard(shard, repair=repair)
-        except CorruptLogError as exc:
-            log.error("shard %d not loaded: %s", shard, exc)
-            coord.unload_shard(shard)
-            failed.append(exc)
-            continue
-        n_offsets = 0
-        for gid, record in groups.items():
-            offs = offsets.get(gid, {})
-            n_offsets += len(offs)
-            coord.load_group(gid, record, offs)
-        coord.finish_loading(shard)
-        loaded[shard] = (len(groups), n_offsets)
+    loaded = {}
+    failed: List[CorruptLogError] = []
+    workers = min(threads or LOAD_THREADS, max(len(shards), 1))
+    with ThreadPoolExecutor(max_workers=workers,
+                            thread_name_prefix="fastcoord-store-load") as pool:
+        reads = {pool.submit(store.load_shard, shard, repair=repair): shard for shard in shards}
+        for read in as_completed(reads):
+            shard = reads[read]
+            try:
+                groups, offsets = read.result()
+            except CorruptLogError as exc:
+                log.error("shard %d not loaded: %s", shard, exc)
+                coord.unload_shard(shard)
+                failed.append(exc)
+                continue
+            except BaseException:
+                for other in reads:
+                    other.cancel()
+                raise
+            loaded[shard] = _install(coord, shard, groups, offsets)
     if failed:
-        raise failed[0]
-    return loaded
+        raise min(failed, key=lambda exc: shards.index(exc.shard))
+    return dict(sorted(loaded.items()))
+
+
+def _install(coord, shard: int, groups: dict, offsets: dict) -> Tuple[int, int]:
+    """One read shard into the coordinator; its (groups, offsets) counts."""
+    n_offsets = 0
+    for gid, record in groups.items():
+        offs = offsets.get(gid, {})
+        n_offsets += len(offs)
+        coord.load_group(gid, record, offs)
+    coord.finish_loading(shard)
+    return len(groups), n_offsets

@@ -1,0 +1,393 @@
+# cython: language_level=3
+"""Scanning a shard log's bytes in C (native twin of fastcoord._pure.logscan).
+
+`scan` walks a segment's frames, checks each CRC (the crc32c package on the frame's
+bytes), and applies each record to the latest-record-per-key dicts: offsets records,
+nearly all of a log, are decoded here in C loops; group records and offset tombstones
+go through the pure twin's `apply_other` (the Python decoders). `find_frame_after` looks
+for the next valid frame after a bad one: the header checks run in a C loop without
+the GIL, and only a position that passes them has its CRC computed, so a garbage tail
+costs a pass over its bytes. Results are the pure twin's (tests/test_storage_scan.py).
+"""
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong
+from cpython.ref cimport PyObject
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport memcmp
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+
+import struct
+
+from crc32c import crc32c as _crc32c
+
+from fastcoord.results import OffsetAndMetadata
+from fastcoord.storage.records import (
+    FrameError, decode_group_record, decode_offset_tombstones,
+)
+
+cdef enum:
+    FRAME_SIZE = 8
+    HEAD_SIZE = 13
+    MIN_PAYLOAD = 13
+    MAX_PAYLOAD = 1 << 28
+    ENTRY_BYTES = 32
+    OFFSETS = 1
+    GROUP = 2
+    GROUP_TOMBSTONE = 3
+    OFFSET_TOMBSTONES = 4
+
+cdef uint32_t NONE_LEN = 0xFFFFFFFF
+cdef object _DECODE_ERRORS = (struct.error, FrameError, UnicodeDecodeError, IndexError)
+cdef object _tuple_new = tuple.__new__
+cdef object _OAM = OffsetAndMetadata
+
+
+# Little-endian fields a byte at a time: neither alignment nor the host's byte order
+# matters (compilers fold these into single loads on little-endian hosts).
+cdef inline uint32_t _u32(const uint8_t* p) noexcept nogil:
+    return (<uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16)
+            | (<uint32_t>p[3] << 24))
+
+
+cdef inline uint64_t _u64(const uint8_t* p) noexcept nogil:
+    return <uint64_t>_u32(p) | (<uint64_t>_u32(p + 4) << 32)
+
+
+cdef inline bint _plausible(const uint8_t* p, Py_ssize_t q, Py_ssize_t n) noexcept nogil:
+    """The header checks every valid frame passes before its CRC (the pure twin's
+    plausible_frame)."""
+    cdef uint32_t length, glen
+    cdef uint8_t kind
+    if q + FRAME_SIZE + MIN_PAYLOAD > n:
+        return False
+    length = _u32(p + q + 4)
+    if length < MIN_PAYLOAD or length > MAX_PAYLOAD or q + FRAME_SIZE + length > n:
+        return False
+    kind = p[q + FRAME_SIZE]
+    glen = _u32(p + q + FRAME_SIZE + 9)
+    return 1 <= kind <= 4 and glen <= length - HEAD_SIZE
+
+
+cdef inline uint32_t _crc_of(object mv, Py_ssize_t start, Py_ssize_t end) except? 0:
+    return _crc32c(mv[start:end])
+
+
+def find_frame_after(data, Py_ssize_t pos):
+    """The offset of the first frame strictly after `pos` whose header is plausible and
+    whose CRC checks out, or None."""
+    cdef const uint8_t[::1] buf = data
+    cdef Py_ssize_t n = buf.shape[0]
+    cdef const uint8_t* p = &buf[0] if n else NULL
+    cdef Py_ssize_t q = pos + 1
+    mv = memoryview(data)
+    while True:
+        with nogil:
+            while q < n and not _plausible(p, q, n):
+                q += 1
+        if q >= n:
+            return None
+        if _crc_of(mv, q + 4, q + FRAME_SIZE + _u32(p + q + 4)) == _u32(p + q):
+            return q
+        q += 1
+
+
+cdef bint any_none(const uint8_t* mlens, uint32_t n) noexcept:
+    cdef uint32_t i
+    for i in range(n):
+        if _u32(mlens + 4 * i) == NONE_LEN:
+            return True
+    return False
+
+
+
+cdef str _utf8(const uint8_t* p, Py_ssize_t n):
+    return PyUnicode_DecodeUTF8(<const char*>p, n, "surrogatepass")
+
+
+cdef object DELETED = object()        # an offset tombstone, newest first
+
+
+cdef class _Record:
+    """One valid record of a segment, checked and its strings decoded by the forward
+    pass: offsets records keep their columns in the buffer, to be read newest first."""
+    cdef int kind
+    cdef str gid
+    cdef object ms
+    cdef object value          # GROUP: the record dict; OFFSET_TOMBSTONES: [(topic, partition)]
+    cdef list topics
+    cdef list metadata         # None when every entry's metadata is ""
+    cdef const uint8_t* cols
+    cdef uint32_t n
+
+    cdef Py_ssize_t newest_first(self, dict per) except -1:
+        """Set each entry whose key `per` ({topic: {partition: value}}) lacks, last entry
+        first (a later entry of a record wins, as a later record does)."""
+        cdef Py_ssize_t i
+        cdef uint32_t n = self.n
+        cdef const uint8_t* c = self.cols
+        cdef Py_ssize_t n4 = 4 * <Py_ssize_t>n
+        cdef bint one = len(self.topics) == 1
+        cdef object topic, last_topic = None
+        cdef dict tdict = None
+        cdef PyObject* found
+        cdef int64_t stamp, last_stamp = 0
+        cdef object stamp_obj = None
+        cdef object md = ""
+        for i in range(<Py_ssize_t>n - 1, -1, -1):
+            topic = self.topics[0] if one else self.topics[_u32(c + 4 * i)]
+            if topic is not last_topic:
+                found = PyDict_GetItem(per, topic)
+                if found is NULL:
+                    tdict = {}
+                    PyDict_SetItem(per, topic, tdict)
+                else:
+                    tdict = <dict>found
+                last_topic = topic
+            part = PyLong_FromLong(<int32_t>_u32(c + n4 + 4 * i))
+            if PyDict_GetItem(tdict, part) is not NULL:
+                continue                    # a newer record set or deleted it
+            stamp = <int64_t>_u64(c + 5 * n4 + 8 * i)
+            if stamp_obj is None or stamp != last_stamp:
+                stamp_obj = PyLong_FromLongLong(stamp)
+                last_stamp = stamp
+            if self.metadata is not None:
+                md = self.metadata[i]
+            PyDict_SetItem(tdict, part, _tuple_new(_OAM, (
+                PyLong_FromLongLong(<int64_t>_u64(c + 2 * n4 + 8 * i)), md,
+                PyLong_FromLong(<int32_t>_u32(c + 4 * n4 + 4 * i)), stamp_obj)))
+        return n
+
+
+cdef class _Strings:
+    """The previous record's group id and topic table: a group's records follow one
+    another and repeat them, so equal bytes reuse the decoded strings."""
+    cdef const uint8_t* gid_p
+    cdef Py_ssize_t gid_n
+    cdef str gid
+    cdef const uint8_t* table_p
+    cdef Py_ssize_t table_n
+    cdef list topics
+
+    cdef str group(self, const uint8_t* p, Py_ssize_t n):
+        if self.gid is None or n != self.gid_n or memcmp(p, self.gid_p, n) != 0:
+            self.gid = _utf8(p, n)
+            self.gid_p = p
+            self.gid_n = n
+        return self.gid
+
+    cdef list table(self, const uint8_t* p, Py_ssize_t start, Py_ssize_t stop, uint32_t count):
+        """The topics of the (bounds-checked) table p[start:stop] of `count` strings."""
+        cdef uint32_t i, slen
+        cdef Py_ssize_t pos = start
+        if (self.topics is not None and stop - start == self.table_n
+                and memcmp(p + start, self.table_p, stop - start) == 0):
+            return self.topics
+        topics = []
+        for i in range(count):
+            slen = _u32(p + pos)
+            topics.append(_utf8(p + pos + 4, slen))
+            pos += 4 + slen
+        self.topics = topics
+        self.table_p = p + start
+        self.table_n = stop - start
+        return topics
+
+
+cdef str _check_offsets(_Record rec, _Strings strings, const uint8_t* p, Py_ssize_t pos,
+                        Py_ssize_t end):
+    """Parse an offsets body [pos, end) into `rec`: the reason it does not decode, or None
+    (the pure twin's decode_offsets accepts exactly the same bodies)."""
+    cdef uint32_t ntopics, slen, i, m
+    cdef uint64_t blob, total = 0
+    cdef const uint8_t* mlens
+    cdef Py_ssize_t cursor, table
+    if pos + 4 > end:
+        return "topic table runs past the record"
+    ntopics = _u32(p + pos)
+    pos += 4
+    table = pos
+    for i in range(ntopics):
+        if pos + 4 > end:
+            return "topic table runs past the record"
+        slen = _u32(p + pos)
+        if slen == NONE_LEN:
+            return "a required string is null"
+        if pos + 4 + <Py_ssize_t>slen > end:
+            return "topic table runs past the record"
+        pos += 4 + slen
+    rec.topics = strings.table(p, table, pos, ntopics)
+    if pos + 4 > end:
+        return "offset entries run past the record"
+    rec.n = _u32(p + pos)
+    pos += 4
+    blob = <uint64_t>pos + <uint64_t>rec.n * ENTRY_BYTES
+    if blob > <uint64_t>end:
+        return "offset entries run past the record"
+    rec.cols = p + pos
+    if ntopics != 1:                      # one topic: its index is not looked at
+        for i in range(rec.n):
+            if _u32(rec.cols + 4 * i) >= ntopics:
+                return "topic index out of range"
+    mlens = rec.cols + 28 * <Py_ssize_t>rec.n
+    for i in range(rec.n):
+        m = _u32(mlens + 4 * i)
+        if m != NONE_LEN:
+            total += m
+    if blob + total != <uint64_t>end:
+        return "offset metadata does not fill the record"
+    rec.metadata = None
+    if total or any_none(mlens, rec.n):
+        rec.metadata = []
+        cursor = <Py_ssize_t>blob
+        for i in range(rec.n):
+            m = _u32(mlens + 4 * i)
+            if m == NONE_LEN:
+                rec.metadata.append(None)
+            elif m == 0:
+                rec.metadata.append("")
+            else:
+                rec.metadata.append(_utf8(p + cursor, m))
+                cursor += m
+    return None
+
+
+def scan(data, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombstone):
+    """Apply every valid record of `data` in order. Returns (end, reason, records,
+    entries), as the pure twin's scan, with the same effect on the dicts.
+
+    Two passes: forward, every frame is checked (CRC, decoding) up to the first bad one;
+    then the valid records are applied newest first, so that an offset a later record
+    overwrote is never built: only the latest value per key is (a log that is not
+    compacted holds many values per key)."""
+    cdef const uint8_t[::1] buf = data
+    cdef Py_ssize_t n = buf.shape[0]
+    cdef const uint8_t* p = &buf[0] if n else NULL
+    cdef Py_ssize_t pos = 0, end, body, gend
+    cdef uint32_t length, glen, crc
+    cdef uint8_t kind
+    cdef Py_ssize_t entries = 0
+    cdef _Strings strings = _Strings()
+    cdef _Record rec
+    cdef list recs = []
+    cdef str why
+    reason = None
+    mv = memoryview(data)
+    while pos < n:
+        if pos + FRAME_SIZE > n:
+            reason = "truncated frame header"
+            break
+        crc = _u32(p + pos)
+        length = _u32(p + pos + 4)
+        if length < MIN_PAYLOAD or length > MAX_PAYLOAD:
+            reason = f"bad record length {length}"
+            break
+        end = pos + FRAME_SIZE + length
+        if end > n:
+            reason = f"record length {length} runs past the end of the file"
+            break
+        if _crc_of(mv, pos + 4, end) != crc:
+            reason = "CRC32C mismatch"
+            break
+        body = pos + FRAME_SIZE
+        kind = p[body]
+        glen = _u32(p + body + 9)
+        gend = body + HEAD_SIZE + glen
+        if gend > end:
+            reason = "group id runs past the record"
+            break
+        rec = _Record()
+        rec.kind = kind
+        rec.ms = PyLong_FromLongLong(<int64_t>_u64(p + body + 1))
+        try:
+            rec.gid = strings.group(p + body + HEAD_SIZE, glen)
+            if kind == OFFSETS:
+                why = _check_offsets(rec, strings, p, gend, end)
+                if why is not None:
+                    reason = f"undecodable record: {why}"
+                    break
+                entries += rec.n
+            elif kind == GROUP:
+                rec.value = decode_group_record(data, gend)
+                entries += 1
+            elif kind == GROUP_TOMBSTONE:
+                entries += 1
+            elif kind == OFFSET_TOMBSTONES:
+                rec.value = decode_offset_tombstones(data, gend, end)
+                entries += 1
+            else:
+                reason = f"unknown record type {kind}"
+                break
+        except _DECODE_ERRORS as exc:
+            reason = f"undecodable record: {exc}"
+            break
+        recs.append(rec)
+        pos = end
+    _apply_newest_first(recs, groups, offsets, group_ms, offsets_ms, tombstone)
+    return pos, reason, len(recs), entries
+
+
+cdef _apply_newest_first(list recs, dict groups, dict offsets, dict group_ms, dict offsets_ms,
+                         tombstone):
+    """The effect of applying `recs` in order (after what the dicts hold), computed
+    newest first: per group, the newest group record or tombstone wins; a tombstone
+    hides the group's older offsets records; per offset key the newest set or delete
+    wins; a group's offsets exist afterwards if any key is set, or (empty) if its newest
+    offsets-or-offset-tombstones record sets offsets (an offset tombstones record that
+    leaves them empty removes them)."""
+    cdef _Record rec
+    cdef Py_ssize_t i
+    cdef set named = set()        # groups whose newest group record/tombstone is applied
+    cdef set dead = set()         # groups with a tombstone: older offsets do not count
+    cdef dict keys = {}           # group -> {topic: {partition: OffsetAndMetadata | DELETED}}
+    cdef dict newest_kind = {}    # group -> its newest offsets / offset tombstones kind
+    cdef dict newest_ms = {}      # group -> its newest offsets record's write_ms
+    cdef dict per, tdict, cur
+    for i in range(len(recs) - 1, -1, -1):
+        rec = <_Record>recs[i]
+        gid = rec.gid
+        if rec.kind == GROUP or rec.kind == GROUP_TOMBSTONE:
+            if gid not in named:
+                named.add(gid)
+                groups[gid] = rec.value if rec.kind == GROUP else tombstone
+                group_ms[gid] = rec.ms
+            if rec.kind == GROUP_TOMBSTONE:
+                dead.add(gid)
+            continue
+        if gid in dead:
+            continue
+        if gid not in newest_kind:
+            newest_kind[gid] = rec.kind
+        per = keys.get(gid)
+        if per is None:
+            per = keys[gid] = {}
+        if rec.kind == OFFSETS:
+            if gid not in newest_ms:
+                newest_ms[gid] = rec.ms
+            rec.newest_first(per)
+        else:
+            for topic, part in rec.value:
+                tdict = per.get(topic)
+                if tdict is None:
+                    tdict = per[topic] = {}
+                tdict.setdefault(part, DELETED)
+    for gid in dead:
+        if gid not in keys:
+            offsets.pop(gid, None)
+            offsets_ms.pop(gid, None)
+    for gid, per in keys.items():
+        cur = None if gid in dead else offsets.get(gid)
+        if cur is None:
+            cur = {}
+        for topic, tdict in per.items():
+            for part, value in tdict.items():
+                if value is DELETED:
+                    cur.pop((topic, part), None)
+                else:
+                    cur[(topic, part)] = value
+        if cur or newest_kind[gid] == OFFSETS:
+            offsets[gid] = cur
+            if gid in newest_ms:
+                offsets_ms[gid] = newest_ms[gid]
+        else:
+            offsets.pop(gid, None)
+            offsets_ms.pop(gid, None)

@@ -1,0 +1,126 @@
+"""The log scanner's twins agree (fastcoord._native.logscan, fastcoord._pure.logscan): on
+random logs of every record type, whole, cut short, with bytes flipped, with garbage
+inserted or appended, both apply the same records to the same state, stop at the same
+offset for the same kind of reason, and find the same next valid frame. Plus the
+scanner's own behaviour, through whichever twin is in use."""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import fastcoord
+from fastcoord import OffsetAndMetadata
+from fastcoord._pure import logscan as pure
+from fastcoord.storage.records import (
+    encode_group, encode_group_tombstone, encode_offset_tombstones, encode_offsets, frame,
+)
+from fastcoord.storage.log import complete_frame, find_frame_after
+
+GROUPS = ["g", "h", "grp-é", ""]
+TOPICS = ["t", "u", "tópico"]
+TOMB = object()
+
+
+def random_record(rng: random.Random) -> bytes:
+    gid = rng.choice(GROUPS)
+    kind = rng.choice(["offsets", "offsets", "offsets", "group", "tombstone", "offset-tombstones",
+                       "odd"])
+    if kind == "offsets":
+        offsets = {(rng.choice(TOPICS), rng.randrange(-3, 6)):
+                   OffsetAndMetadata(rng.randrange(-2**63, 2**63),
+                                     rng.choice(["", None, "m", "mé" * 3]),
+                                     rng.randrange(-2**31, 2**31), rng.choice([-1, 0, 2**62]))
+                   for _ in range(rng.randrange(0, 6))}
+        return encode_offsets(gid, offsets, rng.randrange(0, 2**40))
+    if kind == "group":
+        return encode_group(gid, {"protocol_type": "consumer", "generation": rng.randrange(9),
+                                  "protocol": None, "leader": "m", "members": []}, 5)
+    if kind == "tombstone":
+        return encode_group_tombstone(gid, rng.randrange(100))
+    if kind == "offset-tombstones":
+        return encode_offset_tombstones(
+            gid, [(rng.choice(TOPICS), rng.randrange(-3, 6)) for _ in range(rng.randrange(3))], 9)
+    # a framed payload that does not decode: an unknown type, a body of random bytes, a
+    # group id not UTF-8 or past the record
+    glen = rng.choice([1, 1, 1, 200])
+    return frame(bytes([rng.choice([0, 1, 1, 2, 4, 9])]) + rng.randbytes(8)
+                 + glen.to_bytes(4, "little") + rng.choice([b"g", b"\xff"])
+                 + rng.randbytes(rng.randrange(0, 40)))
+
+
+def damaged_log(seed: int) -> bytes:
+    rng = random.Random(seed)
+    data = bytearray(b"".join(random_record(rng) for _ in range(rng.randrange(0, 12))))
+    for _ in range(rng.randrange(0, 3)):
+        how = rng.choice(["flip", "cut", "garbage", "insert", "zeros"])
+        if how == "flip" and data:
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        elif how == "cut" and data:
+            del data[rng.randrange(len(data)):]
+        elif how == "garbage":
+            data += rng.randbytes(rng.randrange(1, 300))
+        elif how == "insert":
+            at = rng.randrange(len(data) + 1)
+            data[at:at] = rng.randbytes(rng.randrange(1, 40))
+        elif how == "zeros":
+            data += bytes(rng.randrange(1, 300))
+    return bytes(data)
+
+
+def scanned(module, data, state=None):
+    """What scanning `data` returns and leaves in `state` (groups, offsets, group_ms,
+    offsets_ms): a later segment's scan starts from an earlier one's state."""
+    state = ({}, {}, {}, {}) if state is None else state
+    end, reason, records, entries = module.scan(data, *state, TOMB)
+    kind = None if reason is None else reason.split(":")[0].split(" ")[0]
+    return (end, kind, records, entries) + state
+
+
+@pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE, reason="needs the native twin to compare")
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 2**32))
+def test_the_twins_agree_on_random_logs(seed):
+    from fastcoord._native import logscan as native
+    data = damaged_log(seed)
+    got = scanned(native, data)
+    assert got == scanned(pure, data)
+    end = got[0]
+    if end < len(data):
+        assert native.find_frame_after(data, end) == pure.find_frame_after(data, end)
+    for pos in (0, len(data) // 2):
+        assert native.find_frame_after(data, pos) == pure.find_frame_after(data, pos)
+    # a second segment applied over the first's state
+    later = damaged_log(seed + 1)
+    assert scanned(native, later, got[4:]) == scanned(pure, later, scanned(pure, data)[4:])
+
+
+def test_scan_stops_at_the_first_bad_record_and_reports_it():
+    a = encode_offsets("g", {("t", 0): OffsetAndMetadata(1)}, 1)
+    b = encode_offsets("g", {("t", 0): OffsetAndMetadata(2), ("t", 1): OffsetAndMetadata(3)}, 2)
+    bad = bytearray(b)
+    bad[-1] ^= 1
+    groups, offsets, group_ms, offsets_ms = {}, {}, {}, {}
+    end, reason, records, entries = fastcoord._compat.module(None, "logscan").scan(
+        a + bytes(bad) + a, groups, offsets, group_ms, offsets_ms, TOMB)
+    assert (end, reason, records, entries) == (len(a), "CRC32C mismatch", 1, 1)
+    assert offsets == {"g": {("t", 0): OffsetAndMetadata(1)}} and offsets_ms == {"g": 1}
+
+
+def test_find_frame_after_skips_garbage_and_finds_the_next_record():
+    rec = encode_group_tombstone("g", 1)
+    garbage = random.Random(3).randbytes(5000)
+    data = rec + garbage + rec
+    assert find_frame_after(data, 0) == len(rec) + len(garbage)
+    assert find_frame_after(data + bytes(100), len(data)) is None
+    assert find_frame_after(rec + os.urandom(3000), 0) is None
+
+
+def test_a_complete_frame_is_told_from_one_cut_short():
+    rec = encode_group_tombstone("g", 1)
+    assert complete_frame(rec, 0)
+    assert not complete_frame(rec[:-1], 0)          # cut short by the end of the file
+    assert not complete_frame(rec[:5], 0)           # not even a header
+    assert not complete_frame(bytes(64), 0)         # zeros: length 0 is no frame
