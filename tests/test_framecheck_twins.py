@@ -63,6 +63,9 @@ def test_valid_frames_and_every_cut_of_them(twins):
             assert twins.programs[pair].walk(frame) == len(frame)
             for cut in range(len(frame)):
                 twins.agree(pair, frame[:cut])
+                # any contiguous buffer is walked as bytes is
+                assert twins.programs[pair].walk(memoryview(frame)[:cut]) == \
+                    twins.programs[pair].walk(frame[:cut])
     assert twins.refused > 1000
 
 

@@ -9,6 +9,8 @@ the program's words, and stops at the first length or count the frame cannot hol
 Only then does Python run again: the pure walk goes over the refused frame to say
 which field and why, so both twins refuse with the same message.
 """
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc
 
@@ -186,14 +188,20 @@ cdef class RequestProgram:
     def __dealloc__(self):
         free(self.words)
 
-    cpdef Py_ssize_t walk(self, const uint8_t[::1] frame):
-        """Where the walk of the whole frame ends (its size for a well-formed one), or
-        -1 when it refuses the frame."""
-        cdef Py_ssize_t size = frame.shape[0]
-        cdef uint8_t empty = 0
-        cdef const uint8_t* f = &frame[0] if size > 0 else &empty
-        # (walk is nogil, but a walk takes less than releasing the GIL would)
-        return walk(f, 0, size, self.words, 0, self.length)
+    cpdef Py_ssize_t walk(self, frame) except -2:
+        """Where the walk of the whole frame (bytes, or any contiguous buffer) ends:
+        its size for a well-formed one, or -1 when it refuses the frame."""
+        cdef Py_buffer view
+        # (walk is nogil, but a walk takes less than releasing the GIL would; bytes,
+        # what the server reads into, is read in place without a buffer request)
+        if type(frame) is bytes:
+            return walk(<const uint8_t*>PyBytes_AS_STRING(frame), 0, PyBytes_GET_SIZE(frame),
+                        self.words, 0, self.length)
+        PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+        try:
+            return walk(<const uint8_t*>view.buf, 0, view.len, self.words, 0, self.length)
+        finally:
+            PyBuffer_Release(&view)
 
 
 cdef dict _programs = {}
