@@ -21,6 +21,21 @@ The walk stops at the first violation with `FrameError`; what it does not look a
 (values, UTF-8, bytes after the body) is left to kio and `decode_request`. The walk is
 linear in the frame's size: each element consumes at least one byte or is bounded by
 the count check.
+
+Each schema compiles two ways at once, from the same walk over kio's dataclasses: the
+Python steps (this module's walk: the pure twin, fastcoord/_pure/framecheck.py) and a
+flat program of int32 words (`request_program`) that fastcoord/_native/framecheck.pyx
+runs in C. The program's instructions (a body is the instructions that follow, its
+length in words given before it):
+
+  OP_SKIP n                          n fixed bytes
+  OP_STR16 | OP_STR32 | OP_CSTR      a string/bytes length: int16, int32, compact varint
+  OP_ARRAY flags least size len body an array: flags ARRAY_COMPACT (varint count, else
+                                     int32), ARRAY_NULLABLE, ARRAY_FIXED (each element
+                                     is `size` bytes: skipped, not walked); `least`
+                                     bounds the count (count <= left // least)
+  OP_NULLABLE len body               a nullable struct (int8 marker, -1 null)
+  OP_TAGS len (tag len body)...      a tagged-field section, the known tags' bodies
 """
 from __future__ import annotations
 
@@ -29,7 +44,8 @@ import struct
 import typing
 from typing import Callable, Dict, Optional
 
-__all__ = ["FrameError", "check_request", "request_checker", "entity_of", "is_array"]
+__all__ = ["FrameError", "check_request", "request_checker", "request_program", "entity_of",
+           "is_array"]
 
 
 class FrameError(ValueError):
@@ -178,15 +194,25 @@ def _tags(owner: str, known: Dict[int, Step]) -> Step:
     return step
 
 
+# The native program's opcodes and array flags (fastcoord/_native/framecheck.pyx
+# declares the same values and refuses to import when they differ).
+OP_SKIP, OP_STR16, OP_STR32, OP_CSTR, OP_ARRAY, OP_NULLABLE, OP_TAGS = range(1, 8)
+ARRAY_COMPACT, ARRAY_NULLABLE, ARRAY_FIXED = 1, 2, 4
+
+Program = typing.Tuple[int, ...]
+
+
 class _Compiled(typing.NamedTuple):
     step: Step
     least: int            # the fewest bytes it can take
     fixed: bool           # True: it always takes exactly `least` bytes
+    program: Program      # the same check as native program words
 
 
-def _sequence(steps: list) -> Step:
-    """Steps in order, adjacent fixed-size ones merged into one."""
+def _sequence(steps: list) -> typing.Tuple[Step, Program]:
+    """Steps in order, adjacent fixed-size ones merged into one; and their program."""
     merged: list = []
+    program: list = []
     run = 0
     for c in steps:
         if c.fixed:
@@ -194,19 +220,40 @@ def _sequence(steps: list) -> Step:
             continue
         if run:
             merged.append(_fixed(run))
+            program += (OP_SKIP, run)
             run = 0
         merged.append(c.step)
+        program += c.program
     if run:
         merged.append(_fixed(run))
+        program += (OP_SKIP, run)
     if len(merged) == 1:
-        return merged[0]
+        return merged[0], tuple(program)
     merged_t = tuple(merged)
 
     def step(frame, pos: int, end: int) -> int:
         for s in merged_t:
             pos = s(frame, pos, end)
         return pos
-    return step
+    return step, tuple(program)
+
+
+def _length_program(flexible: bool, wide: bool) -> Program:
+    return (OP_CSTR,) if flexible else (OP_STR32,) if wide else (OP_STR16,)
+
+
+def _array_program(flexible: bool, nullable: bool, element: _Compiled) -> Program:
+    flags = ((ARRAY_COMPACT if flexible else 0) | (ARRAY_NULLABLE if nullable else 0)
+             | (ARRAY_FIXED if element.fixed else 0))
+    body = () if element.fixed else element.program
+    return (OP_ARRAY, flags, max(1, element.least), element.least, len(body)) + body
+
+
+def _tags_program(known: Dict[int, Program]) -> Program:
+    table: tuple = ()
+    for tag, body in known.items():
+        table += (tag, len(body)) + body
+    return (OP_TAGS, len(table)) + table
 
 
 def entity_of(tp) -> Optional[type]:
@@ -237,18 +284,22 @@ def _field(owner, f: dataclasses.Field, tp, flexible: bool, tagged: bool,
     else:
         kafka_type = f.metadata.get("kafka_type")
         if kafka_type in _FIXED:
-            element = _Compiled(_fixed(_FIXED[kafka_type]), _FIXED[kafka_type], True)
+            size = _FIXED[kafka_type]
+            element = _Compiled(_fixed(size), size, True, (OP_SKIP, size))
         elif kafka_type in _LENGTH_PREFIXED:
             wide = kafka_type != "string"          # bytes, records: an int32 length
             least = 1 if flexible else (4 if wide else 2)
-            element = _Compiled(_length(name, flexible, wide), least, False)
+            element = _Compiled(_length(name, flexible, wide), least, False,
+                                _length_program(flexible, wide))
         else:
             raise TypeError(f"{name}: no frame check for kafka_type {kafka_type!r}")
     if is_array(tp):
         return _Compiled(_array(name, flexible, nullable, element.step, element.least,
-                                element.fixed), 1 if flexible else 4, False)
+                                element.fixed), 1 if flexible else 4, False,
+                         _array_program(flexible, nullable, element))
     if sub is not None and nullable and not tagged:
-        return _Compiled(_nullable_entity(name, element.step), 1, False)
+        return _Compiled(_nullable_entity(name, element.step), 1, False,
+                         (OP_NULLABLE, len(element.program)) + element.program)
     return element
 
 
@@ -262,37 +313,51 @@ def _entity(cls, cache: dict) -> _Compiled:
     is_header = cls.__name__ == "RequestHeader"
     steps = []
     known: Dict[int, Step] = {}
+    known_programs: Dict[int, Program] = {}
     for f in dataclasses.fields(cls):
         tag = f.metadata.get("tag")
         if is_header and f.name == "client_id":
             # Kafka keeps the header's client id an int16-length string even in
             # flexible headers.
-            compiled = _Compiled(_length("RequestHeader.client_id", False, False), 2, False)
+            compiled = _Compiled(_length("RequestHeader.client_id", False, False), 2, False,
+                                 _length_program(False, False))
         else:
             compiled = _field(cls, f, hints[f.name], flexible, tag is not None, cache)
         if tag is not None:
             known[int(tag)] = compiled.step
+            known_programs[int(tag)] = compiled.program
         else:
             steps.append(compiled)
     if flexible:
-        steps.append(_Compiled(_tags(cls.__name__, known), 1, False))
-    compiled = _Compiled(_sequence(steps), sum(c.least for c in steps),
-                         all(c.fixed for c in steps))
+        steps.append(_Compiled(_tags(cls.__name__, known), 1, False,
+                               _tags_program(known_programs)))
+    step, program = _sequence(steps)
+    compiled = _Compiled(step, sum(c.least for c in steps), all(c.fixed for c in steps),
+                         program)
     cache[cls] = compiled
     return compiled
 
 
-_checkers: Dict[type, Step] = {}
+_checkers: Dict[type, typing.Tuple[Step, Program]] = {}
 _cache: dict = {}
+
+
+def _request(cls) -> typing.Tuple[Step, Program]:
+    found = _checkers.get(cls)
+    if found is None:
+        found = _sequence([_entity(cls.__header_schema__, _cache), _entity(cls, _cache)])
+        _checkers[cls] = found
+    return found
 
 
 def request_checker(cls) -> Step:
     """The compiled checker of request class `cls` (header included), made once."""
-    checker = _checkers.get(cls)
-    if checker is None:
-        checker = _sequence([_entity(cls.__header_schema__, _cache), _entity(cls, _cache)])
-        _checkers[cls] = checker
-    return checker
+    return _request(cls)[0]
+
+
+def request_program(cls) -> Program:
+    """The same check as `request_checker(cls)`, as the native checker's program."""
+    return _request(cls)[1]
 
 
 def check_request(cls, frame) -> int:
