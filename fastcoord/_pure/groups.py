@@ -487,7 +487,7 @@ class GroupLogic:
                 # Kafka removes the member; a waiting join of its own gets answered (as a removal).
                 member = group.members.get(member_id)
                 if member is not None:
-                    self._remove_member_quietly(group, member)
+                    self._forget_member(group, member)
                 elif member_id in group.pending:
                     self._release_slot(group.pending.pop(member_id))
                 self._emit_one(callback, _join_error(E.GROUP_MAX_SIZE_REACHED, ""))
@@ -664,12 +664,18 @@ class GroupLogic:
                         if error != _NONE:
                             log.warning("group %s: persisting static member %s failed: %s",
                                         group.group_id, instance_id, error.name)
+                        if member.join_callback is not callback \
+                                or group.members.get(new_id) is not member:
+                            # The join was answered meanwhile (its member left, expired,
+                            # was fenced or unloaded): the write's outcome answers nothing
+                            # and undoes nothing.
+                            pass
+                        elif error != _NONE:
                             group.update_member(member, old_protocols, old_rebalance, old_session,
                                                 None)
                             self.table.set_session_timeout(member.slot, old_session)
-                            if member.member_id == new_id:
-                                self._rename_member(group, member, old_id)
-                                self.table.touch(member.slot)
+                            self._rename_member(group, member, old_id)
+                            self.table.touch(member.slot)
                             self._emit_one(callback, JoinGroupResult(
                                 error, generation, group.protocol_type, group.protocol_name,
                                 current_leader or "", "", [], False))
@@ -968,18 +974,20 @@ class GroupLogic:
         self.table.free(slot, None if owner is None else owner[1])
 
     def _forget_member(self, group: Group, member: Member) -> None:
-        """Drop a member without any answer or state change (its callbacks are dropped)."""
+        """Drop a member without a state change. Every path that removes a member comes
+        here, so no request of it is left unanswered (a connection answers in order: one
+        request never answered holds every later answer on it): a join or sync it still
+        has parked, which the caller did not answer as its path prescribes (fencing,
+        unload), is answered UNKNOWN_MEMBER_ID, what the same request would get once
+        the member is gone (Kafka answers the join so; it drops the sync, and a client
+        answered REBALANCE_IN_PROGRESS would rejoin with the id it no longer has)."""
+        self._invoke_join(member, group, _join_error(E.UNKNOWN_MEMBER_ID, ""))
+        self._invoke_sync(member, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
-        member.join_callback = None
-        member.sync_callback = None
         self._release_slot(member.slot)
 
-    def _remove_member_quietly(self, group: Group, member: Member) -> None:
-        self._invoke_join(member, group, _join_error(E.UNKNOWN_MEMBER_ID, ""))
-        self._forget_member(group, member)
-
     def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
-        self._remove_member_quietly(group, member)
+        self._forget_member(group, member)
         if group.state in (STABLE, CR):
             self._maybe_prepare_rebalance(group)
         elif group.state == PR:
@@ -1262,14 +1270,14 @@ class GroupLogic:
             with rec:
                 previous = group.state
                 group.transition_to(DEAD)
+                # Every parked join and sync learns the group moved away (a join parks
+                # in PreparingRebalance, or in Stable on a static rejoin's write)
+                for member in list(group.members.values()):
+                    self._invoke_join(member, group, JoinGroupResult(
+                        E.NOT_COORDINATOR, member_id=member.member_id))
+                    self._invoke_sync(member, SyncGroupResult(E.NOT_COORDINATOR))
                 if previous == PR:
-                    for member in list(group.members.values()):
-                        self._invoke_join(member, group, JoinGroupResult(
-                            E.NOT_COORDINATOR, member_id=member.member_id))
                     self.purgatory.check_and_complete(("join", group.group_id))
-                elif previous in (STABLE, CR):
-                    for member in group.members.values():
-                        self._invoke_sync(member, SyncGroupResult(E.NOT_COORDINATOR))
                 self._remove_sync_expiration(group)
                 for member in list(group.members.values()):
                     self._forget_member(group, member)
