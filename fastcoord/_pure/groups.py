@@ -1070,7 +1070,7 @@ class GroupLogic:
                 results[tp] = _NONE
                 continue
             metadata = om.metadata
-            if metadata is not None and len(metadata) > limit:
+            if metadata is not None and _metadata_too_large(metadata, limit):
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
                 # om._replace(commit_timestamp_ms=now), without its generic cost (and
@@ -1359,6 +1359,19 @@ def _offsets_written(group: Group, accepted: dict, results: dict, error: Errors)
                 group.offsets[tp] = om
             elif not ok:
                 results[tp] = error
+
+
+def _metadata_too_large(metadata: str, limit: int) -> bool:
+    """Is the metadata longer than `limit` as Kafka counts it: Java's String.length(),
+    UTF-16 code units (a character outside the BMP counts two)? Encoded only when
+    that could differ from len(): between limit / 2 and limit characters. (A lone
+    surrogate, which Java's strings may hold too, counts one.)"""
+    n = len(metadata)
+    if n > limit:
+        return True
+    if 2 * n <= limit:
+        return False
+    return len(metadata.encode("utf-16-le", "surrogatepass")) > 2 * limit
 
 
 def _log_store_error(group_id: str):
