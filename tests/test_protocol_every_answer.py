@@ -185,3 +185,33 @@ def test_store_failure_of_the_leaders_assignment_answers_every_sync(impl):
     h.store_.complete(0, Errors.UNKNOWN_SERVER_ERROR)
     assert ls.error == fs.error == Errors.UNKNOWN_SERVER_ERROR
     h.assert_each_answered_once()
+
+
+def test_a_second_join_of_a_member_answers_the_first(impl):
+    """A member's join parked in a rebalance, then another join of the same member (a
+    client retrying on a new connection, or pipelining): the later one takes part in
+    the round; the earlier is answered REBALANCE_IN_PROGRESS, not dropped."""
+    h = Counted(impl)
+    f = h.form_group(2)
+    first = h.send_join(f.leader)
+    assert not first.done and h.state() == PREPARING
+    second = h.send_join(f.leader)
+    assert first.error == Errors.REBALANCE_IN_PROGRESS
+    follower = h.send_join(f.follower)
+    h.run_until_done([second, follower])
+    assert second.error == follower.error == NONE
+    assert second.result.generation_id == f.generation + 1
+    h.assert_each_answered_once()
+
+
+def test_a_second_sync_of_a_member_answers_the_first(impl):
+    h = Counted(impl)
+    f = h.form_group(2, sync=False)
+    first = h.send_sync(f.follower, f.generation)
+    second = h.send_sync(f.follower, f.generation)
+    assert first.error == Errors.REBALANCE_IN_PROGRESS
+    ls = h.send_sync(f.leader, f.generation, {f.leader: b"L", f.follower: b"F"})
+    h.store_.complete_all()
+    assert (second.error, second.result.assignment) == (NONE, b"F")
+    assert ls.error == NONE
+    h.assert_each_answered_once()

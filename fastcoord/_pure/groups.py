@@ -627,6 +627,9 @@ class GroupLogic:
 
     def _update_member_and_rebalance(self, group, member, protocols, rebalance_timeout_ms,
                                      session_timeout_ms, callback) -> None:
+        # A join of the member still parked is superseded by this one (a client that
+        # retried, or pipelined): it gets an answer, never dropped (Kafka drops it)
+        self._invoke_join(member, group, _join_error(E.REBALANCE_IN_PROGRESS, member.member_id))
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
         self.table.set_session_timeout(member.slot, session_timeout_ms)
         self._maybe_prepare_rebalance(group)
@@ -837,6 +840,8 @@ class GroupLogic:
                 self._emit_one(callback, SyncGroupResult(E.REBALANCE_IN_PROGRESS))
             elif group.state == CR:
                 member = group.members[member_id]
+                # (a sync of the member still parked is superseded, as a join is)
+                self._invoke_sync(member, SyncGroupResult(E.REBALANCE_IN_PROGRESS))
                 member.sync_callback = callback
                 self._remove_pending_sync_member(group, member_id)
                 if group.leader_id == member_id:
