@@ -13,8 +13,8 @@ import pytest
 
 from fastcoord.store import DeferredStore
 from protocol_harness import (
-    FOLLOWER_INSTANCE, GROUP, LEADER_INSTANCE, NONE, PREPARING, REBALANCE, SESSION, Proto,
-    Reply,
+    FOLLOWER_INSTANCE, GROUP, LEADER_INSTANCE, NONE, PREPARING, PROTOCOLS, REBALANCE, SESSION,
+    SUPERSET, Proto, Reply,
 )
 from fastcoord import Errors, shard_for
 
@@ -214,4 +214,58 @@ def test_a_second_sync_of_a_member_answers_the_first(impl):
     h.store_.complete_all()
     assert (second.error, second.result.assignment) == (NONE, b"F")
     assert ls.error == NONE
+    h.assert_each_answered_once()
+
+
+class _Client:
+    """One consumer of the random walk: its member id and generation as last answered."""
+
+    def __init__(self, instance) -> None:
+        self.instance = instance
+        self.member_id = ""
+        self.generation = -1
+
+    def joined(self, result) -> None:
+        if result.error in (NONE, Errors.MEMBER_ID_REQUIRED):
+            self.member_id = result.member_id
+            self.generation = result.generation_id
+        elif result.error in (UNKNOWN, Errors.FENCED_INSTANCE_ID):
+            self.member_id = ""
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_walk_answers_every_request_once(impl, seed):
+    """Joins, syncs (the leader's parked on the store), leaves, heartbeats, time and
+    store completions and failures in a random order, static and dynamic members
+    mixed: no callback ever fires twice, and once the shard is unloaded and the store
+    and timers have run out, every one has fired once."""
+    import random
+
+    rng = random.Random(seed)
+    h = Counted(impl)
+    clients = [_Client(f"i{k}" if k % 2 else None) for k in range(4)]
+    joins: list = []                    # (reply, client) of joins not yet answered
+    for _ in range(400):
+        for reply, client in [j for j in joins if j[0].done]:
+            joins.remove((reply, client))
+            client.joined(reply.result)
+        c = rng.choice(clients)
+        op = rng.random()
+        if op < 0.3:
+            joins.append((h.send_join(c.member_id, instance=c.instance,
+                                      protocols=rng.choice([PROTOCOLS, SUPERSET])), c))
+        elif op < 0.55:
+            everyone = {x.member_id: b"a" for x in clients if x.member_id}
+            h.send_sync(c.member_id, c.generation, everyone, instance=c.instance)
+        elif op < 0.62:
+            h.leave((c.member_id, c.instance) if rng.random() < 0.7 else ("", c.instance))
+        elif op < 0.75:
+            h.heartbeat(c.member_id, c.generation, instance=c.instance)
+        elif op < 0.9:
+            h.advance(rng.choice([1, 50, 200, SESSION + 1]))
+        elif h.store_.pending:
+            h.store_.complete(rng.randrange(len(h.store_.pending)),
+                              rng.choice([NONE, NONE, Errors.UNKNOWN_SERVER_ERROR]))
+        assert all(len(r.results) <= 1 for r in h.replies), h.replies
+    h.coord.unload_shard(shard_for(GROUP, h.config.num_shards))
     h.assert_each_answered_once()
