@@ -232,6 +232,22 @@ def test_commit_metadata_limit_follows_config(impl):
     assert res == {TP: NONE, ("t", 1): Errors.OFFSET_METADATA_TOO_LARGE}
 
 
+def test_commit_metadata_length_counts_utf16_code_units_as_kafka(impl):
+    """Kafka measures metadata with Java's String.length(): a character outside the BMP
+    (an emoji) is two UTF-16 code units. 2,048 emoji are 4,096 units (accepted); 2,049
+    are 4,098 (too large), though Python's len() is 2,049; a lone surrogate counts one."""
+    h = Proto(impl)
+    tp2, tp3, tp4 = ("topic", 1), ("topic", 2), ("topic", 3)
+    emoji = "\U0001F600"
+    res = h.commit("", -1, {TP: _om(1, emoji * 2048), tp2: _om(2, emoji * 2049),
+                            tp3: _om(3, "x" + emoji * 2048),
+                            tp4: _om(4, "\ud800" + "é" * 4095)})
+    assert res == {TP: NONE, tp2: Errors.OFFSET_METADATA_TOO_LARGE,
+                   tp3: Errors.OFFSET_METADATA_TOO_LARGE, tp4: NONE}
+    _, fetched = h.fetch([TP, tp2, tp3, tp4])
+    assert offsets_of(fetched) == {TP: 1, tp2: -1, tp3: -1, tp4: 4}
+
+
 def test_commit_with_failing_store_returns_error_per_partition(impl):
     store = InMemoryStore()
     h = Proto(impl, store=store)

@@ -636,3 +636,66 @@ def test_static_member_heartbeats_keep_its_session_and_follow_the_group_state(im
     h.advance(REBALANCE)
     assert h.coord.delete_groups([GROUP]) == {GROUP: NONE}
     assert h.heartbeat(f.leader, f.generation, instance=L) == Errors.UNKNOWN_MEMBER_ID
+
+
+# ---------------------------------------------------------------------------
+# handles of a replaced incarnation
+# ---------------------------------------------------------------------------
+
+def _by_handle(h, handle, generation):
+    """(heartbeat_batch's answer, heartbeat_handle's) for one handle."""
+    import numpy as np
+    batch = h.coord.heartbeat_batch(np.array([handle], dtype=np.int64),
+                                    np.array([generation], dtype=np.int32))
+    return int(batch[0]), h.coord.heartbeat_handle(handle, generation)
+
+
+def test_a_replaced_members_handle_answers_as_a_heartbeat_by_its_id(impl):
+    """A static rejoin replaces the follower (same instance id, new member id). The
+    handle taken for the old id answers what a heartbeat by the old id answers
+    (UNKNOWN_MEMBER_ID) and does not refresh the new incarnation's session, which
+    therefore runs out; the new incarnation's own handle works."""
+    h = Proto(impl)
+    f = _static_pair(h)
+    old = h.coord.member_handle(GROUP, f.follower)
+    assert _by_handle(h, old, f.generation) == (NONE, NONE)
+    rejoin = h.send_join("", instance=F, protocols=SUPERSET)
+    assert rejoin.error == NONE
+    new_id = rejoin.result.member_id
+    assert new_id != f.follower and h.state() == STABLE
+    by_id = h.heartbeat(f.follower, f.generation)
+    assert by_id == Errors.UNKNOWN_MEMBER_ID
+    new = h.coord.member_handle(GROUP, new_id)
+    assert new != old
+    h.advance(SESSION - 100)
+    assert _by_handle(h, old, f.generation) == (by_id, by_id)
+    assert h.heartbeat(f.leader, f.generation) == NONE
+    h.advance(200)                      # the new incarnation's session ran out
+    assert not h.has_member(new_id)
+    assert _by_handle(h, new, f.generation) == (Errors.UNKNOWN_MEMBER_ID,) * 2
+
+
+def test_a_replacement_undone_by_a_failed_write_kills_the_new_handle(impl):
+    """A static rejoin in Stable waits for its write; a handle taken for the new id
+    meanwhile must not reach the member once the failed write gives it its old id back
+    (a heartbeat by the new id answers UNKNOWN_MEMBER_ID), nor refresh its session."""
+    store = DeferredStore()
+    h = Proto(impl, store=store)
+    f = h.form_group(2, static=True, sync=False)
+    fs = h.send_sync(f.follower, f.generation, instance=F)
+    h.send_sync(f.leader, f.generation, {f.leader: b"L", f.follower: b"F"}, instance=L)
+    store.complete_all()
+    assert fs.error == NONE and h.state() == STABLE
+    rejoin = h.send_join("", instance=F, protocols=SUPERSET)
+    assert not rejoin.done
+    (new_id,) = h.member_ids() - {f.leader}
+    assert new_id != f.follower
+    new = h.coord.member_handle(GROUP, new_id)
+    assert _by_handle(h, new, f.generation) == (NONE, NONE)
+    store.complete(0, Errors.UNKNOWN_SERVER_ERROR)
+    assert rejoin.error == Errors.UNKNOWN_SERVER_ERROR
+    assert h.has_member(f.follower) and not h.has_member(new_id)
+    by_id = h.heartbeat(new_id, f.generation)
+    assert by_id == Errors.UNKNOWN_MEMBER_ID
+    assert _by_handle(h, new, f.generation) == (by_id, by_id)
+    assert h.heartbeat(f.follower, f.generation, instance=F) == NONE

@@ -417,7 +417,16 @@ cdef class MemberTable(TimerSink):
         self.free_slots.append(slot)
 
     def rename(self, Py_ssize_t slot, str old_id, str new_id):
+        """The slot's member takes a new id (a static member's replacement or its undoing):
+        a new incarnation, so the slot's generation moves on as when it is freed, and a
+        handle taken for the old id misses it, answering what a heartbeat by that id
+        answers (UNKNOWN_MEMBER_ID). The slot's wheel entry is re-armed under the new
+        generation (the one it had is now stale). The caller holds the group's lock,
+        under which the batch re-checks the generation."""
+        cdef Slot* s = self.slot_ptr(slot)
         self.bind_member(slot, new_id)
+        s.gen = (s.gen + 1) & 0x7FFFFFFF
+        self.arm(slot, s, s.deadline)
 
     cpdef set_session_timeout(self, Py_ssize_t slot, int session_timeout_ms):
         self.slot_ptr(slot).session_timeout = session_timeout_ms

@@ -493,7 +493,7 @@ class GroupLogic:
                 # Kafka removes the member; a waiting join of its own gets answered (as a removal).
                 member = group.members.get(member_id)
                 if member is not None:
-                    self._remove_member_quietly(group, member)
+                    self._forget_member(group, member)
                 elif member_id in group.pending:
                     self._release_slot(group.pending.pop(member_id))
                 self._emit_one(callback, _join_error(E.GROUP_MAX_SIZE_REACHED, ""))
@@ -633,6 +633,9 @@ class GroupLogic:
 
     def _update_member_and_rebalance(self, group, member, protocols, rebalance_timeout_ms,
                                      session_timeout_ms, callback) -> None:
+        # A join of the member still parked is superseded by this one (a client that
+        # retried, or pipelined): it gets an answer, never dropped (Kafka drops it)
+        self._invoke_join(member, group, _join_error(E.REBALANCE_IN_PROGRESS, member.member_id))
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
         self.table.set_session_timeout(member.slot, session_timeout_ms)
         self._maybe_prepare_rebalance(group)
@@ -670,12 +673,18 @@ class GroupLogic:
                         if error != _NONE:
                             log.warning("group %s: persisting static member %s failed: %s",
                                         group.group_id, instance_id, error.name)
+                        if member.join_callback is not callback \
+                                or group.members.get(new_id) is not member:
+                            # The join was answered meanwhile (its member left, expired,
+                            # was fenced or unloaded): the write's outcome answers nothing
+                            # and undoes nothing.
+                            pass
+                        elif error != _NONE:
                             group.update_member(member, old_protocols, old_rebalance, old_session,
                                                 None)
                             self.table.set_session_timeout(member.slot, old_session)
-                            if member.member_id == new_id:
-                                self._rename_member(group, member, old_id)
-                                self.table.touch(member.slot)
+                            self._rename_member(group, member, old_id)
+                            self.table.touch(member.slot)
                             self._emit_one(callback, JoinGroupResult(
                                 error, generation, group.protocol_type, group.protocol_name,
                                 current_leader or "", "", [], False))
@@ -838,6 +847,8 @@ class GroupLogic:
                 self._emit_one(callback, SyncGroupResult(E.REBALANCE_IN_PROGRESS))
             elif group.state == CR:
                 member = group.members[member_id]
+                # (a sync of the member still parked is superseded, as a join is)
+                self._invoke_sync(member, SyncGroupResult(E.REBALANCE_IN_PROGRESS))
                 member.sync_callback = callback
                 self._remove_pending_sync_member(group, member_id)
                 if group.leader_id == member_id:
@@ -975,18 +986,20 @@ class GroupLogic:
         self.table.free(slot, None if owner is None else owner[1])
 
     def _forget_member(self, group: Group, member: Member) -> None:
-        """Drop a member without any answer or state change (its callbacks are dropped)."""
+        """Drop a member without a state change. Every path that removes a member comes
+        here, so no request of it is left unanswered (a connection answers in order: one
+        request never answered holds every later answer on it): a join or sync it still
+        has parked, which the caller did not answer as its path prescribes (fencing,
+        unload), is answered UNKNOWN_MEMBER_ID, what the same request would get once
+        the member is gone (Kafka answers the join so; it drops the sync, and a client
+        answered REBALANCE_IN_PROGRESS would rejoin with the id it no longer has)."""
+        self._invoke_join(member, group, _join_error(E.UNKNOWN_MEMBER_ID, ""))
+        self._invoke_sync(member, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
-        member.join_callback = None
-        member.sync_callback = None
         self._release_slot(member.slot)
 
-    def _remove_member_quietly(self, group: Group, member: Member) -> None:
-        self._invoke_join(member, group, _join_error(E.UNKNOWN_MEMBER_ID, ""))
-        self._forget_member(group, member)
-
     def _remove_member_and_update_group(self, group: Group, member: Member) -> None:
-        self._remove_member_quietly(group, member)
+        self._forget_member(group, member)
         if group.state in (STABLE, CR):
             self._maybe_prepare_rebalance(group)
         elif group.state == PR:
@@ -1069,7 +1082,7 @@ class GroupLogic:
                 results[tp] = _NONE
                 continue
             metadata = om.metadata
-            if metadata is not None and len(metadata) > limit:
+            if metadata is not None and _metadata_too_large(metadata, limit):
                 results[tp] = E.OFFSET_METADATA_TOO_LARGE
             else:
                 # om._replace(commit_timestamp_ms=now), without its generic cost (and
@@ -1361,14 +1374,14 @@ class GroupLogic:
             with rec:
                 previous = group.state
                 group.transition_to(DEAD)
+                # Every parked join and sync learns the group moved away (a join parks
+                # in PreparingRebalance, or in Stable on a static rejoin's write)
+                for member in list(group.members.values()):
+                    self._invoke_join(member, group, JoinGroupResult(
+                        E.NOT_COORDINATOR, member_id=member.member_id))
+                    self._invoke_sync(member, SyncGroupResult(E.NOT_COORDINATOR))
                 if previous == PR:
-                    for member in list(group.members.values()):
-                        self._invoke_join(member, group, JoinGroupResult(
-                            E.NOT_COORDINATOR, member_id=member.member_id))
                     self.purgatory.check_and_complete(("join", group.group_id))
-                elif previous in (STABLE, CR):
-                    for member in group.members.values():
-                        self._invoke_sync(member, SyncGroupResult(E.NOT_COORDINATOR))
                 self._remove_sync_expiration(group)
                 for member in list(group.members.values()):
                     self._forget_member(group, member)
@@ -1525,6 +1538,19 @@ def _offsets_written(group: Group, accepted: dict, results: dict, error: Errors)
                 group.offsets[tp] = om
             elif not ok:
                 results[tp] = error
+
+
+def _metadata_too_large(metadata: str, limit: int) -> bool:
+    """Is the metadata longer than `limit` as Kafka counts it: Java's String.length(),
+    UTF-16 code units (a character outside the BMP counts two)? Encoded only when
+    that could differ from len(): between limit / 2 and limit characters. (A lone
+    surrogate, which Java's strings may hold too, counts one.)"""
+    n = len(metadata)
+    if n > limit:
+        return True
+    if 2 * n <= limit:
+        return False
+    return len(metadata.encode("utf-16-le", "surrogatepass")) > 2 * limit
 
 
 def _log_store_error(group_id: str):

@@ -9,7 +9,8 @@ if the deadline moved, the entry is re-inserted at the new deadline, otherwise t
 group logic (`on_deadline`) decides whether the member expires.
 
 A handle is `slot | slot_generation << 32`; freeing a slot bumps its generation,
-so a stale handle can never reach the slot's next member.
+and so does renaming its member (a static member's new incarnation), so a stale
+handle can never reach the slot's next member.
 """
 from __future__ import annotations
 
@@ -149,10 +150,19 @@ class MemberTable:
             self._free.append(slot)
 
     def rename(self, slot: int, old_id: str, new_id: str) -> None:
-        slots = self._slots[slot].rec.slots
+        """The slot's member takes a new id (a static member's replacement or its undoing):
+        a new incarnation, so the slot's generation moves on as when it is freed, and a
+        handle taken for the old id misses it, answering what a heartbeat by that id
+        answers (UNKNOWN_MEMBER_ID). The slot's wheel entry is re-armed under the new
+        generation (the one it had is now stale)."""
+        s = self._slots[slot]
+        slots = s.rec.slots
         if slots.get(old_id) == slot:
             del slots[old_id]
         slots[new_id] = slot
+        with self._alloc_lock:
+            self._slot_gens[slot] = (self._slot_gens[slot] + 1) & 0x7FFFFFFF
+        self._arm(slot, s, s.deadline_ms)
 
     def set_session_timeout(self, slot: int, session_timeout_ms: int) -> None:
         self._slots[slot].session_timeout_ms = session_timeout_ms
