@@ -414,8 +414,8 @@ class GroupCoordinator:
         return result
 
     def cleanup_group_metadata(self) -> Tuple[int, int]:
-        """The offsets retention check (run every offsets_retention_check_interval_ms by
-        `start()`'s reaper and by the server): expire the offsets past
+        """One whole offsets retention pass (`start()`'s reaper and the server run it in
+        slices, cleanup_group_metadata_step): expire the offsets past
         offsets_retention_minutes, remove the groups left Empty without offsets, members
         or pending joins, and write their tombstones. Returns (offsets expired, groups
         removed)."""
