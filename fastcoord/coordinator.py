@@ -31,6 +31,9 @@ __all__ = ["GroupCoordinator"]
 TopicPartition = Tuple[str, int]
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _MAX_STEP = 2**62
+# the groups one slice of a retention pass examines (cleanup_group_metadata_step's
+# default, what the reaper and the server run between timers and requests)
+RETENTION_SLICE_GROUPS = 1000
 
 
 # The checks answer at once for the exact types callers nearly always pass (the hot
@@ -411,12 +414,26 @@ class GroupCoordinator:
         return result
 
     def cleanup_group_metadata(self) -> Tuple[int, int]:
-        """The offsets retention check (run every offsets_retention_check_interval_ms by
-        `start()`'s reaper and by the server): expire the offsets past
+        """One whole offsets retention pass (`start()`'s reaper and the server run it in
+        slices, cleanup_group_metadata_step): expire the offsets past
         offsets_retention_minutes, remove the groups left Empty without offsets, members
         or pending joins, and write their tombstones. Returns (offsets expired, groups
         removed)."""
         result = self._logic.cleanup_group_metadata()
+        self._logic.flush()
+        return result
+
+    def cleanup_group_metadata_step(self, max_groups: int = RETENTION_SLICE_GROUPS
+                                    ) -> Tuple[int, int, bool]:
+        """The retention check in slices, so that no call examines more than
+        `max_groups` groups: each call goes on with the pass under way (the first one
+        starts it), examining each group as cleanup_group_metadata does, at the time
+        of the call. A pass examines every group of the table at its start once (one
+        created since waits for the next pass). Returns (offsets expired, groups
+        removed, whether the pass is done); after a done, the next call starts a new
+        pass, so a driver waits for the interval first."""
+        _check_int("max_groups", max_groups, lo=1, hi=_MAX_STEP)
+        result = self._logic.cleanup_group_metadata_step(max_groups)
         self._logic.flush()
         return result
 
@@ -519,19 +536,25 @@ class GroupCoordinator:
         timer = self._logic.timer
         interval = self.config.offsets_retention_check_interval_ms
         next_check = [self.clock.now_ms() + interval]
+        in_pass = [False]        # a retention pass is under way
 
         def reap():
             while not self._stop.is_set():
                 self.expire_due()
-                if self.clock.now_ms() >= next_check[0]:
-                    next_check[0] = self.clock.now_ms() + interval
+                # the retention check in slices, between which timers fire
+                if in_pass[0] or self.clock.now_ms() >= next_check[0]:
+                    if not in_pass[0]:
+                        next_check[0] = self.clock.now_ms() + interval
                     try:
-                        self.cleanup_group_metadata()
+                        in_pass[0] = not self.cleanup_group_metadata_step()[2]
                     except Exception:
+                        in_pass[0] = False
                         log.exception("the offsets retention check failed")
                 nxt = timer.next_deadline_ms()
                 wait = max_wait_ms if nxt is None else min(max(nxt - self.clock.now_ms(), 0),
                                                              max_wait_ms)
+                if in_pass[0]:
+                    wait = 0
                 self._stop.wait(wait / 1000.0 if wait > 0 else 0.0005)
 
         self._reaper = threading.Thread(target=reap, name="fastcoord-reaper", daemon=True)

@@ -95,6 +95,7 @@ cdef class GroupLogic:
     cdef public object config, clock, _manual_clock, store, member_id_factory, timer
     cdef public object purgatory, _op_base, owners, _outboxes, _join_ops, _sync_ops
     cdef public object _home_box
+    cdef public object _retention_pass, _retention_lock   # (cleanup_group_metadata_step)
     cdef public object _min_session_ms, _max_session_ms, _max_size, _new_member_timeout_ms
     cdef public unsigned long _home_thread    # (the C thread id _thread_ident compares)
     # The native member table, typed: its groups dict, active flag and shard states are

@@ -364,6 +364,10 @@ class GroupLogic:
         self._home_thread = _thread_ident()
         self._home_box = self._outboxes.box
         self._join_ops, self._sync_ops = _delayed_op_classes(self._op_base)
+        # the retention pass in slices under way (cleanup_group_metadata_step), or None;
+        # the lock hands each caller its own slice
+        self._retention_pass = None
+        self._retention_lock = threading.Lock()
         owned = config.owned_shards
         for shard in range(config.num_shards):
             active = owned is None or shard in owned
@@ -1224,21 +1228,55 @@ class GroupLogic:
     # offsets retention and OffsetDelete (Kafka's cleanupGroupMetadata)
     # ======================================================================
     def cleanup_group_metadata(self) -> Tuple[int, int]:
-        """Expire the offsets past retention (_expired_offsets) of every group of an
-        active shard, and remove the groups that are left Empty with no offsets, members
-        or pending joins; the store gets offset tombstones, or the group's tombstone
-        (which drops its offsets too). Returns (offsets expired, groups removed)."""
+        """One whole retention pass at once: expire the offsets past retention
+        (_expired_offsets) of every group of an active shard, and remove the groups
+        that are left Empty with no offsets, members or pending joins; the store gets
+        offset tombstones, or the group's tombstone (which drops its offsets too).
+        Returns (offsets expired, groups removed). A pass in slices
+        (cleanup_group_metadata_step) in progress is left where it is."""
+        expired, removed = self._cleanup_groups(list(self.table.groups))
+        _log_retention_pass(expired, removed)
+        return expired, removed
+
+    def cleanup_group_metadata_step(self, max_groups: int) -> Tuple[int, int, bool]:
+        """The next slice of a retention pass: at most `max_groups` groups examined as
+        cleanup_group_metadata examines them, at the time of this call. A pass takes
+        the table's group ids as it starts and examines each once: a group created
+        since is left to the next pass, one removed since is skipped. Returns (offsets
+        expired, groups removed, whether this slice ended the pass); the call after
+        the pass's end starts the next one."""
+        with self._retention_lock:
+            rpass = self._retention_pass
+            if rpass is None:
+                rpass = self._retention_pass = _RetentionPass(list(self.table.groups))
+            ids = rpass.take(max_groups)
+            done = rpass.exhausted()
+            if done:
+                self._retention_pass = None
+        expired, removed = self._cleanup_groups(ids)
+        with self._retention_lock:
+            rpass.expired += expired
+            rpass.removed += removed
+        if done:
+            _log_retention_pass(rpass.expired, rpass.removed)
+        return expired, removed, done
+
+    def _cleanup_groups(self, group_ids: list) -> Tuple[int, int]:
+        """The retention check of the groups named (those of the table, of an active
+        shard), at the time of this call: (offsets expired, groups removed)."""
         now = self.commit_time_ms()
         retention = self.config.offsets_retention_minutes * 60_000
         table = self.table
+        groups = table.groups
         expired_count = removed = 0
-        for rec in list(table.groups.values()):
-            if table.shard_state(rec.shard) != SHARD_ACTIVE:
-                continue
+        for group_id in group_ids:
+            rec = groups.get(group_id)
+            if rec is None or table.shard_state(rec.shard) != SHARD_ACTIVE:
+                continue                # removed since the ids were taken, or not ours
             group = rec.group
             with rec:
-                if table.groups.get(group.group_id) is not rec:
-                    continue            # removed since the list was taken
+                if groups.get(group_id) is not rec:
+                    continue            # removed since the look-up
                 expired = _expired_offsets(group, now, retention)
                 for tp in expired:
                     del group.offsets[tp]
@@ -1247,9 +1285,6 @@ class GroupLogic:
                     removed += 1
                 elif expired:
                     self._emit_offset_tombstones(group.group_id, expired)
-        if expired_count or removed:
-            log.info("offsets retention: %d offset(s) expired, %d group(s) removed",
-                     expired_count, removed)
         return expired_count, removed
 
     def delete_offsets(self, group_id, partitions) -> Tuple[Errors, Dict[Tuple[str, int], Errors]]:
@@ -1403,6 +1438,31 @@ def _validate_member(group: Group, member_id: str, instance_id) -> Errors:
     if member_id not in group.members:
         return E.UNKNOWN_MEMBER_ID
     return _NONE
+
+
+class _RetentionPass:
+    """A retention pass in slices: the group ids of the table as it started, a cursor
+    into them, and what the slices taken so far expired and removed."""
+
+    def __init__(self, group_ids: list):
+        self.group_ids = group_ids
+        self.pos = 0
+        self.expired = self.removed = 0
+
+    def take(self, count: int) -> list:
+        """The next `count` ids (fewer at the end); each id is taken once."""
+        start = self.pos
+        self.pos = min(start + count, len(self.group_ids))
+        return self.group_ids[start:self.pos]
+
+    def exhausted(self) -> bool:
+        return self.pos >= len(self.group_ids)
+
+
+def _log_retention_pass(expired: int, removed: int) -> None:
+    if expired or removed:
+        log.info("offsets retention: %d offset(s) expired, %d group(s) removed",
+                 expired, removed)
 
 
 def _expired_offsets(group: Group, now: int, retention: int) -> list:

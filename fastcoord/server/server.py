@@ -28,6 +28,7 @@ from kio.schema.index import api_key_map
 
 from fastcoord import CoordinatorConfig, GroupCoordinator, Purgatory, SystemClock, Timer
 from fastcoord._compat import module
+from fastcoord.coordinator import RETENTION_SLICE_GROUPS
 
 from .apis import KafkaApis, Session
 from .ratelog import RateLimitedLog
@@ -625,6 +626,8 @@ class CoordinatorServer:
         # the next offsets retention check (clock ms; the first one interval after start)
         self._next_retention_ms = (self.clock.now_ms()
                                    + config.coordinator.offsets_retention_check_interval_ms)
+        self._retention_in_pass = False     # a retention pass runs a slice each tick
+        self.retention_slice_groups = RETENTION_SLICE_GROUPS
         self._stopped = False
 
     async def start(self) -> None:
@@ -904,16 +907,31 @@ class CoordinatorServer:
             self.coord.expire_due()
             now = self.clock.now_ms()
             self.timer.advance_to(now)
-            if now >= self._next_retention_ms:
-                self._next_retention_ms = (
-                    now + self.config.coordinator.offsets_retention_check_interval_ms)
-                self.coord.cleanup_group_metadata()
+            self._retention_slice(now)
         except Exception:
             rate_log.error("tick", "advancing time failed", exc_info=True)
         finally:
             if not self._stopped:
                 self._tick_handle = self.loop.call_later(self.config.tick_ms / 1000.0,
                                                          self._tick)
+
+    def _retention_slice(self, now: int) -> None:
+        """Once the check interval is due, the offsets retention pass runs one slice
+        of `retention_slice_groups` groups a tick until it is done, so that a tick
+        stays short whatever the number of groups (the next pass is due one interval
+        after this one started)."""
+        if not self._retention_in_pass:
+            if now < self._next_retention_ms:
+                return
+            self._next_retention_ms = (
+                now + self.config.coordinator.offsets_retention_check_interval_ms)
+            self._retention_in_pass = True
+        try:
+            done = self.coord.cleanup_group_metadata_step(self.retention_slice_groups)[2]
+        except Exception:
+            self._retention_in_pass = False     # (tried again the next interval)
+            raise
+        self._retention_in_pass = not done
 
     def _sweep(self) -> None:
         """Close idle connections (nothing received for idle_timeout_ms), unstick the
