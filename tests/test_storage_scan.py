@@ -36,8 +36,17 @@ def random_record(rng: random.Random) -> bytes:
                    for _ in range(rng.randrange(0, 6))}
         return encode_offsets(gid, offsets, rng.randrange(0, 2**40))
     if kind == "group":
-        return encode_group(gid, {"protocol_type": "consumer", "generation": rng.randrange(9),
-                                  "protocol": None, "leader": "m", "members": []}, 5)
+        members = [{"member_id": f"m{i}", "instance_id": rng.choice([None, "", "i-é"]),
+                    "client_id": rng.choice(["", "c"]), "client_host": "/10.0.0.1",
+                    "rebalance_timeout_ms": rng.randrange(-2**31, 2**31),
+                    "session_timeout_ms": rng.randrange(2**31),
+                    "subscription": rng.randbytes(rng.randrange(3)),
+                    "assignment": rng.randbytes(rng.randrange(3))}
+                   for i in range(rng.choice([0, 0, 1, 3]))]
+        return encode_group(gid, {"protocol_type": rng.choice(["consumer", None]),
+                                  "generation": rng.randrange(9),
+                                  "protocol": rng.choice([None, "range"]), "leader": "m",
+                                  "members": members}, 5)
     if kind == "tombstone":
         return encode_group_tombstone(gid, rng.randrange(100))
     if kind == "offset-tombstones":
@@ -95,6 +104,48 @@ def test_the_twins_agree_on_random_logs(seed):
     # a second segment applied over the first's state
     later = damaged_log(seed + 1)
     assert scanned(native, later, got[4:]) == scanned(pure, later, scanned(pure, data)[4:])
+    # both segments checked, then applied at once (as a load does: newest first across
+    # segments), over some earlier state
+    earlier = damaged_log(seed + 2)
+    assert checked_together(native, [data, later], earlier) == \
+        checked_together(pure, [data, later], earlier)
+    assert checked_together(pure, [data, later], earlier) == \
+        scanned(pure, later, scanned(pure, data, scanned(pure, earlier)[4:])[4:])[4:]
+
+
+def checked_together(module, segments, earlier):
+    """The state after scanning `earlier`, then checking each valid prefix of
+    `segments` into one Records and applying it once."""
+    state = scanned(module, earlier)[4:]
+    recs = module.Records()
+    for data in segments:
+        module.check(data, recs)
+    module.apply(recs, *state, TOMB)
+    return state
+
+
+def test_a_group_record_does_not_read_past_its_frame():
+    """A group record (its CRC intact) whose last field's length runs past the frame is
+    corrupt, even when the next record's bytes could fill it."""
+    whole = encode_group("g", {"protocol_type": None, "generation": 1, "protocol": None,
+                               "leader": None, "members": [
+                                   {"member_id": "m", "instance_id": None, "client_id": "c",
+                                    "client_host": "h", "rebalance_timeout_ms": 1,
+                                    "session_timeout_ms": 2, "subscription": b"s",
+                                    "assignment": b"abc"}]}, 7)
+    payload = whole[8:-3]                 # the assignment's length still says 3
+    data = frame(payload) + encode_group_tombstone("h", 1)
+    scanner = fastcoord._compat.module(None, "logscan")
+    for module in (scanner, pure):
+        groups = {}
+        end, reason, records, _ = module.scan(data, groups, {}, {}, {}, TOMB)
+        assert (end, records, groups) == (0, 0, {}), module
+        assert reason.startswith("undecodable record"), reason
+    # and one with bytes left over after its fields
+    data = frame(whole[8:] + b"x")
+    for module in (scanner, pure):
+        assert module.scan(data, {}, {}, {}, {}, TOMB)[:2] == (
+            0, "undecodable record: group record does not fill the record")
 
 
 def test_scan_stops_at_the_first_bad_record_and_reports_it():

@@ -3,12 +3,13 @@
 
 `scan` walks a segment's frames, checks each CRC (the crc32c package on the frame's
 bytes), and applies each record to the latest-record-per-key dicts: offsets records,
-nearly all of a log, are decoded here in C loops; group records and offset tombstones
-go through the pure twin's `apply_other` (the Python decoders). `find_frame_after` looks
+nearly all of a log, and group records are decoded here in C loops; offset tombstones
+(rare) go through the Python decoder. `find_frame_after` looks
 for the next valid frame after a bad one: the header checks run in a C loop without
 the GIL, and only a position that passes them has its CRC computed, so a garbage tail
 costs a pass over its bytes. Results are the pure twin's (tests/test_storage_scan.py).
 """
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong
 from cpython.ref cimport PyObject
@@ -21,9 +22,7 @@ import struct
 from crc32c import crc32c as _crc32c
 
 from fastcoord.results import OffsetAndMetadata
-from fastcoord.storage.records import (
-    FrameError, decode_group_record, decode_offset_tombstones,
-)
+from fastcoord.storage.records import FrameError, decode_offset_tombstones
 
 cdef enum:
     FRAME_SIZE = 8
@@ -119,16 +118,17 @@ cdef class _Record:
     cdef const uint8_t* cols
     cdef uint32_t n
 
-    cdef Py_ssize_t newest_first(self, dict per) except -1:
-        """Set each entry whose key `per` ({topic: {partition: value}}) lacks, last entry
-        first (a later entry of a record wins, as a later record does)."""
+    cdef Py_ssize_t newest_first(self, dict cur, dict keys) except -1:
+        """Set each entry whose key `cur` ({(topic, partition): value}) lacks, last entry
+        first (a later entry of a record wins, as a later record does). `keys` shares
+        the (topic, partition) tuples: {topic: {partition: key}}."""
         cdef Py_ssize_t i
         cdef uint32_t n = self.n
         cdef const uint8_t* c = self.cols
         cdef Py_ssize_t n4 = 4 * <Py_ssize_t>n
         cdef bint one = len(self.topics) == 1
-        cdef object topic, last_topic = None
-        cdef dict tdict = None
+        cdef object topic, key, last_topic = None
+        cdef dict tkeys = None
         cdef PyObject* found
         cdef int64_t stamp, last_stamp = 0
         cdef object stamp_obj = None
@@ -136,15 +136,10 @@ cdef class _Record:
         for i in range(<Py_ssize_t>n - 1, -1, -1):
             topic = self.topics[0] if one else self.topics[_u32(c + 4 * i)]
             if topic is not last_topic:
-                found = PyDict_GetItem(per, topic)
-                if found is NULL:
-                    tdict = {}
-                    PyDict_SetItem(per, topic, tdict)
-                else:
-                    tdict = <dict>found
+                tkeys = _topic_keys(keys, topic)
                 last_topic = topic
-            part = PyLong_FromLong(<int32_t>_u32(c + n4 + 4 * i))
-            if PyDict_GetItem(tdict, part) is not NULL:
+            key = _key(tkeys, topic, <int32_t>_u32(c + n4 + 4 * i))
+            if PyDict_GetItem(cur, key) is not NULL:
                 continue                    # a newer record set or deleted it
             stamp = <int64_t>_u64(c + 5 * n4 + 8 * i)
             if stamp_obj is None or stamp != last_stamp:
@@ -152,10 +147,31 @@ cdef class _Record:
                 last_stamp = stamp
             if self.metadata is not None:
                 md = self.metadata[i]
-            PyDict_SetItem(tdict, part, _tuple_new(_OAM, (
+            PyDict_SetItem(cur, key, _tuple_new(_OAM, (
                 PyLong_FromLongLong(<int64_t>_u64(c + 2 * n4 + 8 * i)), md,
                 PyLong_FromLong(<int32_t>_u32(c + 4 * n4 + 4 * i)), stamp_obj)))
         return n
+
+
+cdef dict _topic_keys(dict keys, topic):
+    cdef PyObject* found = PyDict_GetItem(keys, topic)
+    if found is not NULL:
+        return <dict>found
+    tkeys = {}
+    PyDict_SetItem(keys, topic, tkeys)
+    return tkeys
+
+
+cdef object _key(dict tkeys, topic, int32_t partition):
+    """The (topic, partition) key: one tuple per key for the whole scan, shared by every
+    group's dict (many groups commit the same partitions)."""
+    part = PyLong_FromLong(partition)
+    cdef PyObject* found = PyDict_GetItem(tkeys, part)
+    if found is not NULL:
+        return <object>found
+    key = (topic, part)
+    PyDict_SetItem(tkeys, part, key)
+    return key
 
 
 cdef class _Strings:
@@ -191,6 +207,73 @@ cdef class _Strings:
         self.table_p = p + start
         self.table_n = stop - start
         return topics
+
+
+cdef class _Fields:
+    """Fields of a record body [pos, end) (the pure twin's _Reader): one that runs past
+    `end` raises FrameError."""
+    cdef const uint8_t* p
+    cdef Py_ssize_t pos
+    cdef Py_ssize_t end
+
+    cdef Py_ssize_t take(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t start = self.pos
+        if n > self.end - start:
+            raise FrameError("a field runs past the record")
+        self.pos = start + n
+        return start
+
+    cdef uint32_t u32(self) except? 0xFFFFFFFF:
+        return _u32(self.p + self.take(4))
+
+    cdef int32_t i32(self) except? -1:
+        return <int32_t>_u32(self.p + self.take(4))
+
+    cdef object raw(self, bint text):
+        """A string (text) or bytes field; None for length 0xFFFFFFFF."""
+        cdef uint32_t n = self.u32()
+        if n == NONE_LEN:
+            return None
+        cdef Py_ssize_t start = self.take(n)
+        if text:
+            return _utf8(self.p + start, n)
+        return PyBytes_FromStringAndSize(<const char*>self.p + start, n)
+
+    cdef str text(self):
+        value = self.raw(True)
+        if value is None:
+            raise FrameError("a required string is null")
+        return value
+
+
+cdef dict _group_record(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end):
+    """The pure twin's decode_group_record, in C."""
+    cdef _Fields r = _Fields()
+    cdef uint32_t i, count
+    r.p = p
+    r.pos = pos
+    r.end = end
+    record = {"protocol_type": r.raw(True), "generation": r.i32(), "protocol": r.raw(True),
+              "leader": r.raw(True)}
+    members = []
+    count = r.u32()
+    for i in range(count):
+        member_id = r.text()
+        instance_id = r.raw(True)
+        client_id = r.text()
+        client_host = r.text()
+        rebalance = r.i32()
+        session = r.i32()
+        subscription = r.raw(False) or b""
+        assignment = r.raw(False) or b""
+        members.append({"member_id": member_id, "instance_id": instance_id,
+                        "client_id": client_id, "client_host": client_host,
+                        "rebalance_timeout_ms": rebalance, "session_timeout_ms": session,
+                        "subscription": subscription, "assignment": assignment})
+    if r.pos != end:
+        raise FrameError("group record does not fill the record")
+    record["members"] = members
+    return record
 
 
 cdef str _check_offsets(_Record rec, _Strings strings, const uint8_t* p, Py_ssize_t pos,
@@ -251,27 +334,42 @@ cdef str _check_offsets(_Record rec, _Strings strings, const uint8_t* p, Py_ssiz
     return None
 
 
-def scan(data, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombstone):
-    """Apply every valid record of `data` in order. Returns (end, reason, records,
-    entries), as the pure twin's scan, with the same effect on the dicts.
+cdef class Records:
+    """The checked records of one or more segments, in log order, waiting for `apply`:
+    offsets records point into their segment's buffer, which this holds a view of (so
+    the buffer cannot be closed under them) until `release`."""
+    cdef list recs
+    cdef list views
 
-    Two passes: forward, every frame is checked (CRC, decoding) up to the first bad one;
-    then the valid records are applied newest first, so that an offset a later record
-    overwrote is never built: only the latest value per key is (a log that is not
-    compacted holds many values per key)."""
+    def __cinit__(self):
+        self.recs = []
+        self.views = []
+
+    def release(self):
+        """Drop the records and the views of their buffers."""
+        self.recs = []
+        views, self.views = self.views, []
+        for mv in views:
+            mv.release()
+
+
+def check(data, Records out):
+    """Check every frame of `data` (CRC, decoding) up to the first bad one, appending
+    the valid records to `out`. Returns (end, reason, records, entries), as scan does."""
     cdef const uint8_t[::1] buf = data
     cdef Py_ssize_t n = buf.shape[0]
     cdef const uint8_t* p = &buf[0] if n else NULL
     cdef Py_ssize_t pos = 0, end, body, gend
     cdef uint32_t length, glen, crc
     cdef uint8_t kind
-    cdef Py_ssize_t entries = 0
+    cdef Py_ssize_t entries = 0, records = 0
     cdef _Strings strings = _Strings()
     cdef _Record rec
-    cdef list recs = []
+    cdef list recs = out.recs
     cdef str why
     reason = None
     mv = memoryview(data)
+    out.views.append(mv)
     while pos < n:
         if pos + FRAME_SIZE > n:
             reason = "truncated frame header"
@@ -307,7 +405,7 @@ def scan(data, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombst
                     break
                 entries += rec.n
             elif kind == GROUP:
-                rec.value = decode_group_record(data, gend)
+                rec.value = _group_record(p, gend, end)
                 entries += 1
             elif kind == GROUP_TOMBSTONE:
                 entries += 1
@@ -321,9 +419,30 @@ def scan(data, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombst
             reason = f"undecodable record: {exc}"
             break
         recs.append(rec)
+        records += 1
         pos = end
-    _apply_newest_first(recs, groups, offsets, group_ms, offsets_ms, tombstone)
-    return pos, reason, len(recs), entries
+    return pos, reason, records, entries
+
+
+def apply(Records recs, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombstone):
+    """Apply the checked records of `recs` (after what the dicts hold), then release
+    them. Newest first, so that an offset a later record overwrote, in this segment or a
+    later one, is never built: only the latest value per key is (a log that is not
+    compacted holds many values per key)."""
+    try:
+        _apply_newest_first(recs.recs, groups, offsets, group_ms, offsets_ms, tombstone)
+    finally:
+        recs.release()
+
+
+def scan(data, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombstone):
+    """Apply every valid record of `data` in order (check, then apply). Returns (end,
+    reason, records, entries), as the pure twin's scan, with the same effect on the
+    dicts."""
+    cdef Records recs = Records()
+    result = check(data, recs)
+    apply(recs, groups, offsets, group_ms, offsets_ms, tombstone)
+    return result
 
 
 cdef _apply_newest_first(list recs, dict groups, dict offsets, dict group_ms, dict offsets_ms,
@@ -338,10 +457,12 @@ cdef _apply_newest_first(list recs, dict groups, dict offsets, dict group_ms, di
     cdef Py_ssize_t i
     cdef set named = set()        # groups whose newest group record/tombstone is applied
     cdef set dead = set()         # groups with a tombstone: older offsets do not count
-    cdef dict keys = {}           # group -> {topic: {partition: OffsetAndMetadata | DELETED}}
+    cdef set deleting = set()     # groups with an offset tombstone: DELETED values to drop
+    cdef dict per_group = {}      # group -> {(topic, partition): OffsetAndMetadata | DELETED}
+    cdef dict keys = {}           # the shared key tuples (see _key)
     cdef dict newest_kind = {}    # group -> its newest offsets / offset tombstones kind
     cdef dict newest_ms = {}      # group -> its newest offsets record's write_ms
-    cdef dict per, tdict, cur
+    cdef dict cur, older
     for i in range(len(recs) - 1, -1, -1):
         rec = <_Record>recs[i]
         gid = rec.gid
@@ -357,33 +478,33 @@ cdef _apply_newest_first(list recs, dict groups, dict offsets, dict group_ms, di
             continue
         if gid not in newest_kind:
             newest_kind[gid] = rec.kind
-        per = keys.get(gid)
-        if per is None:
-            per = keys[gid] = {}
+        cur = per_group.get(gid)
+        if cur is None:
+            cur = per_group[gid] = {}
         if rec.kind == OFFSETS:
             if gid not in newest_ms:
                 newest_ms[gid] = rec.ms
-            rec.newest_first(per)
+            rec.newest_first(cur, keys)
         else:
+            deleting.add(gid)
             for topic, part in rec.value:
-                tdict = per.get(topic)
-                if tdict is None:
-                    tdict = per[topic] = {}
-                tdict.setdefault(part, DELETED)
+                cur.setdefault(_key(_topic_keys(keys, topic), topic, part), DELETED)
     for gid in dead:
-        if gid not in keys:
+        if gid not in per_group:
             offsets.pop(gid, None)
             offsets_ms.pop(gid, None)
-    for gid, per in keys.items():
-        cur = None if gid in dead else offsets.get(gid)
-        if cur is None:
-            cur = {}
-        for topic, tdict in per.items():
-            for part, value in tdict.items():
+    for gid, cur in per_group.items():
+        older = None if gid in dead else offsets.get(gid)
+        if older:                 # an earlier segment's: this one's values win
+            for key, value in cur.items():
                 if value is DELETED:
-                    cur.pop((topic, part), None)
+                    older.pop(key, None)
                 else:
-                    cur[(topic, part)] = value
+                    older[key] = value
+            cur = older
+        elif gid in deleting:
+            for key in [key for key, value in cur.items() if value is DELETED]:
+                del cur[key]
         if cur or newest_kind[gid] == OFFSETS:
             offsets[gid] = cur
             if gid in newest_ms:

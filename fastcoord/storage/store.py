@@ -14,9 +14,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 from ..config import shard_for
 from ..errors import Errors
 from .log import (
-    COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, complete_frame, find_frame_after,
-    fsync_dir, list_segments, mapped_segment, remove_compaction_leftovers, scan_segment,
-    segment_path,
+    COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, checked_segments, complete_frame,
+    find_frame_after, fsync_dir, list_segments, remove_compaction_leftovers, segment_path,
 )
 from .records import (
     encode_group, encode_group_tombstone, encode_offset_tombstones,
@@ -103,13 +102,16 @@ class _ShardLog:
         ids = list_segments(self.directory)
         state = ShardState()
         start = 0 if full else max(len(ids) - 1, 0)
-        for i in range(start, len(ids)):
-            path = segment_path(self.directory, ids[i])
-            with mapped_segment(path) as data:
-                end, reason = scan_segment(data, state)
+        cut = None        # (segment, offset, later segments): truncated once all is applied
+        with checked_segments(state) as check:
+            for i in range(start, len(ids)):
+                path = segment_path(self.directory, ids[i])
+                data, end, reason = check(path)
+                if reason is None:
+                    continue
                 size = len(data)
                 torn = False
-                if reason is not None and i == len(ids) - 1 and find_frame_after(data, end) is None:
+                if i == len(ids) - 1 and find_frame_after(data, end) is None:
                     # The bad frame is the log's last. Cut short by the end of the file (or
                     # no frame at all, as the zeros a crash can leave past the last write):
                     # a torn write. Whole but failing its CRC or its decoding: corruption,
@@ -118,28 +120,31 @@ class _ShardLog:
                     if not torn:
                         reason += (" in the log's last record, which is complete: corruption, "
                                    "not a torn write (it may have been acknowledged)")
-            if reason is None:
-                continue
-            if torn:
-                log.warning("shard %d: torn record at the end of %s at byte offset %d (%s): "
-                            "truncating the last %d bytes (the record is cut short by the end "
-                            "of the file and nothing valid follows: its write never "
-                            "completed, so it was never acknowledged)",
-                            self.shard, path, end, reason, size - end)
-                self._truncate(path, end)
-                continue
-            if not repair:
-                raise CorruptLogError(path, end, reason, self.shard)
-            later = ids[i + 1:]
-            log.error("shard %d: REPAIR: corrupt record in %s at byte offset %d (%s): "
-                      "truncating there, dropping %d bytes of this segment and %d later "
-                      "segment(s)", self.shard, path, end, reason, size - end, len(later))
+                if torn:
+                    log.warning("shard %d: torn record at the end of %s at byte offset %d "
+                                "(%s): truncating the last %d bytes (the record is cut short "
+                                "by the end of the file and nothing valid follows: its write "
+                                "never completed, so it was never acknowledged)",
+                                self.shard, path, end, reason, size - end)
+                    cut = (path, end, None)
+                    break
+                if not repair:
+                    raise CorruptLogError(path, end, reason, self.shard)
+                later = ids[i + 1:]
+                log.error("shard %d: REPAIR: corrupt record in %s at byte offset %d (%s): "
+                          "truncating there, dropping %d bytes of this segment and %d later "
+                          "segment(s)", self.shard, path, end, reason, size - end, len(later))
+                cut = (path, end, later)
+                ids = ids[:i + 1]
+                break
+        # (The segments are unmapped now: none is truncated under its mapping.)
+        if cut is not None:
+            path, end, later = cut
             self._truncate(path, end)
-            for sid in later:
-                os.unlink(segment_path(self.directory, sid))
-            fsync_dir(self.directory)
-            ids = ids[:i + 1]
-            break
+            if later is not None:             # a repair
+                for sid in later:
+                    os.unlink(segment_path(self.directory, sid))
+                fsync_dir(self.directory)
         self._open_active(ids)
         return state
 
@@ -595,12 +600,12 @@ class DurableStore:
             self._fault_at("compact_start", shard)
             state = ShardState()
             with _no_gc():
-                for sid in closed:
-                    path = segment_path(lg.directory, sid)
-                    with mapped_segment(path) as data:
-                        end, reason = scan_segment(data, state)
-                    if reason is not None:
-                        raise CorruptLogError(path, end, reason, shard)
+                with checked_segments(state) as check:
+                    for sid in closed:
+                        path = segment_path(lg.directory, sid)
+                        _, end, reason = check(path)
+                        if reason is not None:
+                            raise CorruptLogError(path, end, reason, shard)
                 out, expired = self._compacted(state, now)
             stats.update(segments=len(closed), bytes_before=state.bytes,
                          records_before=state.records, records_after=len(out),
@@ -769,11 +774,10 @@ class DurableStore:
         state = ShardState()
         with lg.compact_lock:
             closed = [sid for sid in list_segments(lg.directory) if sid < lg.active_id]
-            with _no_gc():
+            with _no_gc(), checked_segments(state) as check:
                 for sid in closed:
-                    with mapped_segment(segment_path(lg.directory, sid)) as data:
-                        if scan_segment(data, state)[1] is not None:
-                            return False          # corrupt: compact() reports it, by count
+                    if check(segment_path(lg.directory, sid))[2] is not None:
+                        return False          # corrupt: compact() reports it, by count
             share = _live_share(state)
             lg.live_bytes = int(state.bytes * share)
         return share < self.compact_live_ratio
