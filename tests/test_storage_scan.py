@@ -24,12 +24,17 @@ TOPICS = ["t", "u", "tópico"]
 TOMB = object()
 
 
+def partition(rng: random.Random) -> int:
+    """Mostly a few small ones (keys repeat), some negative or past 2**16."""
+    return rng.choice([rng.randrange(-3, 6)] * 4 + [70_000, 2**31 - 1, -2**31])
+
+
 def random_record(rng: random.Random) -> bytes:
     gid = rng.choice(GROUPS)
     kind = rng.choice(["offsets", "offsets", "offsets", "group", "tombstone", "offset-tombstones",
                        "odd"])
     if kind == "offsets":
-        offsets = {(rng.choice(TOPICS), rng.randrange(-3, 6)):
+        offsets = {(rng.choice(TOPICS), partition(rng)):
                    OffsetAndMetadata(rng.randrange(-2**63, 2**63),
                                      rng.choice(["", None, "m", "mé" * 3]),
                                      rng.randrange(-2**31, 2**31), rng.choice([-1, 0, 2**62]))
@@ -51,7 +56,7 @@ def random_record(rng: random.Random) -> bytes:
         return encode_group_tombstone(gid, rng.randrange(100))
     if kind == "offset-tombstones":
         return encode_offset_tombstones(
-            gid, [(rng.choice(TOPICS), rng.randrange(-3, 6)) for _ in range(rng.randrange(3))], 9)
+            gid, [(rng.choice(TOPICS), partition(rng)) for _ in range(rng.randrange(3))], 9)
     # a framed payload that does not decode: an unknown type, a body of random bytes, a
     # group id not UTF-8 or past the record
     glen = rng.choice([1, 1, 1, 200])

@@ -14,7 +14,8 @@ from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.string cimport memcmp
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from libc.string cimport memcmp, memset
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 import struct
@@ -113,65 +114,146 @@ cdef class _Record:
     cdef str gid
     cdef object ms
     cdef object value          # GROUP: the record dict; OFFSET_TOMBSTONES: [(topic, partition)]
-    cdef list topics
+    cdef list topics           # OFFSETS: its topic table, as _TopicIds
     cdef list metadata         # None when every entry's metadata is ""
     cdef const uint8_t* cols
     cdef uint32_t n
 
-    cdef Py_ssize_t newest_first(self, dict cur, dict keys) except -1:
-        """Set each entry whose key `cur` ({(topic, partition): value}) lacks, last entry
-        first (a later entry of a record wins, as a later record does). `keys` shares
-        the (topic, partition) tuples: {topic: {partition: key}}."""
-        cdef Py_ssize_t i
+    cdef Py_ssize_t newest_first(self, dict cur, _Keys keys, uint32_t serial) except -1:
+        """Set each entry whose key the group (`serial`) has not set yet, last entry
+        first (a later entry of a record wins, as a later record does)."""
+        cdef Py_ssize_t i, kid
         cdef uint32_t n = self.n
         cdef const uint8_t* c = self.cols
         cdef Py_ssize_t n4 = 4 * <Py_ssize_t>n
         cdef bint one = len(self.topics) == 1
-        cdef object topic, key, last_topic = None
-        cdef dict tkeys = None
-        cdef PyObject* found
+        cdef _TopicIds tids = None
+        if n == 0:
+            return 0                        # (its topic table may be empty too)
+        tids = <_TopicIds>self.topics[0]
         cdef int64_t stamp, last_stamp = 0
         cdef object stamp_obj = None
         cdef object md = ""
         for i in range(<Py_ssize_t>n - 1, -1, -1):
-            topic = self.topics[0] if one else self.topics[_u32(c + 4 * i)]
-            if topic is not last_topic:
-                tkeys = _topic_keys(keys, topic)
-                last_topic = topic
-            key = _key(tkeys, topic, <int32_t>_u32(c + n4 + 4 * i))
-            if PyDict_GetItem(cur, key) is not NULL:
+            if not one:
+                tids = <_TopicIds>self.topics[_u32(c + 4 * i)]
+            kid = keys.key_id(tids, <int32_t>_u32(c + n4 + 4 * i))
+            if keys.mark[kid] == serial:
                 continue                    # a newer record set or deleted it
+            keys.mark[kid] = serial
             stamp = <int64_t>_u64(c + 5 * n4 + 8 * i)
             if stamp_obj is None or stamp != last_stamp:
                 stamp_obj = PyLong_FromLongLong(stamp)
                 last_stamp = stamp
             if self.metadata is not None:
                 md = self.metadata[i]
-            PyDict_SetItem(cur, key, _tuple_new(_OAM, (
+            PyDict_SetItem(cur, keys.keys[kid], _tuple_new(_OAM, (
                 PyLong_FromLongLong(<int64_t>_u64(c + 2 * n4 + 8 * i)), md,
                 PyLong_FromLong(<int32_t>_u32(c + 4 * n4 + 4 * i)), stamp_obj)))
         return n
 
 
-cdef dict _topic_keys(dict keys, topic):
-    cdef PyObject* found = PyDict_GetItem(keys, topic)
-    if found is not NULL:
-        return <dict>found
-    tkeys = {}
-    PyDict_SetItem(keys, topic, tkeys)
-    return tkeys
+cdef enum:
+    DENSE_PARTITIONS = 1 << 16     # partitions below this have their key id in an array
 
 
-cdef object _key(dict tkeys, topic, int32_t partition):
-    """The (topic, partition) key: one tuple per key for the whole scan, shared by every
-    group's dict (many groups commit the same partitions)."""
-    part = PyLong_FromLong(partition)
-    cdef PyObject* found = PyDict_GetItem(tkeys, part)
-    if found is not NULL:
-        return <object>found
-    key = (topic, part)
-    PyDict_SetItem(tkeys, part, key)
-    return key
+cdef class _TopicIds:
+    """One topic's (topic, partition) key ids: in an array for the usual partitions."""
+    cdef object topic
+    cdef Py_ssize_t* dense          # partition -> key id, -1 for none yet
+    cdef Py_ssize_t cap
+    cdef dict sparse                # other partitions -> key id
+
+    def __cinit__(self, topic):
+        self.topic = topic
+        self.sparse = {}
+
+    def __dealloc__(self):
+        PyMem_Free(self.dense)
+
+    cdef int grow(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap = max(need, 2 * self.cap, 16)
+        cdef Py_ssize_t i
+        cdef Py_ssize_t* dense = <Py_ssize_t*>PyMem_Realloc(self.dense, cap * sizeof(Py_ssize_t))
+        if dense is NULL:
+            raise MemoryError()
+        for i in range(self.cap, cap):
+            dense[i] = -1
+        self.dense = dense
+        self.cap = cap
+        return 0
+
+
+cdef class _Keys:
+    """The (topic, partition) keys of a load, numbered: one tuple per key, shared by
+    every group's dict (many groups commit the same partitions), and per key the serial
+    of the last group that set it (while applying a group's records newest first, a key
+    already marked with its serial was set by a newer record)."""
+    cdef dict topics                # topic -> _TopicIds
+    cdef list keys                  # key id -> (topic, partition)
+    cdef uint32_t* mark             # key id -> serial
+    cdef Py_ssize_t cap
+    cdef uint32_t serial
+
+    def __cinit__(self):
+        self.topics = {}
+        self.keys = []
+
+    def __dealloc__(self):
+        PyMem_Free(self.mark)
+
+    cdef _TopicIds topic(self, topic):
+        cdef PyObject* found = PyDict_GetItem(self.topics, topic)
+        if found is not NULL:
+            return <_TopicIds>found
+        tids = _TopicIds(topic)
+        PyDict_SetItem(self.topics, topic, tids)
+        return tids
+
+    cdef uint32_t next_serial(self):
+        if self.serial == 0xFFFFFFFF:          # wrapped: forget every mark
+            memset(self.mark, 0, self.cap * sizeof(uint32_t))
+            self.serial = 0
+        self.serial += 1
+        return self.serial
+
+    cdef inline Py_ssize_t key_id(self, _TopicIds tids, int32_t partition) except -1:
+        cdef Py_ssize_t kid
+        if 0 <= partition < tids.cap:
+            kid = tids.dense[partition]
+            if kid >= 0:
+                return kid
+        return self.new_id(tids, partition)
+
+    cdef Py_ssize_t new_id(self, _TopicIds tids, int32_t partition) except -1:
+        cdef Py_ssize_t kid
+        cdef Py_ssize_t cap
+        cdef uint32_t* mark
+        part = PyLong_FromLong(partition)
+        if 0 <= partition < DENSE_PARTITIONS:
+            if partition >= tids.cap:
+                tids.grow(partition + 1)
+            if tids.dense[partition] >= 0:
+                return tids.dense[partition]
+        else:
+            found = tids.sparse.get(part)
+            if found is not None:
+                return found
+        kid = len(self.keys)
+        if kid >= self.cap:
+            cap = max(2 * self.cap, 1024)
+            mark = <uint32_t*>PyMem_Realloc(self.mark, cap * sizeof(uint32_t))
+            if mark is NULL:
+                raise MemoryError()
+            memset(mark + self.cap, 0, (cap - self.cap) * sizeof(uint32_t))
+            self.mark = mark
+            self.cap = cap
+        self.keys.append((tids.topic, part))
+        if 0 <= partition < DENSE_PARTITIONS:
+            tids.dense[partition] = kid
+        else:
+            tids.sparse[part] = kid
+        return kid
 
 
 cdef class _Strings:
@@ -182,7 +264,11 @@ cdef class _Strings:
     cdef str gid
     cdef const uint8_t* table_p
     cdef Py_ssize_t table_n
-    cdef list topics
+    cdef list topics                # of _TopicIds
+    cdef _Keys keys
+
+    def __cinit__(self, _Keys keys):
+        self.keys = keys
 
     cdef str group(self, const uint8_t* p, Py_ssize_t n):
         if self.gid is None or n != self.gid_n or memcmp(p, self.gid_p, n) != 0:
@@ -192,7 +278,8 @@ cdef class _Strings:
         return self.gid
 
     cdef list table(self, const uint8_t* p, Py_ssize_t start, Py_ssize_t stop, uint32_t count):
-        """The topics of the (bounds-checked) table p[start:stop] of `count` strings."""
+        """The topics (as _TopicIds) of the (bounds-checked) table p[start:stop] of `count`
+        strings."""
         cdef uint32_t i, slen
         cdef Py_ssize_t pos = start
         if (self.topics is not None and stop - start == self.table_n
@@ -201,7 +288,7 @@ cdef class _Strings:
         topics = []
         for i in range(count):
             slen = _u32(p + pos)
-            topics.append(_utf8(p + pos + 4, slen))
+            topics.append(self.keys.topic(_utf8(p + pos + 4, slen)))
             pos += 4 + slen
         self.topics = topics
         self.table_p = p + start
@@ -340,14 +427,17 @@ cdef class Records:
     the buffer cannot be closed under them) until `release`."""
     cdef list recs
     cdef list views
+    cdef _Keys keys                 # the keys of the records' topic tables
 
     def __cinit__(self):
         self.recs = []
         self.views = []
+        self.keys = _Keys()
 
     def release(self):
         """Drop the records and the views of their buffers."""
         self.recs = []
+        self.keys = _Keys()
         views, self.views = self.views, []
         for mv in views:
             mv.release()
@@ -363,7 +453,7 @@ def check(data, Records out):
     cdef uint32_t length, glen, crc
     cdef uint8_t kind
     cdef Py_ssize_t entries = 0, records = 0
-    cdef _Strings strings = _Strings()
+    cdef _Strings strings = _Strings(out.keys)
     cdef _Record rec
     cdef list recs = out.recs
     cdef str why
@@ -430,7 +520,8 @@ def apply(Records recs, dict groups, dict offsets, dict group_ms, dict offsets_m
     later one, is never built: only the latest value per key is (a log that is not
     compacted holds many values per key)."""
     try:
-        _apply_newest_first(recs.recs, groups, offsets, group_ms, offsets_ms, tombstone)
+        _apply_newest_first(recs.recs, recs.keys, groups, offsets, group_ms, offsets_ms,
+                            tombstone)
     finally:
         recs.release()
 
@@ -445,70 +536,83 @@ def scan(data, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombst
     return result
 
 
-cdef _apply_newest_first(list recs, dict groups, dict offsets, dict group_ms, dict offsets_ms,
-                         tombstone):
-    """The effect of applying `recs` in order (after what the dicts hold), computed
-    newest first: per group, the newest group record or tombstone wins; a tombstone
-    hides the group's older offsets records; per offset key the newest set or delete
-    wins; a group's offsets exist afterwards if any key is set, or (empty) if its newest
-    offsets-or-offset-tombstones record sets offsets (an offset tombstones record that
-    leaves them empty removes them)."""
+cdef _apply_newest_first(list recs, _Keys keys, dict groups, dict offsets, dict group_ms,
+                         dict offsets_ms, tombstone):
+    """The effect of applying `recs` in order (after what the dicts hold), computed a
+    group at a time, newest record first (see _apply_group)."""
+    cdef dict by_group = {}
     cdef _Record rec
-    cdef Py_ssize_t i
-    cdef set named = set()        # groups whose newest group record/tombstone is applied
-    cdef set dead = set()         # groups with a tombstone: older offsets do not count
-    cdef set deleting = set()     # groups with an offset tombstone: DELETED values to drop
-    cdef dict per_group = {}      # group -> {(topic, partition): OffsetAndMetadata | DELETED}
-    cdef dict keys = {}           # the shared key tuples (see _key)
-    cdef dict newest_kind = {}    # group -> its newest offsets / offset tombstones kind
-    cdef dict newest_ms = {}      # group -> its newest offsets record's write_ms
-    cdef dict cur, older
-    for i in range(len(recs) - 1, -1, -1):
-        rec = <_Record>recs[i]
-        gid = rec.gid
+    cdef list grecs
+    for rec in recs:
+        grecs = by_group.get(rec.gid)
+        if grecs is None:
+            by_group[rec.gid] = [rec]
+        else:
+            grecs.append(rec)
+    for gid, grecs in by_group.items():
+        _apply_group(gid, grecs, keys, groups, offsets, group_ms, offsets_ms, tombstone)
+
+
+cdef _apply_group(str gid, list grecs, _Keys keys, dict groups, dict offsets, dict group_ms,
+                  dict offsets_ms, tombstone):
+    """One group's records (in log order), applied newest first: the newest group record
+    or tombstone wins; a tombstone hides the group's older offsets records; per offset
+    key the newest set or delete wins; the group's offsets exist afterwards if any key
+    is set, or (empty) if its newest offsets-or-offset-tombstones record sets offsets
+    (an offset tombstones record that leaves them empty removes them)."""
+    cdef _Record rec
+    cdef Py_ssize_t i, kid
+    cdef bint named = False, dead = False, deleting = False
+    cdef int newest_kind = 0
+    cdef uint32_t serial = keys.next_serial()
+    cdef dict cur = None, older
+    newest_ms = None
+    for i in range(len(grecs) - 1, -1, -1):
+        rec = <_Record>grecs[i]
         if rec.kind == GROUP or rec.kind == GROUP_TOMBSTONE:
-            if gid not in named:
-                named.add(gid)
+            if not named:
+                named = True
                 groups[gid] = rec.value if rec.kind == GROUP else tombstone
                 group_ms[gid] = rec.ms
             if rec.kind == GROUP_TOMBSTONE:
-                dead.add(gid)
+                dead = True
+                break                 # older offsets records do not count
             continue
-        if gid in dead:
-            continue
-        if gid not in newest_kind:
-            newest_kind[gid] = rec.kind
-        cur = per_group.get(gid)
+        if newest_kind == 0:
+            newest_kind = rec.kind
         if cur is None:
-            cur = per_group[gid] = {}
+            cur = {}
         if rec.kind == OFFSETS:
-            if gid not in newest_ms:
-                newest_ms[gid] = rec.ms
-            rec.newest_first(cur, keys)
+            if newest_ms is None:
+                newest_ms = rec.ms
+            rec.newest_first(cur, keys, serial)
         else:
-            deleting.add(gid)
+            deleting = True
             for topic, part in rec.value:
-                cur.setdefault(_key(_topic_keys(keys, topic), topic, part), DELETED)
-    for gid in dead:
-        if gid not in per_group:
+                kid = keys.key_id(keys.topic(topic), part)
+                if keys.mark[kid] != serial:
+                    keys.mark[kid] = serial
+                    cur[keys.keys[kid]] = DELETED
+    if cur is None:
+        if dead:
             offsets.pop(gid, None)
             offsets_ms.pop(gid, None)
-    for gid, cur in per_group.items():
-        older = None if gid in dead else offsets.get(gid)
-        if older:                 # an earlier segment's: this one's values win
-            for key, value in cur.items():
-                if value is DELETED:
-                    older.pop(key, None)
-                else:
-                    older[key] = value
-            cur = older
-        elif gid in deleting:
-            for key in [key for key, value in cur.items() if value is DELETED]:
-                del cur[key]
-        if cur or newest_kind[gid] == OFFSETS:
-            offsets[gid] = cur
-            if gid in newest_ms:
-                offsets_ms[gid] = newest_ms[gid]
-        else:
-            offsets.pop(gid, None)
-            offsets_ms.pop(gid, None)
+        return
+    older = None if dead else offsets.get(gid)
+    if older:                     # an earlier apply's: these values win
+        for key, value in cur.items():
+            if value is DELETED:
+                older.pop(key, None)
+            else:
+                older[key] = value
+        cur = older
+    elif deleting:
+        for key in [key for key, value in cur.items() if value is DELETED]:
+            del cur[key]
+    if cur or newest_kind == OFFSETS:
+        offsets[gid] = cur
+        if newest_ms is not None:
+            offsets_ms[gid] = newest_ms
+    else:
+        offsets.pop(gid, None)
+        offsets_ms.pop(gid, None)

@@ -41,17 +41,35 @@ SYNC_THREADS = 16
 LOAD_THREADS = 4
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0                # _no_gc blocks running (loads run in several threads)
+_gc_was_enabled = False
+
+
 @contextlib.contextmanager
 def _no_gc():
     """Bulk decoding allocates millions of tuples and no cycles: the cyclic GC would
-    rescan the growing state again and again (2.5x the load time), so pause it."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    rescan the growing state again and again (2.5x the load time), so pause it, until
+    the last of the blocks running at once ends. Then what they built moves straight to
+    the oldest generation (gc.freeze, gc.unfreeze): it is long-lived state, and left in
+    the youngest the first collection after would traverse all of it at once."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0:
+                if gc.get_freeze_count() == 0:     # (not when the process froze some itself)
+                    gc.freeze()
+                    gc.unfreeze()
+                if _gc_was_enabled:
+                    gc.enable()
 
 
 def _wall_ms() -> int:
