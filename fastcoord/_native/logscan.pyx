@@ -9,6 +9,7 @@ for the next valid frame after a bad one: the header checks run in a C loop with
 the GIL, and only a position that passes them has its CRC computed, so a garbage tail
 costs a pass over its bytes. Results are the pure twin's (tests/test_storage_scan.py).
 """
+cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong
@@ -107,6 +108,7 @@ cdef str _utf8(const uint8_t* p, Py_ssize_t n):
 cdef object DELETED = object()        # an offset tombstone, newest first
 
 
+@cython.final
 cdef class _Record:
     """One valid record of a segment, checked and its strings decoded by the forward
     pass: offsets records keep their columns in the buffer, to be read newest first."""
@@ -157,6 +159,7 @@ cdef enum:
     DENSE_PARTITIONS = 1 << 16     # partitions below this have their key id in an array
 
 
+@cython.final
 cdef class _TopicIds:
     """One topic's (topic, partition) key ids: in an array for the usual partitions."""
     cdef object topic
@@ -184,6 +187,7 @@ cdef class _TopicIds:
         return 0
 
 
+@cython.final
 cdef class _Keys:
     """The (topic, partition) keys of a load, numbered: one tuple per key, shared by
     every group's dict (many groups commit the same partitions), and per key the serial
@@ -256,6 +260,7 @@ cdef class _Keys:
         return kid
 
 
+@cython.final
 cdef class _Strings:
     """The previous record's group id and topic table: a group's records follow one
     another and repeat them, so equal bytes reuse the decoded strings."""
@@ -296,6 +301,7 @@ cdef class _Strings:
         return topics
 
 
+@cython.final
 cdef class _Fields:
     """Fields of a record body [pos, end) (the pure twin's _Reader): one that runs past
     `end` raises FrameError."""
