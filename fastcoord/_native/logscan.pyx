@@ -1,13 +1,14 @@
 # cython: language_level=3
 """Scanning a shard log's bytes in C (native twin of fastcoord._pure.logscan).
 
-`scan` walks a segment's frames, checks each CRC (the crc32c package on the frame's
-bytes), and applies each record to the latest-record-per-key dicts: offsets records,
-nearly all of a log, and group records are decoded here in C loops; offset tombstones
-(rare) go through the Python decoder. `find_frame_after` looks
-for the next valid frame after a bad one: the header checks run in a C loop without
-the GIL, and only a position that passes them has its CRC computed, so a garbage tail
-costs a pass over its bytes. Results are the pure twin's (tests/test_storage_scan.py).
+`check` walks a segment's frames, checks each CRC (the crc32c package on the frame's
+bytes) and decodes each record (offsets and group records in C loops; offset tombstones,
+rare, with the Python decoder), keeping the valid ones in a Records object; `apply`
+applies the records of every segment checked, a group at a time, newest first, so that
+only the newest value per key is ever built. `find_frame_after` looks for the next valid
+frame after a bad one: the header checks run in a C loop without the GIL, and only a
+position that passes them has its CRC computed, so a garbage tail costs a pass over its
+bytes. Results are the pure twin's (tests/test_storage_scan.py).
 """
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
