@@ -129,6 +129,20 @@ def checked_together(module, segments, earlier):
     return state
 
 
+def test_a_key_keeps_its_newest_value_however_its_partition_was_numbered():
+    """The native scanner numbers keys in an array per topic that grows with the topic's
+    keys: a partition first seen beyond it (newest record) must still be the same key
+    when the array has grown past it (older records)."""
+    newest = encode_offsets("g", {("t", 40): OffsetAndMetadata(3)}, 3)
+    middle = encode_offsets("g", {("t", p): OffsetAndMetadata(2) for p in range(36)}, 2)
+    oldest = encode_offsets("g", {("t", 40): OffsetAndMetadata(1)}, 1)
+    data = oldest + middle + newest
+    for module in (fastcoord._compat.module(None, "logscan"), pure):
+        offsets = {}
+        module.scan(data, {}, offsets, {}, {}, TOMB)
+        assert offsets["g"][("t", 40)] == OffsetAndMetadata(3), module
+
+
 def test_a_group_record_does_not_read_past_its_frame():
     """A group record (its CRC intact) whose last field's length runs past the frame is
     corrupt, even when the next record's bytes could fill it."""

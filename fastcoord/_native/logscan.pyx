@@ -157,16 +157,23 @@ cdef class _Record:
 
 
 cdef enum:
-    DENSE_PARTITIONS = 1 << 16     # partitions below this have their key id in an array
+    DENSE_PARTITIONS = 1 << 16     # partitions below this may have their key id in an array
 
 
 @cython.final
 cdef class _TopicIds:
-    """One topic's (topic, partition) key ids: in an array for the usual partitions."""
+    """One topic's (topic, partition) key ids: in an array for the usual partitions (the
+    array grows only as far as a few times the topic's keys: a partition number alone,
+    from a hostile log, cannot make it large)."""
     cdef object topic
     cdef Py_ssize_t* dense          # partition -> key id, -1 for none yet
     cdef Py_ssize_t cap
+    cdef Py_ssize_t count           # keys of the topic
     cdef dict sparse                # other partitions -> key id
+
+    cdef bint in_dense(self, int32_t partition):
+        return 0 <= partition < DENSE_PARTITIONS and (partition < self.cap
+                                                       or partition < 4 * self.count + 16)
 
     def __cinit__(self, topic):
         self.topic = topic
@@ -176,7 +183,7 @@ cdef class _TopicIds:
         PyMem_Free(self.dense)
 
     cdef int grow(self, Py_ssize_t need) except -1:
-        cdef Py_ssize_t cap = max(need, 2 * self.cap, 16)
+        cdef Py_ssize_t cap = min(max(need, 2 * self.cap, 16), DENSE_PARTITIONS)
         cdef Py_ssize_t i
         cdef Py_ssize_t* dense = <Py_ssize_t*>PyMem_Realloc(self.dense, cap * sizeof(Py_ssize_t))
         if dense is NULL:
@@ -234,16 +241,18 @@ cdef class _Keys:
         cdef Py_ssize_t kid
         cdef Py_ssize_t cap
         cdef uint32_t* mark
+        cdef bint dense = tids.in_dense(partition)
         part = PyLong_FromLong(partition)
-        if 0 <= partition < DENSE_PARTITIONS:
+        if dense:
             if partition >= tids.cap:
                 tids.grow(partition + 1)
             if tids.dense[partition] >= 0:
                 return tids.dense[partition]
-        else:
-            found = tids.sparse.get(part)
-            if found is not None:
-                return found
+        found = tids.sparse.get(part)     # (numbered before the array reached it)
+        if found is not None:
+            if dense:
+                tids.dense[partition] = found
+            return found
         kid = len(self.keys)
         if kid >= self.cap:
             cap = max(2 * self.cap, 1024)
@@ -254,7 +263,8 @@ cdef class _Keys:
             self.mark = mark
             self.cap = cap
         self.keys.append((tids.topic, part))
-        if 0 <= partition < DENSE_PARTITIONS:
+        tids.count += 1
+        if dense:
             tids.dense[partition] = kid
         else:
             tids.sparse[part] = kid
