@@ -24,25 +24,39 @@ TOPICS = ["t", "u", "tópico"]
 TOMB = object()
 
 
+def partition(rng: random.Random) -> int:
+    """Mostly a few small ones (keys repeat), some negative or past 2**16."""
+    return rng.choice([rng.randrange(-3, 6)] * 4 + [70_000, 2**31 - 1, -2**31])
+
+
 def random_record(rng: random.Random) -> bytes:
     gid = rng.choice(GROUPS)
     kind = rng.choice(["offsets", "offsets", "offsets", "group", "tombstone", "offset-tombstones",
                        "odd"])
     if kind == "offsets":
-        offsets = {(rng.choice(TOPICS), rng.randrange(-3, 6)):
+        offsets = {(rng.choice(TOPICS), partition(rng)):
                    OffsetAndMetadata(rng.randrange(-2**63, 2**63),
                                      rng.choice(["", None, "m", "mé" * 3]),
                                      rng.randrange(-2**31, 2**31), rng.choice([-1, 0, 2**62]))
                    for _ in range(rng.randrange(0, 6))}
         return encode_offsets(gid, offsets, rng.randrange(0, 2**40))
     if kind == "group":
-        return encode_group(gid, {"protocol_type": "consumer", "generation": rng.randrange(9),
-                                  "protocol": None, "leader": "m", "members": []}, 5)
+        members = [{"member_id": f"m{i}", "instance_id": rng.choice([None, "", "i-é"]),
+                    "client_id": rng.choice(["", "c"]), "client_host": "/10.0.0.1",
+                    "rebalance_timeout_ms": rng.randrange(-2**31, 2**31),
+                    "session_timeout_ms": rng.randrange(2**31),
+                    "subscription": rng.randbytes(rng.randrange(3)),
+                    "assignment": rng.randbytes(rng.randrange(3))}
+                   for i in range(rng.choice([0, 0, 1, 3]))]
+        return encode_group(gid, {"protocol_type": rng.choice(["consumer", None]),
+                                  "generation": rng.randrange(9),
+                                  "protocol": rng.choice([None, "range"]), "leader": "m",
+                                  "members": members}, 5)
     if kind == "tombstone":
         return encode_group_tombstone(gid, rng.randrange(100))
     if kind == "offset-tombstones":
         return encode_offset_tombstones(
-            gid, [(rng.choice(TOPICS), rng.randrange(-3, 6)) for _ in range(rng.randrange(3))], 9)
+            gid, [(rng.choice(TOPICS), partition(rng)) for _ in range(rng.randrange(3))], 9)
     # a framed payload that does not decode: an unknown type, a body of random bytes, a
     # group id not UTF-8 or past the record
     glen = rng.choice([1, 1, 1, 200])
@@ -95,6 +109,62 @@ def test_the_twins_agree_on_random_logs(seed):
     # a second segment applied over the first's state
     later = damaged_log(seed + 1)
     assert scanned(native, later, got[4:]) == scanned(pure, later, scanned(pure, data)[4:])
+    # both segments checked, then applied at once (as a load does: newest first across
+    # segments), over some earlier state
+    earlier = damaged_log(seed + 2)
+    assert checked_together(native, [data, later], earlier) == \
+        checked_together(pure, [data, later], earlier)
+    assert checked_together(pure, [data, later], earlier) == \
+        scanned(pure, later, scanned(pure, data, scanned(pure, earlier)[4:])[4:])[4:]
+
+
+def checked_together(module, segments, earlier):
+    """The state after scanning `earlier`, then checking each valid prefix of
+    `segments` into one Records and applying it once."""
+    state = scanned(module, earlier)[4:]
+    recs = module.Records()
+    for data in segments:
+        module.check(data, recs)
+    module.apply(recs, *state, TOMB)
+    return state
+
+
+def test_a_key_keeps_its_newest_value_however_its_partition_was_numbered():
+    """The native scanner numbers keys in an array per topic that grows with the topic's
+    keys: a partition first seen beyond it (newest record) must still be the same key
+    when the array has grown past it (older records)."""
+    newest = encode_offsets("g", {("t", 40): OffsetAndMetadata(3)}, 3)
+    middle = encode_offsets("g", {("t", p): OffsetAndMetadata(2) for p in range(36)}, 2)
+    oldest = encode_offsets("g", {("t", 40): OffsetAndMetadata(1)}, 1)
+    data = oldest + middle + newest
+    for module in (fastcoord._compat.module(None, "logscan"), pure):
+        offsets = {}
+        module.scan(data, {}, offsets, {}, {}, TOMB)
+        assert offsets["g"][("t", 40)] == OffsetAndMetadata(3), module
+
+
+def test_a_group_record_does_not_read_past_its_frame():
+    """A group record (its CRC intact) whose last field's length runs past the frame is
+    corrupt, even when the next record's bytes could fill it."""
+    whole = encode_group("g", {"protocol_type": None, "generation": 1, "protocol": None,
+                               "leader": None, "members": [
+                                   {"member_id": "m", "instance_id": None, "client_id": "c",
+                                    "client_host": "h", "rebalance_timeout_ms": 1,
+                                    "session_timeout_ms": 2, "subscription": b"s",
+                                    "assignment": b"abc"}]}, 7)
+    payload = whole[8:-3]                 # the assignment's length still says 3
+    data = frame(payload) + encode_group_tombstone("h", 1)
+    scanner = fastcoord._compat.module(None, "logscan")
+    for module in (scanner, pure):
+        groups = {}
+        end, reason, records, _ = module.scan(data, groups, {}, {}, {}, TOMB)
+        assert (end, records, groups) == (0, 0, {}), module
+        assert reason.startswith("undecodable record"), reason
+    # and one with bytes left over after its fields
+    data = frame(whole[8:] + b"x")
+    for module in (scanner, pure):
+        assert module.scan(data, {}, {}, {}, {}, TOMB)[:2] == (
+            0, "undecodable record: group record does not fill the record")
 
 
 def test_scan_stops_at_the_first_bad_record_and_reports_it():

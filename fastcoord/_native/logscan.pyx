@@ -1,19 +1,23 @@
 # cython: language_level=3
 """Scanning a shard log's bytes in C (native twin of fastcoord._pure.logscan).
 
-`scan` walks a segment's frames, checks each CRC (the crc32c package on the frame's
-bytes), and applies each record to the latest-record-per-key dicts: offsets records,
-nearly all of a log, are decoded here in C loops; group records and offset tombstones
-go through the pure twin's `apply_other` (the Python decoders). `find_frame_after` looks
-for the next valid frame after a bad one: the header checks run in a C loop without
-the GIL, and only a position that passes them has its CRC computed, so a garbage tail
-costs a pass over its bytes. Results are the pure twin's (tests/test_storage_scan.py).
+`check` walks a segment's frames, checks each CRC (the crc32c package on the frame's
+bytes) and decodes each record (offsets and group records in C loops; offset tombstones,
+rare, with the Python decoder), keeping the valid ones in a Records object; `apply`
+applies the records of every segment checked, a group at a time, newest first, so that
+only the newest value per key is ever built. `find_frame_after` looks for the next valid
+frame after a bad one: the header checks run in a C loop without the GIL, and only a
+position that passes them has its CRC computed, so a garbage tail costs a pass over its
+bytes. Results are the pure twin's (tests/test_storage_scan.py).
 """
+cimport cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.long cimport PyLong_FromLong, PyLong_FromLongLong
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.string cimport memcmp
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from libc.string cimport memcmp, memset
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 import struct
@@ -21,9 +25,7 @@ import struct
 from crc32c import crc32c as _crc32c
 
 from fastcoord.results import OffsetAndMetadata
-from fastcoord.storage.records import (
-    FrameError, decode_group_record, decode_offset_tombstones,
-)
+from fastcoord.storage.records import FrameError, decode_offset_tombstones
 
 cdef enum:
     FRAME_SIZE = 8
@@ -107,6 +109,7 @@ cdef str _utf8(const uint8_t* p, Py_ssize_t n):
 cdef object DELETED = object()        # an offset tombstone, newest first
 
 
+@cython.final
 cdef class _Record:
     """One valid record of a segment, checked and its strings decoded by the forward
     pass: offsets records keep their columns in the buffer, to be read newest first."""
@@ -114,50 +117,161 @@ cdef class _Record:
     cdef str gid
     cdef object ms
     cdef object value          # GROUP: the record dict; OFFSET_TOMBSTONES: [(topic, partition)]
-    cdef list topics
+    cdef list topics           # OFFSETS: its topic table, as _TopicIds
     cdef list metadata         # None when every entry's metadata is ""
     cdef const uint8_t* cols
     cdef uint32_t n
 
-    cdef Py_ssize_t newest_first(self, dict per) except -1:
-        """Set each entry whose key `per` ({topic: {partition: value}}) lacks, last entry
+    cdef Py_ssize_t newest_first(self, dict cur, _Keys keys, uint32_t serial) except -1:
+        """Set each entry whose key the group (`serial`) has not set yet, last entry
         first (a later entry of a record wins, as a later record does)."""
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, kid
         cdef uint32_t n = self.n
         cdef const uint8_t* c = self.cols
         cdef Py_ssize_t n4 = 4 * <Py_ssize_t>n
         cdef bint one = len(self.topics) == 1
-        cdef object topic, last_topic = None
-        cdef dict tdict = None
-        cdef PyObject* found
+        cdef _TopicIds tids = None
+        if n == 0:
+            return 0                        # (its topic table may be empty too)
+        tids = <_TopicIds>self.topics[0]
         cdef int64_t stamp, last_stamp = 0
         cdef object stamp_obj = None
         cdef object md = ""
         for i in range(<Py_ssize_t>n - 1, -1, -1):
-            topic = self.topics[0] if one else self.topics[_u32(c + 4 * i)]
-            if topic is not last_topic:
-                found = PyDict_GetItem(per, topic)
-                if found is NULL:
-                    tdict = {}
-                    PyDict_SetItem(per, topic, tdict)
-                else:
-                    tdict = <dict>found
-                last_topic = topic
-            part = PyLong_FromLong(<int32_t>_u32(c + n4 + 4 * i))
-            if PyDict_GetItem(tdict, part) is not NULL:
+            if not one:
+                tids = <_TopicIds>self.topics[_u32(c + 4 * i)]
+            kid = keys.key_id(tids, <int32_t>_u32(c + n4 + 4 * i))
+            if keys.mark[kid] == serial:
                 continue                    # a newer record set or deleted it
+            keys.mark[kid] = serial
             stamp = <int64_t>_u64(c + 5 * n4 + 8 * i)
             if stamp_obj is None or stamp != last_stamp:
                 stamp_obj = PyLong_FromLongLong(stamp)
                 last_stamp = stamp
             if self.metadata is not None:
                 md = self.metadata[i]
-            PyDict_SetItem(tdict, part, _tuple_new(_OAM, (
+            PyDict_SetItem(cur, keys.keys[kid], _tuple_new(_OAM, (
                 PyLong_FromLongLong(<int64_t>_u64(c + 2 * n4 + 8 * i)), md,
                 PyLong_FromLong(<int32_t>_u32(c + 4 * n4 + 4 * i)), stamp_obj)))
         return n
 
 
+cdef enum:
+    DENSE_PARTITIONS = 1 << 16     # partitions below this may have their key id in an array
+
+
+@cython.final
+cdef class _TopicIds:
+    """One topic's (topic, partition) key ids: in an array for the usual partitions (the
+    array grows only as far as a few times the topic's keys: a partition number alone,
+    from a hostile log, cannot make it large)."""
+    cdef object topic
+    cdef Py_ssize_t* dense          # partition -> key id, -1 for none yet
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t count           # keys of the topic
+    cdef dict sparse                # other partitions -> key id
+
+    cdef bint in_dense(self, int32_t partition):
+        return 0 <= partition < DENSE_PARTITIONS and (partition < self.cap
+                                                       or partition < 4 * self.count + 16)
+
+    def __cinit__(self, topic):
+        self.topic = topic
+        self.sparse = {}
+
+    def __dealloc__(self):
+        PyMem_Free(self.dense)
+
+    cdef int grow(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap = min(max(need, 2 * self.cap, 16), DENSE_PARTITIONS)
+        cdef Py_ssize_t i
+        cdef Py_ssize_t* dense = <Py_ssize_t*>PyMem_Realloc(self.dense, cap * sizeof(Py_ssize_t))
+        if dense is NULL:
+            raise MemoryError()
+        for i in range(self.cap, cap):
+            dense[i] = -1
+        self.dense = dense
+        self.cap = cap
+        return 0
+
+
+@cython.final
+cdef class _Keys:
+    """The (topic, partition) keys of a load, numbered: one tuple per key, shared by
+    every group's dict (many groups commit the same partitions), and per key the serial
+    of the last group that set it (while applying a group's records newest first, a key
+    already marked with its serial was set by a newer record)."""
+    cdef dict topics                # topic -> _TopicIds
+    cdef list keys                  # key id -> (topic, partition)
+    cdef uint32_t* mark             # key id -> serial
+    cdef Py_ssize_t cap
+    cdef uint32_t serial
+
+    def __cinit__(self):
+        self.topics = {}
+        self.keys = []
+
+    def __dealloc__(self):
+        PyMem_Free(self.mark)
+
+    cdef _TopicIds topic(self, topic):
+        cdef PyObject* found = PyDict_GetItem(self.topics, topic)
+        if found is not NULL:
+            return <_TopicIds>found
+        tids = _TopicIds(topic)
+        PyDict_SetItem(self.topics, topic, tids)
+        return tids
+
+    cdef uint32_t next_serial(self):
+        if self.serial == 0xFFFFFFFF:          # wrapped: forget every mark
+            memset(self.mark, 0, self.cap * sizeof(uint32_t))
+            self.serial = 0
+        self.serial += 1
+        return self.serial
+
+    cdef inline Py_ssize_t key_id(self, _TopicIds tids, int32_t partition) except -1:
+        cdef Py_ssize_t kid
+        if 0 <= partition < tids.cap:
+            kid = tids.dense[partition]
+            if kid >= 0:
+                return kid
+        return self.new_id(tids, partition)
+
+    cdef Py_ssize_t new_id(self, _TopicIds tids, int32_t partition) except -1:
+        cdef Py_ssize_t kid
+        cdef Py_ssize_t cap
+        cdef uint32_t* mark
+        cdef bint dense = tids.in_dense(partition)
+        part = PyLong_FromLong(partition)
+        if dense:
+            if partition >= tids.cap:
+                tids.grow(partition + 1)
+            if tids.dense[partition] >= 0:
+                return tids.dense[partition]
+        found = tids.sparse.get(part)     # (numbered before the array reached it)
+        if found is not None:
+            if dense:
+                tids.dense[partition] = found
+            return found
+        kid = len(self.keys)
+        if kid >= self.cap:
+            cap = max(2 * self.cap, 1024)
+            mark = <uint32_t*>PyMem_Realloc(self.mark, cap * sizeof(uint32_t))
+            if mark is NULL:
+                raise MemoryError()
+            memset(mark + self.cap, 0, (cap - self.cap) * sizeof(uint32_t))
+            self.mark = mark
+            self.cap = cap
+        self.keys.append((tids.topic, part))
+        tids.count += 1
+        if dense:
+            tids.dense[partition] = kid
+        else:
+            tids.sparse[part] = kid
+        return kid
+
+
+@cython.final
 cdef class _Strings:
     """The previous record's group id and topic table: a group's records follow one
     another and repeat them, so equal bytes reuse the decoded strings."""
@@ -166,7 +280,11 @@ cdef class _Strings:
     cdef str gid
     cdef const uint8_t* table_p
     cdef Py_ssize_t table_n
-    cdef list topics
+    cdef list topics                # of _TopicIds
+    cdef _Keys keys
+
+    def __cinit__(self, _Keys keys):
+        self.keys = keys
 
     cdef str group(self, const uint8_t* p, Py_ssize_t n):
         if self.gid is None or n != self.gid_n or memcmp(p, self.gid_p, n) != 0:
@@ -176,7 +294,8 @@ cdef class _Strings:
         return self.gid
 
     cdef list table(self, const uint8_t* p, Py_ssize_t start, Py_ssize_t stop, uint32_t count):
-        """The topics of the (bounds-checked) table p[start:stop] of `count` strings."""
+        """The topics (as _TopicIds) of the (bounds-checked) table p[start:stop] of `count`
+        strings."""
         cdef uint32_t i, slen
         cdef Py_ssize_t pos = start
         if (self.topics is not None and stop - start == self.table_n
@@ -185,12 +304,80 @@ cdef class _Strings:
         topics = []
         for i in range(count):
             slen = _u32(p + pos)
-            topics.append(_utf8(p + pos + 4, slen))
+            topics.append(self.keys.topic(_utf8(p + pos + 4, slen)))
             pos += 4 + slen
         self.topics = topics
         self.table_p = p + start
         self.table_n = stop - start
         return topics
+
+
+@cython.final
+cdef class _Fields:
+    """Fields of a record body [pos, end) (the pure twin's _Reader): one that runs past
+    `end` raises FrameError."""
+    cdef const uint8_t* p
+    cdef Py_ssize_t pos
+    cdef Py_ssize_t end
+
+    cdef Py_ssize_t take(self, Py_ssize_t n) except -1:
+        cdef Py_ssize_t start = self.pos
+        if n > self.end - start:
+            raise FrameError("a field runs past the record")
+        self.pos = start + n
+        return start
+
+    cdef uint32_t u32(self) except? 0xFFFFFFFF:
+        return _u32(self.p + self.take(4))
+
+    cdef int32_t i32(self) except? -1:
+        return <int32_t>_u32(self.p + self.take(4))
+
+    cdef object raw(self, bint text):
+        """A string (text) or bytes field; None for length 0xFFFFFFFF."""
+        cdef uint32_t n = self.u32()
+        if n == NONE_LEN:
+            return None
+        cdef Py_ssize_t start = self.take(n)
+        if text:
+            return _utf8(self.p + start, n)
+        return PyBytes_FromStringAndSize(<const char*>self.p + start, n)
+
+    cdef str text(self):
+        value = self.raw(True)
+        if value is None:
+            raise FrameError("a required string is null")
+        return value
+
+
+cdef dict _group_record(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end):
+    """The pure twin's decode_group_record, in C."""
+    cdef _Fields r = _Fields()
+    cdef uint32_t i, count
+    r.p = p
+    r.pos = pos
+    r.end = end
+    record = {"protocol_type": r.raw(True), "generation": r.i32(), "protocol": r.raw(True),
+              "leader": r.raw(True)}
+    members = []
+    count = r.u32()
+    for i in range(count):
+        member_id = r.text()
+        instance_id = r.raw(True)
+        client_id = r.text()
+        client_host = r.text()
+        rebalance = r.i32()
+        session = r.i32()
+        subscription = r.raw(False) or b""
+        assignment = r.raw(False) or b""
+        members.append({"member_id": member_id, "instance_id": instance_id,
+                        "client_id": client_id, "client_host": client_host,
+                        "rebalance_timeout_ms": rebalance, "session_timeout_ms": session,
+                        "subscription": subscription, "assignment": assignment})
+    if r.pos != end:
+        raise FrameError("group record does not fill the record")
+    record["members"] = members
+    return record
 
 
 cdef str _check_offsets(_Record rec, _Strings strings, const uint8_t* p, Py_ssize_t pos,
@@ -251,27 +438,45 @@ cdef str _check_offsets(_Record rec, _Strings strings, const uint8_t* p, Py_ssiz
     return None
 
 
-def scan(data, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombstone):
-    """Apply every valid record of `data` in order. Returns (end, reason, records,
-    entries), as the pure twin's scan, with the same effect on the dicts.
+cdef class Records:
+    """The checked records of one or more segments, in log order, waiting for `apply`:
+    offsets records point into their segment's buffer, which this holds a view of (so
+    the buffer cannot be closed under them) until `release`."""
+    cdef list recs
+    cdef list views
+    cdef _Keys keys                 # the keys of the records' topic tables
 
-    Two passes: forward, every frame is checked (CRC, decoding) up to the first bad one;
-    then the valid records are applied newest first, so that an offset a later record
-    overwrote is never built: only the latest value per key is (a log that is not
-    compacted holds many values per key)."""
+    def __cinit__(self):
+        self.recs = []
+        self.views = []
+        self.keys = _Keys()
+
+    def release(self):
+        """Drop the records and the views of their buffers."""
+        self.recs = []
+        self.keys = _Keys()
+        views, self.views = self.views, []
+        for mv in views:
+            mv.release()
+
+
+def check(data, Records out):
+    """Check every frame of `data` (CRC, decoding) up to the first bad one, appending
+    the valid records to `out`. Returns (end, reason, records, entries), as scan does."""
     cdef const uint8_t[::1] buf = data
     cdef Py_ssize_t n = buf.shape[0]
     cdef const uint8_t* p = &buf[0] if n else NULL
     cdef Py_ssize_t pos = 0, end, body, gend
     cdef uint32_t length, glen, crc
     cdef uint8_t kind
-    cdef Py_ssize_t entries = 0
-    cdef _Strings strings = _Strings()
+    cdef Py_ssize_t entries = 0, records = 0
+    cdef _Strings strings = _Strings(out.keys)
     cdef _Record rec
-    cdef list recs = []
+    cdef list recs = out.recs
     cdef str why
     reason = None
     mv = memoryview(data)
+    out.views.append(mv)
     while pos < n:
         if pos + FRAME_SIZE > n:
             reason = "truncated frame header"
@@ -307,7 +512,7 @@ def scan(data, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombst
                     break
                 entries += rec.n
             elif kind == GROUP:
-                rec.value = decode_group_record(data, gend)
+                rec.value = _group_record(p, gend, end)
                 entries += 1
             elif kind == GROUP_TOMBSTONE:
                 entries += 1
@@ -321,73 +526,110 @@ def scan(data, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombst
             reason = f"undecodable record: {exc}"
             break
         recs.append(rec)
+        records += 1
         pos = end
-    _apply_newest_first(recs, groups, offsets, group_ms, offsets_ms, tombstone)
-    return pos, reason, len(recs), entries
+    return pos, reason, records, entries
 
 
-cdef _apply_newest_first(list recs, dict groups, dict offsets, dict group_ms, dict offsets_ms,
-                         tombstone):
-    """The effect of applying `recs` in order (after what the dicts hold), computed
-    newest first: per group, the newest group record or tombstone wins; a tombstone
-    hides the group's older offsets records; per offset key the newest set or delete
-    wins; a group's offsets exist afterwards if any key is set, or (empty) if its newest
-    offsets-or-offset-tombstones record sets offsets (an offset tombstones record that
-    leaves them empty removes them)."""
+def apply(Records recs, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombstone):
+    """Apply the checked records of `recs` (after what the dicts hold), then release
+    them. Newest first, so that an offset a later record overwrote, in this segment or a
+    later one, is never built: only the latest value per key is (a log that is not
+    compacted holds many values per key)."""
+    try:
+        _apply_newest_first(recs.recs, recs.keys, groups, offsets, group_ms, offsets_ms,
+                            tombstone)
+    finally:
+        recs.release()
+
+
+def scan(data, dict groups, dict offsets, dict group_ms, dict offsets_ms, tombstone):
+    """Apply every valid record of `data` in order (check, then apply). Returns (end,
+    reason, records, entries), as the pure twin's scan, with the same effect on the
+    dicts."""
+    cdef Records recs = Records()
+    result = check(data, recs)
+    apply(recs, groups, offsets, group_ms, offsets_ms, tombstone)
+    return result
+
+
+cdef _apply_newest_first(list recs, _Keys keys, dict groups, dict offsets, dict group_ms,
+                         dict offsets_ms, tombstone):
+    """The effect of applying `recs` in order (after what the dicts hold), computed a
+    group at a time, newest record first (see _apply_group)."""
+    cdef dict by_group = {}
     cdef _Record rec
-    cdef Py_ssize_t i
-    cdef set named = set()        # groups whose newest group record/tombstone is applied
-    cdef set dead = set()         # groups with a tombstone: older offsets do not count
-    cdef dict keys = {}           # group -> {topic: {partition: OffsetAndMetadata | DELETED}}
-    cdef dict newest_kind = {}    # group -> its newest offsets / offset tombstones kind
-    cdef dict newest_ms = {}      # group -> its newest offsets record's write_ms
-    cdef dict per, tdict, cur
-    for i in range(len(recs) - 1, -1, -1):
-        rec = <_Record>recs[i]
-        gid = rec.gid
+    cdef list grecs
+    for rec in recs:
+        grecs = by_group.get(rec.gid)
+        if grecs is None:
+            by_group[rec.gid] = [rec]
+        else:
+            grecs.append(rec)
+    for gid, grecs in by_group.items():
+        _apply_group(gid, grecs, keys, groups, offsets, group_ms, offsets_ms, tombstone)
+
+
+cdef _apply_group(str gid, list grecs, _Keys keys, dict groups, dict offsets, dict group_ms,
+                  dict offsets_ms, tombstone):
+    """One group's records (in log order), applied newest first: the newest group record
+    or tombstone wins; a tombstone hides the group's older offsets records; per offset
+    key the newest set or delete wins; the group's offsets exist afterwards if any key
+    is set, or (empty) if its newest offsets-or-offset-tombstones record sets offsets
+    (an offset tombstones record that leaves them empty removes them)."""
+    cdef _Record rec
+    cdef Py_ssize_t i, kid
+    cdef bint named = False, dead = False, deleting = False
+    cdef int newest_kind = 0
+    cdef uint32_t serial = keys.next_serial()
+    cdef dict cur = None, older
+    newest_ms = None
+    for i in range(len(grecs) - 1, -1, -1):
+        rec = <_Record>grecs[i]
         if rec.kind == GROUP or rec.kind == GROUP_TOMBSTONE:
-            if gid not in named:
-                named.add(gid)
+            if not named:
+                named = True
                 groups[gid] = rec.value if rec.kind == GROUP else tombstone
                 group_ms[gid] = rec.ms
             if rec.kind == GROUP_TOMBSTONE:
-                dead.add(gid)
+                dead = True
+                break                 # older offsets records do not count
             continue
-        if gid in dead:
-            continue
-        if gid not in newest_kind:
-            newest_kind[gid] = rec.kind
-        per = keys.get(gid)
-        if per is None:
-            per = keys[gid] = {}
-        if rec.kind == OFFSETS:
-            if gid not in newest_ms:
-                newest_ms[gid] = rec.ms
-            rec.newest_first(per)
-        else:
-            for topic, part in rec.value:
-                tdict = per.get(topic)
-                if tdict is None:
-                    tdict = per[topic] = {}
-                tdict.setdefault(part, DELETED)
-    for gid in dead:
-        if gid not in keys:
-            offsets.pop(gid, None)
-            offsets_ms.pop(gid, None)
-    for gid, per in keys.items():
-        cur = None if gid in dead else offsets.get(gid)
+        if newest_kind == 0:
+            newest_kind = rec.kind
         if cur is None:
             cur = {}
-        for topic, tdict in per.items():
-            for part, value in tdict.items():
-                if value is DELETED:
-                    cur.pop((topic, part), None)
-                else:
-                    cur[(topic, part)] = value
-        if cur or newest_kind[gid] == OFFSETS:
-            offsets[gid] = cur
-            if gid in newest_ms:
-                offsets_ms[gid] = newest_ms[gid]
+        if rec.kind == OFFSETS:
+            if newest_ms is None:
+                newest_ms = rec.ms
+            rec.newest_first(cur, keys, serial)
         else:
+            deleting = True
+            for topic, part in rec.value:
+                kid = keys.key_id(keys.topic(topic), part)
+                if keys.mark[kid] != serial:
+                    keys.mark[kid] = serial
+                    cur[keys.keys[kid]] = DELETED
+    if cur is None:
+        if dead:
             offsets.pop(gid, None)
             offsets_ms.pop(gid, None)
+        return
+    older = None if dead else offsets.get(gid)
+    if older:                     # an earlier apply's: these values win
+        for key, value in cur.items():
+            if value is DELETED:
+                older.pop(key, None)
+            else:
+                older[key] = value
+        cur = older
+    elif deleting:
+        for key in [key for key, value in cur.items() if value is DELETED]:
+            del cur[key]
+    if cur or newest_kind == OFFSETS:
+        offsets[gid] = cur
+        if newest_ms is not None:
+            offsets_ms[gid] = newest_ms
+    else:
+        offsets.pop(gid, None)
+        offsets_ms.pop(gid, None)

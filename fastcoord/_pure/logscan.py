@@ -1,7 +1,9 @@
 """Scanning a shard log's bytes (pure twin of fastcoord._native.logscan).
 
-scan:          apply every valid record of a segment's bytes to the latest-record-per-key
-               dicts, stopping at the first bad one.
+check:         check a segment's records up to the first bad one, queueing them in Records.
+apply:         apply queued records (of one segment or several) to the latest-record-per-key
+               dicts.
+scan:          check then apply one segment.
 find_frame_after: the first valid frame after a bad one (tells a torn tail from
                corruption followed by valid records).
 
@@ -22,22 +24,36 @@ from ..storage.records import (
     decode_offsets,
 )
 
-__all__ = ["scan", "find_frame_after", "apply_other", "plausible_frame"]
+__all__ = ["Records", "check", "apply", "scan", "find_frame_after", "plausible_frame"]
 
 _DECODE_ERRORS = (struct.error, FrameError, UnicodeDecodeError, IndexError)
 
 
-def scan(data, groups: dict, offsets: dict, group_ms: dict, offsets_ms: dict, tombstone
-         ) -> Tuple[int, Optional[str], int, int]:
-    """Apply every valid record of `data` in order. Returns (end, reason, records,
-    entries): end is len(data) and reason None when the whole buffer is valid, else the
-    offset of the first bad record and why; `records` applied; `entries` their offset
-    entries plus one per record of another type (compaction's measure of what was read)."""
+class Records:
+    """The checked records of one or more segments, in log order, waiting for `apply`:
+    (kind, group id, write_ms, decoded value), holding nothing of the buffers."""
+
+    __slots__ = ("recs",)
+
+    def __init__(self) -> None:
+        self.recs: list = []
+
+    def release(self) -> None:
+        self.recs = []
+
+
+def check(data, out: Records) -> Tuple[int, Optional[str], int, int]:
+    """Check every frame of `data` (CRC, decoding) up to the first bad one, appending
+    the valid records to `out`. Returns (end, reason, records, entries): end is
+    len(data) and reason None when the whole buffer is valid, else the offset of the
+    first bad record and why; `records` checked; `entries` their offset entries plus one
+    per record of another type (compaction's measure of what was read)."""
     pos = 0
     n = len(data)
     mv = memoryview(data)
     unpack_frame = FRAME.unpack_from
     unpack_head = HEAD.unpack_from
+    recs = out.recs
     records = 0
     entries = 0
     while pos < n:
@@ -59,47 +75,66 @@ def scan(data, groups: dict, offsets: dict, group_ms: dict, offsets_ms: dict, to
         try:
             gid = bytes(mv[body + HEAD_SIZE:gend]).decode("utf-8", "surrogatepass")
             if kind == OFFSETS:
-                decoded = decode_offsets(data, gend, end)
-                current = offsets.get(gid)
-                if current is None:
-                    offsets[gid] = decoded
-                else:
-                    current.update(decoded)
-                offsets_ms[gid] = write_ms
-                entries += len(decoded)
-            elif kind in (GROUP, GROUP_TOMBSTONE, OFFSET_TOMBSTONES):
-                apply_other(kind, data, gend, end, gid, write_ms, groups, offsets, group_ms,
-                            offsets_ms, tombstone)
+                value = decode_offsets(data, gend, end)
+                entries += len(value)
+            elif kind == GROUP:
+                value = decode_group_record(data, gend, end)
+                entries += 1
+            elif kind == GROUP_TOMBSTONE:
+                value = None
+                entries += 1
+            elif kind == OFFSET_TOMBSTONES:
+                value = decode_offset_tombstones(data, gend, end)
                 entries += 1
             else:
                 return pos, f"unknown record type {kind}", records, entries
         except _DECODE_ERRORS as exc:
             return pos, f"undecodable record: {exc}", records, entries
+        recs.append((kind, gid, write_ms, value))
         records += 1
         pos = end
     return pos, None, records, entries
 
 
-def apply_other(kind: int, data, pos: int, end: int, gid: str, write_ms: int, groups: dict,
-                offsets: dict, group_ms: dict, offsets_ms: dict, tombstone) -> None:
-    """Apply a group record, group tombstone or offset tombstones record (body [pos, end)
-    after the head): the records both twins decode in Python."""
-    if kind == GROUP:
-        groups[gid] = decode_group_record(data, pos)
-        group_ms[gid] = write_ms
-    elif kind == GROUP_TOMBSTONE:
-        groups[gid] = tombstone
-        offsets.pop(gid, None)
-        offsets_ms.pop(gid, None)
-        group_ms[gid] = write_ms
-    else:
-        current = offsets.get(gid)
-        for tp in decode_offset_tombstones(data, pos, end):
-            if current is not None:
-                current.pop(tp, None)
-        if current is not None and not current:
-            del offsets[gid]
+def apply(recs: Records, groups: dict, offsets: dict, group_ms: dict, offsets_ms: dict,
+          tombstone) -> None:
+    """Apply the checked records of `recs` in order (after what the dicts hold), then
+    release them."""
+    for kind, gid, write_ms, value in recs.recs:
+        if kind == OFFSETS:
+            current = offsets.get(gid)
+            if current is None:
+                offsets[gid] = value
+            else:
+                current.update(value)
+            offsets_ms[gid] = write_ms
+        elif kind == GROUP:
+            groups[gid] = value
+            group_ms[gid] = write_ms
+        elif kind == GROUP_TOMBSTONE:
+            groups[gid] = tombstone
+            offsets.pop(gid, None)
             offsets_ms.pop(gid, None)
+            group_ms[gid] = write_ms
+        else:
+            current = offsets.get(gid)
+            if current is not None:
+                for tp in value:
+                    current.pop(tp, None)
+                if not current:
+                    del offsets[gid]
+                    offsets_ms.pop(gid, None)
+    recs.release()
+
+
+def scan(data, groups: dict, offsets: dict, group_ms: dict, offsets_ms: dict, tombstone
+         ) -> Tuple[int, Optional[str], int, int]:
+    """Apply every valid record of `data` in order (check, then apply). Returns (end,
+    reason, records, entries) as check does."""
+    recs = Records()
+    result = check(data, recs)
+    apply(recs, groups, offsets, group_ms, offsets_ms, tombstone)
+    return result
 
 
 # A plausible frame header at the position the look-ahead starts: the length's top

@@ -28,7 +28,7 @@ def _scan():
     return _scanner
 
 __all__ = ["CorruptLogError", "ShardState", "list_segments", "segment_path", "fsync_dir",
-           "scan_segment", "find_frame_after", "complete_frame", "mapped_segment",
+           "scan_segment", "check_segment", "apply_pending", "checked_segments", "find_frame_after", "complete_frame", "mapped_segment",
            "remove_compaction_leftovers", "SEGMENT_SUFFIX", "COMPACT_SUFFIX"]
 
 log = logging.getLogger("fastcoord.storage")
@@ -112,9 +112,11 @@ class ShardState:
     group_ms / offsets_ms: the write time (store wall clock) of the latest group record /
     offsets record per group, for compaction's retention decisions.
     records / entries / bytes: what was read (entries: see live_entries).
+    pending: the records check_segment checked, waiting for apply_pending.
     """
 
-    __slots__ = ("groups", "offsets", "group_ms", "offsets_ms", "records", "entries", "bytes")
+    __slots__ = ("groups", "offsets", "group_ms", "offsets_ms", "records", "entries", "bytes",
+                 "pending")
 
     def __init__(self) -> None:
         self.groups: Dict[str, object] = {}
@@ -124,6 +126,7 @@ class ShardState:
         self.records = 0
         self.entries = 0             # offset entries read, plus one per other record
         self.bytes = 0
+        self.pending = _scan().Records()
 
     def result(self) -> Tuple[Dict[str, Optional[dict]], Dict[str, dict]]:
         """(groups, offsets) as load_shard returns them: every group that has a live
@@ -143,15 +146,48 @@ class ShardState:
         return groups, self.offsets
 
 
-def scan_segment(data, state: ShardState) -> Tuple[int, Optional[str]]:
-    """Apply every valid record of `data` to `state`, in order. Returns (end, None) when
-    the whole buffer is valid, else (offset of the first bad record, reason)."""
-    end, reason, records, entries = _scan().scan(data, state.groups, state.offsets,
-                                                 state.group_ms, state.offsets_ms, TOMBSTONE)
+def check_segment(data, state: ShardState) -> Tuple[int, Optional[str]]:
+    """Check every record of `data` (CRC, decoding) and queue the valid ones in
+    `state.pending`, in log order; apply_pending applies them. Returns (end, None) when
+    the whole buffer is valid, else (offset of the first bad record, reason). `data`
+    (a mapping) cannot be closed until apply_pending or release_pending: the queued
+    records may point into it."""
+    end, reason, records, entries = _scan().check(data, state.pending)
     state.records += records
     state.entries += entries
     state.bytes += end
     return end, reason
+
+
+def apply_pending(state: ShardState) -> None:
+    """Apply the queued records of every segment checked since the last apply, newest
+    first where the scanner can: a value a later segment overwrote is never built."""
+    _scan().apply(state.pending, state.groups, state.offsets, state.group_ms,
+                  state.offsets_ms, TOMBSTONE)
+
+
+@contextlib.contextmanager
+def checked_segments(state: ShardState):
+    """`check(path)` maps a segment and check_segment()s it: (data, end, reason). The
+    records checked are applied when the block ends normally (the mappings closed
+    after), dropped when it raises."""
+    with contextlib.ExitStack() as maps:
+        def check(path: str):
+            data = maps.enter_context(mapped_segment(path))
+            return (data,) + check_segment(data, state)
+        try:
+            yield check
+            apply_pending(state)
+        finally:
+            state.pending.release()        # before the mappings close
+
+
+def scan_segment(data, state: ShardState) -> Tuple[int, Optional[str]]:
+    """Apply every valid record of `data` to `state`, in order (check_segment, then
+    apply_pending). Returns what check_segment does."""
+    result = check_segment(data, state)
+    apply_pending(state)
+    return result
 
 
 def find_frame_after(data, pos: int) -> Optional[int]:

@@ -207,28 +207,35 @@ def encode_group_tombstone(group_id: str, write_ms: int) -> bytes:
 
 # -- decoding ---------------------------------------------------------------------------
 class _Reader:
-    __slots__ = ("data", "pos")
+    """Fields of a record body [pos, end): a field that runs past `end` is a FrameError
+    (never read from the next record's bytes)."""
+    __slots__ = ("data", "pos", "end")
 
-    def __init__(self, data, pos: int) -> None:
+    def __init__(self, data, pos: int, end: int) -> None:
         self.data = data
         self.pos = pos
+        self.end = end
+
+    def _take(self, n: int) -> int:
+        start = self.pos
+        if start + n > self.end:
+            raise FrameError("a field runs past the record")
+        self.pos = start + n
+        return start
 
     def u32(self) -> int:
-        (value,) = U32.unpack_from(self.data, self.pos)
-        self.pos += 4
+        (value,) = U32.unpack_from(self.data, self._take(4))
         return value
 
     def i32(self) -> int:
-        (value,) = I32.unpack_from(self.data, self.pos)
-        self.pos += 4
+        (value,) = I32.unpack_from(self.data, self._take(4))
         return value
 
     def raw(self) -> Optional[bytes]:
         n = self.u32()
         if n == NONE_LEN:
             return None
-        start = self.pos
-        self.pos = start + n
+        start = self._take(n)
         return bytes(self.data[start:self.pos])
 
     def ostr(self) -> Optional[str]:
@@ -242,9 +249,10 @@ class _Reader:
         return value
 
 
-def decode_group_record(data, pos: int) -> dict:
-    """The group record dict from a GROUP payload body starting at `pos` (after the head)."""
-    r = _Reader(data, pos)
+def decode_group_record(data, pos: int, end: int) -> dict:
+    """The group record dict from a GROUP payload body [pos, end) (after the head); the
+    fields must fill it exactly."""
+    r = _Reader(data, pos, end)
     record = {"protocol_type": r.ostr(), "generation": r.i32(), "protocol": r.ostr(),
               "leader": r.ostr()}
     members = []
@@ -253,20 +261,22 @@ def decode_group_record(data, pos: int) -> dict:
         instance_id = r.ostr()
         client_id = r.str()
         client_host = r.str()
-        rebalance, session = struct.unpack_from("<ii", r.data, r.pos)
-        r.pos += 8
+        rebalance = r.i32()
+        session = r.i32()
         subscription = r.raw() or b""
         assignment = r.raw() or b""
         members.append({"member_id": member_id, "instance_id": instance_id,
                         "client_id": client_id, "client_host": client_host,
                         "rebalance_timeout_ms": rebalance, "session_timeout_ms": session,
                         "subscription": subscription, "assignment": assignment})
+    if r.pos != end:
+        raise FrameError("group record does not fill the record")
     record["members"] = members
     return record
 
 
-def decode_topic_table(data, pos: int) -> Tuple[List[str], int]:
-    r = _Reader(data, pos)
+def decode_topic_table(data, pos: int, end: int) -> Tuple[List[str], int]:
+    r = _Reader(data, pos, end)
     topics = [r.str() for _ in range(r.u32())]
     return topics, r.pos
 
@@ -284,7 +294,9 @@ _oam_make = partial(tuple.__new__, OffsetAndMetadata)      # a C call per entry
 
 def decode_offsets(data, pos: int, end: int) -> Dict[Tuple[str, int], OffsetAndMetadata]:
     """The {(topic, partition): OffsetAndMetadata} of an OFFSETS body [pos, end)."""
-    topics, pos = decode_topic_table(data, pos)
+    topics, pos = decode_topic_table(data, pos, end)
+    if pos + 4 > end:
+        raise FrameError("offset entries run past the record")
     (n,) = U32.unpack_from(data, pos)
     pos += 4
     blob = pos + n * ENTRY_BYTES
@@ -322,7 +334,9 @@ def decode_offsets(data, pos: int, end: int) -> Dict[Tuple[str, int], OffsetAndM
 
 
 def decode_offset_tombstones(data, pos: int, end: int) -> List[Tuple[str, int]]:
-    topics, pos = decode_topic_table(data, pos)
+    topics, pos = decode_topic_table(data, pos, end)
+    if pos + 4 > end:
+        raise FrameError("offset tombstone entries run past the record")
     (n,) = U32.unpack_from(data, pos)
     pos += 4
     if pos + n * TOMB_ENTRY.size != end:

@@ -14,9 +14,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 from ..config import shard_for
 from ..errors import Errors
 from .log import (
-    COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, complete_frame, find_frame_after,
-    fsync_dir, list_segments, mapped_segment, remove_compaction_leftovers, scan_segment,
-    segment_path,
+    COMPACT_SUFFIX, TOMBSTONE, CorruptLogError, ShardState, checked_segments, complete_frame,
+    find_frame_after, fsync_dir, list_segments, remove_compaction_leftovers, segment_path,
 )
 from .records import (
     encode_group, encode_group_tombstone, encode_offset_tombstones,
@@ -42,17 +41,35 @@ SYNC_THREADS = 16
 LOAD_THREADS = 4
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0                # _no_gc blocks running (loads run in several threads)
+_gc_was_enabled = False
+
+
 @contextlib.contextmanager
 def _no_gc():
     """Bulk decoding allocates millions of tuples and no cycles: the cyclic GC would
-    rescan the growing state again and again (2.5x the load time), so pause it."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    rescan the growing state again and again (2.5x the load time), so pause it, until
+    the last of the blocks running at once ends. Then what they built moves straight to
+    the oldest generation (gc.freeze, gc.unfreeze): it is long-lived state, and left in
+    the youngest the first collection after would traverse all of it at once."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0:
+                if gc.get_freeze_count() == 0:     # (not when the process froze some itself)
+                    gc.freeze()
+                    gc.unfreeze()
+                if _gc_was_enabled:
+                    gc.enable()
 
 
 def _wall_ms() -> int:
@@ -103,13 +120,16 @@ class _ShardLog:
         ids = list_segments(self.directory)
         state = ShardState()
         start = 0 if full else max(len(ids) - 1, 0)
-        for i in range(start, len(ids)):
-            path = segment_path(self.directory, ids[i])
-            with mapped_segment(path) as data:
-                end, reason = scan_segment(data, state)
+        cut = None        # (segment, offset, later segments): truncated once all is applied
+        with checked_segments(state) as check:
+            for i in range(start, len(ids)):
+                path = segment_path(self.directory, ids[i])
+                data, end, reason = check(path)
+                if reason is None:
+                    continue
                 size = len(data)
                 torn = False
-                if reason is not None and i == len(ids) - 1 and find_frame_after(data, end) is None:
+                if i == len(ids) - 1 and find_frame_after(data, end) is None:
                     # The bad frame is the log's last. Cut short by the end of the file (or
                     # no frame at all, as the zeros a crash can leave past the last write):
                     # a torn write. Whole but failing its CRC or its decoding: corruption,
@@ -118,28 +138,31 @@ class _ShardLog:
                     if not torn:
                         reason += (" in the log's last record, which is complete: corruption, "
                                    "not a torn write (it may have been acknowledged)")
-            if reason is None:
-                continue
-            if torn:
-                log.warning("shard %d: torn record at the end of %s at byte offset %d (%s): "
-                            "truncating the last %d bytes (the record is cut short by the end "
-                            "of the file and nothing valid follows: its write never "
-                            "completed, so it was never acknowledged)",
-                            self.shard, path, end, reason, size - end)
-                self._truncate(path, end)
-                continue
-            if not repair:
-                raise CorruptLogError(path, end, reason, self.shard)
-            later = ids[i + 1:]
-            log.error("shard %d: REPAIR: corrupt record in %s at byte offset %d (%s): "
-                      "truncating there, dropping %d bytes of this segment and %d later "
-                      "segment(s)", self.shard, path, end, reason, size - end, len(later))
+                if torn:
+                    log.warning("shard %d: torn record at the end of %s at byte offset %d "
+                                "(%s): truncating the last %d bytes (the record is cut short "
+                                "by the end of the file and nothing valid follows: its write "
+                                "never completed, so it was never acknowledged)",
+                                self.shard, path, end, reason, size - end)
+                    cut = (path, end, None)
+                    break
+                if not repair:
+                    raise CorruptLogError(path, end, reason, self.shard)
+                later = ids[i + 1:]
+                log.error("shard %d: REPAIR: corrupt record in %s at byte offset %d (%s): "
+                          "truncating there, dropping %d bytes of this segment and %d later "
+                          "segment(s)", self.shard, path, end, reason, size - end, len(later))
+                cut = (path, end, later)
+                ids = ids[:i + 1]
+                break
+        # (The segments are unmapped now: none is truncated under its mapping.)
+        if cut is not None:
+            path, end, later = cut
             self._truncate(path, end)
-            for sid in later:
-                os.unlink(segment_path(self.directory, sid))
-            fsync_dir(self.directory)
-            ids = ids[:i + 1]
-            break
+            if later is not None:             # a repair
+                for sid in later:
+                    os.unlink(segment_path(self.directory, sid))
+                fsync_dir(self.directory)
         self._open_active(ids)
         return state
 
@@ -595,12 +618,12 @@ class DurableStore:
             self._fault_at("compact_start", shard)
             state = ShardState()
             with _no_gc():
-                for sid in closed:
-                    path = segment_path(lg.directory, sid)
-                    with mapped_segment(path) as data:
-                        end, reason = scan_segment(data, state)
-                    if reason is not None:
-                        raise CorruptLogError(path, end, reason, shard)
+                with checked_segments(state) as check:
+                    for sid in closed:
+                        path = segment_path(lg.directory, sid)
+                        _, end, reason = check(path)
+                        if reason is not None:
+                            raise CorruptLogError(path, end, reason, shard)
                 out, expired = self._compacted(state, now)
             stats.update(segments=len(closed), bytes_before=state.bytes,
                          records_before=state.records, records_after=len(out),
@@ -769,11 +792,10 @@ class DurableStore:
         state = ShardState()
         with lg.compact_lock:
             closed = [sid for sid in list_segments(lg.directory) if sid < lg.active_id]
-            with _no_gc():
+            with _no_gc(), checked_segments(state) as check:
                 for sid in closed:
-                    with mapped_segment(segment_path(lg.directory, sid)) as data:
-                        if scan_segment(data, state)[1] is not None:
-                            return False          # corrupt: compact() reports it, by count
+                    if check(segment_path(lg.directory, sid))[2] is not None:
+                        return False          # corrupt: compact() reports it, by count
             share = _live_share(state)
             lg.live_bytes = int(state.bytes * share)
         return share < self.compact_live_ratio
