@@ -12,7 +12,7 @@ group max size 4, session and rebalance timeouts of 500 ms.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from fastcoord import (
     CoordinatorConfig, Errors, GroupCoordinator, GroupState, ManualClock, shard_for,

@@ -123,7 +123,7 @@ def test_describe_rebalancing_group_hides_protocol_metadata_and_assignment(impl)
 
 def test_describe_preparing_rebalance(impl):
     h = Proto(impl)
-    f = h.form_group(2)
+    h.form_group(2)
     h.join_old("")
     d = h.describe()
     assert d.state == PREPARING
