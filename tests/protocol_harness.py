@@ -76,18 +76,6 @@ def default_config(**overrides) -> CoordinatorConfig:
     return CoordinatorConfig(**values)
 
 
-def make_coordinator(impl: str, *, clock: Optional[ManualClock] = None, store=None,
-                     member_id_factory=None, **config_overrides) -> GroupCoordinator:
-    """A GroupCoordinator with Kafka test-like defaults on a ManualClock."""
-    return GroupCoordinator(
-        default_config(**config_overrides),
-        clock=clock if clock is not None else ManualClock(),
-        store=store,
-        impl=impl,
-        member_id_factory=member_id_factory if member_id_factory is not None else IdFactory(),
-    )
-
-
 class Reply:
     """Captures a join/sync callback. `result` is None while the request is parked."""
 
