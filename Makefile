@@ -32,11 +32,16 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m fastcoord demo
 
+# Pyflakes' checks (undefined names, unused imports and locals): [tool.ruff] in pyproject.toml.
+.PHONY: lint
+lint: $(STAMP)
+	$(PY) -m ruff check fastcoord tests benchmarks
+
 # Every behavioural test runs against both twins (the impl fixture); then the
 # benchmarks run once each as tests (--benchmark-disable) so they never rot.
 # tests/test_instruction_gate.py counts instructions with callgrind: install valgrind
 # when it is missing and we may (root); without it that test skips.
-test: $(STAMP) valgrind
+test: lint valgrind
 	$(PY) -m pytest -q tests
 	$(PY) -m pytest -q benchmarks --benchmark-disable
 

@@ -62,34 +62,38 @@ def heartbeats(sizes, pure_max):
         for impl in IMPLS:
             if impl == "pure" and size > pure_max:
                 continue
-            coord, members, handles, gens = build_stable(impl, max(1, size // 10), 10)
-            order = np.random.default_rng(1).permutation(len(members))
-            calls = [members[i] for i in order]
-            h, g = np.ascontiguousarray(handles[order]), np.ascontiguousarray(gens[order])
-            hb = coord.heartbeat
-
-            def scalar():
-                for gid, mid, gen in calls:
-                    hb(gid, mid, gen)
-
-            rounds = 5 if impl == "native" else 3
-            t = median_time(scalar, rounds)
-            out["series"].setdefault(f"{impl} heartbeat", {})[size] = len(calls) / t
-            t = median_time(lambda: coord.heartbeat_batch(h, g), rounds,
-                            inner_for(size) if impl == "native" else 1)
-            out["series"].setdefault(f"{impl} heartbeat_batch", {})[size] = len(calls) / t
-            if impl == "native":
-                one, two = threaded(coord, handles, gens)
-                out["series"].setdefault("threads: 1 thread", {})[size] = one
-                out["series"].setdefault("threads: 2 threads", {})[size] = two
-            del coord, members, calls
-            gc.collect()
+            for name, rate in heartbeat_rates(impl, size).items():
+                out["series"].setdefault(name, {})[size] = rate
+            gc.collect()        # the coordinator went with heartbeat_rates' frame
         for name, cls in (("C floor: hash lookup + store", floors.HashFloor),
                           ("C floor: batch store", floors.BatchFloor)):
             f = cls(size)
             t = median_time(f.run, 7, inner_for(size))
             out["series"].setdefault(name, {})[size] = size / t
     return out
+
+
+def heartbeat_rates(impl, size):
+    """{series name: heartbeats/s} of one twin on `size` members: scalar, batch and (native)
+    threaded."""
+    coord, members, handles, gens = build_stable(impl, max(1, size // 10), 10)
+    order = np.random.default_rng(1).permutation(len(members))
+    calls = [members[i] for i in order]
+    h, g = np.ascontiguousarray(handles[order]), np.ascontiguousarray(gens[order])
+    hb = coord.heartbeat
+
+    def scalar():
+        for gid, mid, gen in calls:
+            hb(gid, mid, gen)
+
+    rounds = 5 if impl == "native" else 3
+    rates = {f"{impl} heartbeat": len(calls) / median_time(scalar, rounds)}
+    t = median_time(lambda: coord.heartbeat_batch(h, g), rounds,
+                    inner_for(size) if impl == "native" else 1)
+    rates[f"{impl} heartbeat_batch"] = len(calls) / t
+    if impl == "native":
+        rates["threads: 1 thread"], rates["threads: 2 threads"] = threaded(coord, handles, gens)
+    return rates
 
 
 def threaded(coord, handles, gens, repeat=5):

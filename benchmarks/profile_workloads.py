@@ -220,7 +220,6 @@ class Rebalance(Workload):
                                  callback=_noop1)
 
     def cleanup(self):
-        from fastcoord import Errors
         assert self.coord.describe_group(self.gids[-1]).state == "Stable"
 
 

@@ -12,7 +12,7 @@ group max size 4, session and rebalance timeouts of 500 ms.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from fastcoord import (
     CoordinatorConfig, Errors, GroupCoordinator, GroupState, ManualClock, shard_for,
@@ -74,18 +74,6 @@ def default_config(**overrides) -> CoordinatorConfig:
     )
     values.update(overrides)
     return CoordinatorConfig(**values)
-
-
-def make_coordinator(impl: str, *, clock: Optional[ManualClock] = None, store=None,
-                     member_id_factory=None, **config_overrides) -> GroupCoordinator:
-    """A GroupCoordinator with Kafka test-like defaults on a ManualClock."""
-    return GroupCoordinator(
-        default_config(**config_overrides),
-        clock=clock if clock is not None else ManualClock(),
-        store=store,
-        impl=impl,
-        member_id_factory=member_id_factory if member_id_factory is not None else IdFactory(),
-    )
 
 
 class Reply:

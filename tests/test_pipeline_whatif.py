@@ -259,7 +259,7 @@ def test_results_do_not_depend_on_chunking(synthetic, local_pure):
             local_pure[name].drop_columns(drop).to_pylist(), name
 
 
-def test_spark_equals_local(spark, tmp_path, synthetic, local_pure, caplog):
+def test_spark_equals_local(spark, tmp_path, synthetic, local_pure, caplog):  # noqa: F811
     from fastcoord.pipeline.whatif import whatif_spark
     path = str(tmp_path / "t.parquet")
     write_trace(synthetic, path)
@@ -303,7 +303,7 @@ def test_cli_whatif_local(tmp_path, capsys):
     assert os.path.isfile(os.path.join(out, "ingest.json"))
 
 
-def test_cli_whatif_spark(spark, tmp_path, capsys):
+def test_cli_whatif_spark(spark, tmp_path, capsys):  # noqa: F811
     path = str(tmp_path / "t.parquet")
     write_trace(gc_pause_trace(), path)
     out = str(tmp_path / "w")

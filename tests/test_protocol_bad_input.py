@@ -11,7 +11,7 @@ import pytest
 from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 
 from protocol_harness import (
-    COMPLETING, DELAY, GROUP, MAX_SESSION, MIN_SESSION, NONE, PREPARING, PROTOCOLS, PTYPE,
+    COMPLETING, DELAY, GROUP, MAX_SESSION, MIN_SESSION, NONE, PROTOCOLS, PTYPE,
     SESSION, STABLE, SUPERSET, Proto, Reply,
 )
 

@@ -140,7 +140,7 @@ def test_unload_answers_a_static_rejoin_parked_on_the_store(impl):
     """A Stable group's static rejoin waits for its write; the shard goes away first:
     the join is answered NOT_COORDINATOR, once (the write's failure later adds nothing)."""
     h = Counted(impl)
-    f = h.form_group(2, static=True)
+    h.form_group(2, static=True)
     rejoin = h.send_join("", instance=FOLLOWER_INSTANCE)
     assert not rejoin.done and h.store_.pending
     h.coord.unload_shard(shard_for(GROUP, h.config.num_shards))

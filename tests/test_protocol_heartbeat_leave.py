@@ -212,7 +212,7 @@ def test_pending_member_batch_leave_with_unknown_instance(impl):
 
 def test_leave_static_member_by_instance_id_with_empty_member_id(impl):
     h = Proto(impl)
-    f = h.form_group(1, static=True)
+    h.form_group(1, static=True)
     res = h.leave(("", "leader"))
     assert res.error == NONE and res.member_errors == [NONE]
     assert h.state() == EMPTY
@@ -236,7 +236,7 @@ def test_static_batch_leave_valid(impl):
 
 def test_static_batch_leave_fenced_and_unknown_instances(impl):
     h = Proto(impl)
-    f = h.form_group(2, static=True)
+    h.form_group(2, static=True)
     res = h.leave(("", "leader"), ("invalid-member", "follower"))
     assert res.member_errors == [NONE, Errors.FENCED_INSTANCE_ID]
     res2 = h.leave(("", "unknown-instance"), ("", "follower"))
@@ -314,7 +314,7 @@ def test_heartbeat_batch_stale_handle_of_removed_member(impl):
     # new members come and go; the stale handle must never reach them
     h.send_join(f.leader, protocols=SUPERSET)
     for _ in range(3):
-        r = h.join_old("", protocols=SUPERSET)
+        h.join_old("", protocols=SUPERSET)
     out = h.coord.heartbeat_batch(*_arrays([hf], [f.generation]))
     assert out.tolist() == [Errors.UNKNOWN_MEMBER_ID]
     assert h.coord.member_handle("groupId", f.follower) == -1

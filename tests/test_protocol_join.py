@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastcoord import Errors
 
 from protocol_harness import (
-    COMPLETING, DELAY, EMPTY, GROUP, META, NONE, PREPARING, PROTOCOLS, PTYPE, RANGE, REBALANCE,
-    RR, SESSION, STABLE, SUPERSET, CLIENT_ID, Proto, join_members_of,
+    COMPLETING, DELAY, EMPTY, META, NONE, PREPARING, PROTOCOLS, PTYPE, RANGE, RR, STABLE,
+    SUPERSET, CLIENT_ID, Proto, join_members_of,
 )
 
 

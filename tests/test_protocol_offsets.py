@@ -9,7 +9,7 @@ from fastcoord import Errors, OffsetAndMetadata
 from fastcoord.store import DeferredStore, InMemoryStore
 
 from protocol_harness import (
-    COMPLETING, DELAY, EMPTY, GROUP, NONE, OTHER_GROUP, PREPARING, PTYPE, SESSION, STABLE,
+    COMPLETING, EMPTY, GROUP, NONE, OTHER_GROUP, PREPARING, PTYPE, SESSION, STABLE,
     SUPERSET, Proto, offsets_of,
 )
 

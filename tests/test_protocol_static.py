@@ -72,7 +72,7 @@ def test_new_static_member_in_stable_rebalances(impl):
     assert s.result is None
     assert h.state() == PREPARING
     assert h.heartbeat(f.leader, f.generation) == Errors.REBALANCE_IN_PROGRESS
-    lj = h.send_join(f.leader, protocols=SUPERSET)
+    h.send_join(f.leader, protocols=SUPERSET)
     assert s.error == NONE and s.result.generation_id == f.generation + 1
     assert s.result.leader_id == f.leader
 

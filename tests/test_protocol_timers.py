@@ -448,7 +448,7 @@ def test_delayed_sync_of_an_older_generation_is_ignored(impl):
     f = h.form_group(2, session=1000, sync=False)
     t = h.now
     h.advance(100)
-    fj = h.send_join(f.follower, protocols=PROTOCOLS, session=1000)
+    h.send_join(f.follower, protocols=PROTOCOLS, session=1000)
     lj = h.send_join(f.leader, protocols=SUPERSET, session=1000)
     assert lj.result.generation_id == f.generation + 1
     h.advance_to(t + REBALANCE)  # the first generation's deadline passes harmlessly

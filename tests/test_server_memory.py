@@ -11,8 +11,6 @@ import struct
 import threading
 import time
 
-import pytest
-
 from fastcoord.server.protocol import encode_request
 from test_server_harness import RawConn, ServerProc, wait_until
 

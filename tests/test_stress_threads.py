@@ -91,7 +91,6 @@ def test_threads_heartbeat_join_leave_advance(impl):
         rng = random.Random(seed)
         for i in range(OPS // 3):
             gid = f"churn{rng.randrange(5)}"
-            box = []
             coord.join_group(gid, "", "consumer", [("range", b"")], session_timeout_ms=20,
                              require_known_member_id=rng.random() < 0.5, callback=callback_for())
             if rng.random() < 0.3:

@@ -19,11 +19,16 @@ cdef class DelayedOperation:
     cdef bint _disarm(self) except -1
 
 
+# How many watcher lists (and their locks) a purgatory has: a key's is hash(key) % STRIPES
+cdef enum:
+    STRIPES = 32
+
+
 cdef class Purgatory:
     cdef readonly str name
     cdef readonly object timer
     cdef readonly int64_t purge_interval
-    cdef pthread_mutex_t _stripe_mu[32]    # a watcher list's lock (STRIPES of them)
+    cdef pthread_mutex_t _stripe_mu[STRIPES]    # a watcher list's lock
     cdef list _maps
     cdef pthread_mutex_t _count_mu        # _delayed's and _estimated's
     cdef int64_t _delayed

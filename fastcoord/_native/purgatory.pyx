@@ -26,8 +26,6 @@ cdef extern from *:
     bint fc_cas_int(int* p, int expected, int desired) nogil
     int fc_load_int(int* p) nogil
 
-DEF STRIPES = 32
-
 
 cdef inline bint _completed(object op) except -1:
     # op.is_completed: for a DelayedOperation (every op a purgatory arms) its flag

@@ -66,7 +66,7 @@ def _new_tuple(cls, values: tuple):
     through the type that parses its arguments and copies the tuple again (2.4% of a
     replay shard's instructions in its callgrind profile)."""
     if cython.compiled:
-        return fc_new_tuple(cls, values)
+        return fc_new_tuple(cls, values)  # noqa: F821 (groups.pxd: compiled only)
     return tuple.__new__(cls, values)
 
 
@@ -74,7 +74,7 @@ def _thread_ident():
     """The calling thread's identifier (threading.get_ident; compiled, the C call
     itself, without a Python call per request)."""
     if cython.compiled:
-        return PyThread_get_thread_ident()
+        return PyThread_get_thread_ident()  # noqa: F821 (groups.pxd: compiled only)
     return get_ident()
 
 

@@ -135,7 +135,6 @@ class Purgatory:
         self._count_lock = threading.Lock()
         self._delayed = 0
         self._estimated = 0  # estimated number of operations watched (for purges)
-        self._shutdown = False
 
     def _stripe(self, key):
         return self._stripes[hash(key) % _STRIPES]
@@ -266,7 +265,6 @@ class Purgatory:
 
     def shutdown(self) -> None:
         """Stop watching everything and cancel the timer entries of the operations."""
-        self._shutdown = True
         ops = []
         for s in self._stripes:
             with s.lock:

@@ -113,7 +113,7 @@ _M_MEMBER_ID = JoinGroupMember._fields.index("member_id")
 _S_ERROR = SyncGroupResult._fields.index("error")
 _G_STATE, _G_EPOCH = (GroupSummary._fields.index(f) for f in ("state", "members_epoch"))
 # Compiled: where a ManualClock keeps its time (ShardReplay._clock_now)
-_CLOCK_NOW = object_slot(ManualClock, "_now") if cython.compiled else -1
+_CLOCK_NOW = object_slot(ManualClock, "_now") if cython.compiled else -1  # noqa: F821 (replay.pxd)
 
 
 def _field(answer: tuple, at: int):
@@ -121,7 +121,7 @@ def _field(answer: tuple, at: int):
     Compiled, read from the tuple in C: through the class, item and attribute reads
     alike are calls of its Python-level slots."""
     if cython.compiled:
-        return fc_tuple_item(answer, at)
+        return fc_tuple_item(answer, at)  # noqa: F821 (replay.pxd: compiled only)
     return answer[at]
 
 
@@ -391,7 +391,7 @@ class ShardReplay:
         """The coordinator's time: its ManualClock's `_now` (compiled: read from the
         slot, where the attribute is a look-up through the type)."""
         if cython.compiled:
-            return slot_int64(self.clock, _CLOCK_NOW, "_now")
+            return slot_int64(self.clock, _CLOCK_NOW, "_now")  # noqa: F821 (replay.pxd)
         return self.clock._now
 
     def _touch(self, m: _Member) -> None:

@@ -130,9 +130,6 @@ class KafkaApis:
             return
         reply({"error_code": 0, "api_keys": keys})
 
-    def _partition_count(self, topic: str) -> int:
-        return self.topics.get(topic, 0)
-
     def metadata(self, session: Session, request: Request, reply: Reply) -> None:
         wanted = request.body.topics
         if request.api_version == 0 and not wanted:

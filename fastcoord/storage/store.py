@@ -251,7 +251,6 @@ class _ShardLog:
         else:
             self.dirty = True
             self.size += len(data)
-            store.bytes_written += len(data)
         return Errors.NONE
 
     def finish(self, fsync_error: Optional[OSError]) -> Errors:
@@ -261,7 +260,6 @@ class _ShardLog:
         if fsync_error is not None:
             return self._failed(n, fsync_error)
         self.size += n
-        self.store.bytes_written += n
         return Errors.NONE
 
     def _failed(self, nbytes: int, exc: OSError) -> Errors:
@@ -488,7 +486,6 @@ class DurableStore:
         self._fault: Optional[Callable[[str, int], None]] = None
         self._sync_pool: Optional[ThreadPoolExecutor] = None   # concurrent fsyncs of a batch
         self._sync_pool_lock = threading.Lock()
-        self.bytes_written = 0
         self._closed = False
         self._lock = threading.Lock()
         self._logs: Dict[int, _ShardLog] = {}
