@@ -45,7 +45,8 @@ def block(tmp_path, monkeypatch):
     site = tmp_path / "blocker"
     site.mkdir()
     (site / "sitecustomize.py").write_text(BLOCKER)
-    path = [str(site), str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = [str(site), str(ROOT)] + inherited
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
 
     def names(*blocked: str) -> None:
