@@ -2,7 +2,10 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+# the package with the dev extra (tests, benchmarks, the Spark pipeline)
 STAMP  := $(VENV)/.fastcoord-built
+# the package with only the server extra (kio, uvloop): what `serve` and `demo` need
+RUN_STAMP := $(VENV)/.fastcoord-serve-built
 # what the build compiles (a .py among them is compiled too: see setup.py)
 SOURCES := setup.py pyproject.toml $(wildcard fastcoord/_native/*.pyx fastcoord/_native/*.pxd) \
            fastcoord/_pure/groups.py fastcoord/coordinator.py fastcoord/pipeline/replay.py \
@@ -15,21 +18,32 @@ $(VENV)/bin/python:
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "setuptools>=64" wheel "Cython>=3.0,<4" "numpy>=1.24"
 
-$(STAMP): $(VENV)/bin/python $(SOURCES)
-	$(PY) -m pip install --quiet --no-build-isolation -e '.[dev]'
+# $(call install,EXTRA): the package, editable with its extensions compiled, and EXTRA's packages
+define install
+	$(PY) -m pip install --quiet --no-build-isolation -e '.[$(1)]'
 	$(PY) -c "import fastcoord; assert fastcoord.NATIVE_AVAILABLE, 'native core did not build'"
-	touch $(STAMP)
+endef
+
+# the dev extra holds the server extra's packages: a dev install serves too
+$(STAMP): $(VENV)/bin/python $(SOURCES)
+	$(call install,dev)
+	touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): $(VENV)/bin/python $(SOURCES)
+	$(call install,server)
+	touch $(RUN_STAMP)
 
 build: $(STAMP)
 
 # The main job: the coordinator behind the Kafka wire protocol, in the foreground, on the
 # embedded defaults of serve.toml (127.0.0.1:9092, topics orders/payments/clicks, durable
-# state in ./data, metrics on :9095). Ctrl-C stops it cleanly.
-run: $(STAMP)
+# state in ./data, metrics on :9095). Ctrl-C stops it cleanly. Installs only what serving
+# needs (the server extra), not the dev extra's Spark.
+run: $(RUN_STAMP)
 	$(PY) -m fastcoord serve --config serve.toml
 
 # Simulated consumer groups on a ManualClock: what happened and the heartbeat rate.
-demo: $(STAMP)
+demo: $(RUN_STAMP)
 	$(PY) -m fastcoord demo
 
 # Pyflakes' checks (undefined names, unused imports and locals): [tool.ruff] in pyproject.toml.

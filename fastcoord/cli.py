@@ -45,6 +45,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 2
 
 
+def needs_extra(command: str, extra: str, exc: ImportError) -> int:
+    """A subcommand run without its extra's packages: one line on stderr naming the
+    extra to install (no traceback), exit status 2. Every subcommand imports its
+    extra's packages only when it runs, so the others (and every --help) work without."""
+    reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+    print(f"fastcoord {command} needs the {extra} extra: pip install 'fastcoord[{extra}]' "
+          f"({reason})", file=sys.stderr)
+    return 2
+
+
 # -- fastcoord serve -----------------------------------------------------------------------
 
 def _topic(spec: str):
@@ -165,9 +175,7 @@ def _serve(args) -> int:
         from .server.requestlog import RequestLog
         from .server.security import load_security
     except ImportError as exc:  # kio missing
-        print(f"fastcoord serve needs the server extra (pip install 'fastcoord[server]'): {exc}",
-              file=sys.stderr)
-        return 2
+        return needs_extra("serve", "server", exc)
     from .config import CoordinatorConfig
 
     try:
@@ -273,9 +281,7 @@ def _loadgen(args) -> int:
     try:
         from .server.loadgen import main as loadgen_main
     except ImportError as exc:  # kio missing
-        print(f"fastcoord loadgen needs the server extra (pip install 'fastcoord[server]'): "
-              f"{exc}", file=sys.stderr)
-        return 2
+        return needs_extra("loadgen", "server", exc)
     if not _use_event_loop(args.event_loop):
         return 2
     return loadgen_main(args)

@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("pyarrow")
 from fastcoord.cli import main
 from fastcoord.pipeline.gen import generate
+from fastcoord.pipeline.duration import parse_duration
 from fastcoord.pipeline.trace import from_rows, write_trace
 from fastcoord.pipeline.whatif import (
-    WhatIfConfig, derive_behaviour, make_grid, nearest_rank, parse_duration, simulate_shard,
-    whatif_local)
+    WhatIfConfig, derive_behaviour, make_grid, nearest_rank, simulate_shard, whatif_local)
 
 from test_pipeline_spark import spark  # noqa: F401  the shared Spark session fixture
 

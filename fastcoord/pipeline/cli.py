@@ -1,5 +1,10 @@
 """The pipeline's subcommands of `fastcoord`: trace gen / trace convert / replay / whatif /
-report."""
+report.
+
+Only the standard library at module level (and in what building the parsers calls):
+every `fastcoord` command builds these parsers, with or without the spark extra; `run`
+imports the extra's packages.
+"""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +19,7 @@ COMMANDS = ("trace", "replay", "whatif", "report")
 
 def _durations(text: str) -> list:
     """'10s,30s,45s' -> [10000, 30000, 45000] (ms, s, m suffixes; bare numbers are ms)."""
-    from .whatif import parse_duration
+    from .duration import parse_duration
     try:
         values = [parse_duration(v) for v in text.split(",")]
     except ValueError as exc:
@@ -144,10 +149,12 @@ def run(args) -> int:
             from . import whatif  # noqa: F401
         if args.command == "report":
             from . import report
+        if args.command in ("replay", "whatif") and args.master != "none":
+            import pyspark  # noqa: F401  (checked before any work is done)
     except ImportError as exc:
-        print(f"fastcoord {args.command} needs the spark extra (pip install 'fastcoord[spark]'): "
-              f"{exc}", file=sys.stderr)
-        return 2
+        from ..cli import needs_extra
+        command = args.command if args.command != "trace" else f"trace {args.trace_command}"
+        return needs_extra(command, "spark", exc)
     if args.command in ("replay", "whatif") and not _readable_trace(args):
         return 2
     if args.command == "whatif":

@@ -62,7 +62,6 @@ import json
 import logging
 import math
 import os
-import re
 import sys
 import threading
 import time
@@ -125,20 +124,6 @@ SORT_KEYS = {"rebalances": ["config", "group_id", "start_ms"],
 
 
 # -- the grid --------------------------------------------------------------------------------
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
-
-
-def parse_duration(text: str) -> int:
-    """'10s' / '500ms' / '2m' / '1500' (ms) -> milliseconds; ValueError otherwise."""
-    m = _DURATION.match(text)
-    if not m:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 500ms, 10s, 2m)")
-    ms = float(m.group(1)) * {"ms": 1, None: 1, "s": 1000, "m": 60_000}[m.group(2)]
-    if ms != int(ms) or ms <= 0:
-        raise ValueError(f"a duration must be a positive whole number of ms: {text!r}")
-    return int(ms)
-
 
 def _fmt(ms: Optional[int]) -> str:
     if ms is None:
