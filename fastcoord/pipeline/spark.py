@@ -308,6 +308,18 @@ def table_to_ipc(table: pa.Table, *, compress: bool = True) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def tables_digest(tables: Dict[str, pa.Table]) -> str:
+    """The first 16 hex digits of the sha256 of the tables' uncompressed IPC streams
+    (table_to_ipc), one after another in the order of their names, each table's
+    chunks combined into one batch: two sets of tables with the same schemas and rows
+    in the same order get the same digest. Given replay_local's tables (each in its
+    canonical order), this is the replay's golden figure (tests/test_replay_golden.py)."""
+    digest = hashlib.sha256()
+    for name in sorted(tables):
+        digest.update(table_to_ipc(tables[name].combine_chunks(), compress=False))
+    return digest.hexdigest()[:16]
+
+
 def table_from_ipc(blob) -> pa.Table:
     """table_to_ipc's table back, from its bytes (or a bytearray, as collect() gives,
     or an Arrow buffer, as ShardInput keeps)."""
