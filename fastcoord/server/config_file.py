@@ -19,6 +19,16 @@ class ConfigFileError(ValueError):
     """The config file cannot be read or holds something that is not a serve option."""
 
 
+
+def _toml():
+    """The TOML reader: the standard library's from Python 3.11, tomli (the same parser,
+    which the server extra installs there) on 3.10."""
+    try:
+        import tomllib
+    except ImportError:
+        import tomli as tomllib
+    return tomllib
+
 def _read(path: str) -> Dict[str, Any]:
     try:
         with open(path, "rb") as f:
@@ -29,12 +39,12 @@ def _read(path: str) -> Dict[str, Any]:
         if path.endswith(".json"):
             data = json.loads(raw)
         else:
-            import tomllib    # Python 3.11+; JSON files work everywhere
-            data = tomllib.loads(raw.decode("utf-8"))
+            data = _toml().loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigFileError(f"config file {path!r} is not valid: {exc}") from None
     except ImportError:
-        raise ConfigFileError(f"config file {path!r}: TOML needs Python 3.11+, use a .json file") from None
+        raise ConfigFileError(f"config file {path!r}: TOML on Python 3.10 needs tomli "
+                              "(the server extra installs it), or use a .json file") from None
     if not isinstance(data, dict):
         raise ConfigFileError(f"config file {path!r} must hold a table of options")
     return data
