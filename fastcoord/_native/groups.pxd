@@ -19,28 +19,8 @@ from fastcoord._native.members cimport GroupRecord, MemberTable
 from cpython.pythread cimport PyThread_get_thread_ident
 
 cdef object _NONE       # Errors.NONE (a C global: not an attribute of the compiled module)
+cdef object _tuple_new  # tuple.__new__ (likewise)
 
-
-cdef extern from *:
-    """
-    /* An instance of the tuple subclass cls (a NamedTuple's) holding the items of the
-       tuple values: what tuple.__new__(cls, values) makes (tuple_subtype_new: the
-       type's allocation, its slots filled), without the call through the type. */
-    static PyObject *fc_new_tuple(PyObject *cls, PyObject *values) {
-        Py_ssize_t i, n = PyTuple_GET_SIZE(values);
-        PyObject *t = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, n);
-        if (t == NULL)
-            return NULL;
-        for (i = 0; i < n; i++) {
-            PyObject *v = PyTuple_GET_ITEM(values, i);
-            Py_INCREF(v);
-            PyTuple_SET_ITEM(t, i, v);
-        }
-        return t;
-    }
-    """
-    # (cls: always a tuple subclass here, a NamedTuple of fastcoord.results)
-    object fc_new_tuple(object cls, tuple values)
 
 cdef object _new_tuple(object cls, tuple values)
 cdef unsigned long _thread_ident()
