@@ -19,8 +19,25 @@ from fastcoord._native.members cimport GroupRecord, MemberTable
 from cpython.pythread cimport PyThread_get_thread_ident
 
 cdef object _NONE       # Errors.NONE (a C global: not an attribute of the compiled module)
-cdef object _tuple_new  # tuple.__new__ (likewise)
 
+
+cdef extern from *:
+    """
+    /* tuple.__new__(cls, values) for cls a subclass of tuple that keeps tuple's own
+       allocation (a NamedTuple of fastcoord.results): tuple's __new__ slot called, as
+       the method's wrapper calls it once it has checked cls, without the wrapper's
+       call protocol (its argument tuple built, then sliced). Public API only: CPython
+       allocates and fills the instance. */
+    static PyObject *fc_tuple_new(PyObject *cls, PyObject *values) {
+        PyObject *t, *args = PyTuple_Pack(1, values);
+        if (args == NULL)
+            return NULL;
+        t = PyTuple_Type.tp_new((PyTypeObject *)cls, args, NULL);
+        Py_DECREF(args);
+        return t;
+    }
+    """
+    object fc_tuple_new(object cls, tuple values)
 
 cdef object _new_tuple(object cls, tuple values)
 cdef unsigned long _thread_ident()

@@ -2,6 +2,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from fastcoord._native.members cimport MemberTable
 from fastcoord.clock cimport ManualClock
+from fastcoord.store cimport InMemoryStore
 from fastcoord._native.wheel cimport ManualStepper, Timer
 
 
@@ -60,7 +61,7 @@ cdef class HeartbeatRun:
     cdef const int64_t[::1] offsets
     cdef list instances
     cdef object partition
-    cdef object store               # the coordinator's InMemoryStore (commit_accepted's)
+    cdef InMemoryStore store        # the coordinator's (exactly one: check_run_args)
     cdef readonly bint left_commit  # run() stopped at a commit for commit_offsets
 
     cdef bint c_settle_checks(self, int64_t t) except -1

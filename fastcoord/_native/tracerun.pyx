@@ -198,7 +198,7 @@ cdef class HeartbeatRun:
         cdef object om = None                   # (the group logic's _offset_alone)
         cdef object stamp = now, at = offset
         cdef int error
-        cdef object store = self.store
+        cdef InMemoryStore store = self.store
         cdef dict offsets, by_group
         cdef Group group = rec.group             # (a native table's: the native Group)
         if store.fail_with is ERRORS_NONE:

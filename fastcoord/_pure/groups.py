@@ -58,16 +58,15 @@ E = types.SimpleNamespace(**Errors.__members__)
 _NONE = Errors.NONE
 
 
-# tuple.__new__, read once (compiled, a C global: no attribute look-up per result)
-_tuple_new = tuple.__new__
-
-
 def _new_tuple(cls, values: tuple):
     """A NamedTuple from its field values, as its __new__ does it, without the call through
     that Python __new__: for the results a join/sync round makes per member, and the
     summaries and descriptions read after each request. tuple.__new__ makes it in both
-    twins: CPython's own allocation, whatever a tuple's layout holds (a cached hash)."""
-    return _tuple_new(cls, values)
+    twins: CPython's own allocation, whatever a tuple's layout holds (a cached hash).
+    Compiled, tuple's __new__ slot is called directly (groups.pxd's fc_tuple_new)."""
+    if cython.compiled:
+        return fc_tuple_new(cls, values)
+    return tuple.__new__(cls, values)
 
 
 def _thread_ident():
