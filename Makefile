@@ -9,7 +9,8 @@ RUN_STAMP := $(VENV)/.fastcoord-serve-built
 # what the build compiles (a .py among them is compiled too: see setup.py)
 SOURCES := setup.py pyproject.toml $(wildcard fastcoord/_native/*.pyx fastcoord/_native/*.pxd) \
            fastcoord/_pure/groups.py fastcoord/coordinator.py fastcoord/pipeline/replay.py \
-           fastcoord/pipeline/replay.pxd
+           fastcoord/pipeline/replay.pxd fastcoord/clock.py fastcoord/clock.pxd \
+           fastcoord/store.py fastcoord/store.pxd
 
 .PHONY: run demo test test-pure bench build clean valgrind bench-baseline profile
 

@@ -72,13 +72,16 @@ def native_extensions():
     # (its per-request bookkeeping). Compiled in place with the same Python semantics,
     # each as its own module name, which Python imports before the .py beside it;
     # a build without extensions, or a machine without a compiler, runs the .py.
-    # (replay.pxd beside replay.py augments it as groups.pxd does groups.py.) The
+    # (replay.pxd beside replay.py augments it as groups.pxd does groups.py, and
+    # clock.pxd and store.pxd clock.py and store.py: ManualClock and InMemoryStore
+    # extension types the C code cimports.) The
     # 1,000-group benchmark trace on one pinned core, two alternating pairs, best of 3:
     # 0.83, 0.84 -> 0.75, 0.77 s of CPU.
     # (The Makefile rebuilds when either source changes: a stale .so would shadow it;
     # fastcoord._compat.COMPILED_IN_PLACE names them for the pure setting, which loads
     # the .py: tests/test_compiled_python.py checks the lists agree.)
-    compiled_python = ["fastcoord/coordinator.py", "fastcoord/pipeline/replay.py"]
+    compiled_python = ["fastcoord/clock.py", "fastcoord/coordinator.py",
+                       "fastcoord/pipeline/replay.py", "fastcoord/store.py"]
     # cythonize does not see that groups.py depends on its augmenting .pxd, which sits
     # in another directory (nor on the .pxd files that one cimports): after an edit of
     # one, it would reuse groups.c, laid out for the old declarations, beside modules

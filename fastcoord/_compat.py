@@ -55,7 +55,8 @@ def module(impl: "str | None", name: str) -> ModuleType:
 
 # The modules setup.py compiles in place, beside their .py (keep its list in step:
 # tests/test_compiled_python.py checks the two agree)
-COMPILED_IN_PLACE = ("fastcoord.coordinator", "fastcoord.pipeline.replay")
+COMPILED_IN_PLACE = ("fastcoord.clock", "fastcoord.coordinator", "fastcoord.pipeline.replay",
+                     "fastcoord.store")
 
 
 class _SourceFirst(importlib.abc.MetaPathFinder):

@@ -650,7 +650,7 @@ def test_stepper_fires_with_the_clock_at_each_deadline_then_sets_the_target(impl
 
 
 def test_stepper_lets_go_of_the_time_it_replaces(impl):
-    """The native stepper sets the clock's time in its slot (slots.pxd): the value it
+    """The native stepper sets the clock's time in its field (clock.pxd): the value it
     replaces is released once (no leak, no premature free), the new one held, exactly
     as the attribute's assignment does."""
     import sys

@@ -23,24 +23,21 @@ cdef object _NONE       # Errors.NONE (a C global: not an attribute of the compi
 
 cdef extern from *:
     """
-    /* An instance of the tuple subclass cls (a NamedTuple's) holding the items of the
-       tuple values: what tuple.__new__(cls, values) makes (tuple_subtype_new: the
-       type's allocation, its slots filled), without the call through the type. */
-    static PyObject *fc_new_tuple(PyObject *cls, PyObject *values) {
-        Py_ssize_t i, n = PyTuple_GET_SIZE(values);
-        PyObject *t = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, n);
-        if (t == NULL)
+    /* tuple.__new__(cls, values) for cls a subclass of tuple that keeps tuple's own
+       allocation (a NamedTuple of fastcoord.results): tuple's __new__ slot called, as
+       the method's wrapper calls it once it has checked cls, without the wrapper's
+       call protocol (its argument tuple built, then sliced). Public API only: CPython
+       allocates and fills the instance. */
+    static PyObject *fc_tuple_new(PyObject *cls, PyObject *values) {
+        PyObject *t, *args = PyTuple_Pack(1, values);
+        if (args == NULL)
             return NULL;
-        for (i = 0; i < n; i++) {
-            PyObject *v = PyTuple_GET_ITEM(values, i);
-            Py_INCREF(v);
-            PyTuple_SET_ITEM(t, i, v);
-        }
+        t = PyTuple_Type.tp_new((PyTypeObject *)cls, args, NULL);
+        Py_DECREF(args);
         return t;
     }
     """
-    # (cls: always a tuple subclass here, a NamedTuple of fastcoord.results)
-    object fc_new_tuple(object cls, tuple values)
+    object fc_tuple_new(object cls, tuple values)
 
 cdef object _new_tuple(object cls, tuple values)
 cdef unsigned long _thread_ident()

@@ -21,9 +21,9 @@ cimport numpy as cnp
 
 import numpy as np
 
-from fastcoord._native.slots cimport object_slot, slot_int64
 from fastcoord._native.wheel cimport Timer, TimerSink
-from fastcoord.clock import ManualClock, SystemClock
+from fastcoord.clock cimport ManualClock
+from fastcoord.clock import SystemClock
 from fastcoord.config import shard_for
 from fastcoord.errors import Errors
 from fastcoord._pure.members import check_handle_args
@@ -40,9 +40,6 @@ cdef extern from *:
     }
     """
     uint64_t fc_mix(Py_hash_t g, Py_hash_t m) nogil
-
-# Where a ManualClock keeps `_now` (slots.pxd): the hot path reads the time there
-cdef Py_ssize_t MANUAL_NOW = object_slot(ManualClock, "_now")
 
 
 cdef extern from *:
@@ -226,8 +223,8 @@ cdef class MemberTable(TimerSink):
         if self.clock_kind == 2:            # SystemClock: the same CLOCK_MONOTONIC
             clock_gettime(CLOCK_MONOTONIC, &ts)
             return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
-        if self.clock_kind == 1:            # ManualClock: read its slot
-            return slot_int64(self.clock, MANUAL_NOW, "_now")
+        if self.clock_kind == 1:            # exactly a ManualClock: read its field
+            return (<ManualClock>self.clock)._now
         return self.now_ms()
 
     # -- the (group id, member id) -> slot map ------------------------------------------

@@ -1,6 +1,8 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from fastcoord._native.members cimport MemberTable
+from fastcoord.clock cimport ManualClock
+from fastcoord.store cimport InMemoryStore
 from fastcoord._native.wheel cimport ManualStepper, Timer
 
 
@@ -27,7 +29,8 @@ cdef class CheckHeap:
 
 
 cdef class HeartbeatRun:
-    cdef object clock               # the coordinator's ManualClock (its time is set here)
+    cdef ManualClock clock          # the coordinator's (exactly one: check_run_args; its
+                                    # time is set here)
     cdef object advance_time        # the coordinator's: where the timer must move
     cdef ManualStepper stepper      # the native stepper advance_time is bound to, or None
     cdef MemberTable table
@@ -58,8 +61,7 @@ cdef class HeartbeatRun:
     cdef const int64_t[::1] offsets
     cdef list instances
     cdef object partition
-    cdef Py_hash_t partition_hash   # hash(partition), once (c_commit_accepted's look-up)
-    cdef object store               # the coordinator's InMemoryStore (commit_accepted's)
+    cdef InMemoryStore store        # the coordinator's (exactly one: check_run_args)
     cdef readonly bint left_commit  # run() stopped at a commit for commit_offsets
 
     cdef bint c_settle_checks(self, int64_t t) except -1

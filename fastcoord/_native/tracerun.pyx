@@ -6,19 +6,15 @@ GroupLogic.commit_accepted's steps in C, the store's write included (an InMemory
 dict writes; its store_offset_now is called only to answer its failure). A session
 check that only moves to the member's new deadline, or is dropped, is settled here."""
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
-from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from fastcoord._native.slots cimport object_slot, set_slot_int64, slot_int64, slot_object
 from fastcoord._native.groups cimport Group, _offset_alone
 from fastcoord._native.members cimport GroupRecord, MemberTable, lock_with_gil
 from fastcoord._native.wheel cimport ManualStepper, Timer, pthread_mutex_unlock
+from fastcoord.clock cimport ManualClock
 
-from fastcoord.clock import ManualClock
 from fastcoord.errors import Errors
-from fastcoord._native.groups import _OM_DEFAULTS, DEAD
-from fastcoord.results import OffsetAndMetadata
-from fastcoord.store import InMemoryStore
+from fastcoord._native.groups import DEAD
 from fastcoord._pure.tracerun import check_run_args
 
 cdef enum:
@@ -43,49 +39,6 @@ cdef object ERRORS_NONE = Errors.NONE
 cdef int C_UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 cdef int C_REBALANCING = int(Errors.REBALANCE_IN_PROGRESS)
 cdef int C_DEAD = DEAD                      # the group logic's state number
-cdef object OM_METADATA = _OM_DEFAULTS["metadata"]      # an offset given alone: these
-cdef object OM_LEADER_EPOCH = _OM_DEFAULTS["leader_epoch"]
-# Where the (exact) ManualClock keeps `_now` (slots.pxd): a run reads and sets it there
-cdef Py_ssize_t MANUAL_NOW = object_slot(ManualClock, "_now")
-# ... and the (exact) InMemoryStore its two fields a commit reads
-cdef Py_ssize_t STORE_FAIL_WITH = object_slot(InMemoryStore, "fail_with")
-cdef Py_ssize_t STORE_OFFSETS = object_slot(InMemoryStore, "offsets")
-cdef Py_ssize_t STORE_KEEPS_OFFSETS = object_slot(InMemoryStore, "keeps_offsets")
-
-
-cdef extern from *:
-    """
-    /* held (borrowed, a dict's value, or NULL) given the items a, b, c, d in place when
-       it is an instance of exactly cls that nothing but that dict holds: no one can
-       see it change (a reader of the offset holds its own reference, and a tuple has
-       no weak references). 1 if it was, else 0. A replay's commit replaces the offset
-       its group held, which only the group's offsets held: rewriting it saves making
-       one namedtuple and freeing another (shard 7 of the 10M-event trace under
-       callgrind: 1,025.6M -> 1,002.9M instructions). */
-    static int fc_tuple4_reuse(PyObject *held, PyObject *cls, PyObject *a, PyObject *b,
-                               PyObject *c, PyObject *d) {
-        PyObject *items[4] = {a, b, c, d}, *old[4];
-        int i;
-        if (held == NULL || Py_REFCNT(held) != 1 || Py_TYPE(held) != (PyTypeObject *)cls)
-            return 0;
-        for (i = 0; i < 4; i++) {
-            old[i] = PyTuple_GET_ITEM(held, i);
-            Py_INCREF(items[i]);
-            PyTuple_SET_ITEM(held, i, items[i]);
-        }
-        for (i = 0; i < 4; i++)          /* (an int or a str: freeing one runs no code) */
-            Py_DECREF(old[i]);
-        return 1;
-    }
-    """
-    bint fc_tuple4_reuse(PyObject* held, object cls, object a, object b, object c, object d)
-
-
-cdef extern from "Python.h":
-    # A look-up by a hash computed once: the run's partition, a tuple, whose hash
-    # PyDict_GetItem recomputed at every commit (NULL: missing, or an error raised)
-    PyObject* _PyDict_GetItem_KnownHash(object mp, object key, Py_hash_t hash)
-    PyObject* PyErr_Occurred()
 
 
 cdef inline bint _before(check_entry* a, check_entry* b) noexcept:
@@ -200,13 +153,11 @@ cdef class HeartbeatRun:
             self.offsets = offsets
             self.instances = instances
             self.partition = partition
-            self.partition_hash = hash(partition)
             self.store = coordinator._logic.store     # an InMemoryStore (check_run_args)
 
     @property
     def now(self):
-        return slot_object(self.clock, MANUAL_NOW, "_now")  # (an exact ManualClock:
-                                                            # check_run_args)
+        return self.clock._now
 
     def settle_checks(self, int64_t t):
         """Settle the checks due by t that need no more than moving or dropping; True
@@ -242,22 +193,20 @@ cdef class HeartbeatRun:
         """GroupLogic.commit_accepted(slot, partition, offset) (the pure twin calls it):
         the offset alone, stamped with the commit time (on a ManualClock, its time: now),
         written by the store, then set on the group's offsets unless the group is Dead
-        (set: or, when nothing else holds the offset it replaces, that one rewritten in
-        place, the same values); the store's answer."""
+; the store's answer."""
         cdef GroupRecord rec = <GroupRecord>self.table.slot_recs[slot]
-        cdef object om = None                   # (made when something else will hold it:
-        cdef object stamp = now, at = offset    # the group logic's _offset_alone)
+        cdef object om = None                   # (the group logic's _offset_alone)
+        cdef object stamp = now, at = offset
         cdef int error
-        cdef object store = self.store
+        cdef InMemoryStore store = self.store
         cdef dict offsets, by_group
         cdef Group group = rec.group             # (a native table's: the native Group)
-        cdef PyObject* held = NULL               # (the offset the group holds, borrowed)
-        if slot_object(store, STORE_FAIL_WITH, "fail_with") is ERRORS_NONE:
+        if store.fail_with is ERRORS_NONE:
             # InMemoryStore.store_offset_now's write without the Python call (a replay's
             # every commit; fastcoord/store.py: keep the two in step)
-            if slot_object(store, STORE_KEEPS_OFFSETS, "keeps_offsets"):
+            if store.keeps_offsets:
                 om = _offset_alone(at, stamp)
-                offsets = slot_object(store, STORE_OFFSETS, "offsets")
+                offsets = store.offsets
                 by_group = offsets.get(rec.group_id)
                 if by_group is None:
                     by_group = offsets.setdefault(rec.group_id, {})
@@ -273,18 +222,9 @@ cdef class HeartbeatRun:
                 if group is None:                   # (a record whose group is not set)
                     raise AttributeError("the group record holds no group")
                 offsets = <dict>group.offsets       # (made a dict, never replaced)
-                if om is not None:                  # (the store holds it too)
-                    offsets[self.partition] = om
-                else:
-                    # A store that keeps none (a replay's): the offset it replaces
-                    # rewritten when only this dict holds it, else a new one set
-                    held = _PyDict_GetItem_KnownHash(offsets, self.partition,
-                                                     self.partition_hash)
-                    if held is NULL and PyErr_Occurred() is not NULL:
-                        return -1   # (the key's comparison raised: it propagates)
-                    if not fc_tuple4_reuse(held, OffsetAndMetadata, at, OM_METADATA,
-                                           OM_LEADER_EPOCH, stamp):
-                        offsets[self.partition] = _offset_alone(at, stamp)
+                if om is None:                      # (a store that keeps none: a replay's)
+                    om = _offset_alone(at, stamp)
+                offsets[self.partition] = om
         finally:
             pthread_mutex_unlock(&rec.core.mu)
         return C_NONE
@@ -296,7 +236,7 @@ cdef class HeartbeatRun:
 
     cdef Py_ssize_t c_run(self, Py_ssize_t i, object stop) except -1:
         """run, for C callers (a compiled replay's every run)."""
-        cdef int64_t now = slot_int64(self.clock, MANUAL_NOW, "_now"), t, handle
+        cdef int64_t now = self.clock._now, t, handle
         cdef int32_t m
         cdef int error
         cdef uint8_t kind
@@ -315,7 +255,7 @@ cdef class HeartbeatRun:
                 break
             if t > now:
                 if self.timer.c_idle_through(t, self.min_delay):
-                    set_slot_int64(self.clock, MANUAL_NOW, "_now", t)   # ManualClock.set_ms(t)
+                    self.clock._now = t                 # ManualClock.set_ms(t)
                     now = t
                 else:
                     # What fires may answer requests (the replay's callbacks run) and arm
@@ -324,7 +264,7 @@ cdef class HeartbeatRun:
                         self.stepper.c_advance(t - now)
                     else:
                         self.advance_time(t - now)
-                    now = slot_int64(self.clock, MANUAL_NOW, "_now")
+                    now = self.clock._now
                     continue
             m = self.members[i]
             handle = self.handles[m]

@@ -18,14 +18,13 @@ from cpython.ref cimport Py_XINCREF, Py_XDECREF
 from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 
-from fastcoord._native.slots cimport object_slot, set_slot_int64, slot_int64, slot_object
 from fastcoord._native.clocks cimport monotonic_s
 from posix.unistd cimport usleep
 
 import logging
 import threading
 
-from fastcoord.clock import ManualClock
+from fastcoord.clock cimport ManualClock
 from threading import TIMEOUT_MAX
 
 __all__ = ["ManualStepper", "StepLock", "Timer", "TimerHandle", "TimerSink"]
@@ -33,8 +32,6 @@ __all__ = ["ManualStepper", "StepLock", "Timer", "TimerHandle", "TimerSink"]
 _log = logging.getLogger("fastcoord.timer")
 
 cdef int64_t LIMIT = (1 << 62) - 1
-# Where a ManualClock keeps `_now` (slots.pxd): read and set there, not as an attribute
-cdef Py_ssize_t MANUAL_NOW = object_slot(ManualClock, "_now")
 cdef int64_t NEVER = INT64_MAX
 cdef int64_t NO_REAPER = INT64_MIN
 cdef int32_t MAX_LEVELS = 64
@@ -767,9 +764,9 @@ cdef class Timer:
 
     # ------------------------------------------------------------- C-level API
     cdef int64_t c_current_ms(self) except? -1:
-        # (A replay reads the time a few times per event: a ManualClock's slot costs a
+        # (A replay reads the time a few times per event: a ManualClock's field costs a
         # load, the call to its now_ms, which returns the same value, a Python call.)
-        cdef int64_t now = (slot_int64(self._clock, MANUAL_NOW, "_now") if self._manual_clock
+        cdef int64_t now = ((<ManualClock>self._clock)._now if self._manual_clock
                             else self._clock.now_ms())
         cdef int64_t t = self._time
         return now if now > t else t
@@ -947,20 +944,21 @@ cdef class Timer:
         return self.c_advance_to(_as_ms(now_ms, "now_ms"), step_clock)
 
     cdef int _step_manual_clock(self, int64_t t) except -1:
-        """ManualClock.set_ms(t), in its slot: it never moves back. An entry fires with
-        the clock at its deadline and the stepper ends at its target; calling set_ms (a
-        Python function) for each entry cost about 1.4% of a replay's instructions
-        (callgrind, a 16k-event shard). A time that is not an int, or not an int64 (set
-        by hand), takes the method, which decides."""
+        """ManualClock.set_ms(t), in its field (the clock is exactly a ManualClock): it
+        never moves back. An entry fires with the clock at its deadline and the stepper
+        ends at its target; calling set_ms (a Python function) for each entry cost about
+        1.4% of a replay's instructions (callgrind, a 16k-event shard). A time that is
+        not an int, or not an int64 (set by hand), takes the method, which decides."""
         cdef int overflow = 0
         cdef long long now = 0
-        clock_now = slot_object(self._clock, MANUAL_NOW, "_now")
+        cdef ManualClock clock = <ManualClock>self._clock
+        clock_now = clock._now
         if type(clock_now) is int:
             now = PyLong_AsLongLongAndOverflow(clock_now, &overflow)
         if type(clock_now) is not int or overflow:
             self._clock.set_ms(t)
         elif t > now:
-            set_slot_int64(self._clock, MANUAL_NOW, "_now", t)
+            clock._now = t
         return 0
 
     cdef Py_ssize_t c_advance_to(self, int64_t target, bint step_clock) except -1:
@@ -1313,7 +1311,7 @@ cdef class ManualStepper:
         else:
             self.acquire()
         try:
-            clock_now = slot_object(self.clock, MANUAL_NOW, "_now")
+            clock_now = (<ManualClock>self.clock)._now      # (exactly one: __init__)
             if type(clock_now) is int:
                 now = PyLong_AsLongLongAndOverflow(clock_now, &overflow)
             if type(clock_now) is not int or overflow or now < -LIMIT or now > LIMIT - step:

@@ -61,12 +61,11 @@ _NONE = Errors.NONE
 def _new_tuple(cls, values: tuple):
     """A NamedTuple from its field values, as its __new__ does it, without the call through
     that Python __new__: for the results a join/sync round makes per member, and the
-    summaries and descriptions read after each request. Compiled, the instance is
-    allocated and filled by C (groups.pxd's fc_new_tuple): tuple.__new__ is a call
-    through the type that parses its arguments and copies the tuple again (2.4% of a
-    replay shard's instructions in its callgrind profile)."""
+    summaries and descriptions read after each request. tuple.__new__ makes it in both
+    twins: CPython's own allocation, whatever a tuple's layout holds (a cached hash).
+    Compiled, tuple's __new__ slot is called directly (groups.pxd's fc_tuple_new)."""
     if cython.compiled:
-        return fc_new_tuple(cls, values)  # noqa: F821 (groups.pxd: compiled only)
+        return fc_tuple_new(cls, values)  # noqa: F821 (groups.pxd: compiled only)
     return tuple.__new__(cls, values)
 
 

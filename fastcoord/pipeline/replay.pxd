@@ -35,10 +35,10 @@ cdef extern from *:
     """
     object fc_tuple_item(object t, Py_ssize_t i)
 cdef inline object _field(object answer, Py_ssize_t at)
-# Where a ManualClock keeps its time (slots.pxd), read by ShardReplay._clock_now
-from fastcoord._native.slots cimport object_slot, slot_int64
+# The replay's clock: a ManualClock, whose time ShardReplay._clock_now reads as a field
+# (under another name: the .py imports ManualClock itself)
+from fastcoord.clock cimport ManualClock as _ManualClockType
 from libc.stdint cimport int64_t
-cdef Py_ssize_t _CLOCK_NOW
 
 
 # The per-member and per-group arrays in slots too, as typed views of the array.array
@@ -71,7 +71,8 @@ cdef class _GroupView:
 
 
 cdef class ShardReplay:
-    cdef public object shard, impl, num_shards, heartbeat_runs, coord, clock, now
+    cdef public object shard, impl, num_shards, heartbeat_runs, coord, now
+    cdef public _ManualClockType clock    # (_start's; None before)
     cdef public object members, by_ix, by_rid, static, groups, by_group_ix, checks
     cdef public object group_version, runs, _sorted, rebalances
     cdef public object expirations

@@ -112,8 +112,6 @@ _J_ERROR, _J_GENERATION, _J_LEADER, _J_MEMBER_ID, _J_MEMBERS = (
 _M_MEMBER_ID = JoinGroupMember._fields.index("member_id")
 _S_ERROR = SyncGroupResult._fields.index("error")
 _G_STATE, _G_EPOCH = (GroupSummary._fields.index(f) for f in ("state", "members_epoch"))
-# Compiled: where a ManualClock keeps its time (ShardReplay._clock_now)
-_CLOCK_NOW = object_slot(ManualClock, "_now") if cython.compiled else -1  # noqa: F821 (replay.pxd)
 
 
 def _field(answer: tuple, at: int):
@@ -388,10 +386,8 @@ class ShardReplay:
 
     # -- requests -------------------------------------------------------------------------
     def _clock_now(self) -> int:
-        """The coordinator's time: its ManualClock's `_now` (compiled: read from the
-        slot, where the attribute is a look-up through the type)."""
-        if cython.compiled:
-            return slot_int64(self.clock, _CLOCK_NOW, "_now")  # noqa: F821 (replay.pxd)
+        """The coordinator's time: its ManualClock's `_now` (compiled: a field of the
+        clock's extension type, which replay.pxd declares, read as a load)."""
         return self.clock._now
 
     def _touch(self, m: _Member) -> None:
