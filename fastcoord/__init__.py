@@ -1,7 +1,7 @@
 """fastcoord: Kafka's classic consumer-group coordinator, hierarchical timing wheel
 and delayed-operation purgatory, with a Cython core and a pure-Python twin.
 
-The public API (spec/api.md) and nothing else lives here.
+The public API (docs/api.md) and nothing else lives here.
 """
 from __future__ import annotations
 

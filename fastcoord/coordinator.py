@@ -1,4 +1,4 @@
-"""The thin Python API of the group coordinator (spec/api.md).
+"""The thin Python API of the group coordinator (docs/api.md).
 
 It checks arguments (TypeError / ValueError naming the argument), translates them
 and dispatches to the twin's core; it holds no protocol state of its own. The
@@ -167,7 +167,7 @@ def _check_offset(tp, value) -> "OffsetAndMetadata | int":
 
 
 class GroupCoordinator:
-    """Kafka's classic consumer-group coordinator. Thread-safe; see spec/api.md."""
+    """Kafka's classic consumer-group coordinator. Thread-safe; see docs/api.md."""
 
     def __init__(self, config: Optional[CoordinatorConfig] = None, *, clock=None, store=None,
                  impl: Optional[str] = None,
