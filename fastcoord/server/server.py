@@ -369,7 +369,7 @@ class Connection(asyncio.Protocol):
                         record(self, version, client_id, group, member, generation, error,
                                seconds)
                 except Exception:
-                    log.exception("writing the request log failed")
+                    rate_log.error("request-log", "writing the request log failed", exc_info=True)
         return new_pos
 
     def _on_frame(self, frame: bytes) -> None:
@@ -530,7 +530,7 @@ class _Reply:
             try:
                 self.request_log.record(conn, request, body, time.perf_counter() - self.started)
             except Exception:
-                log.exception("writing the request log failed")
+                rate_log.error("request-log", "writing the request log failed", exc_info=True)
 
 
 class LoopStore:

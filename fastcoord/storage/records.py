@@ -61,7 +61,7 @@ from ..results import OffsetAndMetadata
 __all__ = [
     "OFFSETS", "GROUP", "GROUP_TOMBSTONE", "OFFSET_TOMBSTONES", "MAX_PAYLOAD",
     "frame", "encode_offsets", "encode_group", "encode_group_tombstone",
-    "encode_offset_tombstones", "decode_group_record", "FrameError", "check_frame",
+    "encode_offset_tombstones", "decode_group_record", "FrameError",
 ]
 
 OFFSETS = 1
@@ -94,23 +94,6 @@ def frame(payload: bytes) -> bytes:
     """Length + CRC32C around a payload."""
     length = _pack_u32(len(payload))
     return _pack_u32(crc32c(payload, crc32c(length))) + length + payload
-
-
-def check_frame(data, pos: int, end_of_data: int) -> int:
-    """Validate the frame at `pos`; return the position after it or raise FrameError."""
-    if pos + FRAME_SIZE > end_of_data:
-        raise FrameError("truncated frame header")
-    crc, length = FRAME.unpack_from(data, pos)
-    if length < MIN_PAYLOAD or length > MAX_PAYLOAD:
-        raise FrameError(f"bad record length {length}")
-    end = pos + FRAME_SIZE + length
-    if end > end_of_data:
-        raise FrameError(f"record length {length} runs past the end of the file")
-    if crc32c(memoryview(data)[pos + 4:end]) != crc:
-        raise FrameError("CRC32C mismatch")
-    if data[pos + FRAME_SIZE] not in RECORD_TYPES:
-        raise FrameError(f"unknown record type {data[pos + FRAME_SIZE]}")
-    return end
 
 
 # -- encoding ---------------------------------------------------------------------------
