@@ -7,10 +7,8 @@ STAMP  := $(VENV)/.fastcoord-built
 # the package with only the server extra (kio, uvloop): what `serve` and `demo` need
 RUN_STAMP := $(VENV)/.fastcoord-serve-built
 # what the build compiles (a .py among them is compiled too: see setup.py)
-SOURCES := setup.py pyproject.toml $(wildcard fastcoord/_native/*.pyx fastcoord/_native/*.pxd) \
-           fastcoord/_pure/groups.py fastcoord/coordinator.py fastcoord/pipeline/replay.py \
-           fastcoord/pipeline/replay.pxd fastcoord/clock.py fastcoord/clock.pxd \
-           fastcoord/store.py fastcoord/store.pxd
+SOURCES := setup.py pyproject.toml $(wildcard fastcoord/*/_native/*.pyx fastcoord/*/_native/*.pxd) \
+           $(wildcard fastcoord/*/*.pxd) $(patsubst %.pxd,%.py,$(wildcard fastcoord/*/*.pxd))
 
 .PHONY: run demo test test-pure bench build clean valgrind bench-baseline profile
 
@@ -97,6 +95,6 @@ profile: $(STAMP) valgrind
 	$(PY) benchmarks/index.py bench_results
 
 clean:
-	rm -rf build $(VENV) *.egg-info fastcoord/_native/*.c fastcoord/_native/*.so fastcoord/_native/*.html \
-		fastcoord/_pure/*.c fastcoord/_pure/*.html fastcoord/*.c fastcoord/*.so fastcoord/*.html \
-		fastcoord/pipeline/*.c fastcoord/pipeline/*.so fastcoord/pipeline/*.html
+	rm -rf build $(VENV) *.egg-info fastcoord/*/_native/*.c fastcoord/*/*.c fastcoord/*/_native/*.html \
+		fastcoord/*/*.html
+	find fastcoord -name '*.so' -delete

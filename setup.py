@@ -34,12 +34,12 @@ def native_extensions():
         directives.update(linetrace=True, binding=True, boundscheck=True, wraparound=True)
         macros += [("CYTHON_TRACE_NOGIL", "1")]
         compile_args = ["-O0", "-g"]
-    # Built on epoll, Linux only: the load generator's engine (elsewhere
-    # fastcoord.server.loadgen runs its asyncio engine) and the server's heartbeat lane
-    # (elsewhere the server serves every connection through the event loop).
-    linux_only = {"fastcoord._native.loadgen", "fastcoord._native.lane"}
+    # Built on epoll, Linux only: the load generator's engine (elsewhere fastcoord.loadgen
+    # runs its asyncio engine) and the server's heartbeat lane (elsewhere the server
+    # serves every connection through the event loop).
+    linux_only = {"fastcoord.loadgen._native.engine", "fastcoord.server._native.lane"}
     extensions = []
-    for pyx in sorted(glob.glob("fastcoord/_native/*.pyx")):
+    for pyx in sorted(glob.glob("fastcoord/**/_native/*.pyx", recursive=True)):
         name = pyx[:-4].replace("/", ".")
         if name in linux_only and not sys.platform.startswith("linux"):
             continue
@@ -52,50 +52,30 @@ def native_extensions():
                 extra_compile_args=compile_args,
             )
         )
-    # The group state machine: the pure twin's module (fastcoord/_pure/groups.py),
-    # compiled as it is for the native twin, with Python's semantics throughout: no C
-    # typing from annotations (which would reject the int and str subclasses the pure
-    # twin accepts), Python's division and indexing. Its classes Member, Group and
-    # GroupLogic become extension types by fastcoord/_native/groups.pxd (an augmenting
-    # .pxd: attributes in object slots, hot methods cpdef with their group and member
-    # locals typed), which changes how an attribute is reached or a method called, not
-    # a value; nonecheck keeps a None where a Group is typed an AttributeError, as in
-    # the pure twin. Its own cythonize call: the directives below are for the .pyx
-    # modules' typed code.
-    # (warn.unreachable off: a branch on cython.compiled leaves the other unreachable)
+    # Python modules compiled in place, each beside its .py under the same name (Python
+    # imports the extension before the .py; a build without extensions, or a machine
+    # without a compiler, runs the .py). The group state machine is the native twin's
+    # (the pure twin runs the same file from source: core/_pure/groups.py); the
+    # coordinator's thin API and the pipeline's replay driver are the Python layers a
+    # replay runs on every join, sync and leave; clock.py and store.py hold the
+    # ManualClock and InMemoryStore extension types the C code cimports. The .pxd beside
+    # each (an augmenting .pxd) makes its classes extension types with attributes in
+    # object slots and hot methods cpdef, which changes how an attribute is reached or a
+    # method called, not a value. They keep Python's semantics throughout: no C typing
+    # from annotations (which would reject the int and str subclasses the pure twin
+    # accepts), Python's division and indexing, and nonecheck so that a None where an
+    # extension type is declared raises AttributeError as in Python. (The same list is
+    # fastcoord._twins.COMPILED_IN_PLACE: tests/test_compiled_python.py checks they agree.)
     python_semantics = {"language_level": 3, "annotation_typing": False, "binding": True,
-                        "embedsignature": True, "nonecheck": True, "warn.unreachable": False}
+                        "embedsignature": True, "nonecheck": True}
     if DEBUG:
         python_semantics.update(linetrace=True)
-    # The Python layers a replay runs on every join, sync and leave: the coordinator's
-    # thin API (argument checks, then the group logic) and the pipeline's replay driver
-    # (its per-request bookkeeping). Compiled in place with the same Python semantics,
-    # each as its own module name, which Python imports before the .py beside it;
-    # a build without extensions, or a machine without a compiler, runs the .py.
-    # (replay.pxd beside replay.py augments it as groups.pxd does groups.py, and
-    # clock.pxd and store.pxd clock.py and store.py: ManualClock and InMemoryStore
-    # extension types the C code cimports.) The
-    # 1,000-group benchmark trace on one pinned core, two alternating pairs, best of 3:
-    # 0.83, 0.84 -> 0.75, 0.77 s of CPU.
-    # (The Makefile rebuilds when either source changes: a stale .so would shadow it;
-    # fastcoord._compat.COMPILED_IN_PLACE names them for the pure setting, which loads
-    # the .py: tests/test_compiled_python.py checks the lists agree.)
-    compiled_python = ["fastcoord/clock.py", "fastcoord/coordinator.py",
-                       "fastcoord/pipeline/replay.py", "fastcoord/store.py"]
-    # cythonize does not see that groups.py depends on its augmenting .pxd, which sits
-    # in another directory (nor on the .pxd files that one cimports): after an edit of
-    # one, it would reuse groups.c, laid out for the old declarations, beside modules
-    # (tracerun) built for the new ones. Regenerate it when any is newer.
-    groups_c = "fastcoord/_pure/groups.c"
-    if os.path.exists(groups_c) and any(
-            os.path.getmtime(pxd) > os.path.getmtime(groups_c)
-            for pxd in glob.glob("fastcoord/_native/*.pxd")):
-        os.remove(groups_c)
+    compiled_python = ["fastcoord/core/clock.py", "fastcoord/core/coordinator.py",
+                       "fastcoord/core/groups.py", "fastcoord/core/store.py",
+                       "fastcoord/pipeline/replay.py"]
     python_modules = cythonize(
-        [Extension("fastcoord._native.groups", ["fastcoord/_pure/groups.py"],
-                   extra_compile_args=compile_args, define_macros=macros)]
-        + [Extension(py[:-3].replace("/", "."), [py], extra_compile_args=compile_args,
-                     define_macros=macros) for py in compiled_python],
+        [Extension(py[:-3].replace("/", "."), [py], extra_compile_args=compile_args,
+                   define_macros=macros) for py in compiled_python],
         compiler_directives=python_semantics,
         annotate=DEBUG,
     )

@@ -130,9 +130,9 @@ class HeartbeatBatch(Workload):
 
 class _TimerBase(Workload):
     def __init__(self, impl):
-        from fastcoord import _compat
-        from fastcoord.clock import ManualClock
-        self.timer = _compat.module(impl, "wheel").Timer(ManualClock(0))
+        from fastcoord import _twins
+        from fastcoord.core.clock import ManualClock
+        self.timer = _twins.module(impl, "core.timer").Timer(ManualClock(0))
         self.now = 0
         self.handles: List = []
 

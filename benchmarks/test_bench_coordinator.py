@@ -15,7 +15,7 @@ import pytest
 
 import fastcoord
 from fastcoord import Errors, ManualClock
-from fastcoord._compat import module
+from fastcoord._twins import module
 
 from builders import build_stable
 
@@ -223,7 +223,7 @@ def test_rebalance_1000(benchmark, request, impl):
 def test_kafka_design_heartbeat(benchmark, request, impl):
     """Kafka's design on our purgatory: each heartbeat completes the member's
     DelayedHeartbeat (check_and_complete on its key) and watches a new one."""
-    wheel, purgatory = module(impl, "wheel"), module(impl, "purgatory")
+    wheel, purgatory = module(impl, "core.timer"), module(impl, "core.purgatory")
     members = 1000 if quick(request) else 100_000
     clock = ManualClock()
     timer = wheel.Timer(clock)

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import fastcoord
-from fastcoord import Errors, _compat
-from fastcoord.clock import ManualClock
+from fastcoord import Errors, _twins
+from fastcoord.core.clock import ManualClock
 
 import floors
 from builders import build_stable
@@ -61,7 +61,7 @@ def _noop():
 class TimerWorkload:
     def __init__(self, impl, n):
         rng = np.random.default_rng(9)
-        self.timer = _compat.module(impl, "wheel").Timer(ManualClock(0))
+        self.timer = _twins.module(impl, "core.timer").Timer(ManualClock(0))
         at = self.timer.schedule_at
         self.handles = [at(int(d), _noop) for d in rng.integers(1, 30_000, n)]
         self.order = [int(i) for i in rng.permutation(n)]

@@ -9,7 +9,7 @@ Frames (kio-encoded, client id "consumer-1"), one group each:
   OffsetFetch v7       one topic, 8 partitions
   SyncGroup v5         the leader's, 3 members' assignments of 40 bytes
 Peers: "kio decode" (the header's and the body's kio readers, as decode_request runs
-them), "native" (fastcoord/_native/framecheck.pyx: the schema's program run in C) and
+them), "native" (fastcoord/server/_native/framecheck.pyx: the schema's program run in C) and
 "pure" (the Python walk). ops = 1,000 checks of the frame per measured call (a single
 check is too short to time alone); extra_info bytes (the frame's size)
 and pct_of_kio_decode (this row's median as a percentage of the kio decode row's, same
@@ -83,7 +83,7 @@ def _runner(peer: str, cls, frame: bytes):
         return decode
     check = pure.check_request
     if peer == "native":
-        from fastcoord._native.framecheck import check_request as check
+        from fastcoord.server._native.framecheck import check_request as check
     return lambda: check(cls, frame)
 
 

@@ -28,7 +28,7 @@ SyncGroup, kio-encoded), then measures Heartbeat requests:
 Server: memory store, no request log (the hot path only: heartbeats touch neither),
 native coordinator, uvloop when installed (the serve default; this process too).
 Load generator: setup in asyncio, the measurement by its C engine
-(fastcoord/_native/loadgen.pyx: epoll, the open loop paced on CLOCK_MONOTONIC, under
+(fastcoord/loadgen/_native/engine.pyx: epoll, the open loop paced on CLOCK_MONOTONIC, under
 half a microsecond of its own CPU per heartbeat in the closed loop), or by the asyncio
 engine with FASTCOORD_BENCH_LOADGEN_ENGINE=python (it saturates its core near
 100,000/s, and its latencies then include its own queueing). extra_info: engine,
@@ -63,7 +63,7 @@ import fastcoord
 
 pytest.importorskip("kio")
 
-from fastcoord.server.loadgen import Loadgen, _runq_wait_s  # noqa: E402
+from fastcoord.loadgen import Loadgen, _runq_wait_s  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FULL = dict(connections=1000, members=100_000, groups=1000, duration_s=10.0, warmup_s=2.0)
@@ -262,7 +262,7 @@ def test_heartbeat_reader(benchmark, tmp_path, peer, request_log):
     real RequestLog file), without the network and with a heartbeat that answers 0 at
     once: what the reader and the log cost, apart from the coordinator (coordinator.md)
     and the kernel (the cases above). ops = heartbeats; extra_info ns_per_heartbeat."""
-    from fastcoord._compat import module
+    from fastcoord._twins import module
     from fastcoord.server.protocol import encode_request
     from fastcoord.server.requestlog import RequestLog
     data = b"".join(encode_request(12, 4, i, {
@@ -270,7 +270,7 @@ def test_heartbeat_reader(benchmark, tmp_path, peer, request_log):
         "member_id": f"consumer-{i}-{i:032x}", "group_instance_id": None},
         client_id=f"loadgen-{i}") for i in range(READ_HEARTBEATS))
     log = RequestLog(tmp_path / "requests.jsonl") if request_log else None
-    reader = module(peer, "wire").HeartbeatReader(
+    reader = module(peer, "server.wire").HeartbeatReader(
         lambda group, member, generation, instance: 0, 1 << 20, 0, 4, None,
         log.write_lines if log is not None else None)
     sent = []

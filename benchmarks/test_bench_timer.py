@@ -23,10 +23,10 @@ import tracemalloc
 
 import pytest
 
-from fastcoord import _compat
-from fastcoord.clock import ManualClock
+from fastcoord import _twins
+from fastcoord.core.clock import ManualClock
 
-PEERS = (["native"] if _compat.NATIVE_AVAILABLE else []) + ["pure", "heapq", "asyncio"]
+PEERS = (["native"] if _twins.NATIVE_AVAILABLE else []) + ["pure", "heapq", "asyncio"]
 ROUNDS = {"native": 5, "pure": 2, "heapq": 3, "asyncio": 2}
 END_MS = 40_000
 
@@ -52,7 +52,7 @@ def workload(n_timers):
 # ------------------------------------------------------------------ peers
 class WheelPeer:
     def __init__(self, impl):
-        self.timer = _compat.module(impl, "wheel").Timer(ManualClock(0))
+        self.timer = _twins.module(impl, "core.timer").Timer(ManualClock(0))
 
     def schedule(self, deadlines):
         at = self.timer.schedule_at
@@ -237,7 +237,7 @@ class _Sink:
 
 
 def _bytes_per_entry(impl, n, deadlines, keep_handles):
-    Timer = _compat.module(impl, "wheel").Timer
+    Timer = _twins.module(impl, "core.timer").Timer
     gc.collect()
     tracemalloc.start()
     try:

@@ -5,16 +5,17 @@ The public API (docs/api.md) and nothing else lives here.
 """
 from __future__ import annotations
 
-from ._compat import IMPLEMENTATION, NATIVE_AVAILABLE
-from .clock import ManualClock, SystemClock
-from .config import CoordinatorConfig, shard_for
-from .errors import Errors, GroupState
-from .results import (
+from ._twins import IMPLEMENTATION, NATIVE_AVAILABLE
+from .core.clock import ManualClock, SystemClock
+from .core.config import CoordinatorConfig, shard_for
+from .core.errors import Errors, GroupState
+from .core.results import (
     GroupDescription, GroupListing, GroupSummary, JoinGroupMember, JoinGroupResult,
     LeaveGroupResult, MemberDescription, OffsetAndMetadata, SyncGroupResult,
 )
-from .timing import DelayedOperation, Purgatory, Timer, TimerHandle
-from .coordinator import GroupCoordinator
+from .core.timer import Timer, TimerHandle
+from .core.purgatory import DelayedOperation, Purgatory
+from .core.coordinator import GroupCoordinator
 
 __version__ = "0.1.0"
 

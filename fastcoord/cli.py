@@ -176,7 +176,7 @@ def _serve(args) -> int:
         from .server.security import load_security
     except ImportError as exc:  # kio missing
         return needs_extra("serve", "server", exc)
-    from .config import CoordinatorConfig
+    from .core.config import CoordinatorConfig
 
     try:
         security = load_security(args.sasl_users, args.acls)
@@ -279,7 +279,7 @@ def _add_loadgen_parser(sub) -> None:
 
 def _loadgen(args) -> int:
     try:
-        from .server.loadgen import main as loadgen_main
+        from .loadgen import main as loadgen_main
     except ImportError as exc:  # kio missing
         return needs_extra("loadgen", "server", exc)
     if not _use_event_loop(args.event_loop):

@@ -13,10 +13,10 @@ from typing import Dict, List
 
 import numpy as np
 
-from .clock import ManualClock
-from .config import CoordinatorConfig
-from .coordinator import GroupCoordinator
-from .errors import Errors
+from .core.clock import ManualClock
+from .core.config import CoordinatorConfig
+from .core.coordinator import GroupCoordinator
+from .core.errors import Errors
 from ._progress import Progress
 
 SESSION_MS = 10_000

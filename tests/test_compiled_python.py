@@ -13,10 +13,9 @@ import sys
 import pytest
 
 import fastcoord
-from fastcoord._compat import COMPILED_IN_PLACE
+from fastcoord._twins import COMPILED_IN_PLACE
 
-COMPILED = [*COMPILED_IN_PLACE, "fastcoord._native.groups"]
-SOURCES = {"fastcoord._native.groups": "_pure/groups.py"}
+COMPILED = list(COMPILED_IN_PLACE)
 PACKAGE = os.path.dirname(os.path.abspath(fastcoord.__file__))
 
 
@@ -25,23 +24,23 @@ PACKAGE = os.path.dirname(os.path.abspath(fastcoord.__file__))
 def test_compiled_module_is_loaded_and_current(name):
     module = importlib.import_module(name)
     assert module.__file__.endswith(".so"), f"{name} runs from {module.__file__}"
-    rel = SOURCES.get(name, name.split(".", 1)[1].replace(".", "/") + ".py")
-    # the .py and the augmenting .pxd its compiled module is declared by, if it has one
-    pxd = os.path.join(PACKAGE, name.split(".", 1)[1].replace(".", "/") + ".pxd")
-    for source in [os.path.join(PACKAGE, rel)] + ([pxd] if os.path.exists(pxd) else []):
+    stem = os.path.join(PACKAGE, name.split(".", 1)[1].replace(".", "/"))
+    # the .py and the augmenting .pxd beside it, if it has one
+    pxd = stem + ".pxd"
+    for source in [stem + ".py"] + ([pxd] if os.path.exists(pxd) else []):
         assert os.path.getmtime(module.__file__) >= os.path.getmtime(source), (
             f"{module.__file__} is older than {source}: rebuild (make build)")
 
 
 @pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE, reason="a build without extensions")
 def test_compiled_in_place_lists_what_the_build_compiled():
-    """The extension modules outside _native are exactly COMPILED_IN_PLACE, the list
-    the pure setting reads: setup.py's list and it agree."""
+    """The extension modules outside the _native folders are exactly COMPILED_IN_PLACE,
+    the list the pure setting reads: setup.py's list and it agree."""
     built = set()
     for d, _, files in os.walk(PACKAGE):
         rel = os.path.relpath(d, os.path.dirname(PACKAGE)).replace(os.sep, ".")
         built.update(f"{rel}.{f.split('.', 1)[0]}" for f in files if f.endswith(".so"))
-    assert {m for m in built if not m.startswith("fastcoord._native.")} == \
+    assert {m for m in built if "._native." not in m} == \
         set(COMPILED_IN_PLACE)
 
 
@@ -49,7 +48,7 @@ def test_pure_setting_runs_the_python_sources():
     """FASTCOORD_NO_EXTENSIONS=1 at run time: the modules compiled in place load from
     their .py (what a debugger or a line profiler needs), the package's names and the
     module's are the same objects."""
-    code = ("import fastcoord, fastcoord.coordinator as c\n"
+    code = ("import fastcoord, fastcoord.core.coordinator as c\n"
             "from fastcoord.pipeline import replay\n"
             "import fastcoord.pipeline.replay as r\n"
             "assert fastcoord.IMPLEMENTATION == 'pure'\n"

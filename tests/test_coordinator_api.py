@@ -11,7 +11,7 @@ import pytest
 
 from fastcoord import (CoordinatorConfig, Errors, GroupCoordinator, ManualClock,
                        OffsetAndMetadata, SystemClock, shard_for)
-from fastcoord.store import InMemoryStore
+from fastcoord.core.store import InMemoryStore
 
 
 def formed_group(impl, store, clock=None):

@@ -1,4 +1,4 @@
-"""The native frame check (fastcoord/_native/framecheck.pyx: the schema compiled into a
+"""The native frame check (fastcoord/server/_native/framecheck.pyx: the schema compiled into a
 flat program run in C) accepts and refuses exactly the frames the pure walk
 (fastcoord/server/framecheck.py) does, and stops at the same position, for every
 advertised (api, version): valid frames, every cut of them, null arrays, the boundary
@@ -37,7 +37,7 @@ class _Twins:
     """Both checkers' verdicts on frames of any advertised (api, version)."""
 
     def __init__(self) -> None:
-        from fastcoord._native.framecheck import RequestProgram
+        from fastcoord.server._native.framecheck import RequestProgram
         self.programs = {pair: RequestProgram(request_class(*pair)) for pair in fs.ADVERTISED}
         self.compared = self.refused = 0
 
@@ -130,7 +130,7 @@ def test_random_mutations_checked_as_their_own_schema(twins):
 
 @needs_native
 def test_a_refusal_names_the_field_as_the_pure_walk_does():
-    from fastcoord._native import framecheck as native
+    from fastcoord.server._native import framecheck as native
 
     frame = fs.valid_frame(11, 5)
     bad = frame[:14] + b"\xff\xfe" + frame[16:]            # group id length -2
@@ -142,7 +142,7 @@ def test_a_refusal_names_the_field_as_the_pure_walk_does():
 
 
 def test_the_server_checks_with_the_native_twin_when_built_and_the_pure_one_without():
-    expected = "fastcoord._native.framecheck" if fastcoord.NATIVE_AVAILABLE \
+    expected = "fastcoord.server._native.framecheck" if fastcoord.NATIVE_AVAILABLE \
         else "fastcoord.server.framecheck"
     assert protocol.check_request.__module__ == expected
     code = ("import fastcoord.server.protocol as p, sys; sys.path.insert(0, 'tests');"

@@ -1,4 +1,4 @@
-"""The load generator's C measurement engine (fastcoord/_native/loadgen.pyx).
+"""The load generator's C measurement engine (fastcoord/loadgen/_native/engine.pyx).
 
 - Against `FakeBroker`, a stand-in server in this process that answers each request
   with a Heartbeat response of its version and can misbehave on purpose (responses a
@@ -29,12 +29,12 @@ from typing import Callable, List, Optional
 
 import pytest
 
-from fastcoord._compat import NO_EXTENSIONS
+from fastcoord._twins import NO_EXTENSIONS
 
 try:
     if NO_EXTENSIONS:
         raise ImportError("FASTCOORD_NO_EXTENSIONS is set")
-    from fastcoord._native.loadgen import run_heartbeats
+    from fastcoord.loadgen._native.engine import run_heartbeats
 except ImportError:             # not built, switched off, or not Linux
     run_heartbeats = None
 needs_engine = pytest.mark.skipif(run_heartbeats is None,
@@ -318,7 +318,7 @@ def test_bad_arguments_rejected(broker_factory):
 from test_server_harness import HERE, ServerProc  # noqa: E402
 
 try:
-    from fastcoord.server.loadgen import Loadgen, LoadgenError
+    from fastcoord.loadgen import Loadgen, LoadgenError
 except ImportError:             # kio (the server extra) is not installed
     Loadgen = None
 needs_server = pytest.mark.skipif(Loadgen is None, reason="kio is not installed")

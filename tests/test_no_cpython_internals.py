@@ -28,7 +28,7 @@ FORBIDDEN = {
 
 def test_the_sources_are_found():
     names = {p.name for p in SOURCES}
-    assert {"wheel.pyx", "tracerun.pyx", "groups.pxd", "groups.py", "clock.py"} <= names
+    assert {"timer.pyx", "runs.pyx", "groups.pxd", "groups.py", "clock.py"} <= names
 
 
 @pytest.mark.parametrize("what", sorted(FORBIDDEN))

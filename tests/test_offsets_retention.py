@@ -13,7 +13,7 @@ import pytest
 
 from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, shard_for
 from fastcoord.storage import DurableStore, load_into
-from fastcoord.store import InMemoryStore
+from fastcoord.core.store import InMemoryStore
 
 from protocol_harness import DEAD, EMPTY, GROUP, MAX_SESSION, NONE, SESSION, STABLE, Proto
 
@@ -495,7 +495,7 @@ def test_server_runs_the_pass_a_slice_a_tick(impl):
 
 def test_reaper_runs_the_pass_in_slices(impl):
     from fastcoord import SystemClock
-    from fastcoord.coordinator import RETENTION_SLICE_GROUPS
+    from fastcoord.core.coordinator import RETENTION_SLICE_GROUPS
     n = 3 * RETENTION_SLICE_GROUPS + 1
     coord = GroupCoordinator(CoordinatorConfig(group_min_session_timeout_ms=10,
                                                offsets_retention_check_interval_ms=50),

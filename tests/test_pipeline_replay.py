@@ -325,7 +325,7 @@ def test_the_replays_clock_shortcut_changes_no_table(monkeypatch, seed):
     idle through (Timer.idle_through), and a join or sync at that same millisecond then
     schedules with the timer's lower levels not stepped: the tables equal those of a
     replay that steps the timer every time (the pure twin with idle_through refused)."""
-    import fastcoord._pure.wheel as wheel
+    import fastcoord.core._pure.timer as wheel
     trace = generate(groups=20, members=8, duration_s=200, seed=seed)
     shortcut = replay_local(trace, impl="pure")
     monkeypatch.setattr(wheel.Timer, "idle_through", lambda self, now, min_delay: False)

@@ -1,4 +1,4 @@
-"""The result blobs' step encoding (fastcoord/pipeline/steps.py): any table comes back
+"""The result blobs' step encoding (fastcoord/pipeline/delta.py): any table comes back
 bit for bit, and the columns it is for do travel as int32 steps."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastcoord.pipeline.steps import BASE_KEY, STEP_KEY, from_steps, to_steps
+from fastcoord.pipeline.delta import BASE_KEY, STEP_KEY, from_steps, to_steps
 
 INT64 = st.integers(-2**63, 2**63 - 1)
 # values near each other (steps that fit), far apart (steps that do not), and -1

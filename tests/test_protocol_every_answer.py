@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastcoord.store import DeferredStore
+from fastcoord.core.store import DeferredStore
 from protocol_harness import (
     FOLLOWER_INSTANCE, GROUP, LEADER_INSTANCE, NONE, PREPARING, PROTOCOLS, REBALANCE, SESSION,
     SUPERSET, Proto, Reply,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fastcoord import Errors, OffsetAndMetadata
-from fastcoord.store import DeferredStore, InMemoryStore
+from fastcoord.core.store import DeferredStore, InMemoryStore
 
 from protocol_harness import (
     COMPLETING, EMPTY, GROUP, NONE, OTHER_GROUP, PREPARING, PTYPE, SESSION, STABLE,

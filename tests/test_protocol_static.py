@@ -5,7 +5,7 @@ static members surviving a rebalance they did not join."""
 from __future__ import annotations
 
 from fastcoord import Errors
-from fastcoord.store import DeferredStore, InMemoryStore
+from fastcoord.core.store import DeferredStore, InMemoryStore
 
 from protocol_harness import (
     COMPLETING, DELAY, EMPTY, GROUP, MAX_SIZE, NONE, PREPARING, PROTOCOLS, RANGE, REBALANCE, RR,

@@ -3,7 +3,7 @@ store write before any answer, store failures, protocol checks."""
 from __future__ import annotations
 
 from fastcoord import Errors
-from fastcoord.store import DeferredStore
+from fastcoord.core.store import DeferredStore
 
 from protocol_harness import (
     COMPLETING, EMPTY, GROUP, NONE, PREPARING, PTYPE, RANGE, SESSION, STABLE, SUPERSET, Proto,
@@ -326,7 +326,7 @@ def test_a_store_that_keeps_no_group_records_is_given_none_and_answers_the_same(
     of a store that keeps them, which holds the assignment."""
     import pytest
 
-    from fastcoord.store import InMemoryStore
+    from fastcoord.core.store import InMemoryStore
 
     class Seen(InMemoryStore):
         __slots__ = ("records",)

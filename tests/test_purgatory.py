@@ -5,15 +5,15 @@ import threading
 
 import pytest
 
-from fastcoord import _compat
-from fastcoord.clock import ManualClock
-from fastcoord.timing import Purgatory, Timer
+from fastcoord import _twins
+from fastcoord.core.clock import ManualClock
+from fastcoord import Purgatory, Timer
 
-IMPLS = ["native", "pure"] if _compat.NATIVE_AVAILABLE else ["pure"]
+IMPLS = ["native", "pure"] if _twins.NATIVE_AVAILABLE else ["pure"]
 
 
 def op_class(impl):
-    base = _compat.module(impl, "purgatory").DelayedOperation
+    base = _twins.module(impl, "core.purgatory").DelayedOperation
 
     class MockOp(base):
         def __init__(self, delay_ms, lock=None):
@@ -321,6 +321,6 @@ def test_shutdown_cancels_timer_entries(env):
 
 
 def test_base_try_complete_is_abstract(impl):
-    base = _compat.module(impl, "purgatory").DelayedOperation
+    base = _twins.module(impl, "core.purgatory").DelayedOperation
     with pytest.raises(NotImplementedError):
         base(10).try_complete()

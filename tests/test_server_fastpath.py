@@ -15,7 +15,7 @@ pytest.importorskip("kio")
 
 import fastcoord  # noqa: E402
 from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock  # noqa: E402
-from fastcoord._compat import module  # noqa: E402
+from fastcoord._twins import module  # noqa: E402
 from fastcoord.server.protocol import (  # noqa: E402
     SUPPORTED_VERSIONS, encode_request, encode_response,
 )
@@ -40,7 +40,7 @@ class Recorder:
 
 
 def _run(impl, buf: bytes, pos: int = 0, log: bool = True):
-    fast = module(impl, "wire").heartbeat_run
+    fast = module(impl, "server.wire").heartbeat_run
     rec, out = Recorder(), []
     entries = [] if log else None
     end = fast(bytearray(buf), pos, MAX_FRAME, LO, HI, rec, out, entries)
@@ -127,7 +127,7 @@ def test_stops_at_the_first_frame_it_does_not_answer(impl):
 
 
 def test_bad_arguments(impl):
-    fast = module(impl, "wire").heartbeat_run
+    fast = module(impl, "server.wire").heartbeat_run
     with pytest.raises(TypeError):
         fast(b"\0\0\0\0", 0, MAX_FRAME, LO, HI, Recorder(), [], None)
     with pytest.raises(ValueError, match="pos"):
@@ -158,7 +158,7 @@ def test_with_a_real_coordinator(impl):
                             (2, generation, "stranger")])
     coord.advance_time(9_000)
     out = []
-    end = module(impl, "wire").heartbeat_run(bytearray(frames), 0, MAX_FRAME, LO, HI,
+    end = module(impl, "server.wire").heartbeat_run(bytearray(frames), 0, MAX_FRAME, LO, HI,
                                              coord.heartbeat, out, None)
     assert end == len(frames)
     # The error is the response's last field (v4: before the trailing tagged-fields byte).
@@ -236,7 +236,7 @@ class Writes(list):
 def _read(impl, data: bytes, heartbeat=None, latencies=None):
     import collections
     latencies = collections.deque() if latencies is None else latencies
-    reader = module(impl, "wire").HeartbeatReader(heartbeat or Recorder(), MAX_FRAME, LO, HI,
+    reader = module(impl, "server.wire").HeartbeatReader(heartbeat or Recorder(), MAX_FRAME, LO, HI,
                                                   latencies)
     writes = Writes()
     used = reader(data, writes)
@@ -283,7 +283,7 @@ def test_reader_writes_what_it_answered_before_a_heartbeat_raised(impl):
             raise RuntimeError("coordinator failure")
         return 0
 
-    reader = module(impl, "wire").HeartbeatReader(heartbeat, MAX_FRAME, LO, HI)
+    reader = module(impl, "server.wire").HeartbeatReader(heartbeat, MAX_FRAME, LO, HI)
     writes = Writes()
     with pytest.raises(RuntimeError, match="coordinator failure"):
         reader(b"".join(hb), writes)
@@ -298,7 +298,7 @@ def _log_read(impl, data: bytes):
     """The reader with a request log: (bytes used, responses, its log lines parsed, with
     ts and latency_ms checked as numbers and removed)."""
     chunks = []
-    reader = module(impl, "wire").HeartbeatReader(Recorder(), MAX_FRAME, LO, HI, None,
+    reader = module(impl, "server.wire").HeartbeatReader(Recorder(), MAX_FRAME, LO, HI, None,
                                                   chunks.append)
     writes = Writes()
     used = reader(data, writes, _HOST)
@@ -367,7 +367,7 @@ def test_reader_log_line_text_is_the_request_logs(impl):
             body["group_instance_id"] = None
         data += _framed(encode_request(12, version, c, body, client_id=client)[4:])
     chunks = []
-    reader = module(impl, "wire").HeartbeatReader(heartbeat, MAX_FRAME, LO, HI, None,
+    reader = module(impl, "server.wire").HeartbeatReader(heartbeat, MAX_FRAME, LO, HI, None,
                                                   chunks.append)
     assert reader(data, Writes(), _HOST) == len(data)
     lines = b"".join(chunks).splitlines(keepends=False)
@@ -389,13 +389,13 @@ def test_reader_declines_a_client_id_that_is_not_utf8(impl):
     at = frame.index(b"ab")
     frame[at:at + 2] = b"\xff\xfe"
     rec = Recorder()
-    reader = module(impl, "wire").HeartbeatReader(rec, MAX_FRAME, LO, HI)
+    reader = module(impl, "server.wire").HeartbeatReader(rec, MAX_FRAME, LO, HI)
     assert reader(bytes(frame), Writes()) == 0 and rec.calls == []
     assert _run(impl, bytes(frame), 0, log=False)[0] == 0
 
 
 def test_reader_bad_arguments(impl):
-    reader_type = module(impl, "wire").HeartbeatReader
+    reader_type = module(impl, "server.wire").HeartbeatReader
     with pytest.raises(TypeError, match="heartbeat"):
         reader_type(None, MAX_FRAME, LO, HI)
     with pytest.raises(ValueError, match="max_frame"):
@@ -495,7 +495,7 @@ def test_unknown_server_error_is_answered_not_declined(impl):
         calls.append(group)
         return -1
 
-    wire = module(impl, "wire")
+    wire = module(impl, "server.wire")
     out = []
     assert wire.heartbeat_run(bytearray(frame), 0, MAX_FRAME, LO, HI, heartbeat, out) == len(frame)
     expected = encode_response(12, 4, 9, {"error_code": -1})

@@ -18,7 +18,7 @@ if not sys.platform.startswith("linux"):
     pytest.skip("the heartbeat lane is built on epoll (Linux only)", allow_module_level=True)
 
 import fastcoord  # noqa: E402
-from fastcoord._compat import module  # noqa: E402
+from fastcoord._twins import module  # noqa: E402
 from fastcoord.server.protocol import (  # noqa: E402
     SUPPORTED_VERSIONS, encode_request, encode_response,
 )
@@ -54,11 +54,11 @@ class Lane:
 
     def __init__(self, impl: str, heartbeat=None, log=None, host=None) -> None:
         self.latencies = collections.deque()
-        self.reader = module(impl, "wire").HeartbeatReader(
+        self.reader = module(impl, "server.wire").HeartbeatReader(
             heartbeat or (lambda group, member, generation, instance: 0),
             MAX_FRAME, LO, HI, self.latencies, log)
         self.returns = Returns()
-        self.lane = module(impl, "lane").HeartbeatLane(self.reader, self.returns)
+        self.lane = module(impl, "server.lane").HeartbeatLane(self.reader, self.returns)
         self.peer, self.served = socket.socketpair()
         self.served.setblocking(False)
         self.peer.settimeout(5)
@@ -179,9 +179,9 @@ def test_a_heartbeat_that_raises_hands_back_its_error_after_the_earlier_answers(
 def test_a_reset_connection_hands_back_an_oserror(impl):
     """A TCP peer that resets the connection (close with SO_LINGER 0: an RST): the
     lane's read fails with ECONNRESET and hands the socket back with that error."""
-    reader = module(impl, "wire").HeartbeatReader(lambda *a: 0, MAX_FRAME, LO, HI)
+    reader = module(impl, "server.wire").HeartbeatReader(lambda *a: 0, MAX_FRAME, LO, HI)
     returns = Returns()
-    ln = module(impl, "lane").HeartbeatLane(reader, returns)
+    ln = module(impl, "server.lane").HeartbeatLane(reader, returns)
     listener = socket.create_server(("127.0.0.1", 0))
     peer = socket.create_connection(listener.getsockname(), timeout=5)
     served, _ = listener.accept()
@@ -274,8 +274,8 @@ def test_a_failing_hand_back_does_not_cost_other_connections_their_turn(impl):
     def on_return(key, rest, unsent, error):
         raise RuntimeError(f"owner of {key} failed")
 
-    reader = module(impl, "wire").HeartbeatReader(lambda *a: 0, MAX_FRAME, LO, HI)
-    ln = module(impl, "lane").HeartbeatLane(reader, on_return)
+    reader = module(impl, "server.wire").HeartbeatReader(lambda *a: 0, MAX_FRAME, LO, HI)
+    ln = module(impl, "server.lane").HeartbeatLane(reader, on_return)
     pairs = [socket.socketpair() for _ in range(2)]
     try:
         for i, (peer, served) in enumerate(pairs):
@@ -319,8 +319,8 @@ def _is_open(fd: int) -> bool:
 
 
 def test_bad_arguments(impl):
-    lane_type = module(impl, "lane").HeartbeatLane
-    reader = module(impl, "wire").HeartbeatReader(lambda *a: 0, MAX_FRAME, LO, HI)
+    lane_type = module(impl, "server.lane").HeartbeatLane
+    reader = module(impl, "server.wire").HeartbeatReader(lambda *a: 0, MAX_FRAME, LO, HI)
     stdin_open = _is_open(0)
     with pytest.raises(TypeError, match="on_return"):
         lane_type(reader, None)

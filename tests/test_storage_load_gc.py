@@ -1,4 +1,4 @@
-"""The cyclic GC pause around a store's bulk decoding (fastcoord.storage.store._no_gc):
+"""The cyclic GC pause around a store's bulk decoding (fastcoord.storage.durable._no_gc):
 loads run in several threads at once, so the GC stays paused until the last of them
 ends, and what they built goes to the oldest generation rather than the youngest."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 
-from fastcoord.storage.store import _no_gc
+from fastcoord.storage.durable import _no_gc
 
 
 def test_the_gc_stays_paused_until_the_last_overlapping_block_ends():
@@ -40,7 +40,7 @@ def test_the_gc_stays_paused_until_the_last_overlapping_block_ends():
 
 _OLDEST = """
 import gc
-from fastcoord.storage.store import _no_gc
+from fastcoord.storage.durable import _no_gc
 with _no_gc():
     built = [[i] for i in range(1000)]
 ids = {id(x) for x in built}

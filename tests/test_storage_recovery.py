@@ -13,7 +13,7 @@ import pytest
 from fastcoord import Errors, OffsetAndMetadata
 from fastcoord.storage import CorruptLogError, DurableStore
 from fastcoord.storage.records import encode_group, encode_offsets, FRAME_SIZE
-from fastcoord import _compat
+from fastcoord import _twins
 from fastcoord.storage import log as log_module
 from fastcoord.storage.log import ShardState, scan_segment
 from fastcoord.storage.testing import store_group_sync, store_offsets_sync
@@ -69,7 +69,7 @@ def flip(path, offset, mask=0x10):
 @pytest.fixture
 def scanner(impl, monkeypatch):
     """Load through the `impl` twin's log scanner (the store uses the default twin)."""
-    monkeypatch.setattr(log_module, "_scanner", _compat.module(impl, "logscan"))
+    monkeypatch.setattr(log_module, "_scanner", _twins.module(impl, "storage.logscan"))
     return impl
 
 

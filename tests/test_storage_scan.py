@@ -1,4 +1,4 @@
-"""The log scanner's twins agree (fastcoord._native.logscan, fastcoord._pure.logscan): on
+"""The log scanner's twins agree (fastcoord.storage._native.logscan, fastcoord.storage._pure.logscan): on
 random logs of every record type, whole, cut short, with bytes flipped, with garbage
 inserted or appended, both apply the same records to the same state, stop at the same
 offset for the same kind of reason, and find the same next valid frame. Plus the
@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import fastcoord
 from fastcoord import OffsetAndMetadata
-from fastcoord._pure import logscan as pure
+from fastcoord.storage._pure import logscan as pure
 from fastcoord.storage.records import (
     encode_group, encode_group_tombstone, encode_offset_tombstones, encode_offsets, frame,
 )
@@ -97,7 +97,7 @@ def scanned(module, data, state=None):
 @settings(max_examples=400, deadline=None)
 @given(st.integers(0, 2**32))
 def test_the_twins_agree_on_random_logs(seed):
-    from fastcoord._native import logscan as native
+    from fastcoord.storage._native import logscan as native
     data = damaged_log(seed)
     got = scanned(native, data)
     assert got == scanned(pure, data)
@@ -137,7 +137,7 @@ def test_a_key_keeps_its_newest_value_however_its_partition_was_numbered():
     middle = encode_offsets("g", {("t", p): OffsetAndMetadata(2) for p in range(36)}, 2)
     oldest = encode_offsets("g", {("t", 40): OffsetAndMetadata(1)}, 1)
     data = oldest + middle + newest
-    for module in (fastcoord._compat.module(None, "logscan"), pure):
+    for module in (fastcoord._twins.module(None, "storage.logscan"), pure):
         offsets = {}
         module.scan(data, {}, offsets, {}, {}, TOMB)
         assert offsets["g"][("t", 40)] == OffsetAndMetadata(3), module
@@ -154,7 +154,7 @@ def test_a_group_record_does_not_read_past_its_frame():
                                     "assignment": b"abc"}]}, 7)
     payload = whole[8:-3]                 # the assignment's length still says 3
     data = frame(payload) + encode_group_tombstone("h", 1)
-    scanner = fastcoord._compat.module(None, "logscan")
+    scanner = fastcoord._twins.module(None, "storage.logscan")
     for module in (scanner, pure):
         groups = {}
         end, reason, records, _ = module.scan(data, groups, {}, {}, {}, TOMB)
@@ -173,7 +173,7 @@ def test_scan_stops_at_the_first_bad_record_and_reports_it():
     bad = bytearray(b)
     bad[-1] ^= 1
     groups, offsets, group_ms, offsets_ms = {}, {}, {}, {}
-    end, reason, records, entries = fastcoord._compat.module(None, "logscan").scan(
+    end, reason, records, entries = fastcoord._twins.module(None, "storage.logscan").scan(
         a + bytes(bad) + a, groups, offsets, group_ms, offsets_ms, TOMB)
     assert (end, reason, records, entries) == (len(a), "CRC32C mismatch", 1, 1)
     assert offsets == {"g": {("t", 0): OffsetAndMetadata(1)}} and offsets_ms == {"g": 1}

@@ -128,7 +128,7 @@ def test_in_memory_store_keeps_every_concurrent_write():
     replaces or drops what another thread wrote.)"""
     import sys
 
-    from fastcoord.store import InMemoryStore
+    from fastcoord.core.store import InMemoryStore
     store = InMemoryStore()
     threads, groups, per_thread = 4, 200, 50
     answers = []

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from fastcoord import _compat
-from fastcoord.clock import ManualClock, SystemClock
-from fastcoord.timing import Timer
+from fastcoord import _twins
+from fastcoord.core.clock import ManualClock, SystemClock
+from fastcoord import Timer
 from lock_holder import held_by_another_thread
 
 
@@ -270,17 +270,17 @@ def test_big_whole_bucket_fires_in_exact_order_with_callbacks(impl):
     assert left > 0  # children and entries beyond the target
 
 
-@pytest.mark.skipif(not _compat.NATIVE_AVAILABLE, reason="needs the native twin")
+@pytest.mark.skipif(not _twins.NATIVE_AVAILABLE, reason="needs the native twin")
 def test_big_whole_bucket_twins_fire_identically():
     assert big_bucket_scenario("native") == big_bucket_scenario("pure")
 
 
-@pytest.mark.skipif(not _compat.NATIVE_AVAILABLE, reason="needs the native twin")
+@pytest.mark.skipif(not _twins.NATIVE_AVAILABLE, reason="needs the native twin")
 @pytest.mark.parametrize("collect_cap,radix_n", [(256, None), (600, None), (None, 40), (300, 100)])
 def test_native_without_memory_for_a_whole_bucket_falls_back(collect_cap, radix_n):
     """Out of memory for a bucket's batch: the bucket is cascaded as before (left
     exactly as it was); no scratch for the radix sort: qsort (stable on position)."""
-    from fastcoord._native.wheel import Timer as NativeTimer
+    from fastcoord.core._native.timer import Timer as NativeTimer
     expect, expect_left = big_bucket_scenario("pure", n=5000)
     NativeTimer._test_alloc_limits(collect_cap, radix_n)
     try:
@@ -469,10 +469,10 @@ def test_many_sinks_are_released_and_reused(impl):
     assert all(s.calls == [(i, 5), (i, 15), (i, 25)] for i, s in enumerate(sinks))
 
 
-@pytest.mark.skipif(not _compat.NATIVE_AVAILABLE, reason="TimerSink is the native cdef base class")
+@pytest.mark.skipif(not _twins.NATIVE_AVAILABLE, reason="TimerSink is the native cdef base class")
 def test_native_timer_sink_subclass():
     impl = "native"
-    from fastcoord._native.wheel import TimerSink
+    from fastcoord.core._native.timer import TimerSink
 
     class PySink(TimerSink):
         def __init__(self):
@@ -617,7 +617,7 @@ def test_reaper_with_manual_clock_and_restart(impl):
 
 def test_twin_types(impl):
     clock, t = make(impl)
-    mod = _compat.module(impl, "wheel")
+    mod = _twins.module(impl, "core.timer")
     assert isinstance(t, mod.Timer)
     assert isinstance(t.schedule(1, lambda: None), mod.TimerHandle)
 
@@ -627,7 +627,7 @@ def stepper(impl, start=0, lock=None):
     """A ManualStepper over a fresh timer (under a threading.Lock unless given one),
     with what it called recorded."""
     clock = ManualClock(start)
-    wheel = _compat.module(impl, "wheel")
+    wheel = _twins.module(impl, "core.timer")
     timer = wheel.Timer(clock)
     calls = []
     lock = threading.Lock() if lock is None else lock
@@ -688,7 +688,7 @@ def test_stepper_under_its_twins_step_lock_steps_and_lets_the_lock_go(impl):
     """With the twin's StepLock (GroupCoordinator's time lock; the native stepper takes
     it by C calls), as under a threading.Lock: entries fire at their deadlines, every
     unusual step goes to the fallback, and the lock is free after each step."""
-    wheel = _compat.module(impl, "wheel")
+    wheel = _twins.module(impl, "core.timer")
     clock, timer, step, calls, lock = stepper(impl, start=10, lock=wheel.StepLock())
     seen = []
     timer.schedule_at(12, lambda: seen.append((clock.now_ms(), lock.locked())))
@@ -702,7 +702,7 @@ def test_stepper_under_its_twins_step_lock_steps_and_lets_the_lock_go(impl):
 def test_step_lock_is_a_lock(impl):
     """StepLock: taken by `with` or acquire(), released by release(); one holder at a
     time (another thread waits until it is released); releasing it unheld is an error."""
-    lock = _compat.module(impl, "wheel").StepLock()
+    lock = _twins.module(impl, "core.timer").StepLock()
     assert not lock.locked()
     with lock:
         assert lock.locked()
@@ -729,7 +729,7 @@ def test_step_lock_acquire_keeps_threading_locks_contract(impl):
     """Both twins' StepLock.acquire as threading.Lock's: a non-blocking try and a timed
     wait give up on a lock another thread holds, and the same bad arguments fail."""
     import time
-    lock = _compat.module(impl, "wheel").StepLock()
+    lock = _twins.module(impl, "core.timer").StepLock()
     with held_by_another_thread(lock):
         assert lock.acquire(blocking=False) is False
         t0 = time.monotonic()
@@ -747,7 +747,7 @@ def test_step_lock_acquire_keeps_threading_locks_contract(impl):
 
 
 def test_stepper_needs_a_manual_clock(impl):
-    wheel = _compat.module(impl, "wheel")
+    wheel = _twins.module(impl, "core.timer")
 
     class Later(ManualClock):
         __slots__ = ()

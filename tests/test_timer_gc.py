@@ -11,11 +11,11 @@ import gc
 import threading
 
 from fastcoord import ManualClock, Timer
-from fastcoord._compat import module
+from fastcoord._twins import module
 
 
 def _alive(impl) -> int:
-    cls = module(impl, "wheel").Timer
+    cls = module(impl, "core.timer").Timer
     return sum(1 for o in gc.get_objects() if type(o) is cls)
 
 

@@ -6,11 +6,11 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from fastcoord import _compat
-from fastcoord.clock import ManualClock
-from fastcoord.timing import Timer
+from fastcoord import _twins
+from fastcoord.core.clock import ManualClock
+from fastcoord import Timer
 
-IMPLS = ["native", "pure"] if _compat.NATIVE_AVAILABLE else ["pure"]
+IMPLS = ["native", "pure"] if _twins.NATIVE_AVAILABLE else ["pure"]
 
 
 class Model:
@@ -128,7 +128,7 @@ def firing_sequence(impl, seed, tick, size, n=3000):
     return out
 
 
-@pytest.mark.skipif(not _compat.NATIVE_AVAILABLE, reason="needs the native twin")
+@pytest.mark.skipif(not _twins.NATIVE_AVAILABLE, reason="needs the native twin")
 @pytest.mark.parametrize("seed,tick,size", [(1, 1, 20), (2, 3, 4), (3, 10, 2), (4, 1, 2), (5, 7, 3)])
 def test_native_and_pure_fire_identically(seed, tick, size):
     assert firing_sequence("native", seed, tick, size) == firing_sequence("pure", seed, tick, size)
@@ -287,7 +287,7 @@ def test_large_advances_with_callbacks_match_model(impl, tick, size, entries, ad
         assert deadlines == sorted(deadlines)  # exact deadline order
         assert all(d <= target for d in deadlines)  # never early
         assert t_len == len(m_live)
-    if _compat.NATIVE_AVAILABLE and impl == "native":
+    if _twins.NATIVE_AVAILABLE and impl == "native":
         # ties included, the twins fire in the same order
         assert got == run_callback_timer("pure", tick, size, entries, targets)
 

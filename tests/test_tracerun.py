@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fastcoord import (CoordinatorConfig, Errors, GroupCoordinator, ManualClock,
                        OffsetAndMetadata, SystemClock)
-from fastcoord import _compat
-from fastcoord.store import InMemoryStore
+from fastcoord import _twins
+from fastcoord.core.store import InMemoryStore
 from fastcoord.pipeline.gen import generate
 from fastcoord.pipeline.replay import TABLES, ShardReplay, canonical, split_by_shard
 
@@ -49,7 +49,7 @@ class Trace:
         self.last_touch = array.array("q", [-1]) * k
         self.group_events = array.array("q", [0])
         self.group_check_at = array.array("q", [-1])
-        self.checks = _compat.module(impl, "tracerun").CheckHeap()
+        self.checks = _twins.module(impl, "pipeline.runs").CheckHeap()
         self.kinds = array.array("B", kinds)
         self.times = array.array("q", times)
         self.members = array.array("i", members)
@@ -64,7 +64,7 @@ class Trace:
         commits = {} if offsets is None else {
             "offsets": array.array("q", offsets), "partition": PART,
             "instances": instances or [None] * len(self.handles)}
-        return _compat.module(self.impl, "tracerun").HeartbeatRun(
+        return _twins.module(self.impl, "pipeline.runs").HeartbeatRun(
             coord, self.kinds, self.times, self.members, array.array("i", [0]) * len(self.kinds),
             self.errors, self.answered, self.handles, self.generations, self.check_at,
             self.last_touch, self.group_events, **self.shared(), **commits)
@@ -214,7 +214,7 @@ def test_a_run_moves_the_timer_where_it_must(impl, coord):
 
 
 def test_check_heap_order_and_errors(impl):
-    mod = _compat.module(impl, "tracerun")
+    mod = _twins.module(impl, "pipeline.runs")
     heap = mod.CheckHeap()
     assert heap.next_due() == mod.NEVER == NEVER and len(heap) == 0
     with pytest.raises(IndexError):
@@ -234,7 +234,7 @@ def test_check_heap_order_and_errors(impl):
                               st.none()), max_size=80))
 def test_check_heap_is_a_stable_priority_queue(impl, ops):
     """Against its definition: the earliest deadline first, ties in push order."""
-    heap = _compat.module(impl, "tracerun").CheckHeap()
+    heap = _twins.module(impl, "pipeline.runs").CheckHeap()
     model = []
     for pushed, op in enumerate(ops):
         if op is None:
@@ -441,7 +441,7 @@ def test_commit_handle(impl, coord):
 
 
 def test_bad_commit_arguments(impl, coord):
-    mod = _compat.module(impl, "tracerun")
+    mod = _twins.module(impl, "pipeline.runs")
     tr = Trace(impl, [COMMIT], [1], [0], [-1], [0])
     base = (coord, tr.kinds, tr.times, tr.members, array.array("i", [0]), tr.errors,
             tr.answered, tr.handles, tr.generations, tr.check_at, tr.last_touch,
@@ -459,7 +459,7 @@ def test_bad_commit_arguments(impl, coord):
     with pytest.raises(TypeError, match="partition"):
         mod.HeartbeatRun(*base, **shared, offsets=offsets, instances=[None],
                          partition="trace")
-    from fastcoord.store import DeferredStore
+    from fastcoord.core.store import DeferredStore
     deferred = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl,
                                 store=DeferredStore())
     with pytest.raises(TypeError, match="InMemoryStore"):
@@ -468,14 +468,14 @@ def test_bad_commit_arguments(impl, coord):
 
 
 def test_the_twins_share_their_codes(impl):
-    from fastcoord._pure import tracerun as pure
-    mod = _compat.module(impl, "tracerun")
+    from fastcoord.pipeline._pure import runs as pure
+    mod = _twins.module(impl, "pipeline.runs")
     for name in ("HEARTBEAT", "COMMIT", "NO_HANDLE", "LOOK_UP", "NOT_ARMED", "NEVER"):
         assert getattr(mod, name) == getattr(pure, name), name
 
 
 def test_bad_arguments(impl):
-    mod = _compat.module(impl, "tracerun")
+    mod = _twins.module(impl, "pipeline.runs")
     sys_coord = GroupCoordinator(CoordinatorConfig(), clock=SystemClock(), impl=impl)
     tr = Trace(impl, [HB], [1], [0], [-1], [0])
     with pytest.raises(TypeError, match="ManualClock"):
@@ -505,10 +505,10 @@ def test_bad_arguments(impl):
         make(members=array.array("i", [1]))                    # one member: 0 only
     with pytest.raises(ValueError, match="groups must index"):
         make(groups=array.array("i", [-1]))
-    if _compat.NATIVE_AVAILABLE:                               # the other twin's heap
-        other = "pure" if _compat.resolve(impl) == "native" else "native"
+    if _twins.NATIVE_AVAILABLE:                               # the other twin's heap
+        other = "pure" if _twins.resolve(impl) == "native" else "native"
         with pytest.raises(TypeError, match="CheckHeap"):
-            make(checks=_compat.module(other, "tracerun").CheckHeap())
+            make(checks=_twins.module(other, "pipeline.runs").CheckHeap())
     with pytest.raises(TypeError, match="CheckHeap"):
         make(checks=[])
 

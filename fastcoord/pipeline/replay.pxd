@@ -2,7 +2,7 @@
 # The augmenting declarations of replay.py, which setup.py compiles in place; the .py
 # alone (a build without extensions, FASTCOORD_NO_EXTENSIONS) never reads this file.
 #
-# As in fastcoord/_native/groups.pxd: _Member, _GroupView and ShardReplay become
+# As in fastcoord/core/groups.pxd: _Member, _GroupView and ShardReplay become
 # extension types whose attributes (exactly those their __init__ and _start/_index set)
 # sit in slots, so reading one is a load, not a look-up through the type and an
 # instance dict; the per-request methods are cpdef, so the driver's calls of them are C
@@ -12,8 +12,8 @@
 # which call _join_answered or _sync_answered.)
 cimport cython
 
-from fastcoord._native.members cimport MemberTable
-from fastcoord._native.tracerun cimport HeartbeatRun
+from fastcoord.core._native.members cimport MemberTable
+from fastcoord.pipeline._native.runs cimport HeartbeatRun
 
 # The event codes and the error codes the driver compares with (plain ints in the .py)
 cdef int _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER, _UNKNOWN, _MIDREQ
@@ -37,7 +37,7 @@ cdef extern from *:
 cdef inline object _field(object answer, Py_ssize_t at)
 # The replay's clock: a ManualClock, whose time ShardReplay._clock_now reads as a field
 # (under another name: the .py imports ManualClock itself)
-from fastcoord.clock cimport ManualClock as _ManualClockType
+from fastcoord.core.clock cimport ManualClock as _ManualClockType
 from libc.stdint cimport int64_t
 
 

@@ -8,7 +8,7 @@ the way a Kafka consumer does: a join of an unknown member goes in with member i
 only once its join has been answered (a sync that arrives earlier waits for it), the
 leader's sync carries an (empty) assignment for every member of its join answer.
 Heartbeats and commits go by member handle: runs of consecutive ones are played in one
-call (`HeartbeatRun`, C in the native twin: fastcoord/_native/tracerun.pyx), each at its
+call (`HeartbeatRun`, C in the native twin: fastcoord/pipeline/_native/runs.pyx), each at its
 own time; a commit in a run is one the coordinator accepts as it is (its member table
 checks it, `MemberTable.commit_handle`, and its group logic stores the offset,
 `GroupLogic.commit_accepted`: the steps of `commit_offsets`). The general path below
@@ -63,11 +63,11 @@ try:
 except ImportError:     # Cython is needed to build, not to replay with the .py
     cython = types.SimpleNamespace(compiled=False)
 
-from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, _compat, shard_for
-from ..results import GroupSummary, JoinGroupMember, JoinGroupResult, SyncGroupResult
-from ..store import InMemoryStore
+from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, _twins, shard_for
+from ..core.results import GroupSummary, JoinGroupMember, JoinGroupResult, SyncGroupResult
+from ..core.store import InMemoryStore
 from ._gc import fewer_collections
-from .._pure.tracerun import COMMIT, HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED  # both twins' values
+from ._pure.runs import COMMIT, HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED  # both twins' values
 
 NUM_SHARDS = 50
 
@@ -115,7 +115,7 @@ _G_STATE, _G_EPOCH = (GroupSummary._fields.index(f) for f in ("state", "members_
 
 
 def _field(answer: tuple, at: int):
-    """The field at position `at` of an answer (a NamedTuple of fastcoord.results).
+    """The field at position `at` of an answer (a NamedTuple of fastcoord.core.results).
     Compiled, read from the tuple in C: through the class, item and attribute reads
     alike are calls of its Python-level slots."""
     if cython.compiled:
@@ -238,7 +238,7 @@ class ShardReplay:
         self.static: Dict[tuple, _Member] = {}
         self.groups: Dict[str, _GroupView] = {}
         self.by_group_ix: List[_GroupView] = []  # the groups by their ix
-        self.checks = None          # the twin's CheckHeap (tracerun), made with the coordinator
+        self.checks = None          # the twin's CheckHeap (runs), made with the coordinator
         self.group_version = None   # the coordinator's group_version (bound with it)
         self.native_table = None    # its native member table, compiled (_start)
         self.runs = None            # the twin's HeartbeatRun, made with the trace's arrays
@@ -264,7 +264,7 @@ class ShardReplay:
                                       clock=self.clock, impl=self.impl,
                                       store=InMemoryStore(group_records=False, offsets=False),
                                       member_id_factory=member_ids(self.shard))
-        self.checks = _compat.module(self.coord.impl, "tracerun").CheckHeap()
+        self.checks = _twins.module(self.coord.impl, "pipeline.runs").CheckHeap()
         # Read first by each observation, which reads nothing more while it has not moved
         self.group_version = self.coord.group_version
         # ... from the native member table by a C call, when this module is compiled
@@ -550,7 +550,7 @@ class ShardReplay:
         self.answered = answered = array.array("q", [-1]) * n
         self._start(times[0])
         arrays, checks, coord = self.arrays, self.checks, self.coord
-        runs = self.runs = _compat.module(coord.impl, "tracerun").HeartbeatRun(
+        runs = self.runs = _twins.module(coord.impl, "pipeline.runs").HeartbeatRun(
             coord, kinds, times, member_ix, group_ix, errors, answered, arrays.handles,
             arrays.generations, arrays.check_at, arrays.last_touch, arrays.group_events,
             checks=checks, sessions=arrays.sessions, replaced=arrays.replaced,

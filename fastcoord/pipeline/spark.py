@@ -54,7 +54,7 @@ import pyarrow as pa
 
 from .replay import (NUM_SHARDS, TABLES, ShardReplay, canonical, fresh_table_dirs,
                      shard_array, split_on, write_table_file)
-from .steps import from_steps, to_steps
+from .delta import from_steps, to_steps
 
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string",
                 pa.binary(): "binary"}

@@ -73,7 +73,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
-from ..store import InMemoryStore
+from ..core.store import InMemoryStore
 from ._gc import fewer_collections
 from .replay import (COMMIT_PARTITION, NUM_SHARDS, leave_answer, member_ids, read_members,
                      rows_table, sort_canonical, split_by_shard)

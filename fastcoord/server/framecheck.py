@@ -23,8 +23,8 @@ linear in the frame's size: each element consumes at least one byte or is bounde
 the count check.
 
 Each schema compiles two ways at once, from the same walk over kio's dataclasses: the
-Python steps (this module's walk: the pure twin, fastcoord/_pure/framecheck.py) and a
-flat program of int32 words (`request_program`) that fastcoord/_native/framecheck.pyx
+Python steps (this module's walk: the pure twin, fastcoord/server/_pure/framecheck.py) and a
+flat program of int32 words (`request_program`) that fastcoord/server/_native/framecheck.pyx
 runs in C. The program's instructions (a body is the instructions that follow, its
 length in words given before it):
 
@@ -194,7 +194,7 @@ def _tags(owner: str, known: Dict[int, Step]) -> Step:
     return step
 
 
-# The native program's opcodes and array flags (fastcoord/_native/framecheck.pyx
+# The native program's opcodes and array flags (fastcoord/server/_native/framecheck.pyx
 # declares the same values and refuses to import when they differ).
 OP_SKIP, OP_STR16, OP_STR32, OP_CSTR, OP_ARRAY, OP_NULLABLE, OP_TAGS = range(1, 8)
 ARRAY_COMPACT, ARRAY_NULLABLE, ARRAY_FIXED = 1, 2, 4

@@ -24,12 +24,12 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from .._compat import module
+from .._twins import module
 from .framecheck import FrameError, entity_of, is_array
 from .legacy_schema import LEGACY_REQUESTS, LEGACY_RESPONSES
 
 # The frame check of the twin in use: native (a compiled program run in C) when built.
-check_request = module(None, "framecheck").check_request
+check_request = module(None, "server.framecheck").check_request
 
 __all__ = [
     "API_NAMES", "SUPPORTED_VERSIONS", "SASL_VERSIONS", "ProtocolError", "UnsupportedRequest",

@@ -27,8 +27,8 @@ from typing import Dict, Optional, Set
 from kio.schema.index import api_key_map
 
 from fastcoord import CoordinatorConfig, GroupCoordinator, Purgatory, SystemClock, Timer
-from fastcoord._compat import module
-from fastcoord.coordinator import RETENTION_SLICE_GROUPS
+from fastcoord._twins import module
+from fastcoord.core.coordinator import RETENTION_SLICE_GROUPS
 
 from .apis import KafkaApis, Session
 from .ratelog import RateLimitedLog
@@ -207,7 +207,7 @@ class Connection(asyncio.Protocol):
             if out and not self.closing:
                 self.transport.write(b"".join(out))
 
-    # -- the heartbeat lane (fastcoord/_native/lane.pyx) -------------------------------------
+    # -- the heartbeat lane (fastcoord/server/_native/lane.pyx) -------------------------------------
     def _enter_lane(self, lane) -> None:
         """Hand the socket's reading to the lane: nothing is buffered, waiting or unsent,
         so the lane's answers keep request order."""
@@ -596,7 +596,7 @@ class CoordinatorServer:
         self.coord = GroupCoordinator(config.coordinator, clock=self.clock, impl=config.impl,
                                       store=self._loop_store)
         # The wire fast path of the coordinator's twin (a pure server stays pure throughout).
-        wire = module(config.impl, "wire")
+        wire = module(config.impl, "server.wire")
         self.heartbeat_run = wire.heartbeat_run if config.heartbeat_fast_path else None
         self.heartbeat_reader = None         # made in start(), once the APIs exist
         self.lane = None                     # the heartbeat lane (start(); Linux, fast path on)
@@ -668,7 +668,7 @@ class CoordinatorServer:
         """The heartbeat lane of the server's twin, watched by the event loop; None
         where the twin has none (not Linux: no epoll)."""
         try:
-            lane_module = module(self.config.impl, "lane")
+            lane_module = module(self.config.impl, "server.lane")
         except ImportError:
             log.info("no heartbeat lane on this platform; the event loop serves every read")
             return None

@@ -24,6 +24,6 @@ unless `repair=True`, which truncates the log there and logs what it dropped.
 The record format is documented in `fastcoord.storage.records`.
 """
 from .log import CorruptLogError
-from .store import FAULT_POINTS, DurableStore, load_into
+from .durable import FAULT_POINTS, DurableStore, load_into
 
 __all__ = ["DurableStore", "CorruptLogError", "load_into", "FAULT_POINTS"]

@@ -13,18 +13,18 @@ import mmap
 import os
 from typing import Dict, List, Optional, Tuple
 
-from .. import _compat
+from .. import _twins
 from .records import FRAME, FRAME_SIZE, MAX_PAYLOAD, MIN_PAYLOAD
 
 _scanner = None
 
 
 def _scan():
-    """The scanner twin: fastcoord._native.logscan (C) or fastcoord._pure.logscan. Looked
+    """The scanner twin: fastcoord.storage._native.logscan (C) or fastcoord.storage._pure.logscan. Looked
     up at first use: both import fastcoord.storage.records, so this package first."""
     global _scanner
     if _scanner is None:
-        _scanner = _compat.module(None, "logscan")
+        _scanner = _twins.module(None, "storage.logscan")
     return _scanner
 
 __all__ = ["CorruptLogError", "ShardState", "list_segments", "segment_path", "fsync_dir",

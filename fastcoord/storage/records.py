@@ -56,7 +56,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from crc32c import crc32c
 
-from ..results import OffsetAndMetadata
+from ..core.results import OffsetAndMetadata
 
 __all__ = [
     "OFFSETS", "GROUP", "GROUP_TOMBSTONE", "OFFSET_TOMBSTONES", "MAX_PAYLOAD",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from typing import Optional
 
-from ..errors import Errors
+from ..core.errors import Errors
 
 __all__ = ["Waiter", "store_offsets_sync", "store_group_sync"]
 

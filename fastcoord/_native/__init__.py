@@ -1,1 +1,0 @@
-"""Cython core of fastcoord: one extension per subsystem (see the .pxd files)."""

@@ -1,1 +1,0 @@
-"""Pure-Python twin of the fastcoord core (the readable specification)."""

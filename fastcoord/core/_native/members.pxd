@@ -1,0 +1,159 @@
+# cython: language_level=3
+from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t
+from cpython.object cimport PyObject
+
+from fastcoord.core._native.timer cimport (Timer, TimerSink, mutex_acquire, mutex_lock_with_gil,
+                                      pthread_mutex_t, pthread_mutex_init, pthread_mutex_lock,
+                                      pthread_mutex_trylock, pthread_mutex_unlock)
+
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutexattr_t:
+        pass
+    int pthread_mutexattr_init(pthread_mutexattr_t*)
+    int pthread_mutexattr_settype(pthread_mutexattr_t*, int)
+    int pthread_mutexattr_destroy(pthread_mutexattr_t*)
+    int PTHREAD_MUTEX_RECURSIVE
+
+
+# What the heartbeat path needs of a group. Allocated once and never freed (recycled
+# through a free list), so a racing reader that followed a stale pointer still locks
+# valid memory and then fails its slot-generation check.
+ctypedef struct GroupCore:
+    pthread_mutex_t mu          # reentrant: the group logic nests, as Kafka's group lock does
+    PyObject* group_id          # strong reference while live
+    int32_t state
+    int32_t generation
+    int32_t shard
+    int32_t live                # 1 while a GroupRecord owns it
+
+
+# One member's heartbeat state: 40 bytes, in chunks that never move. Its wheel entry is
+# tagged with slot | gen << 32 and never cancelled: an entry whose slot was freed (gen
+# moved) or re-armed elsewhere (armed moved) is recognised as stale when it fires.
+ctypedef struct Slot:
+    GroupCore* core             # NULL when the slot is free
+    PyObject* member_id         # strong reference once joined; NULL while pending or free
+    int64_t deadline            # session deadline (ms)
+    int64_t armed               # deadline of the slot's live wheel entry, -1 if none
+    int32_t session_timeout
+    uint32_t gen                # bumped when freed: stale handles and entries miss
+
+
+cdef enum:
+    SLOT_CHUNK_BITS = 12
+    SLOT_CHUNK = 4096           # slots per chunk
+    MAX_CHUNKS = 65536          # 268 M members at most
+
+
+cdef extern from "Python.h":
+    # The str object's cached hash (-1 until computed): read directly for exact str,
+    # whose hash is by definition the cached one.
+    ctypedef struct PyASCIIObject:
+        Py_hash_t hash
+    Py_hash_t PyObject_Hash(object o) except? -1
+    bint PyUnicode_CheckExact(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    unsigned int PyUnicode_KIND(object o)
+    void* PyUnicode_DATA(object o)
+    int PyObject_RichCompareBool(object a, object b, int op) except -1
+    int Py_EQ
+
+cdef extern from "<string.h>" nogil:
+    int memcmp(const void* a, const void* b, size_t n)
+
+
+cdef inline Py_hash_t id_hash(object s) except? -1:
+    """hash(s), without a call for an exact str whose hash is already cached."""
+    cdef Py_hash_t h
+    if PyUnicode_CheckExact(s):
+        h = (<PyASCIIObject*><PyObject*>s).hash
+        if h != -1:
+            return h
+    return PyObject_Hash(s)
+
+
+cdef inline bint id_equal(PyObject* stored, object given) except -1:
+    """stored == given for ids: identity, then (exact str) length, kind and bytes: the
+    ids a server decodes from the wire are equal to the stored ones but never the same
+    object, so this is the common case, not PyObject_RichCompare's general dispatch."""
+    cdef object s
+    cdef Py_ssize_t n
+    cdef unsigned int kind
+    if stored == <PyObject*>given:
+        return True
+    s = <object>stored
+    if PyUnicode_CheckExact(s) and PyUnicode_CheckExact(given):
+        n = PyUnicode_GET_LENGTH(s)
+        kind = PyUnicode_KIND(s)
+        if n != PyUnicode_GET_LENGTH(given) or kind != PyUnicode_KIND(given):
+            return False    # canonical (PEP 393) strings of different kinds differ
+        return memcmp(PyUnicode_DATA(s), PyUnicode_DATA(given), <size_t>n * kind) == 0
+    return PyObject_RichCompareBool(s, given, Py_EQ)
+
+
+cdef inline void lock_with_gil(GroupCore* core) noexcept:
+    mutex_lock_with_gil(&core.mu)       # (a group's lock, as every C mutex: timer.pxd)
+
+
+cdef class GroupRecord:
+    cdef GroupCore* core
+    cdef readonly str group_id
+    cdef readonly int shard         # (its core's: a typed reader loads it, no property call)
+    cdef public dict slots          # member id -> slot, members that have joined
+    cdef public object group        # the group logic's Group
+    cdef MemberTable table
+
+    # (cpdef: the group logic's request paths take the lock by these, C calls)
+    cpdef acquire(self, bint blocking=*, double timeout=*)
+    cpdef release(self)
+
+
+cdef class MemberTable(TimerSink):
+    # (group id, member id) -> slot for joined members: open addressing, 8-byte entries
+    # (hash bits << 32 | slot + 2; 0 empty, 1 deleted). The scalar heartbeat's only
+    # lookup: one probe, then the slot itself, then its group core.
+    cdef uint64_t* map
+    cdef Py_ssize_t map_cap
+    cdef Py_ssize_t map_used        # live + deleted entries
+    cdef Py_ssize_t map_live
+    cdef int clock_kind             # 0: call clock.now_ms(); 1: ManualClock; 2: SystemClock
+    cdef Slot** chunks
+    cdef Py_ssize_t nchunks
+    cdef Py_ssize_t nslots          # slots handed out so far (high-water mark)
+    cdef list free_slots
+    cdef list slot_recs             # slot -> GroupRecord (keeps GroupCore owners alive)
+    cdef list free_cores            # recycled GroupCore pointers (as ints)
+    cdef uint8_t* shards
+    cdef readonly int num_shards
+    cdef public bint active
+    cdef public dict groups         # group id -> GroupRecord
+    cdef public object clock
+    cdef object now_ms              # clock.now_ms, bound once
+    cdef public Timer timer
+    cdef public object on_deadline
+    cdef public object version_fallback   # group_version's checked path: f(group_id)
+
+    cdef Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil
+    cdef int64_t now(self) except? -1
+    cdef Py_ssize_t map_find(self, object group_id, object member_id)
+    cdef int map_insert(self, Py_ssize_t slot) except -1
+    cdef void map_delete(self, Py_ssize_t slot) noexcept
+    cdef int map_resize(self, Py_ssize_t cap) except -1
+    cdef int bind_member(self, Py_ssize_t slot, object member_id) except -1
+    cdef void unbind_member(self, Py_ssize_t slot) noexcept
+    cdef GroupCore* new_core(self) except NULL
+    cdef int arm(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1
+    cdef int refresh(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1
+    cdef int on_timer(self, int64_t tag, int64_t deadline_ms) except -1
+    cdef Py_ssize_t _batch(self, int64_t* hp, int32_t* gp, int16_t* op, Py_ssize_t n,
+                           int64_t now) noexcept nogil
+    cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1
+    cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1
+    cpdef int shard_state(self, int shard) except -1
+    # (cpdef: the group logic calls these once per member of a join round, C calls)
+    cpdef set_session_timeout(self, Py_ssize_t slot, int session_timeout_ms)
+    cpdef touch(self, Py_ssize_t slot)
+    cdef object c_group_version(self, object group_id)
+    cdef Py_ssize_t c_commit_handle(self, int64_t h, int32_t g, object instance_id,
+                                    int64_t now) except -2

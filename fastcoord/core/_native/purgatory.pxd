@@ -1,0 +1,40 @@
+# cython: language_level=3
+"""Delayed operations and purgatory, native twin (see fastcoord/core/_pure/purgatory.py)."""
+from libc.stdint cimport int64_t
+from fastcoord.core._native.timer cimport (Timer, mutex_lock_with_gil, pthread_mutex_destroy,
+                                      pthread_mutex_init, pthread_mutex_t,
+                                      pthread_mutex_unlock)
+
+cdef class DelayedOperation:
+    cdef int _completed          # 0/1, flipped once with an atomic compare-and-swap
+    cdef int64_t _delay_ms
+    cdef public object lock
+    cdef Timer _ntimer           # native timer entry: (_ntimer, _eid)
+    cdef int64_t _eid
+    cdef object _handle          # entry of any other timer: its handle
+    cdef object _owner
+    cdef object __weakref__
+
+    cdef bint c_force_complete(self) except -1
+    cdef bint _disarm(self) except -1
+
+
+# How many watcher lists (and their locks) a purgatory has: a key's is hash(key) % STRIPES
+cdef enum:
+    STRIPES = 32
+
+
+cdef class Purgatory:
+    cdef readonly str name
+    cdef readonly object timer
+    cdef readonly int64_t purge_interval
+    cdef pthread_mutex_t _stripe_mu[STRIPES]    # a watcher list's lock
+    cdef list _maps
+    cdef pthread_mutex_t _count_mu        # _delayed's and _estimated's
+    cdef int64_t _delayed
+    cdef int64_t _estimated
+
+    cdef int _add_delayed(self, int64_t n) except -1
+    cdef bint _try_complete(self, object op) except -1
+    cdef Py_ssize_t _purge_key(self, int i, key) except -1
+    cdef Py_ssize_t _maybe_purge(self) except -1

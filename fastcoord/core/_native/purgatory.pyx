@@ -1,0 +1,369 @@
+# cython: language_level=3, freethreading_compatible=True
+"""Delayed operations and purgatory, native twin (same algorithm and protocol as
+fastcoord/core/_pure/purgatory.py, which documents it).
+
+Fast path: a native DelayedOperation on a native Timer puts itself in the timer
+as the entry's callable (``op()`` runs its expiration), so arming creates no
+handle object; any other combination goes through the Python-level protocol.
+"""
+cimport cython
+from libc.stdint cimport int64_t
+from fastcoord.core._native.members cimport GroupRecord
+from fastcoord.core._native.timer cimport Timer
+
+import threading
+
+__all__ = ["DelayedOperation", "Purgatory"]
+
+cdef extern from *:
+    """
+    static inline int fc_cas_int(int *p, int expected, int desired) {
+        return __atomic_compare_exchange_n(p, &expected, desired, 0,
+                                           __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    }
+    static inline int fc_load_int(int *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+    """
+    bint fc_cas_int(int* p, int expected, int desired) nogil
+    int fc_load_int(int* p) nogil
+
+
+cdef inline bint _completed(object op) except -1:
+    # op.is_completed: for a DelayedOperation (every op a purgatory arms) its flag
+    if isinstance(op, DelayedOperation):
+        return fc_load_int(&(<DelayedOperation>op)._completed) != 0
+    return bool(op.is_completed)
+
+
+cdef class DelayedOperation:
+    """Subclass and override try_complete(), on_complete() and on_expiration()."""
+
+    def __init__(self, delay_ms, lock=None):
+        if isinstance(delay_ms, bool) or not isinstance(delay_ms, int):
+            raise TypeError(f"delay_ms must be an int, got {type(delay_ms).__name__}")
+        if lock is not None and not (hasattr(lock, "acquire") and hasattr(lock, "release")):
+            raise TypeError(f"lock must be a lock (acquire/release), got {type(lock).__name__}")
+        if delay_ms < -(1 << 62) or delay_ms >= (1 << 62):
+            raise ValueError(f"delay_ms out of range: {delay_ms}")
+        self._delay_ms = delay_ms
+        self.lock = threading.RLock() if lock is None else lock
+        self._completed = 0
+        self._eid = -1
+
+    def try_complete(self):
+        """Check whether the operation can complete now; if so call force_complete()
+        and return its result. Called with self.lock held."""
+        raise NotImplementedError
+
+    def on_complete(self):
+        """Runs exactly once, in the caller of the winning force_complete()."""
+
+    def on_expiration(self):
+        """Runs after on_complete() when the operation completed by timing out."""
+
+    @property
+    def delay_ms(self):
+        return self._delay_ms
+
+    @property
+    def is_completed(self):
+        return fc_load_int(&self._completed) != 0
+
+    cdef bint c_force_complete(self) except -1:
+        if not fc_cas_int(&self._completed, 0, 1):
+            return False
+        self._disarm()
+        self.on_complete()
+        return True
+
+    def force_complete(self):
+        """Complete the operation if nobody did yet: True for the one winner, which
+        cancels the timer entry and runs on_complete()."""
+        return self.c_force_complete()
+
+    def run_expiration(self):
+        """What the timer runs at the deadline (Kafka's run())."""
+        owner = self._owner
+        if owner is not None:
+            if type(owner) is Purgatory:
+                (<Purgatory>owner)._add_delayed(-1)
+            else:
+                owner._fc_delayed_add(-1)
+        self._handle = None
+        self._ntimer = None
+        self._eid = -1
+        if self.c_force_complete():
+            self.on_expiration()
+
+    def __call__(self):
+        self.run_expiration()
+
+    cdef bint _disarm(self) except -1:
+        cdef bint done = False
+        cdef Timer t = self._ntimer
+        if t is not None:
+            done = t.c_cancel_id(self._eid)
+            if done:
+                self._ntimer = None
+        else:
+            h = self._handle
+            if h is not None and h.cancel():
+                self._handle = None
+                done = True
+        if done:
+            owner = self._owner
+            if owner is not None:
+                if type(owner) is Purgatory:
+                    (<Purgatory>owner)._add_delayed(-1)
+                else:
+                    owner._fc_delayed_add(-1)
+        return done
+
+    def _fc_arm(self, timer, owner):
+        cdef Timer t
+        if self._ntimer is not None or self._handle is not None:
+            return
+        self._owner = owner
+        if type(owner) is Purgatory:
+            (<Purgatory>owner)._add_delayed(1)
+        else:
+            owner._fc_delayed_add(1)
+        if type(timer) is Timer:
+            t = <Timer>timer
+            self._eid = t.c_schedule_at(t.c_current_ms() + self._delay_ms, self)
+            self._ntimer = t
+        else:
+            self._handle = timer.schedule(self._delay_ms, self.run_expiration)
+        if fc_load_int(&self._completed):
+            self._disarm()
+
+    def _fc_disarm(self):
+        return self._disarm()
+
+    def __repr__(self):
+        return f"<{type(self).__name__} delay_ms={self._delay_ms} completed={bool(self._completed)}>"
+
+
+cdef class Purgatory:
+    """Operations watched on keys, expired by a timer (Kafka's DelayedOperationPurgatory)."""
+
+    def __init__(self, name, timer, *, purge_interval=1000):
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        if not callable(getattr(timer, "schedule", None)):
+            raise TypeError(f"timer must be a Timer, got {type(timer).__name__}")
+        if isinstance(purge_interval, bool) or not isinstance(purge_interval, int):
+            raise TypeError(f"purge_interval must be an int, got {type(purge_interval).__name__}")
+        if purge_interval < 0:
+            raise ValueError(f"purge_interval must be >= 0, got {purge_interval}")
+        self.name = name
+        self.timer = timer
+        self.purge_interval = purge_interval
+        self._maps = [{} for _ in range(STRIPES)]
+        self._delayed = 0
+        self._estimated = 0
+
+    def __cinit__(self, *args, **kwargs):
+        # The watcher lists' locks and the counters' (C mutexes: a `with` on a
+        # threading.Lock looked up and called __enter__ and __exit__, a few hundred
+        # instructions, at every check of a key)
+        cdef int i
+        for i in range(STRIPES):
+            pthread_mutex_init(&self._stripe_mu[i], NULL)
+        pthread_mutex_init(&self._count_mu, NULL)
+
+    def __dealloc__(self):
+        cdef int i
+        for i in range(STRIPES):
+            pthread_mutex_destroy(&self._stripe_mu[i])
+        pthread_mutex_destroy(&self._count_mu)
+
+    cdef int _add_delayed(self, int64_t n) except -1:
+        mutex_lock_with_gil(&self._count_mu)
+        self._delayed += n
+        pthread_mutex_unlock(&self._count_mu)
+        return 0
+
+    def _fc_delayed_add(self, n):
+        self._add_delayed(n)
+
+    @property
+    def delayed(self):
+        """Operations of this purgatory whose expiry is in the timer."""
+        return self._delayed
+
+    @property
+    def watched(self):
+        """Total length of the watcher lists (a completed op may still be listed)."""
+        cdef Py_ssize_t total = 0
+        cdef int i
+        cdef dict m
+        for i in range(STRIPES):
+            mutex_lock_with_gil(&self._stripe_mu[i])
+            try:
+                m = self._maps[i]
+                for lst in m.values():
+                    total += len(<list>lst)
+            finally:
+                pthread_mutex_unlock(&self._stripe_mu[i])
+        return total
+
+    def __len__(self):
+        return self.watched
+
+    def try_complete_else_watch(self, op, keys):
+        """Try to complete op; else watch it on every key, try again, and if still
+        not done arm its expiry. True when completed by this call."""
+        cdef int i
+        cdef dict m
+        cdef bint watch_created = False
+        keys = list(keys)
+        if not keys:
+            raise ValueError("keys must not be empty")
+        if self._try_complete(op):
+            return True
+        for key in keys:
+            if _completed(op):
+                return False
+            i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
+            mutex_lock_with_gil(&self._stripe_mu[i])
+            try:
+                m = self._maps[i]
+                lst = m.get(key)
+                if lst is None:
+                    m[key] = [op]
+                else:
+                    (<list>lst).append(op)
+            finally:
+                pthread_mutex_unlock(&self._stripe_mu[i])
+            if not watch_created:
+                watch_created = True
+                mutex_lock_with_gil(&self._count_mu)
+                self._estimated += 1
+                pthread_mutex_unlock(&self._count_mu)
+        if self._try_complete(op):
+            return True
+        if not _completed(op):
+            op._fc_arm(self.timer, self)
+        self._maybe_purge()
+        return False
+
+    cdef bint _try_complete(self, object op) except -1:
+        """op.try_complete() with op.lock held: a group's lock (a native GroupRecord,
+        what the group logic's operations hold) by C calls, any other by `with`."""
+        cdef GroupRecord rec
+        lock = op.lock
+        if type(lock) is not GroupRecord:
+            with lock:
+                return op.try_complete()
+        rec = <GroupRecord>lock
+        rec.acquire()
+        try:
+            return op.try_complete()
+        finally:
+            rec.release()
+
+    def check_and_complete(self, key):
+        """Try the operations watched on key; return how many this call completed."""
+        cdef int i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
+        cdef Py_ssize_t already = 0, now = 0
+        cdef dict m
+        mutex_lock_with_gil(&self._stripe_mu[i])
+        try:
+            m = self._maps[i]
+            lst = m.get(key)
+            if lst is None:
+                return 0
+            snapshot = list(lst)
+        finally:
+            pthread_mutex_unlock(&self._stripe_mu[i])
+        for op in snapshot:
+            if _completed(op):
+                already += 1
+                continue
+            if self._try_complete(op):
+                now += 1
+        if already or now:
+            self._purge_key(i, key)
+        return now
+
+    cdef Py_ssize_t _purge_key(self, int i, key) except -1:
+        cdef dict m
+        cdef list lst, keep
+        mutex_lock_with_gil(&self._stripe_mu[i])
+        try:
+            m = self._maps[i]
+            lst = m.get(key)
+            if lst is None:
+                return 0
+            keep = [op for op in lst if not _completed(op)]
+            if keep:
+                lst[:] = keep
+            else:
+                del m[key]
+            return len(lst) - len(keep) if keep else len(lst)
+        finally:
+            pthread_mutex_unlock(&self._stripe_mu[i])
+
+    def cancel_for_key(self, key):
+        """Stop watching key: remove its operations and cancel their timer entries
+        (they are not completed); return them."""
+        cdef int i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
+        mutex_lock_with_gil(&self._stripe_mu[i])
+        try:
+            lst = (<dict>self._maps[i]).pop(key, None)
+        finally:
+            pthread_mutex_unlock(&self._stripe_mu[i])
+        if not lst:
+            return []
+        for op in lst:
+            op._fc_disarm()
+        return lst
+
+    cdef Py_ssize_t _maybe_purge(self) except -1:
+        mutex_lock_with_gil(&self._count_mu)
+        if self._estimated - self._delayed <= self.purge_interval:
+            pthread_mutex_unlock(&self._count_mu)
+            return 0
+        self._estimated = self._delayed
+        pthread_mutex_unlock(&self._count_mu)
+        return self.purge_completed()
+
+    def purge_completed(self):
+        """Drop completed operations from every watcher list; return how many."""
+        cdef Py_ssize_t purged = 0
+        cdef int i
+        cdef dict m
+        cdef list lst, keep
+        for i in range(STRIPES):
+            mutex_lock_with_gil(&self._stripe_mu[i])
+            try:
+                m = self._maps[i]
+                for key in list(m):
+                    lst = m[key]
+                    keep = [op for op in lst if not _completed(op)]
+                    purged += len(lst) - len(keep)
+                    if keep:
+                        lst[:] = keep
+                    else:
+                        del m[key]
+            finally:
+                pthread_mutex_unlock(&self._stripe_mu[i])
+        return purged
+
+    def shutdown(self):
+        """Stop watching everything and cancel the timer entries of the operations."""
+        cdef int i
+        ops = []
+        for i in range(STRIPES):
+            mutex_lock_with_gil(&self._stripe_mu[i])
+            try:
+                for lst in (<dict>self._maps[i]).values():
+                    ops.extend(lst)
+                (<dict>self._maps[i]).clear()
+            finally:
+                pthread_mutex_unlock(&self._stripe_mu[i])
+        for op in ops:
+            op._fc_disarm()
+
+    def __repr__(self):
+        return f"Purgatory({self.name!r}, watched={self.watched}, delayed={self.delayed})"

@@ -1,0 +1,392 @@
+"""Member heartbeat tables, pure-Python twin of `fastcoord/core/_native/members.pyx`.
+
+The hot path of the coordinator lives here: a heartbeat finds the group record,
+finds the member's slot, checks state and generation and stores
+`deadline = now + session_timeout`. It allocates nothing and touches the timing
+wheel only when the member has no entry armed (or its deadline moved earlier).
+Each slot keeps ONE wheel entry; when it comes due the table re-checks it lazily:
+if the deadline moved, the entry is re-inserted at the new deadline, otherwise the
+group logic (`on_deadline`) decides whether the member expires.
+
+A handle is `slot | slot_generation << 32`; freeing a slot bumps its generation,
+and so does renaming its member (a static member's new incarnation), so a stale
+handle can never reach the slot's next member.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..config import shard_for
+from ..errors import Errors
+
+__all__ = ["GroupRecord", "MemberTable"]
+
+EMPTY, PR, CR, STABLE, DEAD = range(5)
+SHARD_NOT_OWNED, SHARD_LOADING, SHARD_ACTIVE = 0, 1, 2
+_NOT_ARMED = -1
+
+E_NONE = Errors.NONE
+E_UNKNOWN = Errors.UNKNOWN_MEMBER_ID
+E_ILLEGAL_GENERATION = Errors.ILLEGAL_GENERATION
+E_REBALANCING = Errors.REBALANCE_IN_PROGRESS
+E_NOT_AVAILABLE = Errors.COORDINATOR_NOT_AVAILABLE
+E_NOT_COORDINATOR = Errors.NOT_COORDINATOR
+E_INVALID_GROUP = Errors.INVALID_GROUP_ID
+E_FENCED = Errors.FENCED_INSTANCE_ID
+
+
+class GroupRecord:
+    """What the heartbeat path needs of a group: its reentrant lock (this object is the
+    lock: `with rec:`), state and generation (mirrored by the group logic), its shard,
+    and member id -> slot for members that have joined (pending ones are not here)."""
+
+    __slots__ = ("group_id", "state", "generation", "shard", "slots", "group", "_lock")
+
+    def __init__(self, group_id: str, shard: int) -> None:
+        self.group_id = group_id
+        self.state = EMPTY
+        self.generation = 0
+        self.shard = shard
+        self.slots: dict = {}
+        self.group = None
+        self._lock = threading.RLock()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self):
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, exc_type, exc, traceback) -> None:
+        self._lock.release()
+
+
+class _Slot:
+    """One member's heartbeat state."""
+
+    __slots__ = ("rec", "joined", "session_timeout_ms", "deadline_ms", "armed_ms")
+
+    def __init__(self, rec, joined, session_timeout_ms, deadline_ms):
+        self.rec = rec
+        self.joined = joined
+        self.session_timeout_ms = session_timeout_ms
+        self.deadline_ms = deadline_ms
+        self.armed_ms = _NOT_ARMED     # deadline of the live wheel entry, or _NOT_ARMED
+
+
+class MemberTable:
+    def __init__(self, clock, timer, num_shards: int) -> None:
+        self.clock = clock
+        self.timer = timer
+        self.num_shards = num_shards
+        self.groups: dict = {}                 # group id -> GroupRecord
+        self.active = True
+        self.on_deadline = None                # set by the group logic: f(slot)
+        self.version_fallback = None           # set by the coordinator: f(group_id)
+        self._shards = bytearray(num_shards)
+        self._slots: list = []                 # slot -> _Slot or None
+        self._slot_gens: list = []             # slot -> generation (bumped when freed)
+        self._free: list = []
+        self._alloc_lock = threading.Lock()
+
+    # -- shards and groups --------------------------------------------------
+    def set_shard_state(self, shard: int, state: int) -> None:
+        self._shards[shard] = state
+
+    def shard_state(self, shard: int) -> int:
+        return self._shards[shard]
+
+    def new_group(self, group_id: str, shard: int) -> GroupRecord:
+        rec = GroupRecord(group_id, shard)
+        self.groups[group_id] = rec
+        return rec
+
+    def drop_group(self, group_id: str) -> None:
+        self.groups.pop(group_id, None)
+
+    # -- slots ----------------------------------------------------------------
+    def alloc(self, rec, member_id: str, session_timeout_ms: int, deadline_ms: int,
+              pending: bool) -> int:
+        """A slot for a new member (or a pending one, not yet visible to heartbeats),
+        armed at `deadline_ms`. Caller holds `rec`'s lock."""
+        with self._alloc_lock:
+            if self._free:
+                slot = self._free.pop()
+            else:
+                slot = len(self._slots)
+                self._slots.append(None)
+                self._slot_gens.append(0)
+        s = _Slot(rec, not pending, session_timeout_ms, deadline_ms)
+        self._slots[slot] = s
+        if not pending:
+            rec.slots[member_id] = slot
+        self._arm(slot, s, deadline_ms)
+        return slot
+
+    def promote(self, slot: int, member_id: str, session_timeout_ms: int,
+                deadline_ms: int) -> None:
+        """A pending member joined: make it visible and give it a new deadline."""
+        s = self._slots[slot]
+        s.rec.slots[member_id] = slot
+        s.joined = True
+        s.session_timeout_ms = session_timeout_ms
+        self.set_deadline(slot, deadline_ms)
+
+    def free(self, slot: int, member_id=None) -> None:
+        s = self._slots[slot]
+        if s is None:
+            return
+        if member_id is not None and s.rec.slots.get(member_id) == slot:
+            del s.rec.slots[member_id]
+        self._slots[slot] = None       # its wheel entry, if any, is now stale
+        with self._alloc_lock:
+            self._slot_gens[slot] = (self._slot_gens[slot] + 1) & 0x7FFFFFFF
+            self._free.append(slot)
+
+    def rename(self, slot: int, old_id: str, new_id: str) -> None:
+        """The slot's member takes a new id (a static member's replacement or its undoing):
+        a new incarnation, so the slot's generation moves on as when it is freed, and a
+        handle taken for the old id misses it, answering what a heartbeat by that id
+        answers (UNKNOWN_MEMBER_ID). The slot's wheel entry is re-armed under the new
+        generation (the one it had is now stale)."""
+        s = self._slots[slot]
+        slots = s.rec.slots
+        if slots.get(old_id) == slot:
+            del slots[old_id]
+        slots[new_id] = slot
+        with self._alloc_lock:
+            self._slot_gens[slot] = (self._slot_gens[slot] + 1) & 0x7FFFFFFF
+        self._arm(slot, s, s.deadline_ms)
+
+    def set_session_timeout(self, slot: int, session_timeout_ms: int) -> None:
+        self._slots[slot].session_timeout_ms = session_timeout_ms
+
+    def touch(self, slot: int) -> None:
+        """Refresh the session: deadline = now + session timeout."""
+        s = self._slots[slot]
+        self._refresh(slot, s, self.clock.now_ms() + s.session_timeout_ms)
+
+    def set_deadline(self, slot: int, deadline_ms: int) -> None:
+        s = self._slots[slot]
+        self._refresh(slot, s, deadline_ms)
+
+    def deadline(self, slot: int) -> int:
+        return self._slots[slot].deadline_ms
+
+    def _refresh(self, slot: int, s: _Slot, deadline_ms: int) -> None:
+        s.deadline_ms = deadline_ms
+        if s.armed_ms == _NOT_ARMED or deadline_ms < s.armed_ms:
+            # Rare: not armed, or a shorter timeout (the lazy re-check would come too late).
+            # An older entry stays in the wheel and is ignored when it fires.
+            self._arm(slot, s, deadline_ms)
+        # else: the common case. The entry fires at the old deadline and moves on.
+
+    def _arm(self, slot: int, s: _Slot, deadline_ms: int) -> None:
+        """Give the slot a wheel entry at `deadline_ms`, tagged slot | generation << 32.
+        Entries are never cancelled: a stale one is recognised when it fires."""
+        s.armed_ms = deadline_ms
+        self.timer.schedule_tag_at(deadline_ms, self, slot | (self._slot_gens[slot] << 32))
+
+    def on_timer(self, tag: int, deadline_ms: int) -> None:
+        """A wheel entry of slot `tag & 0xFFFFFFFF` came due."""
+        slot, gen = tag & 0xFFFFFFFF, tag >> 32
+        s = self._slots[slot] if slot < len(self._slots) else None
+        if s is None or self._slot_gens[slot] != gen or s.armed_ms != deadline_ms:
+            return                                  # stale: freed or re-armed since
+        with s.rec:
+            if self._slots[slot] is not s or s.armed_ms != deadline_ms:
+                return
+            if s.deadline_ms > deadline_ms:         # heartbeats moved it: check again later
+                self._arm(slot, s, s.deadline_ms)
+                return
+            s.armed_ms = _NOT_ARMED
+        self.on_deadline(slot)
+
+    # -- reads ------------------------------------------------------------------
+    def group_version(self, group_id) -> int:
+        """GroupCoordinator.group_version, bound to it: the version of a group the group
+        logic holds, in an active shard of an active table; every other case, and any
+        other argument, goes to `version_fallback`, the coordinator's checked path."""
+        if type(group_id) is str and self.active:
+            rec = self.groups.get(group_id)
+            if rec is not None and rec.group is not None \
+                    and self._shards[rec.shard] == SHARD_ACTIVE:
+                return rec.group.version
+        return self.version_fallback(group_id)
+
+    # -- handles ----------------------------------------------------------------
+    def handle(self, slot: int) -> int:
+        return slot | (self._slot_gens[slot] << 32)
+
+    def member_handle(self, group_id: str, member_id: str) -> int:
+        rec = self.groups.get(group_id)
+        if rec is None:
+            return -1
+        slot = rec.slots.get(member_id)
+        return -1 if slot is None else self.handle(slot)
+
+    # -- the hot path ---------------------------------------------------------------
+    def heartbeat(self, group_id, member_id, generation_id, group_instance_id=None):
+        if type(group_id) is not str:
+            if group_id is None:                 # a missing group id, as Kafka's null
+                return E_INVALID_GROUP
+            raise TypeError(f"group_id must be a str or None, got {type(group_id).__name__}")
+        if type(member_id) is not str:
+            raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
+        if type(generation_id) is not int:
+            raise TypeError(f"generation_id must be an int, got {type(generation_id).__name__}")
+        if group_instance_id is not None and type(group_instance_id) is not str:
+            raise TypeError("group_instance_id must be a str or None, "
+                            f"got {type(group_instance_id).__name__}")
+        if not group_id:
+            return E_INVALID_GROUP
+        if not self.active:
+            return E_NOT_AVAILABLE
+        rec = self.groups.get(group_id)
+        shard_state = self._shards[rec.shard if rec is not None
+                                   else shard_for(group_id, self.num_shards)]
+        if shard_state != SHARD_ACTIVE:
+            return E_NONE if shard_state == SHARD_LOADING else E_NOT_COORDINATOR
+        if rec is None:
+            return E_UNKNOWN
+        if group_instance_id is not None and rec.group is None:
+            return E_UNKNOWN        # (a record the group logic has not yet given its group)
+        with rec:
+            state = rec.state
+            if state == DEAD:
+                return E_NOT_AVAILABLE
+            if group_instance_id is not None:
+                # A static member: its instance id is checked before its member id, as
+                # Kafka does. Mapped to no member: unknown; to another (a newer
+                # incarnation): fenced.
+                current = rec.group.static.get(group_instance_id)
+                if current is None:
+                    return E_UNKNOWN
+                if current != member_id:
+                    return E_FENCED
+            slot = rec.slots.get(member_id)
+            if slot is None:
+                return E_UNKNOWN
+            if generation_id != rec.generation:
+                return E_ILLEGAL_GENERATION
+            if state == EMPTY:
+                return E_UNKNOWN
+            s = self._slots[slot]
+            self._refresh(slot, s, self.clock.now_ms() + s.session_timeout_ms)
+            return E_REBALANCING if state == PR else E_NONE
+
+    def heartbeat_batch(self, handles, generation_ids):
+        handles, generation_ids = check_batch(handles, generation_ids)
+        out = np.empty(len(handles), dtype=np.int16)
+        now = self.clock.now_ms()
+        active = self.active
+        for i, (h, gen) in enumerate(zip(handles.tolist(), generation_ids.tolist())):
+            out[i] = self._heartbeat_handle(h, gen, now, active)
+        return out
+
+    def heartbeat_handle(self, handle: int, generation_id: int) -> int:
+        """heartbeat_batch for one member, without the arrays: the same checks and effect,
+        the error code as an int."""
+        check_handle_args(handle, generation_id)
+        return int(self._heartbeat_handle(handle, generation_id, self.clock.now_ms(), self.active))
+
+    def _heartbeat_handle(self, h: int, generation_id: int, now: int, active: bool) -> int:
+        slot = h & 0xFFFFFFFF
+        if h < 0 or slot >= len(self._slots) or self._slot_gens[slot] != (h >> 32):
+            return E_UNKNOWN
+        s = self._slots[slot]
+        if s is None:
+            return E_UNKNOWN
+        if not active:
+            return E_NOT_AVAILABLE
+        rec = s.rec
+        shard_state = self._shards[rec.shard]
+        if shard_state != SHARD_ACTIVE:
+            return E_NONE if shard_state == SHARD_LOADING else E_NOT_COORDINATOR
+        with rec:
+            if self._slot_gens[slot] != (h >> 32) or self._slots[slot] is not s:
+                return E_UNKNOWN
+            state = rec.state
+            if state == DEAD:
+                return E_NOT_AVAILABLE
+            if not s.joined:
+                return E_UNKNOWN                     # still pending
+            if generation_id != rec.generation:
+                return E_ILLEGAL_GENERATION
+            if state == EMPTY:
+                return E_UNKNOWN
+            self._refresh(slot, s, now + s.session_timeout_ms)
+            return E_REBALANCING if state == PR else E_NONE
+
+    def commit_handle(self, handle: int, generation_id: int, instance_id=None) -> int:
+        """The member table's part of an offset commit by a member's handle (a trace
+        replay's commits): where GroupLogic.commit_offsets would accept the commit (shard
+        active, the member joined, its generation the group's, the group Stable or
+        PreparingRebalance, a static member's instance id its own), touch the member's
+        session as that does and return its slot, for GroupLogic.commit_accepted to store
+        the offsets. Otherwise -1, having changed nothing: commit_offsets decides."""
+        check_handle_args(handle, generation_id)
+        if instance_id is not None and type(instance_id) is not str:
+            raise TypeError(f"instance_id must be a str or None, got {type(instance_id).__name__}")
+        slot = handle & 0xFFFFFFFF
+        if handle < 0 or slot >= len(self._slots) or not self.active:
+            return -1
+        s = self._slots[slot]
+        if s is None or self._slot_gens[slot] != (handle >> 32):
+            return -1
+        rec = s.rec
+        if self._shards[rec.shard] != SHARD_ACTIVE:
+            return -1
+        with rec:
+            # Re-checked under the group's lock, as the heartbeat does.
+            if self._slots[slot] is not s or self._slot_gens[slot] != (handle >> 32):
+                return -1
+            if not s.joined or generation_id != rec.generation or rec.state not in (STABLE, PR):
+                return -1
+            if instance_id is not None:
+                # commit_offsets' static check: the instance id must map to this member
+                current = rec.group.static.get(instance_id)
+                if current is None or rec.slots.get(current) != slot:
+                    return -1
+            self._refresh(slot, s, self.clock.now_ms() + s.session_timeout_ms)
+            return slot
+
+    def stats(self) -> dict:
+        return {"slots": len(self._slots), "free": len(self._free), "groups": len(self.groups)}
+
+
+def check_batch(handles, generation_ids):
+    """Validate heartbeat_batch arguments before any effect (both twins)."""
+    for name, arr, dtype in (("handles", handles, np.int64),
+                             ("generation_ids", generation_ids, np.int32)):
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"{name} must be a numpy.ndarray of {np.dtype(dtype).name}, "
+                            f"got {type(arr).__name__}")
+        if arr.dtype != dtype:
+            raise TypeError(f"{name} must have dtype {np.dtype(dtype).name}, got {arr.dtype}")
+        if arr.ndim != 1:
+            raise ValueError(f"{name} must be one-dimensional, got {arr.ndim} dimensions")
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous")
+    if len(handles) != len(generation_ids):
+        raise ValueError(f"handles and generation_ids differ in length "
+                         f"({len(handles)} != {len(generation_ids)})")
+    return handles, generation_ids
+
+
+def check_handle_args(handle, generation_id) -> None:
+    """Validate heartbeat_handle arguments (both twins): an int64 and an int32, no bool."""
+    if type(handle) is not int:
+        raise TypeError(f"handle must be an int, got {type(handle).__name__}")
+    if type(generation_id) is not int:
+        raise TypeError(f"generation_id must be an int, got {type(generation_id).__name__}")
+    if not -0x8000000000000000 <= handle <= 0x7FFFFFFFFFFFFFFF:
+        raise ValueError(f"handle must fit in int64, got {handle}")
+    if not -0x80000000 <= generation_id <= 0x7FFFFFFF:
+        raise ValueError(f"generation_id must fit in int32, got {generation_id}")

@@ -1,0 +1,118 @@
+"""The server's hot path, pure twin: a run of plain Heartbeat frames answered in order.
+
+Walk the receive buffer from `pos`; for each whole frame that is a Heartbeat request in
+the plain form (`decode_heartbeat_request` accepts it), call the coordinator and append
+the encoded response to `out`. Stop at the first frame that is anything else and return
+its position: the server's per-frame path handles it, so which path answered never
+changes what a client sees. fastcoord/server/_native/wire.pyx does the same in one C loop.
+"""
+from __future__ import annotations
+
+import itertools
+import struct
+import time
+from typing import Callable, Deque, List, Optional, Tuple
+
+from ..protocol import (HEARTBEAT_KEY, decode_heartbeat_request,
+                               encode_heartbeat_response)
+from ..requestlog import heartbeat_line
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hhi")
+
+LogEntry = Tuple[int, Optional[str], str, str, int, int]
+
+
+def heartbeat_run(buf: bytearray, pos: int, max_frame: int, min_version: int,
+                  max_version: int, heartbeat: Callable[[str, str, int, Optional[str]], int],
+                  out: List[bytes], log: Optional[List[LogEntry]] = None) -> int:
+    if not isinstance(buf, bytearray):
+        raise TypeError(f"buf must be a bytearray, got {type(buf).__name__}")
+    if not 0 <= pos <= len(buf):
+        raise ValueError(f"pos must be within the buffer, got {pos}")
+    end = len(buf)
+    while end - pos >= 4:
+        (size,) = _SIZE.unpack_from(buf, pos)
+        if size < 8 or size > max_frame or end - pos - 4 < size:
+            break                                   # not whole, or not ours to judge
+        api_key, version, correlation = _KEY_VERSION.unpack_from(buf, pos + 4)
+        if api_key != HEARTBEAT_KEY or not min_version <= version <= min(max_version, 4):
+            break
+        request = decode_heartbeat_request(buf[pos + 4:pos + 4 + size], version, correlation)
+        if request is None:                         # an unusual form: the full decoder's
+            break
+        body = request.body
+        error = int(heartbeat(body.group_id, body.member_id, body.generation_id,
+                              body.group_instance_id))
+        out.append(encode_heartbeat_response(version, correlation, error))
+        if log is not None:
+            log.append((version, request.client_id, body.group_id, body.member_id,
+                        body.generation_id, error))
+        pos += 4 + size
+    return pos
+
+
+class HeartbeatReader:
+    """The whole per-read fast path of a connection whose reads hold plain heartbeats.
+
+    `reader(data, write)` answers the Heartbeat frames at the start of `data` (one
+    read, with nothing buffered before it), hands all their responses to `write` in one
+    call, and returns how many bytes it consumed; the caller's general path handles
+    the rest. It counts what it answered (`answered`) and records each answer's latency
+    (the time spent in the call) in `latencies` when given.
+
+    With `log` (the request log's write_lines) and a connection's `host` (its address as
+    JSON text, bytes), each answer also gets its request-log line (requestlog's
+    heartbeat_line); the lines go to `log` in one call per read."""
+
+    def __init__(self, heartbeat: Callable[[str, str, int, Optional[str]], int],
+                 max_frame: int, min_version: int, max_version: int,
+                 latencies: Optional[Deque[float]] = None,
+                 log: Optional[Callable[[bytes], object]] = None) -> None:
+        if not callable(heartbeat):
+            raise TypeError(f"heartbeat must be callable, got {type(heartbeat).__name__}")
+        if max_frame < 8:
+            raise ValueError(f"max_frame must be at least 8, got {max_frame}")
+        if log is not None and not callable(log):
+            raise TypeError(f"log must be callable or None, got {type(log).__name__}")
+        self.log = log
+        self.heartbeat = heartbeat
+        self.max_frame = max_frame
+        self.min_version = min_version
+        self.max_version = max_version
+        self.latencies = latencies
+        self.answered = 0
+
+    def __call__(self, data: bytes, write: Callable[[bytes], object],
+                 host: Optional[bytes] = None) -> int:
+        if not isinstance(data, bytes):
+            raise TypeError(f"data must be bytes, got {type(data).__name__}")
+        if host is not None and type(host) is not bytes:
+            raise TypeError(f"host must be bytes (JSON text) or None, got {type(host).__name__}")
+        logging = self.log is not None and host is not None
+        started = time.perf_counter()
+        ts = time.time()
+        out: List[bytes] = []
+        entries: Optional[List[LogEntry]] = [] if logging else None
+        try:
+            return heartbeat_run(bytearray(data), 0, self.max_frame, self.min_version,
+                                 self.max_version, self.heartbeat, out, entries)
+        finally:
+            # What was answered goes out even when a later heartbeat call raised.
+            if out:
+                self.answered += len(out)
+                write(b"".join(out))
+                seconds = time.perf_counter() - started
+                if self.latencies is not None:
+                    self.latencies.extend(itertools.repeat(seconds, len(out)))
+                if entries:
+                    host_text = host.decode("ascii")
+                    self.log("".join(
+                        heartbeat_line(ts, version, client_id, host_text, group, member,
+                                       generation, error, seconds)
+                        for version, client_id, group, member, generation, error in entries
+                    ).encode("ascii"))
+
+    def flush_log(self) -> None:
+        """Nothing to do: each call hands its lines to `log` itself (the native twin
+        buffers across the calls of its C-level `answer`)."""
