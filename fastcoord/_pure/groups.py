@@ -176,7 +176,6 @@ class Group:
         self.supported: Dict[str, int] = {}        # protocol name -> members supporting it
         self.offsets: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offsets: Dict[Tuple[str, int], int] = {}
-        self.created_ms = now_ms
         # When the group last became Empty, on the commit clock (GroupLogic.commit_time_ms:
         # wall time, what a restart keeps): an Empty group's offsets expire retention
         # after it (Kafka's currentStateTimestamp, read only in Empty)
