@@ -2,7 +2,7 @@
 
 FASTCOORD_NO_EXTENSIONS=1  build nothing native: the package runs on its pure twin.
 FASTCOORD_DEBUG=1          build with line tracing and write Cython's annotated HTML
-                           (tracing costs 8-100x: never for benchmarks).
+                           (tracing slows the code many times: never for benchmarks).
 """
 import glob
 import os
@@ -74,12 +74,11 @@ def native_extensions():
     # a build without extensions, or a machine without a compiler, runs the .py.
     # (replay.pxd beside replay.py augments it as groups.pxd does groups.py, and
     # clock.pxd and store.pxd clock.py and store.py: ManualClock and InMemoryStore
-    # extension types the C code cimports.) The
-    # 1,000-group benchmark trace on one pinned core, two alternating pairs, best of 3:
-    # 0.83, 0.84 -> 0.75, 0.77 s of CPU.
+    # extension types the C code cimports.)
     # (The Makefile rebuilds when either source changes: a stale .so would shadow it;
     # fastcoord._compat.COMPILED_IN_PLACE names them for the pure setting, which loads
-    # the .py: tests/test_compiled_python.py checks the lists agree.)
+    # the .py: tests/test_compiled_python.py,
+    # test_compiled_in_place_lists_what_the_build_compiled, checks the lists agree.)
     compiled_python = ["fastcoord/clock.py", "fastcoord/coordinator.py",
                        "fastcoord/pipeline/replay.py", "fastcoord/store.py"]
     # cythonize does not see that groups.py depends on its augmenting .pxd, which sits

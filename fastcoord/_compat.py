@@ -53,8 +53,9 @@ def module(impl: "str | None", name: str) -> ModuleType:
     return importlib.import_module(f"fastcoord._{which}.{name}")
 
 
-# The modules setup.py compiles in place, beside their .py (keep its list in step:
-# tests/test_compiled_python.py checks the two agree)
+# The modules setup.py compiles in place, beside their .py: exactly the extension
+# modules outside _native that setup.py's compiled_python builds
+# (tests/test_compiled_python.py, test_compiled_in_place_lists_what_the_build_compiled)
 COMPILED_IN_PLACE = ("fastcoord.clock", "fastcoord.coordinator", "fastcoord.pipeline.replay",
                      "fastcoord.store")
 
