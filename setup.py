@@ -2,7 +2,7 @@
 
 FASTCOORD_NO_EXTENSIONS=1  build nothing native: the package runs on its pure twin.
 FASTCOORD_DEBUG=1          build with line tracing and write Cython's annotated HTML
-                           (tracing costs 8-100x: never for benchmarks).
+                           (tracing slows the code many times: never for benchmarks).
 """
 import glob
 import os

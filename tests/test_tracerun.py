@@ -402,6 +402,38 @@ def test_an_offset_a_reader_holds_never_changes_under_a_runs_commits(impl):
     assert now == OffsetAndMetadata(9, "", -1, t0 + 4) and type(now) is OffsetAndMetadata
 
 
+@pytest.mark.parametrize("keeps_offsets,fail_with", [
+    (True, Errors.NONE), (False, Errors.NONE), (True, Errors.NOT_COORDINATOR)])
+def test_a_runs_commit_leaves_what_commit_offsets_leaves(impl, keeps_offsets, fail_with):
+    """The run's commit (GroupLogic.commit_accepted in the pure twin; runs.pyx's
+    c_commit_accepted, which writes InMemoryStore.store_offset_now's dicts itself, in the
+    native) and commit_offsets of the same offset alone, at the same time, answer the
+    same and leave the same store offsets, group offsets and pending writes."""
+    after = []
+    for by_run in (True, False):
+        store = InMemoryStore(group_records=False, offsets=keeps_offsets)
+        coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(1_000), impl=impl,
+                                 store=store)
+        mid, gen = _stable_member(coord, coord.clock)
+        h = coord.member_handle("g", mid)
+        store.fail_with = fail_with
+        t = coord.clock.now_ms() + 5
+        if by_run:
+            tr = Trace(impl, [COMMIT], [t], [0], [h], [gen])
+            assert tr.run_on(coord, offsets=[42]).run(0) == 1
+            error = tr.errors[0]
+        else:
+            coord.advance_time(5)
+            error = int(coord.commit_offsets("g", mid, gen, {PART: 42})[PART])
+        group = coord._logic.owners[h & 0xFFFFFFFF][0]
+        stored = {g: {tp: (type(om), tuple(om)) for tp, om in by.items()}
+                  for g, by in store.offsets.items()}
+        held = {tp: (type(om), tuple(om)) for tp, om in group.offsets.items()}
+        after.append((error, stored, held, dict(group.pending_offsets)))
+    assert after[0] == after[1]
+    assert after[0][0] == int(fail_with)
+
+
 def test_a_static_members_commit_plays_with_its_instance_id(impl, coord):
     got = {}
     coord.join_group("g", "", "consumer", [("range", b"")], session_timeout_ms=10_000,

@@ -6,10 +6,10 @@
 # theirs has (exactly those its __init__ sets: one missing here is an AttributeError
 # at the first object made, so every test fails) sits in a slot, typed object, so no
 # value changes: reading one is a load, not a look-up through the type and an instance
-# dict (13% of a steady-state replay's instructions went to such look-ups, the group
-# logic's most of them). The methods below are cpdef: one method's call of another is a C
-# call, and their `group` and `member` arguments (typed in the signature) and locals
-# (typed by @cython.locals) are typed, so their attributes are loads too; None passes
+# dict (the group logic reads many per request). The methods below are cpdef: one
+# method's call of another is a C call, and their `group` and `member` arguments (typed
+# in the signature) and locals (typed by @cython.locals) are typed, so their attributes
+# are loads too; None passes
 # where a Group or Member is typed, as in Python. A cpdef method cannot hold a closure or a generator, and
 # takes no *args: those methods stay def.
 cimport cython
@@ -56,7 +56,7 @@ cdef class Member:
 
 cdef class Group:
     cdef public object group_id, rec, state, generation, protocol_type, protocol_name
-    cdef public object leader_id, num_awaiting_join, new_member_added, created_ms
+    cdef public object leader_id, num_awaiting_join, new_member_added
     cdef public object version, members_epoch, empty_since_ms
     # Containers made once (in __init__) and never replaced: typed, their methods and
     # look-ups are the C API's, not calls through the type

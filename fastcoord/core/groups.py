@@ -20,7 +20,7 @@ the order they were produced (so both twins deliver callbacks in the same order)
 The requests a replay makes most (join, sync, group_summary, member_ids) take it by
 acquire() and release() in try/finally, the rest by `with`, which does the same: in
 the native twin those two are C calls, where `with` looks up and binds __enter__ and
-__exit__ (about a thousand instructions a request).
+__exit__ on every request.
 """
 from __future__ import annotations
 
@@ -49,12 +49,11 @@ from fastcoord.core.results import (
 log = logging.getLogger("fastcoord.coordinator")
 
 # The Errors members, read from a plain namespace: on Python 3.11 every `Errors.X` takes
-# the slow attribute path (EnumType defines __getattr__; ~70 ns a read), and a request
+# the slow attribute path (EnumType defines __getattr__), and a request
 # reads several (an offset commit about ten). The values are the very same members.
 E = types.SimpleNamespace(**Errors.__members__)
 # The answer of most checks, held alone: compiled (groups.pxd) a C global, one load where
-# E.NONE is a namespace look-up (those look-ups were near 1% of a replay's instructions
-# in its profile)
+# E.NONE is a namespace look-up, and nearly every request makes such a check
 _NONE = Errors.NONE
 
 
@@ -176,7 +175,6 @@ class Group:
         self.supported: Dict[str, int] = {}        # protocol name -> members supporting it
         self.offsets: Dict[Tuple[str, int], OffsetAndMetadata] = {}
         self.pending_offsets: Dict[Tuple[str, int], int] = {}
-        self.created_ms = now_ms
         # When the group last became Empty, on the commit clock (GroupLogic.commit_time_ms:
         # wall time, what a restart keeps): an Empty group's offsets expire retention
         # after it (Kafka's currentStateTimestamp, read only in Empty)
@@ -338,7 +336,7 @@ class GroupLogic:
                  members_mod, wheel_mod, purgatory_mod):
         self.config = config
         # The limits the join path checks, read once (the config is frozen): compiled,
-        # each sits in a slot, where the dataclass's attribute was a look-up through its
+        # each sits in a slot, where the dataclass's attribute is a look-up through its
         # instance dict at every join
         self._min_session_ms = config.group_min_session_timeout_ms
         self._max_session_ms = config.group_max_session_timeout_ms
@@ -358,8 +356,8 @@ class GroupLogic:
         self._outboxes = _Outboxes()
         # The creating thread's outbox, held directly: most calls come from that thread
         # (a replay's, the server's event loop) and skip the thread-local look-up, which
-        # cost 2% of a replay. Another thread, or one that reuses a dead home thread's
-        # ident (the box is empty between calls), is no different for it.
+        # every call would otherwise make. Another thread, or one that reuses a dead home
+        # thread's ident (the box is empty between calls), is no different for it.
         self._home_thread = _thread_ident()
         self._home_box = self._outboxes.box
         self._join_ops, self._sync_ops = _delayed_op_classes(self._op_base)
@@ -602,8 +600,8 @@ class GroupLogic:
     def _record(self, group: Group, assignment: dict) -> Optional[dict]:
         """What store_group is given for the group: its record (_group_record), or None
         for a store that keeps no group records, to which a record and a tombstone are
-        the same (a replay's: each leader's sync built a record of every member, 3% of
-        its instructions, that nothing read). The store's flag is read here, where it is
+        the same (a replay's: each leader's sync would build a record of every member
+        that nothing reads). The store's flag is read here, where it is
         used: a store without one keeps records."""
         if getattr(self.store, "keeps_group_records", True):
             return _group_record(group, assignment)
@@ -1044,11 +1042,13 @@ class GroupLogic:
         HeartbeatRun plays commits on no other). The answer for tp.
 
         _store_offsets' steps for this one case, called directly: its caller holds no
-        lock and nothing is queued, so the outbox and the callback have nothing to add (they
-        were two thirds of a replay's commit). No write is left in flight, so none is
+        lock and nothing is queued, so the outbox and the callback have nothing to add (and
+        would be most of a commit's work). No write is left in flight, so none is
         counted pending; the commit takes effect where the group's offset changes, and a
         fetch before that sees the previous offset. The native HeartbeatRun takes these
-        same steps in C (runs.pyx, c_commit_accepted): keep the two in step."""
+        same steps in C (runs.pyx, c_commit_accepted): each twin's leaves the answer,
+        store, group offsets and pending writes commit_offsets of the offset alone leaves
+        (tests/test_tracerun.py, test_a_runs_commit_leaves_what_commit_offsets_leaves)."""
         group = self.owners[slot][0]
         om = _offset_alone(offset, self.commit_time_ms())
         error = self.store.store_offset_now(group.group_id, tp, om)

@@ -23,7 +23,7 @@ Two engines run the measurement (setup is always asyncio):
   next to the server's (see its docstring), so the latency it reports is the server's.
   The event loop is blocked meanwhile: the server under test must not share it.
 - "python": the asyncio protocol below (the readable version, and the fallback). It
-  saturates its own core near 100,000 heartbeats/s, sends the open loop in bursts every
+  saturates its own core at high rates, sends the open loop in bursts every
   0.5 ms, and its latencies include its own queueing at high rates.
 """
 from __future__ import annotations

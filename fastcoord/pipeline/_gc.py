@@ -3,7 +3,7 @@
 A shard's run allocates millions of short-lived objects while it holds a large state
 that hardly changes (members, groups, the trace's join rows). At CPython's default
 thresholds the cyclic collector runs every 700 net allocations and keeps rescanning
-that state: 8% of a replay's time (py-spy, 1,000 groups). The runs make next to no
+that state, a share of the run that grows with the state. The runs make next to no
 cyclic garbage (`gc.collect()` after a run with collection off found none on the
 synthetic traces), so they collect about 70 times less often, not never: memory stays
 bounded if some path does make cycles.

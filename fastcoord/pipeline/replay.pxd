@@ -44,10 +44,8 @@ from libc.stdint cimport int64_t
 # The per-member and per-group arrays in slots too, as typed views of the array.array
 # buffers the .py makes (HeartbeatRun's view the same memory): the driver reads and
 # writes one of them several times per request, a C load or store where indexing the
-# array object took a Python call and an int object (with the fixed-arity
-# GroupRecord.__exit__: callgrind, shard 7 of the 10M-event trace, 1,345.1M -> 1,278.7M
-# instructions). From Python, an attribute reads as a memoryview of the array, indexed
-# as the array is.
+# array object takes a Python call and an int object. From Python, an attribute reads
+# as a memoryview of the array, indexed as the array is.
 cdef class _Arrays:
     cdef public long long[::1] handles, sessions, last_touch, check_at
     cdef public int[::1] generations

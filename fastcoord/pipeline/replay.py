@@ -203,8 +203,8 @@ class _GroupView:
 class _Answer:
     """The callback of one join or sync: hands the coordinator's result to the replay's
     handler with the member and the trace index the request was sent for. (What a
-    partial of the handler did; compiled, this is an extension type, and a replay ran
-    1.8% fewer instructions with it than with the partial: callgrind, a 16k-event shard.)"""
+    partial of the handler did; compiled, this is an extension type, whose call is a C
+    slot where a partial's builds its arguments anew: one per join and sync.)"""
     __slots__ = ("replay", "m", "idx", "sync")
 
     def __init__(self, replay, m, idx, sync):
@@ -254,8 +254,8 @@ class ShardReplay:
     # -- setup -------------------------------------------------------------------------
     def _start(self, t0: int) -> None:
         # The driver reads this clock's time as `clock._now` (ManualClock.now_ms's value):
-        # an answer reads it a few times, and calling now_ms, a Python function, instead
-        # cost 1.4% more of a replay's instructions (callgrind, a 16k-event shard)
+        # an answer reads it a few times, a field's load where now_ms would be a Python
+        # call each time
         self.clock = ManualClock(t0)
         self.now = t0
         # The store keeps nothing (its writes succeed): nothing reads a replay's group
@@ -268,7 +268,8 @@ class ShardReplay:
         # Read first by each observation, which reads nothing more while it has not moved
         self.group_version = self.coord.group_version
         # ... from the native member table by a C call, when this module is compiled
-        # (the bound method's call was 2% of a replay's instructions)
+        # (typed here so the look-up is one C call, not a bound method's: every
+        # observation of a group makes it)
         self.native_table = (self.coord._logic.table
                              if cython.compiled and self.coord.impl == "native" else None)
 
@@ -539,7 +540,8 @@ class ShardReplay:
         times = array.array("q", table.column("time_ms").to_numpy().tobytes())
         seqs = array.array("q", table.column("seq").to_numpy().tobytes())
         # The columns only a join reads, for the join rows alone (a small share of a trace)
-        # (found by their kind: comparing the event column's strings again cost 1.4%)
+        # (found by their kind, already computed, not by comparing the event column's
+        # strings a second time)
         # In trace order, as the loop meets the joins: it takes them by a cursor
         join_at = np.flatnonzero(np.frombuffer(kinds, np.uint8) == _JOIN)
         joins = table.select(_JOIN_COLUMNS).take(join_at)
@@ -638,8 +640,8 @@ class ShardReplay:
         """runs.run from event idx (to `stop`), then the replay's clock (a run moves it).
         The next event's index."""
         if cython.compiled and self.native_runs is not None:
-            # A C call, where the method's look-up, its arguments' parsing and the `now`
-            # property cost 1% of a replay's instructions (a run's `now` is the clock's)
+            # A C call, with no method look-up, argument parsing or `now` property: this
+            # runs for every run the replay plays (a run's `now` is the clock's)
             nxt = self.native_runs.c_run(idx, stop)
             self.now = self._clock_now()
             return nxt
@@ -673,9 +675,9 @@ class ShardReplay:
         cols["error"] = pa.array(np.frombuffer(self.errors, np.int32))
         cols["answered_ms"] = pa.array(np.frombuffer(self.answered, np.int64))
         # A dictionary-encoded string column (a packed trace's, given one dictionary by
-        # _run) stays encoded: decoding it here cost 4% of a replay, and what the table
-        # goes to takes it as it is (an Arrow stream, a Parquet file) or decodes it once
-        # for all shards (canonical, blob_tables)
+        # _run) stays encoded: decoding it here would cost a pass over every row, and
+        # what the table goes to takes it as it is (an Arrow stream, a Parquet file) or
+        # decodes it once for all shards (canonical, blob_tables)
         schema = pa.schema([pa.field(f.name, cols[f.name].type)
                             if pa.types.is_dictionary(cols[f.name].type) else f
                             for f in RESPONSES_SCHEMA])
@@ -788,8 +790,8 @@ def _pair_codes(group_codes: np.ndarray, member_codes: np.ndarray) -> np.ndarray
     appearance, from the two columns' numbers (_dense_codes). Where no member id
     appears in two groups (a trace of client-side ids: the rule, not the exception) the
     member ids' own numbers are already that: the pairs and the ids correspond one to
-    one and first appear at the same rows. Three array passes check it, where numbering
-    the pairs afresh hashes every row again (13 against 3 ns a row)."""
+    one and first appear at the same rows. Three array passes check it, cheaper per row
+    than numbering the pairs afresh, which hashes every row again."""
     if not len(member_codes):
         return member_codes
     span = int(member_codes.max()) + 1
@@ -822,7 +824,7 @@ def _first_uses(codes: np.ndarray) -> Optional[np.ndarray]:
         return np.zeros(0, np.int64)
     if cython.compiled:
         # One typed pass (_first_uses_into), where the running maximum (numpy's
-        # accumulate, 3 ns a row) and its steps took three
+        # accumulate) and its steps take three
         out = np.empty(len(codes), np.int64)
         n = _first_uses_into(np.ascontiguousarray(codes, np.int64), out)
         return out[:n] if n >= 0 else None
@@ -854,8 +856,8 @@ _EVENT_LOOKUP = np.array(list(_EVENT_CODES.values()) + [_OTHER], np.uint8)
 
 def _event_kinds(column) -> array.array:
     """The events' codes (_HEARTBEAT, ...; _OTHER for an unknown one or null): each
-    row's place among the five names (a look-up in a hash set of five, not a dictionary
-    of the column: 16 against 23 ns a row), null where it is none of them."""
+    row's place among the five names (a look-up in a hash set of five, cheaper per row
+    than dictionary-encoding the column), null where it is none of them."""
     if pa.types.is_dictionary(column.type):
         # each dictionary value's code, then the rows' by their indices
         column = _unified(column)
@@ -1010,8 +1012,8 @@ def leave_answer(result) -> int:
 
 def in_trace_order(table: pa.Table) -> bool:
     """Whether the rows are already in (time_ms, seq) order, so that sorting them (a
-    stable sort) would change nothing. A trace usually is: the check costs 5 ms per
-    million rows, the sort with its copy of every column 300 ms (7% of a replay)."""
+    stable sort) would change nothing. A trace usually is, and the check is a few array
+    passes over two columns, where the sort copies every column."""
     times, seqs = table.column("time_ms"), table.column("seq")
     if times.null_count or seqs.null_count:
         return False                                # the sort puts nulls last
@@ -1022,8 +1024,8 @@ def in_trace_order(table: pa.Table) -> bool:
     seq_steps = np.diff(seqs)
     if not (seq_steps < 0).any():
         # the usual case (seq numbers the rows as written, in time order): no row's seq
-        # falls at all, so none within a time (the mask below made the whole check take
-        # 1.47 ms for a 213k-row shard, this one 0.25 ms)
+        # falls at all, so none within a time (no mask to build: the mask below copies
+        # the steps)
         return True
     return not (seq_steps[steps == 0] < 0).any()
 

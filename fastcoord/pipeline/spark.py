@@ -78,8 +78,8 @@ RUNTIME_SCHEMA = pa.schema([("shard", pa.int32()), ("fastcoord", pa.string()),
 # (table, chunk of at most RESULT_ROWS_PER_BLOB rows): a few binary values instead of
 # wide rows, whose conversion checks every cell of every other table's columns for
 # null. Their int64 columns of small steps (a responses table's seq, time_ms and
-# answered_ms) travel as int32 steps (steps.py: 40% fewer bytes). Tables for an output
-# directory are written by the replay tasks themselves (write_shard_tables).
+# answered_ms) travel as int32 steps (steps.py: fewer bytes once compressed). Tables
+# for an output directory are written by the replay tasks themselves (write_shard_tables).
 BLOB_SCHEMA = pa.schema([("table", pa.string()), ("ipc", pa.binary())])
 BLOB_DDL = spark_ddl(BLOB_SCHEMA)
 RESULT_ROWS_PER_BLOB = 100_000      # a blob of a few MB at most
@@ -177,27 +177,20 @@ def package_archive(cache_dir: Optional[str] = None) -> str:
 # The bytes of one Arrow batch Spark fills for a Python worker, at most. The jobs feed
 # their workers packed trace pieces (a shard's rows of up to a million trace rows, a few
 # MB each), and maxRecordsPerBatch (10,000 rows) alone would put every piece a task
-# receives into one batch: on the 10M-event trace, what-if's tasks (each piece repeated
-# once per configuration) asked the JVM for a 512 MiB buffer and failed with 1 GiB of
-# direct memory (Spark's default driver memory, which local mode runs the tasks in). Spark
-# measures the batch after every row it writes (ArrowWriter.sizeInBytes), which cost
-# 718 of 2,060 JFR samples when the replay was fed the trace's rows themselves; now it
-# runs once per packed piece (a few hundred a task). A piece larger than this still
-# goes, alone in its batch. Small batches are also cheaper for the JVM to fill than one
-# large one (whose buffers it grows by copying, well out of cache): on the 10M-event
-# trace (local[1], a task reading its share of the shuffle and nothing else), the
-# stage's four tasks took 0.39 and 0.34 s in all with 4 MiB against 0.76 and 0.81 s
-# with 64 MiB; in the replay stage the workers waited 0.26-0.28 s for their input
-# against 0.49 s, and the stage's median over nine alternating rounds each was 8.71 s
-# of task time against 9.33 s.
+# receives into one batch: a large trace's what-if tasks (each piece repeated once per
+# configuration) would ask the JVM for a buffer larger than Spark's default driver
+# memory (which local mode runs the tasks in) and fail. Spark measures the batch after
+# every row it writes (ArrowWriter.sizeInBytes), once per packed piece here (a few
+# hundred a task), not once per trace row. A piece larger than this still goes, alone
+# in its batch. Small batches are also cheaper for the JVM to fill than one large one
+# (whose buffers it grows by copying, well out of cache), so the workers wait less for
+# their input.
 ARROW_MAX_BYTES_PER_BATCH = str(4 << 20)
 
 # The JVM of a local master (driver and executor in one process) on the same cores as
 # the Python workers, which do nearly all of the work. Its default tiered JIT spends
 # seconds of CPU in the C2 compiler warming up, taken from the workers; C1 alone and
-# the serial collector cut that. On the benchmark's 10M-event trace (the replay stage
-# in a fresh session, local[2], three alternating runs): JVM CPU 4.1-4.2 s against
-# 7.3-7.6 s, stage wall time 16.3-16.5 s against 17.7-18.3 s. Not for cluster
+# the serial collector cut that, and the stage's wall time with it. Not for cluster
 # masters, whose executors are long-lived JVMs of their own. A user's
 # spark.driver.extraJavaOptions (`conf`) replaces it.
 LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -238,9 +231,8 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
     b = b.config("spark.sql.shuffle.partitions", str(shuffle_partitions or NUM_SHARDS))
     # What the jobs shuffle is the packed trace, whose pieces are LZ4-compressed Arrow
     # already (pack_by_shard): Spark's shuffle compression would only compress them
-    # again. Off, the benchmark trace's Spark stage (local[2], two alternating pairs)
-    # took 9.3 and 9.4 s of JVM CPU against 12.3 and 12.3 s, and 24.5 and 23.0 s of
-    # wall time against 26.9 and 26.6 s. (A launch-time setting: a Spark Connect
+    # again, spending the JVM's CPU (shared with the workers) for nothing. (A
+    # launch-time setting: a Spark Connect
     # server keeps its own.)
     b = b.config("spark.shuffle.compress", "false")
     for k, v in (conf or {}).items():
@@ -383,9 +375,7 @@ def write_shard_tables(out_dir: str, shard: int, tables: Dict[str, pa.Table]) ->
 # - a data row: the shard's valid rows of that piece as an LZ4-compressed Arrow IPC
 #   stream, `report` null. Compressed by the worker, not by Spark's shuffle (which
 #   session() turns off): the values also cross the Arrow socket between JVM and Python
-#   twice, and the JVM handles a third of the bytes (on the 10M-event trace, 35 MB
-#   instead of 100 MB per million rows; the Spark stage on local[2], all processes: a
-#   median of 48.0 CPU-s over 9 runs against 54.5 over 4);
+#   twice, and the JVM handles the compressed bytes, a fraction of the values';
 # - a report row, `ipc` null: a piece's ingest counts and the time range of its valid
 #   rows (ingest.piece_report). Every piece's report goes to shard 0, and every reading
 #   task sends its pieces' time range to every shard: a shard's task learns the whole

@@ -139,7 +139,7 @@ def validate(table: pa.Table, stats: IngestStats = None, *, order: bool = True,
         for i in idx[: max(0, 20 - len(stats.examples))]:
             stats.examples.append(f"{kind}: {str(t.slice(i, 1).to_pylist()[0])[:200]}")
     bad = pc.or_(bad_null, unknown)
-    # the filter copies every column (3 s for 10M events): only when a row must go
+    # the filter copies every column: only when a row must go
     good = t.filter(pc.invert(bad)) if pc.any(bad).as_py() else t
     stats.rows_ok += good.num_rows
     if order:
@@ -166,8 +166,8 @@ def _coerce(value, typ):
 def count_out_of_order(t: pa.Table) -> int:
     """Rows whose time is earlier than an earlier row (by seq) of the same group.
 
-    In array operations (a Python loop over the rows took most of the 10 s that
-    validating a 10M-event trace cost): the rows ordered by (group, seq), each row keyed
+    In array operations (a Python loop over the rows would cost an interpreted step per
+    row, most of a large trace's validation): the rows ordered by (group, seq), each row keyed
     group * span + its time's offset from the earliest (span: the times' range, or the
     ranks of the distinct times where that product would not fit in 63 bits). Every key
     of a group is above every key of the groups before it, so a running maximum of the

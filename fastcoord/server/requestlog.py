@@ -5,8 +5,8 @@ generation, error (the top-level error code, when the response has one), latency
 (from decoding the request to encoding its response, parked time included).
 Writes are buffered and flushed by the server every second and at shutdown. Rotation
 renames files in the caller's thread but deletes the oldest in a thread of its own:
-unlinking a 64 MiB file costs the filesystem 30-40 ms, a stall the event loop would
-otherwise take every few seconds at 100,000 requests/s. The
+unlinking a large file is slow on the filesystem, a stall the event loop would
+otherwise take at every rotation. The
 heartbeat fast paths (`wire.HeartbeatReader`, both twins) format their lines themselves
 in this same format (`heartbeat_line`) and hand them over in blocks (`write_lines`).
 

@@ -878,7 +878,8 @@ class CoordinatorServer:
     def _idle_connections(self, cutoff: float):
         """The open connections nothing was read from since `cutoff`, parked ones
         excepted. The lane answers for its connections in one C pass; the loop below
-        skips them (a Python call each would stall the loop ~1 ms per 1,000)."""
+        skips them (a Python call each would stall the loop in proportion to their
+        number)."""
         idle = self.lane.idle(cutoff) if self.lane is not None else []
         idle += [conn for conn in self.connections
                  if conn._lane_fd < 0 and conn.last_active < cutoff]

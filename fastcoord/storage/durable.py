@@ -49,7 +49,7 @@ _gc_was_enabled = False
 @contextlib.contextmanager
 def _no_gc():
     """Bulk decoding allocates millions of tuples and no cycles: the cyclic GC would
-    rescan the growing state again and again (2.5x the load time), so pause it, until
+    rescan the growing state again and again, so pause it, until
     the last of the blocks running at once ends. Then what they built moves straight to
     the oldest generation (gc.freeze, gc.unfreeze): it is long-lived state, and left in
     the youngest the first collection after would traverse all of it at once."""
@@ -377,8 +377,8 @@ class _Writer:
 
     def _append_all(self, by_log: "Dict[_ShardLog, Tuple[List[bytes], List[Done]]]") -> None:
         """One write per shard log, then their fsyncs at the same time (the file system
-        commits concurrent fdatasyncs of many files together: on ext4 here 15-20x the
-        syncs per second of one after another), then every answer. Each log's io_lock is
+        commits concurrent fdatasyncs of many files together, many more per second
+        than one after another), then every answer. Each log's io_lock is
         held from its write to its acknowledgement; the answers run after, unlocked."""
         store = self.store
         logs = list(by_log)

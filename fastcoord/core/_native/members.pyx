@@ -165,7 +165,7 @@ cdef class GroupRecord:
         return self
 
     # (Three named arguments, not *exc: every `with rec:` of the group logic calls this,
-    # and a fixed-arity method takes the fast call, where *exc made a tuple per call.)
+    # and a fixed-arity method takes the fast call, where *exc makes a tuple per call.)
     def __exit__(self, exc_type, exc, traceback):
         pthread_mutex_unlock(&self.core.mu)
 

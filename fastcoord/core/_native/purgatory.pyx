@@ -164,8 +164,8 @@ cdef class Purgatory:
 
     def __cinit__(self, *args, **kwargs):
         # The watcher lists' locks and the counters' (C mutexes: a `with` on a
-        # threading.Lock looked up and called __enter__ and __exit__, a few hundred
-        # instructions, at every check of a key)
+        # threading.Lock looks up and calls __enter__ and __exit__ at every check of a
+        # key)
         cdef int i
         for i in range(STRIPES):
             pthread_mutex_init(&self._stripe_mu[i], NULL)

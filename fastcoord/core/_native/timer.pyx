@@ -851,7 +851,7 @@ cdef class Timer:
         cdef PyObject* fn = NULL
         if entry_id < 0:
             return False
-        # the low 32 bits (a C cast: `& 0xFFFFFFFF` made Cython box a Python int per call)
+        # the low 32 bits (a C cast: `& 0xFFFFFFFF` would make Cython box a Python int per call)
         idx = <int32_t><uint32_t>entry_id
         gen = <int32_t>(entry_id >> 32)
         self._acquire()
@@ -946,8 +946,8 @@ cdef class Timer:
     cdef int _step_manual_clock(self, int64_t t) except -1:
         """ManualClock.set_ms(t), in its field (the clock is exactly a ManualClock): it
         never moves back. An entry fires with the clock at its deadline and the stepper
-        ends at its target; calling set_ms (a Python function) for each entry cost about
-        1.4% of a replay's instructions (callgrind, a 16k-event shard). A time that is
+        ends at its target; set_ms is a Python function, and this runs for each entry
+        fired. A time that is
         not an int, or not an int64 (set by hand), takes the method, which decides."""
         cdef int overflow = 0
         cdef long long now = 0

@@ -6,11 +6,9 @@ paced, sent, received and timed in one C loop with the GIL released.
 members joined and synced by fastcoord/loadgen.py, in asyncio) and, for each,
 the encoded Heartbeat request frames of its members. It then owns the sockets for one
 run: warm-up (not measured), `duration_s` measured, and a drain until every request
-sent has its response. Its own (user-space) CPU per heartbeat, closed loop against
-`fastcoord serve` with 100 connections on a shared 2-core VM (cpu_user_s / answered):
-0.07-0.11 µs with 8 in flight per connection, 0.45-0.61 µs with 1 (two runs), beside
-0.9-1.1 and 6.6-8.0 µs in the kernel (send, recv, epoll); so the latency it reports
-is the server's and the kernel's, not the load generator's queueing. (The open loop
+sent has its response. Its own (user-space) CPU per heartbeat is small next to the
+kernel's (send, recv, epoll) and the server's, so the latency it reports is the server's
+and the kernel's, not the load generator's queueing. (The open loop
 spins between sends due less than SLACK_NS apart: its CPU time there is not its cost.)
 `fastcoord.loadgen` keeps the asyncio engine it replaces as the readable (and
 portable) version.

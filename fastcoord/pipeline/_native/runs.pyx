@@ -203,7 +203,8 @@ cdef class HeartbeatRun:
         cdef Group group = rec.group             # (a native table's: the native Group)
         if store.fail_with is ERRORS_NONE:
             # InMemoryStore.store_offset_now's write without the Python call (a replay's
-            # every commit; fastcoord/core/store.py: keep the two in step)
+            # every commit): the same dicts, the same offset, as commit_offsets stores
+            # (tests/test_tracerun.py, test_a_runs_commit_leaves_what_commit_offsets_leaves)
             if store.keeps_offsets:
                 om = _offset_alone(at, stamp)
                 offsets = store.offsets
