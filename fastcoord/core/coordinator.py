@@ -207,7 +207,12 @@ class GroupCoordinator:
             _twins.module(self.impl, "core.members"), _twins.module(self.impl, "core.timer"),
             _twins.module(self.impl, "core.purgatory"))
         table = self._logic.table
-        # The hot paths go straight to the member table (no Python frame in native).
+        # The twin's member table: a documented internal for C callers (the pipeline's
+        # compiled replay cimports its type: docs/native-core-api.md)
+        self.member_table = table
+        # The hot paths go straight to the member table (no Python frame in native): the
+        # instance's attributes shadow the class's methods of the same names below,
+        # which document them and do the same through the table.
         self.heartbeat = table.heartbeat
         self.heartbeat_batch = table.heartbeat_batch
         self.heartbeat_handle = table.heartbeat_handle
@@ -368,6 +373,32 @@ class GroupCoordinator:
         if type(group_id) is not str:     # (after every join, sync and leave of a replay)
             _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         return self._logic.group_summary(group_id)
+
+    # -- the hot paths (each bound on the instance to the member table's method) --------
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int,
+                  group_instance_id: Optional[str] = None) -> Errors:
+        """Kafka's Heartbeat: NONE, or the error code the protocol prescribes
+        (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID,
+        NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS ...). Answered by the member table
+        alone: the native twin runs no Python code for it."""
+        return self.member_table.heartbeat(group_id, member_id, generation_id,
+                                           group_instance_id)
+
+    def member_handle(self, group_id: str, member_id: str) -> int:
+        """A handle naming the member for heartbeat_batch and heartbeat_handle, or -1
+        when the coordinator does not know it. It stays valid while the member stays;
+        a handle of a member that left answers UNKNOWN_MEMBER_ID."""
+        return self.member_table.member_handle(group_id, member_id)
+
+    def heartbeat_batch(self, handles, generation_ids):
+        """One heartbeat per element (int64 handles, int32 generations, numpy arrays or
+        buffers of equal length), in order, with each one's result and effect: an int16
+        numpy array of error codes. The native twin runs the loop in C without the GIL."""
+        return self.member_table.heartbeat_batch(handles, generation_ids)
+
+    def heartbeat_handle(self, handle: int, generation_id: int) -> int:
+        """heartbeat_batch for one handle, without arrays: the error code as an int."""
+        return self.member_table.heartbeat_handle(handle, generation_id)
 
     def group_version(self, group_id: str) -> int:
         """A number that changes whenever the group's state or its member ids change,

@@ -16,31 +16,9 @@ cimport cython
 
 from fastcoord.core._native.members cimport GroupRecord, MemberTable
 
-from cpython.pythread cimport PyThread_get_thread_ident
-
 cdef object _NONE       # Errors.NONE (a C global: not an attribute of the compiled module)
 
 
-cdef extern from *:
-    """
-    /* tuple.__new__(cls, values) for cls a subclass of tuple that keeps tuple's own
-       allocation (a NamedTuple of fastcoord.core.results): tuple's __new__ slot called, as
-       the method's wrapper calls it once it has checked cls, without the wrapper's
-       call protocol (its argument tuple built, then sliced). Public API only: CPython
-       allocates and fills the instance. */
-    static PyObject *fc_tuple_new(PyObject *cls, PyObject *values) {
-        PyObject *t, *args = PyTuple_Pack(1, values);
-        if (args == NULL)
-            return NULL;
-        t = PyTuple_Type.tp_new((PyTypeObject *)cls, args, NULL);
-        Py_DECREF(args);
-        return t;
-    }
-    """
-    object fc_tuple_new(object cls, tuple values)
-
-cdef object _new_tuple(object cls, tuple values)
-cdef unsigned long _thread_ident()
 
 
 cdef class Member:
@@ -81,7 +59,7 @@ cdef class Group:
     @cython.locals(member=Member)
     cpdef maybe_elect_new_joined_leader(self)
     @cython.locals(m=Member)
-    cpdef current_member_metadata(self)
+    cpdef current_member_metadata(self, MemberTable table)
 
 
 cdef class _Outbox:
@@ -94,7 +72,7 @@ cdef class GroupLogic:
     cdef public object _home_box
     cdef public object _retention_pass, _retention_lock   # (cleanup_group_metadata_step)
     cdef public object _min_session_ms, _max_session_ms, _max_size, _new_member_timeout_ms
-    cdef public unsigned long _home_thread    # (the C thread id _thread_ident compares)
+    cdef public unsigned long _home_thread    # (the thread id the table.current_thread() compares)
     # The native member table, typed: its groups dict, active flag and shard states are
     # C reads (a request's group look-up, _find_group, reads all three)
     cdef public MemberTable table
@@ -168,7 +146,7 @@ cdef class GroupLogic:
 
 # Module-level helpers of the join and sync paths, C functions here
 cpdef _validate_member(Group group, member_id, instance_id)
-cpdef _join_error(error, member_id)
-cpdef _offset_alone(offset, now)      # (HeartbeatRun's commits too: runs.pyx)
+cpdef _join_error(MemberTable table, error, member_id)
+cpdef _offset_alone(MemberTable table, offset, now)      # (HeartbeatRun's commits too: runs.pyx)
 @cython.locals(m=Member)
 cpdef _group_record(Group group, assignment)

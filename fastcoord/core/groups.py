@@ -31,16 +31,12 @@ import threading
 import time
 import types
 import uuid
-from threading import get_ident
 from typing import Callable, Deque, Dict, List, Optional, Tuple
-
-try:
-    import cython
-except ImportError:     # Cython is needed to build, not to run the pure twin
-    cython = types.SimpleNamespace(compiled=False)
 
 from fastcoord.core.config import CoordinatorConfig, shard_for
 from fastcoord.core.errors import CoordinatorError, Errors, GroupState
+from fastcoord.core.states import (CR, DEAD, EMPTY, PR, SHARD_ACTIVE, SHARD_LOADING,
+                                   SHARD_NOT_OWNED, STABLE)
 from fastcoord.core.results import (
     GroupDescription, GroupListing, GroupSummary, JoinGroupMember, JoinGroupResult,
     LeaveGroupResult, MemberDescription, OffsetAndMetadata, SyncGroupResult,
@@ -57,28 +53,8 @@ E = types.SimpleNamespace(**Errors.__members__)
 _NONE = Errors.NONE
 
 
-def _new_tuple(cls, values: tuple):
-    """A NamedTuple from its field values, as its __new__ does it, without the call through
-    that Python __new__: for the results a join/sync round makes per member, and the
-    summaries and descriptions read after each request. tuple.__new__ makes it in both
-    twins: CPython's own allocation, whatever a tuple's layout holds (a cached hash).
-    Compiled, tuple's __new__ slot is called directly (groups.pxd's fc_tuple_new)."""
-    if cython.compiled:
-        return fc_tuple_new(cls, values)  # noqa: F821 (groups.pxd: compiled only)
-    return tuple.__new__(cls, values)
-
-
-def _thread_ident():
-    """The calling thread's identifier (threading.get_ident; compiled, the C call
-    itself, without a Python call per request)."""
-    if cython.compiled:
-        return PyThread_get_thread_ident()  # noqa: F821 (groups.pxd: compiled only)
-    return get_ident()
-
-
 _OM_DEFAULTS = OffsetAndMetadata._field_defaults    # what an offset given alone stands for
 _JG_DEFAULTS = JoinGroupResult._field_defaults      # what a join's error answer leaves out
-EMPTY, PR, CR, STABLE, DEAD = range(5)
 CONSUMER_PROTOCOL = "consumer"     # the protocol type whose subscriptions name topics
 STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
                GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
@@ -97,8 +73,6 @@ _VALID_PREVIOUS = {
 # own), so neither repeats within a coordinator (not even for a group deleted and made
 # again).
 _EPOCHS = itertools.count()
-# Shard status in the member table's shard array.
-SHARD_NOT_OWNED, SHARD_LOADING, SHARD_ACTIVE = 0, 1, 2
 
 
 class Member:
@@ -306,9 +280,9 @@ class Group:
                 return True
         return False
 
-    def current_member_metadata(self) -> List[JoinGroupMember]:
+    def current_member_metadata(self, table) -> List[JoinGroupMember]:
         protocol_name = self.protocol_name
-        return [_new_tuple(JoinGroupMember, (m.member_id, m.instance_id, m.metadata(protocol_name)))
+        return [table.make_result(JoinGroupMember, (m.member_id, m.instance_id, m.metadata(protocol_name)))
                 for m in self.members.values()]
 
 
@@ -358,7 +332,7 @@ class GroupLogic:
         # (a replay's, the server's event loop) and skip the thread-local look-up, which
         # every call would otherwise make. Another thread, or one that reuses a dead home
         # thread's ident (the box is empty between calls), is no different for it.
-        self._home_thread = _thread_ident()
+        self._home_thread = self.table.current_thread()
         self._home_box = self._outboxes.box
         self._join_ops, self._sync_ops = _delayed_op_classes(self._op_base)
         # the retention pass in slices under way (cleanup_group_metadata_step), or None;
@@ -383,7 +357,7 @@ class GroupLogic:
     # ======================================================================
     def _outbox(self) -> _Outbox:
         """The calling thread's outbox."""
-        return self._home_box if _thread_ident() == self._home_thread else self._outboxes.box
+        return self._home_box if self.table.current_thread() == self._home_thread else self._outboxes.box
 
     def _emit(self, fn, *args) -> None:
         self._outbox().items.append((fn, args))
@@ -476,15 +450,15 @@ class GroupLogic:
                    client_host, callback) -> None:
         error, group = self._find_group(group_id, allow_empty=False)
         if error != _NONE:
-            self._emit_one(callback, _join_error(error, member_id))
+            self._emit_one(callback, _join_error(self.table, error, member_id))
             return
         if not self._min_session_ms <= session_timeout_ms <= self._max_session_ms:
-            self._emit_one(callback, _join_error(E.INVALID_SESSION_TIMEOUT, member_id))
+            self._emit_one(callback, _join_error(self.table, E.INVALID_SESSION_TIMEOUT, member_id))
             return
         is_unknown = member_id == ""
         if group is None:
             if not is_unknown:
-                self._emit_one(callback, _join_error(E.UNKNOWN_MEMBER_ID, member_id))
+                self._emit_one(callback, _join_error(self.table, E.UNKNOWN_MEMBER_ID, member_id))
                 return
             group = self._create_group(group_id)
         rec = group.rec
@@ -497,7 +471,7 @@ class GroupLogic:
                     self._forget_member(group, member)
                 elif member_id in group.pending:
                     self._release_slot(group.pending.pop(member_id))
-                self._emit_one(callback, _join_error(E.GROUP_MAX_SIZE_REACHED, ""))
+                self._emit_one(callback, _join_error(self.table, E.GROUP_MAX_SIZE_REACHED, ""))
             elif is_unknown:
                 self._join_new_member(group, instance_id, require_known_member_id, client_id,
                                       client_host, rebalance_timeout_ms, session_timeout_ms,
@@ -528,10 +502,10 @@ class GroupLogic:
                          rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                          callback) -> None:
         if group.state == DEAD:
-            self._emit_one(callback, _join_error(E.COORDINATOR_NOT_AVAILABLE, ""))
+            self._emit_one(callback, _join_error(self.table, E.COORDINATOR_NOT_AVAILABLE, ""))
             return
         if not group.supports_protocols(protocol_type, protocols):
-            self._emit_one(callback, _join_error(E.INCONSISTENT_GROUP_PROTOCOL, ""))
+            self._emit_one(callback, _join_error(self.table, E.INCONSISTENT_GROUP_PROTOCOL, ""))
             return
         new_id = self.member_id_factory(instance_id if instance_id is not None else client_id)
         if instance_id is not None:
@@ -548,7 +522,7 @@ class GroupLogic:
                                     self.clock.now_ms() + session_timeout_ms, True)
             group.pending[new_id] = slot
             self.owners[slot] = (group, new_id)
-            self._emit_one(callback, _join_error(E.MEMBER_ID_REQUIRED, new_id))
+            self._emit_one(callback, _join_error(self.table, E.MEMBER_ID_REQUIRED, new_id))
         else:
             self._add_member_and_rebalance(group, new_id, None, client_id, client_host,
                                            rebalance_timeout_ms, session_timeout_ms,
@@ -558,15 +532,15 @@ class GroupLogic:
                              rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                              callback) -> None:
         if group.state == DEAD:
-            self._emit_one(callback, _join_error(E.COORDINATOR_NOT_AVAILABLE, member_id))
+            self._emit_one(callback, _join_error(self.table, E.COORDINATOR_NOT_AVAILABLE, member_id))
             return
         if not group.supports_protocols(protocol_type, protocols):
-            self._emit_one(callback, _join_error(E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            self._emit_one(callback, _join_error(self.table, E.INCONSISTENT_GROUP_PROTOCOL, member_id))
             return
         if member_id in group.pending:
             if instance_id is not None:
                 # Kafka raises here (a pending member is never static): answer it as unknown.
-                self._emit_one(callback, _join_error(E.UNKNOWN_MEMBER_ID, member_id))
+                self._emit_one(callback, _join_error(self.table, E.UNKNOWN_MEMBER_ID, member_id))
                 return
             self._add_member_and_rebalance(group, member_id, None, client_id, client_host,
                                            rebalance_timeout_ms, session_timeout_ms,
@@ -574,7 +548,7 @@ class GroupLogic:
             return
         error = _validate_member(group, member_id, instance_id)
         if error != _NONE:
-            self._emit_one(callback, _join_error(error, member_id))
+            self._emit_one(callback, _join_error(self.table, error, member_id))
             return
         member = group.members[member_id]
         state = group.state
@@ -595,7 +569,7 @@ class GroupLogic:
             else:
                 self._emit_one(callback, self._current_generation_result(group, member_id, False))
         else:  # Empty: a member cannot be known here
-            self._emit_one(callback, _join_error(E.UNKNOWN_MEMBER_ID, member_id))
+            self._emit_one(callback, _join_error(self.table, E.UNKNOWN_MEMBER_ID, member_id))
 
     def _record(self, group: Group, assignment: dict) -> Optional[dict]:
         """What store_group is given for the group: its record (_group_record), or None
@@ -611,7 +585,7 @@ class GroupLogic:
         return JoinGroupResult(
             _NONE, group.generation, group.protocol_type, group.protocol_name,
             group.leader_id or "", member_id,
-            group.current_member_metadata() if with_members else [], False)
+            group.current_member_metadata(self.table) if with_members else [], False)
 
     def _add_member_and_rebalance(self, group, member_id, instance_id, client_id, client_host,
                                   rebalance_timeout_ms, session_timeout_ms, protocol_type,
@@ -636,7 +610,7 @@ class GroupLogic:
                                      session_timeout_ms, callback) -> None:
         # A join of the member still parked is superseded by this one (a client that
         # retried, or pipelined): it gets an answer, never dropped (Kafka drops it)
-        self._invoke_join(member, group, _join_error(E.REBALANCE_IN_PROGRESS, member.member_id))
+        self._invoke_join(member, group, _join_error(self.table, E.REBALANCE_IN_PROGRESS, member.member_id))
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
         self.table.set_session_timeout(member.slot, session_timeout_ms)
         self._maybe_prepare_rebalance(group)
@@ -656,7 +630,7 @@ class GroupLogic:
         current_leader = group.leader_id
         member = group.members[old_id]
         # The old incarnation is fenced at once: its parked join and sync learn it.
-        self._invoke_join(member, group, _join_error(E.FENCED_INSTANCE_ID, old_id))
+        self._invoke_join(member, group, _join_error(self.table, E.FENCED_INSTANCE_ID, old_id))
         self._invoke_sync(member, SyncGroupResult(E.FENCED_INSTANCE_ID))
         self._rename_member(group, member, new_id)
         self.table.touch(member.slot)      # with the old session timeout, as Kafka does
@@ -753,9 +727,9 @@ class GroupLogic:
                 group.generation, group.protocol_type, group.protocol_name
             for member in list(group.members.values()):
                 member_id = member.member_id
-                result = _new_tuple(JoinGroupResult, (
+                result = self.table.make_result(JoinGroupResult, (
                     _NONE, generation, protocol_type, protocol_name, leader, member_id,
-                    group.current_member_metadata() if member_id == leader else [], False))
+                    group.current_member_metadata(self.table) if member_id == leader else [], False))
                 self._invoke_join(member, group, result)
                 self.table.touch(member.slot)
                 member.is_new = False
@@ -866,7 +840,7 @@ class GroupLogic:
             else:  # Stable
                 self._remove_pending_sync_member(group, member_id)
                 member = group.members[member_id]
-                self._emit_one(callback, _new_tuple(SyncGroupResult, (
+                self._emit_one(callback, self.table.make_result(SyncGroupResult, (
                     _NONE, group.protocol_type, group.protocol_name, member.assignment)))
                 self.table.touch(member.slot)
         finally:
@@ -912,7 +886,7 @@ class GroupLogic:
         protocol_type = group.protocol_type if ok else None
         protocol_name = group.protocol_name if ok else None
         for member in group.members.values():
-            result = _new_tuple(SyncGroupResult,
+            result = self.table.make_result(SyncGroupResult,
                                 (error, protocol_type, protocol_name, member.assignment))
             if self._invoke_sync(member, result):
                 self.table.touch(member.slot)
@@ -994,7 +968,7 @@ class GroupLogic:
         unload), is answered UNKNOWN_MEMBER_ID, what the same request would get once
         the member is gone (Kafka answers the join so; it drops the sync, and a client
         answered REBALANCE_IN_PROGRESS would rejoin with the id it no longer has)."""
-        self._invoke_join(member, group, _join_error(E.UNKNOWN_MEMBER_ID, ""))
+        self._invoke_join(member, group, _join_error(self.table, E.UNKNOWN_MEMBER_ID, ""))
         self._invoke_sync(member, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
         group.remove(member.member_id)
         self._release_slot(member.slot)
@@ -1050,7 +1024,7 @@ class GroupLogic:
         store, group offsets and pending writes commit_offsets of the offset alone leaves
         (tests/test_tracerun.py, test_a_runs_commit_leaves_what_commit_offsets_leaves)."""
         group = self.owners[slot][0]
-        om = _offset_alone(offset, self.commit_time_ms())
+        om = _offset_alone(self.table, offset, self.commit_time_ms())
         error = self.store.store_offset_now(group.group_id, tp, om)
         if error == _NONE:
             with group.rec:
@@ -1081,7 +1055,7 @@ class GroupLogic:
             if type(om) is int:
                 # The offset alone (a consumer's usual commit); its default metadata is
                 # never too large (the limit is >= 0).
-                accepted[tp] = _offset_alone(om, now)
+                accepted[tp] = _offset_alone(self.table, om, now)
                 results[tp] = _NONE
                 continue
             metadata = om.metadata
@@ -1090,7 +1064,7 @@ class GroupLogic:
             else:
                 # om._replace(commit_timestamp_ms=now), without its generic cost (and
                 # without the call through OffsetAndMetadata's Python __new__)
-                accepted[tp] = (_new_tuple(OffsetAndMetadata,
+                accepted[tp] = (self.table.make_result(OffsetAndMetadata,
                                            (om.offset, metadata, om.leader_epoch, now))
                                 if type(om) is OffsetAndMetadata
                                 else om._replace(commit_timestamp_ms=now))
@@ -1140,7 +1114,7 @@ class GroupLogic:
         with group.rec:
             stable = group.state == STABLE
             members = [
-                _new_tuple(MemberDescription, (
+                self.table.make_result(MemberDescription, (
                     m.member_id, m.instance_id, m.client_id, m.client_host,
                     m.metadata(group.protocol_name) if stable else b"",
                     m.assignment if stable else b""))
@@ -1159,7 +1133,7 @@ class GroupLogic:
         rec = group.rec
         rec.acquire()
         try:
-            return _new_tuple(GroupSummary, (_NONE, STATE_VALUES[group.state], group.generation,
+            return self.table.make_result(GroupSummary, (_NONE, STATE_VALUES[group.state], group.generation,
                                              len(group.members), group.members_epoch))
         finally:
             rec.release()
@@ -1555,11 +1529,11 @@ def _group_record(group: Group, assignment: dict) -> dict:
             "protocol": protocol, "leader": group.leader_id, "members": members}
 
 
-def _join_error(error: Errors, member_id: str) -> JoinGroupResult:
+def _join_error(table, error: Errors, member_id: str) -> JoinGroupResult:
     """JoinGroupResult(error, member_id=member_id), made directly: the class's defaults
     for the rest, without the call through its Python __new__ (a join answered without
     a generation: MEMBER_ID_REQUIRED, for every new dynamic member, and the errors)."""
-    return _new_tuple(JoinGroupResult, (error, _JG_DEFAULTS["generation_id"],
+    return table.make_result(JoinGroupResult, (error, _JG_DEFAULTS["generation_id"],
                                         _JG_DEFAULTS["protocol_type"],
                                         _JG_DEFAULTS["protocol_name"],
                                         _JG_DEFAULTS["leader_id"], member_id,
@@ -1567,10 +1541,10 @@ def _join_error(error: Errors, member_id: str) -> JoinGroupResult:
                                         _JG_DEFAULTS["skip_assignment"]))
 
 
-def _offset_alone(offset: int, now: int) -> OffsetAndMetadata:
+def _offset_alone(table, offset: int, now: int) -> OffsetAndMetadata:
     """OffsetAndMetadata(offset, commit_timestamp_ms=now), made directly: the class's
     defaults for the rest, without the call through its Python __new__."""
-    return _new_tuple(OffsetAndMetadata, (offset, _OM_DEFAULTS["metadata"],
+    return table.make_result(OffsetAndMetadata, (offset, _OM_DEFAULTS["metadata"],
                                           _OM_DEFAULTS["leader_epoch"], now))
 
 

@@ -17,24 +17,13 @@ from fastcoord.pipeline._native.runs cimport HeartbeatRun
 
 # The event codes and the error codes the driver compares with (plain ints in the .py)
 cdef int _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER, _UNKNOWN, _MIDREQ
-# The answers' field positions (C ints: an item read by a C index)
-cdef Py_ssize_t _J_ERROR, _J_GENERATION, _J_LEADER, _J_MEMBER_ID, _J_MEMBERS, _M_MEMBER_ID
-cdef Py_ssize_t _S_ERROR, _G_STATE, _G_EPOCH
-cdef extern from *:
-    """
-    /* t[i] for a tuple or a tuple subclass holding an item i (else the general
-       look-up): a NamedTuple's class reaches its items through Python-level slots. */
-    static PyObject *fc_tuple_item(PyObject *t, Py_ssize_t i) {
-        if (PyTuple_Check(t) && i >= 0 && i < PyTuple_GET_SIZE(t)) {
-            PyObject *v = PyTuple_GET_ITEM(t, i);
-            Py_INCREF(v);
-            return v;
-        }
-        return PySequence_GetItem(t, i);
-    }
-    """
-    object fc_tuple_item(object t, Py_ssize_t i)
-cdef inline object _field(object answer, Py_ssize_t at)
+# The answers' field positions: int objects, so that an item is read through the
+# answer's mapping slot (tuple's own, inherited as C); a C index would go through its
+# sequence slot, which a subclass of tuple defined in Python reaches by a Python call
+# of __getitem__
+cdef object _J_ERROR, _J_GENERATION, _J_LEADER, _J_MEMBER_ID, _J_MEMBERS, _M_MEMBER_ID
+cdef object _S_ERROR, _G_STATE, _G_EPOCH
+cdef inline object _field(object answer, object at)
 # The replay's clock: a ManualClock, whose time ShardReplay._clock_now reads as a field
 # (under another name: the .py imports ManualClock itself)
 from fastcoord.core.clock cimport ManualClock as _ManualClockType

@@ -50,18 +50,12 @@ import array
 import itertools
 import os
 import shutil
-import types
 from collections import defaultdict
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-try:
-    import cython
-except ImportError:     # Cython is needed to build, not to replay with the .py
-    cython = types.SimpleNamespace(compiled=False)
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, _twins, shard_for
 from ..core.results import GroupSummary, JoinGroupMember, JoinGroupResult, SyncGroupResult
@@ -115,11 +109,9 @@ _G_STATE, _G_EPOCH = (GroupSummary._fields.index(f) for f in ("state", "members_
 
 
 def _field(answer: tuple, at: int):
-    """The field at position `at` of an answer (a NamedTuple of fastcoord.core.results).
-    Compiled, read from the tuple in C: through the class, item and attribute reads
-    alike are calls of its Python-level slots."""
-    if cython.compiled:
-        return fc_tuple_item(answer, at)  # noqa: F821 (replay.pxd: compiled only)
+    """The field at position `at` of an answer (a NamedTuple of fastcoord.core.results),
+    read as a tuple's item: compiled, tuple's own C subscript (replay.pxd), where the
+    field's name would be a property's look-up and call."""
     return answer[at]
 
 
@@ -240,9 +232,9 @@ class ShardReplay:
         self.by_group_ix: List[_GroupView] = []  # the groups by their ix
         self.checks = None          # the twin's CheckHeap (runs), made with the coordinator
         self.group_version = None   # the coordinator's group_version (bound with it)
-        self.native_table = None    # its native member table, compiled (_start)
+        self.native_table = None    # its native member table (_start), else None
         self.runs = None            # the twin's HeartbeatRun, made with the trace's arrays
-        self.native_runs = None     # ... the native one, compiled (_run): called in C
+        self.native_runs = None     # ... the native one (_run), else None
         # responses: one slot per trace row in replay order; the other columns of the
         # table are the sorted trace's own (see tables())
         self.errors = array.array("i")
@@ -267,11 +259,10 @@ class ShardReplay:
         self.checks = _twins.module(self.coord.impl, "pipeline.runs").CheckHeap()
         # Read first by each observation, which reads nothing more while it has not moved
         self.group_version = self.coord.group_version
-        # ... from the native member table by a C call, when this module is compiled
-        # (typed here so the look-up is one C call, not a bound method's: every
-        # observation of a group makes it)
-        self.native_table = (self.coord._logic.table
-                             if cython.compiled and self.coord.impl == "native" else None)
+        # ... from the native member table, held typed (replay.pxd) so that, compiled,
+        # the look-up is one C call, not a bound method's: every observation makes it
+        self.native_table = (self.coord.member_table if self.coord.impl == "native"
+                             else None)
 
     def _index(self, table: pa.Table) -> Tuple[array.array, array.array]:
         """Every group and member (a (group, member id) pair) of the sorted trace, made
@@ -341,8 +332,8 @@ class ShardReplay:
     def _observe(self, gv: _GroupView, cause: str) -> None:
         # (given the group's view, which every caller holds: not looked up by id)
         gid = gv.gid
-        if cython.compiled and self.native_table is not None:
-            version = self.native_table.c_group_version(gid)
+        if self.native_table is not None:
+            version = self.native_table.group_version(gid)
         else:
             version = self.group_version(gid)
         if version == gv.version:           # (most answers of a round: nothing moved)
@@ -558,7 +549,7 @@ class ShardReplay:
             checks=checks, sessions=arrays.sessions, replaced=arrays.replaced,
             group_check_at=arrays.group_check_at,
             offsets=seqs, instances=arrays.instances, partition=COMMIT_PARTITION)
-        if cython.compiled and coord.impl == "native":
+        if coord.impl == "native":
             self.native_runs = runs
         self._loop(runs, kinds, times, seqs, member_ix, group_ix, join_rows)
         if end_ms is not None and end_ms > self.now:
@@ -639,10 +630,11 @@ class ShardReplay:
     def _play(self, runs, idx: int, stop: Optional[int]) -> int:
         """runs.run from event idx (to `stop`), then the replay's clock (a run moves it).
         The next event's index."""
-        if cython.compiled and self.native_runs is not None:
-            # A C call, with no method look-up, argument parsing or `now` property: this
-            # runs for every run the replay plays (a run's `now` is the clock's)
-            nxt = self.native_runs.c_run(idx, stop)
+        if self.native_runs is not None:
+            # Held typed (replay.pxd): compiled, a C call, with no method look-up,
+            # argument parsing or `now` property; this runs for every run the replay
+            # plays (a run's `now` is the clock's)
+            nxt = self.native_runs.run(idx, stop)
             self.now = self._clock_now()
             return nxt
         nxt = runs.run(idx, stop)
@@ -651,7 +643,7 @@ class ShardReplay:
 
     def _left_commit(self, runs) -> bool:
         """Did the last run stop at a commit that commit_offsets must answer?"""
-        if cython.compiled and self.native_runs is not None:
+        if self.native_runs is not None:
             return self.native_runs.left_commit
         return runs.left_commit
 
@@ -822,16 +814,11 @@ def _first_uses(codes: np.ndarray) -> Optional[np.ndarray]:
     first appearance: the running maximum grows by one at a time), else None."""
     if not len(codes):
         return np.zeros(0, np.int64)
-    if cython.compiled:
-        # One typed pass (_first_uses_into), where the running maximum (numpy's
-        # accumulate) and its steps take three
-        out = np.empty(len(codes), np.int64)
-        n = _first_uses_into(np.ascontiguousarray(codes, np.int64), out)
-        return out[:n] if n >= 0 else None
-    steps = _running_max_steps(codes)
-    if (steps > 1).any():
-        return None
-    return np.flatnonzero(steps > 0)
+    # One typed pass (replay.pxd types _first_uses_into), where numpy's running maximum
+    # and its steps take three
+    out = np.empty(len(codes), np.int64)
+    n = _first_uses_into(np.ascontiguousarray(codes, np.int64), out)
+    return out[:n] if n >= 0 else None
 
 
 def _first_uses_into(codes, out) -> int:

@@ -2,18 +2,12 @@
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t
 from cpython.object cimport PyObject
 
-from fastcoord.core._native.timer cimport (Timer, TimerSink, mutex_acquire, mutex_lock_with_gil,
-                                      pthread_mutex_t, pthread_mutex_init, pthread_mutex_lock,
-                                      pthread_mutex_trylock, pthread_mutex_unlock)
-
-
-cdef extern from "<pthread.h>" nogil:
-    ctypedef struct pthread_mutexattr_t:
-        pass
-    int pthread_mutexattr_init(pthread_mutexattr_t*)
-    int pthread_mutexattr_settype(pthread_mutexattr_t*, int)
-    int pthread_mutexattr_destroy(pthread_mutexattr_t*)
-    int PTHREAD_MUTEX_RECURSIVE
+from fastcoord.core._native.purgatory cimport OperationLock
+from fastcoord.core._native.mutex cimport (
+    PTHREAD_MUTEX_RECURSIVE, mutex_lock_with_gil, pthread_mutex_init, pthread_mutex_lock,
+    pthread_mutex_t, pthread_mutex_trylock, pthread_mutex_unlock, pthread_mutexattr_destroy,
+    pthread_mutexattr_init, pthread_mutexattr_settype, pthread_mutexattr_t)
+from fastcoord.core._native.timer cimport Timer, TimerSink, mutex_acquire
 
 
 # What the heartbeat path needs of a group. Allocated once and never freed (recycled
@@ -93,10 +87,10 @@ cdef inline bint id_equal(PyObject* stored, object given) except -1:
 
 
 cdef inline void lock_with_gil(GroupCore* core) noexcept:
-    mutex_lock_with_gil(&core.mu)       # (a group's lock, as every C mutex: timer.pxd)
+    mutex_lock_with_gil(&core.mu)       # (a group's lock, as every C mutex: mutex.pxd)
 
 
-cdef class GroupRecord:
+cdef class GroupRecord(OperationLock):
     cdef GroupCore* core
     cdef readonly str group_id
     cdef readonly int shard         # (its core's: a typed reader loads it, no property call)
@@ -151,9 +145,11 @@ cdef class MemberTable(TimerSink):
     cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1
     cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1
     cpdef int shard_state(self, int shard) except -1
+    cpdef object make_result(self, type cls, tuple values)
+    cpdef unsigned long current_thread(self)
     # (cpdef: the group logic calls these once per member of a join round, C calls)
     cpdef set_session_timeout(self, Py_ssize_t slot, int session_timeout_ms)
     cpdef touch(self, Py_ssize_t slot)
-    cdef object c_group_version(self, object group_id)
+    cpdef object group_version(self, object group_id)
     cdef Py_ssize_t c_commit_handle(self, int64_t h, int32_t g, object instance_id,
                                     int64_t now) except -2

@@ -22,6 +22,8 @@ cimport numpy as cnp
 import numpy as np
 
 from fastcoord.core._native.timer cimport Timer, TimerSink
+from fastcoord.core._native.tuples cimport fc_tuple_new
+from cpython.pythread cimport PyThread_get_thread_ident
 from fastcoord.core.clock cimport ManualClock
 from fastcoord.core.clock import SystemClock
 from fastcoord.core.config import shard_for
@@ -60,24 +62,32 @@ cdef enum:
     MAP_DELETED = 1
     MAP_MIN_CAP = 16
 
-cdef enum:
-    EMPTY = 0
-    PR = 1
-    CR = 2
-    STABLE = 3
-    DEAD = 4
-    SHARD_NOT_OWNED = 0
-    SHARD_LOADING = 1
-    SHARD_ACTIVE = 2
+from fastcoord.core._native.constants cimport (
+    C_ILLEGAL_GENERATION, C_INVALID_GROUP, C_NONE, C_NOT_AVAILABLE, C_NOT_COORDINATOR,
+    C_REBALANCING, C_UNKNOWN, CR, DEAD, EMPTY, PR, SHARD_ACTIVE, SHARD_LOADING,
+    SHARD_NOT_OWNED, STABLE)
+from fastcoord.core import states as _states
 
-cdef enum:
-    C_NONE = 0
-    C_NOT_AVAILABLE = 15
-    C_NOT_COORDINATOR = 16
-    C_ILLEGAL_GENERATION = 22
-    C_INVALID_GROUP = 24
-    C_UNKNOWN = 25
-    C_REBALANCING = 27
+
+def _check_constants():
+    """constants.pxd's C values are states.py's and errors.py's: a build whose copies
+    disagree fails at import, not in a heartbeat's answer."""
+    c_values = {"EMPTY": EMPTY, "PR": PR, "CR": CR, "STABLE": STABLE, "DEAD": DEAD,
+                "SHARD_NOT_OWNED": SHARD_NOT_OWNED, "SHARD_LOADING": SHARD_LOADING,
+                "SHARD_ACTIVE": SHARD_ACTIVE}
+    for name, value in c_values.items():
+        if getattr(_states, name) != value:
+            raise ImportError(f"constants.pxd {name}={value}, states.py has {getattr(_states, name)}")
+    codes = {"NONE": C_NONE, "COORDINATOR_NOT_AVAILABLE": C_NOT_AVAILABLE,
+             "NOT_COORDINATOR": C_NOT_COORDINATOR, "ILLEGAL_GENERATION": C_ILLEGAL_GENERATION,
+             "INVALID_GROUP_ID": C_INVALID_GROUP, "UNKNOWN_MEMBER_ID": C_UNKNOWN,
+             "REBALANCE_IN_PROGRESS": C_REBALANCING}
+    for name, value in codes.items():
+        if Errors[name] != value:
+            raise ImportError(f"constants.pxd's code for {name} is {value}, errors.py's {int(Errors[name])}")
+
+
+_check_constants()
 
 cdef object E_NONE = Errors.NONE
 cdef object E_NOT_AVAILABLE = Errors.COORDINATOR_NOT_AVAILABLE
@@ -158,6 +168,12 @@ cdef class GroupRecord:
         return mutex_acquire(&self.core.mu, blocking, timeout)
 
     cpdef release(self):
+        pthread_mutex_unlock(&self.core.mu)
+
+    cdef void c_acquire(self) noexcept:
+        lock_with_gil(self.core)
+
+    cdef void c_release(self) noexcept:
         pthread_mutex_unlock(&self.core.mu)
 
     def __enter__(self):
@@ -351,6 +367,15 @@ cdef class MemberTable(TimerSink):
             raise ValueError(f"shard {shard} is outside [0, {self.num_shards})")
         return self.shards[shard]
 
+    cpdef object make_result(self, type cls, tuple values):
+        """A result NamedTuple (fastcoord.core.results) from its field values, as
+        tuple.__new__(cls, values) makes it: the group logic's answers, built in C."""
+        return fc_tuple_new(cls, values)
+
+    cpdef unsigned long current_thread(self):
+        """The calling thread's identifier (threading.get_ident's), by a C call."""
+        return PyThread_get_thread_ident()
+
     def new_group(self, str group_id, int shard):
         rec = GroupRecord(self, group_id, shard)
         self.groups[group_id] = rec
@@ -476,16 +501,12 @@ cdef class MemberTable(TimerSink):
         return 0
 
     # -- reads ------------------------------------------------------------------------------
-    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
-    def group_version(self, group_id):
-        """GroupCoordinator.group_version, bound to it: the version of a group the group
-        logic holds, in an active shard of an active table, read in C (a replay asks
-        after every join and sync); every other case, and any other argument, goes to
-        `version_fallback`, the coordinator's checked path."""
-        return self.c_group_version(group_id)
-
-    cdef object c_group_version(self, object group_id):
-        """group_version for C callers (a compiled replay's observations)."""
+    cpdef object group_version(self, object group_id):
+        """GroupCoordinator.group_version, bound to it (and a C call for a compiled
+        replay's observations): the version of a group the group logic holds, in an
+        active shard of an active table, read in C (a replay asks after every join and
+        sync); every other case, and any other argument, goes to `version_fallback`,
+        the coordinator's checked path."""
         cdef PyObject* rec_p
         cdef GroupRecord rec
         if type(group_id) is str and self.active:

@@ -1,9 +1,17 @@
 # cython: language_level=3
 """Delayed operations and purgatory, native twin (see fastcoord/core/_pure/purgatory.py)."""
 from libc.stdint cimport int64_t
-from fastcoord.core._native.timer cimport (Timer, mutex_lock_with_gil, pthread_mutex_destroy,
-                                      pthread_mutex_init, pthread_mutex_t,
-                                      pthread_mutex_unlock)
+from fastcoord.core._native.mutex cimport (mutex_lock_with_gil, pthread_mutex_destroy,
+                                          pthread_mutex_init, pthread_mutex_t,
+                                          pthread_mutex_unlock)
+from fastcoord.core._native.timer cimport Timer
+
+cdef class OperationLock:
+    # A lock the purgatory takes by C calls when it is an operation's `lock` (any other
+    # lock it takes by `with`). The purgatory knows nothing else of what it guards.
+    cdef void c_acquire(self) noexcept      # blocks; waits with the GIL released
+    cdef void c_release(self) noexcept
+
 
 cdef class DelayedOperation:
     cdef int _completed          # 0/1, flipped once with an atomic compare-and-swap

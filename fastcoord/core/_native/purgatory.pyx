@@ -8,7 +8,6 @@ handle object; any other combination goes through the Python-level protocol.
 """
 cimport cython
 from libc.stdint cimport int64_t
-from fastcoord.core._native.members cimport GroupRecord
 from fastcoord.core._native.timer cimport Timer
 
 import threading
@@ -32,6 +31,16 @@ cdef inline bint _completed(object op) except -1:
     if isinstance(op, DelayedOperation):
         return fc_load_int(&(<DelayedOperation>op)._completed) != 0
     return bool(op.is_completed)
+
+
+cdef class OperationLock:
+    """The base of locks the purgatory takes by C calls (subclasses define both)."""
+
+    cdef void c_acquire(self) noexcept:
+        pass
+
+    cdef void c_release(self) noexcept:
+        pass
 
 
 cdef class DelayedOperation:
@@ -248,19 +257,19 @@ cdef class Purgatory:
         return False
 
     cdef bint _try_complete(self, object op) except -1:
-        """op.try_complete() with op.lock held: a group's lock (a native GroupRecord,
-        what the group logic's operations hold) by C calls, any other by `with`."""
-        cdef GroupRecord rec
+        """op.try_complete() with op.lock held: by C calls for an OperationLock (a
+        group's lock in the native coordinator), by `with` for any other lock."""
+        cdef OperationLock c_lock
         lock = op.lock
-        if type(lock) is not GroupRecord:
+        if not isinstance(lock, OperationLock):
             with lock:
                 return op.try_complete()
-        rec = <GroupRecord>lock
-        rec.acquire()
+        c_lock = <OperationLock>lock
+        c_lock.c_acquire()
         try:
             return op.try_complete()
         finally:
-            rec.release()
+            c_lock.c_release()
 
     def check_and_complete(self, key):
         """Try the operations watched on key; return how many this call completed."""

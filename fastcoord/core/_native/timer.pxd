@@ -25,23 +25,8 @@ cdef method), else a Python method call.
 from libc.stdint cimport int32_t, int64_t
 from cpython.object cimport PyObject
 
-cdef extern from "<pthread.h>" nogil:
-    ctypedef struct pthread_mutex_t:
-        pass
-    int pthread_mutex_init(pthread_mutex_t* m, const void* attr)
-    int pthread_mutex_destroy(pthread_mutex_t* m)
-    int pthread_mutex_lock(pthread_mutex_t* m)
-    int pthread_mutex_trylock(pthread_mutex_t* m)
-    int pthread_mutex_unlock(pthread_mutex_t* m)
-
-
-# Every C mutex of the native core (a timer's, a group's, a purgatory's watcher lists',
-# a stepper's lock) is taken this way, with the GIL held: try it, and only when that
-# fails wait for it without the GIL, which its holder may need to finish and let go.
-cdef inline void mutex_lock_with_gil(pthread_mutex_t* mu) noexcept:
-    if pthread_mutex_trylock(mu) != 0:
-        with nogil:
-            pthread_mutex_lock(mu)
+from fastcoord.core._native.mutex cimport (mutex_lock_with_gil, pthread_mutex_t,
+                                          pthread_mutex_unlock)
 
 
 # threading.Lock.acquire's contract for such a mutex (timer.pyx): wait (timeout -1), wait

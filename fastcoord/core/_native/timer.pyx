@@ -19,6 +19,7 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Realloc, PyMem_Free
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 
 from fastcoord.core._native.clocks cimport monotonic_s
+from fastcoord.core._native.mutex cimport pthread_mutex_destroy, pthread_mutex_init, pthread_mutex_trylock
 from posix.unistd cimport usleep
 
 import logging

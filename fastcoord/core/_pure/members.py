@@ -23,8 +23,7 @@ from ..errors import Errors
 
 __all__ = ["GroupRecord", "MemberTable"]
 
-EMPTY, PR, CR, STABLE, DEAD = range(5)
-SHARD_NOT_OWNED, SHARD_LOADING, SHARD_ACTIVE = 0, 1, 2
+from ..states import DEAD, EMPTY, PR, SHARD_ACTIVE, SHARD_LOADING, STABLE
 _NOT_ARMED = -1
 
 E_NONE = Errors.NONE
@@ -101,6 +100,15 @@ class MemberTable:
 
     def shard_state(self, shard: int) -> int:
         return self._shards[shard]
+
+    def make_result(self, cls, values: tuple):
+        """A result NamedTuple (fastcoord.core.results) from its field values, without
+        the call through its Python __new__: the group logic's answers."""
+        return tuple.__new__(cls, values)
+
+    def current_thread(self) -> int:
+        """The calling thread's identifier."""
+        return threading.get_ident()
 
     def new_group(self, group_id: str, shard: int) -> GroupRecord:
         rec = GroupRecord(group_id, shard)

@@ -65,5 +65,5 @@ cdef class HeartbeatRun:
     cdef readonly bint left_commit  # run() stopped at a commit for commit_offsets
 
     cdef bint c_settle_checks(self, int64_t t) except -1
-    cdef Py_ssize_t c_run(self, Py_ssize_t i, object stop) except -1
+    cpdef Py_ssize_t run(self, Py_ssize_t i, object stop=*) except -1
     cdef int c_commit_accepted(self, Py_ssize_t slot, int64_t offset, int64_t now) except -1

@@ -10,11 +10,12 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from fastcoord.core.groups cimport Group, _offset_alone
 from fastcoord.core._native.members cimport GroupRecord, MemberTable, lock_with_gil
-from fastcoord.core._native.timer cimport ManualStepper, Timer, pthread_mutex_unlock
+from fastcoord.core._native.constants cimport DEAD
+from fastcoord.core._native.mutex cimport pthread_mutex_unlock
+from fastcoord.core._native.timer cimport ManualStepper, Timer
 from fastcoord.core.clock cimport ManualClock
 
 from fastcoord.core.errors import Errors
-from fastcoord.core.groups import DEAD
 from fastcoord.pipeline._pure.runs import check_run_args
 
 cdef enum:
@@ -38,7 +39,6 @@ NEVER = C_NEVER
 cdef object ERRORS_NONE = Errors.NONE
 cdef int C_UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 cdef int C_REBALANCING = int(Errors.REBALANCE_IN_PROGRESS)
-cdef int C_DEAD = DEAD                      # the group logic's state number
 
 
 cdef inline bint _before(check_entry* a, check_entry* b) noexcept:
@@ -206,37 +206,34 @@ cdef class HeartbeatRun:
             # every commit): the same dicts, the same offset, as commit_offsets stores
             # (tests/test_tracerun.py, test_a_runs_commit_leaves_what_commit_offsets_leaves)
             if store.keeps_offsets:
-                om = _offset_alone(at, stamp)
+                om = _offset_alone(self.table, at, stamp)
                 offsets = store.offsets
                 by_group = offsets.get(rec.group_id)
                 if by_group is None:
                     by_group = offsets.setdefault(rec.group_id, {})
                 by_group[self.partition] = om
         else:                               # the store's answer, by the store
-            om = _offset_alone(at, stamp)
+            om = _offset_alone(self.table, at, stamp)
             error = store.store_offset_now(rec.group_id, self.partition, om)
             if error != C_NONE:
                 return error
         lock_with_gil(rec.core)
         try:
-            if rec.core.state != C_DEAD:
+            if rec.core.state != DEAD:
                 if group is None:                   # (a record whose group is not set)
                     raise AttributeError("the group record holds no group")
                 offsets = <dict>group.offsets       # (made a dict, never replaced)
                 if om is None:                      # (a store that keeps none: a replay's)
-                    om = _offset_alone(at, stamp)
+                    om = _offset_alone(self.table, at, stamp)
                 offsets[self.partition] = om
         finally:
             pthread_mutex_unlock(&rec.core.mu)
         return C_NONE
 
-    def run(self, Py_ssize_t i, stop=None):
+    cpdef Py_ssize_t run(self, Py_ssize_t i, object stop=None) except -1:
         """Play the heartbeats (and commits) from event i on (before event `stop`, if
-        given); the index of the first one not played."""
-        return self.c_run(i, stop)
-
-    cdef Py_ssize_t c_run(self, Py_ssize_t i, object stop) except -1:
-        """run, for C callers (a compiled replay's every run)."""
+        given); the index of the first one not played (a C call for a compiled
+        replay's every run)."""
         cdef int64_t now = self.clock._now, t, handle
         cdef int32_t m
         cdef int error
