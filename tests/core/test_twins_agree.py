@@ -180,4 +180,4 @@ def _same_offsets(a, b):
 TwinMachine.TestCase.settings = settings(
     max_examples=200, stateful_step_count=80, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-test_native_and_pure_agree = TwinMachine.TestCase
+test_native_and_pure_agree = pytest.mark.slow(TwinMachine.TestCase)

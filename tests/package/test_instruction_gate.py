@@ -26,6 +26,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import profile_workloads as pw  # noqa: E402
 
+# the fixture counts every path under callgrind once, before the first case
+pytestmark = pytest.mark.slow
+
 BASELINE = json.loads(pw.BASELINE.read_text())
 CASES = [(impl, path) for impl in ("native", "pure") for path in pw.PATHS
          if path in BASELINE["instructions_per_op"].get(impl, {})]

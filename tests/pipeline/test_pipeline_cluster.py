@@ -23,7 +23,7 @@ from fastcoord.pipeline.trace import write_trace
 from helpers.spark import (SPARK_CLASS, check_replay_output, free_port,
                          python_without_fastcoord, run_job, spark_env, start, stop, wait_for)
 
-pytestmark = [pytest.mark.cluster,
+pytestmark = [pytest.mark.cluster, pytest.mark.slow,
               pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH")]
 
 

@@ -28,7 +28,7 @@ from fastcoord.pipeline.whatif import make_grid, read_results, whatif_local
 from helpers.spark import (SPARK_SUBMIT, check_replay_output, free_port,
                          python_without_fastcoord, run_job, spark_env, start, stop, wait_for)
 
-pytestmark = [pytest.mark.cluster,
+pytestmark = [pytest.mark.cluster, pytest.mark.slow,
               pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH")]
 
 # the directory that holds the fastcoord under test (the worktree or site-packages)

@@ -184,6 +184,7 @@ def _split_files(trace, d, row_group_size, statistics=(True, False)):
     open(os.path.join(d, "_SUCCESS"), "w").close()
 
 
+@pytest.mark.slow
 def test_a_directory_of_row_groups_and_a_dataframe_replay_as_one_file(spark, tmp_path):
     """The workers read the trace's row groups themselves (trace_units): a directory of
     files with many row groups, with and without statistics, and with a column's type
@@ -224,6 +225,7 @@ def test_a_directory_of_row_groups_and_a_dataframe_replay_as_one_file(spark, tmp
     assert got["responses"].to_pylist() == want["responses"].to_pylist()
 
 
+@pytest.mark.slow
 def test_an_empty_trace_and_one_missing_a_column(spark, tmp_path):
     """An empty trace has no units and replays to empty tables; a file without a
     column is read as nulls in it and reported, not refused."""

@@ -13,6 +13,8 @@ from helpers.server import (
     HEARTBEAT_MS, SESSION_MS, ClientProc, ServerProc, describe, exact_cover, wait_until,
 )
 
+pytestmark = pytest.mark.clients
+
 LIBS = ["kafka-python", "aiokafka", "confluent"]
 TOPIC = "orders"
 PARTITIONS = [(TOPIC, p) for p in range(4)]

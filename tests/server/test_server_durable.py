@@ -91,16 +91,19 @@ def _kill(server: ServerProc) -> None:
     server.stop()     # closes its log file; the process is gone
 
 
+@pytest.mark.clients
 def test_committed_offsets_survive_sigkill(procs):
     _restart_cycle(procs, _kill)
 
 
+@pytest.mark.clients
 def test_fsync_interval_survives_sigkill_too(procs):
     """--fsync interval acknowledges once written to the OS: a killed process loses
     nothing (only an OS crash could lose the last interval)."""
     _restart_cycle(procs, _kill, "--fsync", "interval", "--fsync-interval-ms", "60000")
 
 
+@pytest.mark.clients
 def test_committed_offsets_survive_a_clean_sigterm_restart(procs):
     def term(server: ServerProc) -> None:
         assert server.stop() == 0, server.log()
@@ -108,6 +111,7 @@ def test_committed_offsets_survive_a_clean_sigterm_restart(procs):
     _restart_cycle(procs, term)
 
 
+@pytest.mark.clients
 def test_memory_store_forgets_on_restart(procs, tmp_path):
     """--store memory: the same cycle reads nothing back (what durable is for)."""
     first = procs.server("--store", "memory")
@@ -196,6 +200,7 @@ def test_load_in_progress_on_the_wire(tmp_path):
         assert server.stop() == 0, server.log()
 
 
+@pytest.mark.slow
 def test_acknowledged_commits_survive_repeated_sigkill(tmp_path):
     """Four connections commit offsets as fast as the server answers (each its own
     simple group); the server is SIGKILLed at a random moment, restarted on the same data

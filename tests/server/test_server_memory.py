@@ -11,6 +11,8 @@ import struct
 import threading
 import time
 
+import pytest
+
 from fastcoord.server.protocol import encode_request
 from helpers.server import RawConn, ServerProc, wait_until
 
@@ -60,6 +62,7 @@ def _in_threads(jobs):
         assert not t.is_alive(), "a sender did not finish"
 
 
+@pytest.mark.slow
 def test_pipelined_requests_and_partial_frames_grow_memory_by_less_than_64_mib(tmp_path):
     proc = ServerProc(tmp_path / "server.log", "--group-initial-rebalance-delay-ms", "60000",
                       "--group-max-session-timeout-ms", "60000", "--no-request-log",

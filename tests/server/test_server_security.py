@@ -186,6 +186,7 @@ def test_sasl_handshake_v0_then_a_bare_token(server):
     assert conn.call(12, 4, HEARTBEAT).error_code == 25
 
 
+@pytest.mark.clients
 @pytest.mark.parametrize("lib", ["kafka-python", "confluent"])
 def test_clients_authorized_consume_and_unauthorized_get_error_30(server, tmp_path, lib):
     good = ClientProc(lib, server.bootstrap, f"team-a-{lib}", "orders", f"{lib}-alice",

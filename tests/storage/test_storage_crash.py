@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from helpers import crashchild
 
 CYCLES = 20
@@ -67,6 +69,7 @@ class Child:
         return out
 
 
+@pytest.mark.slow
 def test_sigkill_never_loses_an_acknowledged_commit(impl, tmp_path):
     seed = int.from_bytes(os.urandom(4), "little")
     rng = random.Random(seed)
