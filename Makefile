@@ -6,21 +6,30 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.fastcoord-built
 # the package with only the server extra (kio, uvloop): what `serve` and `demo` need
 RUN_STAMP := $(VENV)/.fastcoord-serve-built
+# test-other-python: another CPython minor version in its own venv, with the test and
+# server extras only (one core test runs a server's tick; no Spark, no Kafka clients);
+# its extensions build beside .venv's (their file names carry the ABI tag)
+PYTHON_OTHER ?= $(HOME)/.pyenv/versions/3.13.0/bin/python
+VENV_OTHER   := .venv-other
+PY_OTHER     := $(VENV_OTHER)/bin/python
+OTHER_STAMP  := $(VENV_OTHER)/.fastcoord-built
+OTHER_EXTRAS := test,server
 # what the build compiles (a .py among them is compiled too: see setup.py)
 SOURCES := setup.py pyproject.toml $(wildcard fastcoord/*/_native/*.pyx fastcoord/*/_native/*.pxd) \
            $(wildcard fastcoord/*/*.pxd) $(patsubst %.pxd,%.py,$(wildcard fastcoord/*/*.pxd))
 
-.PHONY: run demo test test-pure bench build clean valgrind bench-baseline profile
+.PHONY: run demo test test-core test-pure test-other-python print-python-other bench build clean valgrind bench-baseline profile
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "setuptools>=64" wheel "Cython>=3.0,<4" "numpy>=1.24"
 
-# $(call install,EXTRA): the package, editable with its extensions compiled, and EXTRA's packages
+# $(call install,EXTRA[,PYTHON]): the package, editable with its extensions compiled, and EXTRA's
+# packages, into PYTHON's venv (default: $(PY))
 define install
-	$(PY) -m pip install --quiet --no-build-isolation -e '.[$(1)]'
-	$(PY) -c "import fastcoord; assert fastcoord.NATIVE_AVAILABLE, 'native core did not build'"
+	$(or $(2),$(PY)) -m pip install --quiet --no-build-isolation -e '.[$(1)]'
+	$(or $(2),$(PY)) -c "import fastcoord; assert fastcoord.NATIVE_AVAILABLE, 'native core did not build'"
 endef
 
 # the dev extra holds the server extra's packages: a dev install serves too
@@ -50,17 +59,43 @@ demo: $(RUN_STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check fastcoord tests benchmarks
 
+# The tests are in tiers, one folder per subsystem (docs/testing.md): tests/core, server,
+# storage, pipeline, loadgen, and package (the sources, build and docs as a whole).
 # Every behavioural test runs against both twins (the impl fixture); then the
 # benchmarks run once each as tests (--benchmark-disable) so they never rot.
-# tests/test_instruction_gate.py counts instructions with callgrind: install valgrind
-# when it is missing and we may (root); without it that test skips.
+# tests/package/test_instruction_gate.py counts instructions with callgrind: install
+# valgrind when it is missing and we may (root); without it that test skips.
 test: lint valgrind
 	$(PY) -m pytest -q tests
 	$(PY) -m pytest -q benchmarks --benchmark-disable
 
-# The whole suite with the extensions switched off, as a user without a compiler has it.
+# The core tier alone (timer, purgatory, groups, coordinator; both twins): the quick loop
+# while changing the core. It runs whole, slow tests included (docs/testing.md: its time).
+test-core: $(STAMP)
+	$(PY) -m pytest -q tests/core
+
+# The core and server tiers with the extensions switched off, as a user without a
+# compiler has them (the pure twins only; the storage and pipeline tiers have no twin
+# to switch).
 test-pure: $(STAMP)
-	FASTCOORD_NO_EXTENSIONS=1 $(PY) -m pytest -q tests
+	FASTCOORD_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/core tests/server
+
+$(PY_OTHER):
+	$(PYTHON_OTHER) -m venv $(VENV_OTHER)
+	$(PY_OTHER) -m pip install --quiet --upgrade pip
+	$(PY_OTHER) -m pip install --quiet "setuptools>=64" wheel "Cython>=3.0,<4" "numpy>=1.24"
+
+$(OTHER_STAMP): $(PY_OTHER) $(SOURCES)
+	$(call install,$(OTHER_EXTRAS),$(PY_OTHER))
+	touch $(OTHER_STAMP)
+
+# The core tier on the other interpreter (PYTHON_OTHER): the twins on another CPython.
+test-other-python: $(OTHER_STAMP)
+	$(PY_OTHER) -m pytest -q tests/core
+
+# the interpreter test-other-python would use (.ci/run skips that target without it)
+print-python-other:
+	@echo $(PYTHON_OTHER)
 
 # Each module writes bench_results/<module>.json and its summary <module>.md; README.md indexes them.
 BENCH_MODULES := $(patsubst benchmarks/test_bench_%.py,%,$(wildcard benchmarks/test_bench_*.py))
@@ -95,6 +130,6 @@ profile: $(STAMP) valgrind
 	$(PY) benchmarks/index.py bench_results
 
 clean:
-	rm -rf build $(VENV) *.egg-info fastcoord/*/_native/*.c fastcoord/*/*.c fastcoord/*/_native/*.html \
+	rm -rf build $(VENV) $(VENV_OTHER) *.egg-info fastcoord/*/_native/*.c fastcoord/*/*.c fastcoord/*/_native/*.html \
 		fastcoord/*/*.html
 	find fastcoord -name '*.so' -delete

@@ -1,7 +1,7 @@
 """Small fixed workloads, one per hot path, counted with callgrind (instructions per op).
 
 Instruction counts are what a noisy shared machine cannot disturb: the regression gate
-(tests/test_instruction_gate.py), `make bench-baseline` and `make profile` use them.
+(tests/package/test_instruction_gate.py), `make bench-baseline` and `make profile` use them.
 
 How one path is counted
 -----------------------
@@ -389,7 +389,7 @@ def environment() -> dict:
 def write_baseline(res: Dict[str, Dict[str, dict]]) -> None:
     data = {
         "about": "Instructions per operation of each hot path (callgrind, benchmarks/"
-                 "profile_workloads.py). tests/test_instruction_gate.py fails when a path "
+                 "profile_workloads.py). tests/package/test_instruction_gate.py fails when a path "
                  "exceeds its baseline by more than `tolerance`; `make bench-baseline` "
                  "rewrites this file.",
         "tolerance": TOLERANCE,

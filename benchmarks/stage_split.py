@@ -28,7 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from test_bench_pipeline import FULL, _replay_stage_task_s, trace_path  # noqa: E402
+from pipeline_traces import FULL, replay_stage_task_s, trace_path  # noqa: E402
 
 PHASES = ("input", "input_wall", "decode", "replay", "encode")
 
@@ -94,7 +94,7 @@ def main(argv=None) -> None:
             print(f"round {r}: {time.perf_counter() - t0:.2f} s wall", flush=True)
     finally:
         spark.stop()
-    stages = _replay_stage_task_s(log_dir)
+    stages = replay_stage_task_s(log_dir)
     total = dict.fromkeys(PHASES + ("events",), 0.0)
     for name in glob.glob(os.path.join(phases_dir, "*.json")):
         with open(name) as f:

@@ -35,7 +35,7 @@ import pytest
 
 from fastcoord import Errors, OffsetAndMetadata, shard_for
 from fastcoord.storage import DurableStore
-from fastcoord.storage.testing import Waiter, store_offsets_sync
+from helpers.storage import Waiter, store_offsets_sync
 
 
 def small(request) -> bool:

@@ -58,7 +58,7 @@ def module(impl: "str | None", name: str) -> ModuleType:
 
 # The modules setup.py compiles in place, beside their .py: exactly the extension
 # modules outside the _native folders that setup.py's compiled_python builds
-# (tests/test_compiled_python.py, test_compiled_in_place_lists_what_the_build_compiled)
+# (tests/package/test_compiled_python.py, test_compiled_in_place_lists_what_the_build_compiled)
 COMPILED_IN_PLACE = ("fastcoord.core.clock", "fastcoord.core.coordinator", "fastcoord.core.groups",
                      "fastcoord.core.store", "fastcoord.pipeline.replay")
 

@@ -26,7 +26,7 @@ A trace's member ids are incarnation names ("<group>-c<slot>-<n>"), its client i
 generation a request carried (null for joins and leaves) and `error` the answer its consumer got
 (a parked join's or sync's when it came, even after the trace's end), as a request log
 would have them. Replayed, a generated trace gets those same answers
-(tests/test_pipeline_replay.py). The same seed gives the same trace, row for row.
+(tests/pipeline/test_pipeline_replay.py). The same seed gives the same trace, row for row.
 """
 from __future__ import annotations
 

@@ -305,7 +305,7 @@ def tables_digest(tables: Dict[str, pa.Table]) -> str:
     (table_to_ipc), one after another in the order of their names, each table's
     chunks combined into one batch: two sets of tables with the same schemas and rows
     in the same order get the same digest. Given replay_local's tables (each in its
-    canonical order), this is the replay's golden figure (tests/test_replay_golden.py)."""
+    canonical order), this is the replay's golden figure (tests/pipeline/test_replay_golden.py)."""
     digest = hashlib.sha256()
     for name in sorted(tables):
         digest.update(table_to_ipc(tables[name].combine_chunks(), compress=False))
