@@ -65,7 +65,7 @@ def native_extensions():
     # from annotations (which would reject the int and str subclasses the pure twin
     # accepts), Python's division and indexing, and nonecheck so that a None where an
     # extension type is declared raises AttributeError as in Python. (The same list is
-    # fastcoord._twins.COMPILED_IN_PLACE: tests/test_compiled_python.py checks they agree.)
+    # fastcoord._twins.COMPILED_IN_PLACE: tests/package/test_compiled_python.py checks they agree.)
     python_semantics = {"language_level": 3, "annotation_typing": False, "binding": True,
                         "embedsignature": True, "nonecheck": True}
     if DEBUG:

@@ -1022,7 +1022,7 @@ class GroupLogic:
         fetch before that sees the previous offset. The native HeartbeatRun takes these
         same steps in C (runs.pyx, c_commit_accepted): each twin's leaves the answer,
         store, group offsets and pending writes commit_offsets of the offset alone leaves
-        (tests/test_tracerun.py, test_a_runs_commit_leaves_what_commit_offsets_leaves)."""
+        (tests/pipeline/test_runs.py, test_a_runs_commit_leaves_what_commit_offsets_leaves)."""
         group = self.owners[slot][0]
         om = _offset_alone(self.table, offset, self.commit_time_ms())
         error = self.store.store_offset_now(group.group_id, tp, om)

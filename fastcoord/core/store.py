@@ -100,7 +100,7 @@ class InMemoryStore:
         callback (a replay's commits: GroupLogic.commit_accepted). The native
         HeartbeatRun makes these same dict writes itself for an exact InMemoryStore
         (fastcoord/pipeline/_native/runs.pyx, c_commit_accepted): both store what
-        commit_offsets stores for the offset alone (tests/test_tracerun.py,
+        commit_offsets stores for the offset alone (tests/pipeline/test_runs.py,
         test_a_runs_commit_leaves_what_commit_offsets_leaves)."""
         error = self.fail_with
         if error == _NONE and self.keeps_offsets:

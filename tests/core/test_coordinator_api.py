@@ -347,3 +347,36 @@ def test_set_time_if_idle_before_heartbeats_and_commits_changes_nothing(impl, mi
     assert sum(1 for e in lazy if e[0] == "hb") > 500
     # the clock really was set without the timer, often with time moving
     assert idle > 200 and len({e[1] for e in lazy if e[0] == "idle"}) > 100
+
+
+HOT_PATHS = ("heartbeat", "heartbeat_batch", "heartbeat_handle", "member_handle")
+
+
+def test_hot_paths_are_declared_on_the_class(impl):
+    """The hot paths are methods of GroupCoordinator, with docstrings and signatures
+    (help(), IDEs and type checkers read the class), while an instance holds each bound
+    to its member table's method (no Python frame in the native twin); called through
+    the class, each answers what the instance's does."""
+    import inspect
+
+    import numpy as np
+    for name in HOT_PATHS:
+        method = inspect.getattr_static(GroupCoordinator, name)
+        assert callable(method) and method.__doc__, name
+        assert list(inspect.signature(method).parameters)[0] == "self", name
+    coord, joined = formed_group(impl, InMemoryStore())
+    for name in HOT_PATHS:
+        assert getattr(coord, name).__self__ is coord.member_table, name
+    member, generation = joined[0].member_id, joined[0].generation_id
+    assert (GroupCoordinator.heartbeat(coord, "g", member, generation)
+            == coord.heartbeat("g", member, generation))
+    assert (GroupCoordinator.heartbeat(coord, "g", member, generation + 1)
+            == coord.heartbeat("g", member, generation + 1) == Errors.ILLEGAL_GENERATION)
+    handle = GroupCoordinator.member_handle(coord, "g", member)
+    assert handle == coord.member_handle("g", member) != -1
+    assert GroupCoordinator.member_handle(coord, "g", "nobody") == -1
+    assert (GroupCoordinator.heartbeat_handle(coord, handle, generation)
+            == coord.heartbeat_handle(handle, generation))
+    handles, gens = np.array([handle, handle], np.int64), np.array([generation, 0], np.int32)
+    assert (GroupCoordinator.heartbeat_batch(coord, handles, gens).tolist()
+            == coord.heartbeat_batch(handles, gens).tolist())

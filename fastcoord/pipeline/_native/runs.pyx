@@ -28,7 +28,7 @@ cdef enum:
 
 cdef int64_t C_NEVER = 0x7FFFFFFFFFFFFFFF
 
-# The pure twin's values (tests/test_tracerun.py checks they agree)
+# The pure twin's values (tests/pipeline/test_runs.py checks they agree)
 HEARTBEAT = C_HEARTBEAT
 COMMIT = C_COMMIT
 NO_HANDLE = C_NO_HANDLE
@@ -204,7 +204,7 @@ cdef class HeartbeatRun:
         if store.fail_with is ERRORS_NONE:
             # InMemoryStore.store_offset_now's write without the Python call (a replay's
             # every commit): the same dicts, the same offset, as commit_offsets stores
-            # (tests/test_tracerun.py, test_a_runs_commit_leaves_what_commit_offsets_leaves)
+            # (tests/pipeline/test_runs.py, test_a_runs_commit_leaves_what_commit_offsets_leaves)
             if store.keeps_offsets:
                 om = _offset_alone(self.table, at, stamp)
                 offsets = store.offsets

@@ -8,7 +8,7 @@ applies the records of every segment checked, a group at a time, newest first, s
 only the newest value per key is ever built. `find_frame_after` looks for the next valid
 frame after a bad one: the header checks run in a C loop without the GIL, and only a
 position that passes them has its CRC computed, so a garbage tail costs a pass over its
-bytes. Results are the pure twin's (tests/test_storage_scan.py).
+bytes. Results are the pure twin's (tests/storage/test_storage_scan.py).
 """
 cimport cython
 from cpython.bytes cimport PyBytes_FromStringAndSize
