@@ -16,6 +16,7 @@ OTHER_STAMP  := $(VENV_OTHER)/.fastcoord-built
 OTHER_EXTRAS := test,server
 # what the build compiles (a .py among them is compiled too: see setup.py)
 SOURCES := setup.py pyproject.toml $(wildcard fastcoord/*/_native/*.pyx fastcoord/*/_native/*.pxd) \
+           $(wildcard fastcoord/*/_native/parts/*.pyx fastcoord/*/_native/parts/*.pxd) \
            $(wildcard fastcoord/*/*.pxd) $(patsubst %.pxd,%.py,$(wildcard fastcoord/*/*.pxd))
 
 .PHONY: run demo test test-core test-pure test-other-python print-python-other bench build clean valgrind bench-baseline profile
@@ -75,10 +76,14 @@ test-core: $(STAMP)
 	$(PY) -m pytest -q tests/core
 
 # The core and server tiers with the extensions switched off, as a user without a
-# compiler has them (the pure twins only; the storage and pipeline tiers have no twin
-# to switch).
+# compiler has them, and the tests of the other twins: the storage scanner's and the
+# pipeline's runs and replay driver (replay.py interpreted); Spark's tests are left to
+# `make test` (their workers would only run the same replay slower).
+PURE_TESTS := tests/core tests/server tests/storage/test_storage_scan.py \
+              tests/storage/test_storage_recovery.py tests/pipeline/test_runs.py \
+              tests/pipeline/test_pipeline_replay.py tests/pipeline/test_replay_golden.py
 test-pure: $(STAMP)
-	FASTCOORD_NO_EXTENSIONS=1 $(PY) -m pytest -q tests/core tests/server
+	FASTCOORD_NO_EXTENSIONS=1 $(PY) -m pytest -q $(PURE_TESTS)
 
 $(PY_OTHER):
 	$(PYTHON_OTHER) -m venv $(VENV_OTHER)

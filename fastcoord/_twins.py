@@ -23,7 +23,7 @@ _native_error: "ImportError | None" = None
 try:
     if NO_EXTENSIONS:
         raise ImportError("FASTCOORD_NO_EXTENSIONS is set")
-    from fastcoord.core._native import timer as _native_timer  # noqa: F401  (probe: is it built?)
+    from fastcoord.core._native import engines as _native_engines  # noqa: F401  (probe: is it built?)
     NATIVE_AVAILABLE = True
 except ImportError as exc:  # not built, or disabled
     NATIVE_AVAILABLE = False
@@ -47,12 +47,21 @@ def resolve(impl: "str | None") -> str:
     raise ValueError(f"impl must be None, 'native' or 'pure', got {impl!r}")
 
 
+# The native modules a subsystem builds into one extension (setup.py builds each
+# _native/*.pyx, which may include parts): a twin module's name -> the extension that
+# holds it, where they differ
+_NATIVE_EXTENSION = {"core.timer": "engines", "core.purgatory": "engines",
+                     "core.members": "engines"}
+
+
 def module(impl: "str | None", name: str) -> ModuleType:
     """The twin's module `name`, "<subsystem>.<module>", for the resolved `impl`:
-    ("native", "core.timer") is fastcoord.core._native.timer, ("pure", "core.timer")
-    fastcoord.core._pure.timer."""
+    ("pure", "core.timer") is fastcoord.core._pure.timer, ("native", "core.timer")
+    fastcoord.core._native.engines (the core's one extension)."""
     which = resolve(impl)
     subsystem, _, leaf = name.rpartition(".")
+    if which == "native":
+        leaf = _NATIVE_EXTENSION.get(name, leaf)
     return importlib.import_module(f"fastcoord.{subsystem}._{which}.{leaf}")
 
 

@@ -207,9 +207,12 @@ class GroupCoordinator:
             _twins.module(self.impl, "core.members"), _twins.module(self.impl, "core.timer"),
             _twins.module(self.impl, "core.purgatory"))
         table = self._logic.table
-        # The twin's member table: a documented internal for C callers (the pipeline's
-        # compiled replay cimports its type: docs/native-core-api.md)
+        # Documented internals for the pipeline's trace runs (docs/native-core-api.md):
+        # the twin's member table (its native type is cimported), timing wheel, and the
+        # group logic's entry point for a run's commit
         self.member_table = table
+        self.timer = self._logic.timer
+        self.commit_accepted = self._logic.commit_accepted
         # The hot paths go straight to the member table (no Python frame in native): the
         # instance's attributes shadow the class's methods of the same names below,
         # which document them and do the same through the table.

@@ -14,7 +14,7 @@
 # takes no *args: those methods stay def.
 cimport cython
 
-from fastcoord.core._native.members cimport GroupRecord, MemberTable
+from fastcoord.core._native.engines cimport GroupRecord, MemberTable
 
 cdef object _NONE       # Errors.NONE (a C global: not an attribute of the compiled module)
 

@@ -1,5 +1,5 @@
 """The delayed-operation purgatory's public entry point: `Purgatory(...)` returns an
-instance of the chosen twin's class (`fastcoord.core._native.purgatory.Purgatory` or
+instance of the chosen twin's class (`fastcoord.core._native.engines.Purgatory` or
 `fastcoord.core._pure.purgatory.Purgatory`). `DelayedOperation` is the default twin's
 base class; both purgatories accept operations derived from either twin's base class.
 The purgatory knows nothing of groups: an operation's `lock` is any lock.

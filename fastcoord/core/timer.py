@@ -1,5 +1,5 @@
 """The hierarchical timing wheel's public entry point: `Timer(...)` returns an instance
-of the chosen twin's class (`fastcoord.core._native.timer.Timer`, compiled, or
+of the chosen twin's class (`fastcoord.core._native.engines.Timer`, compiled, or
 `fastcoord.core._pure.timer.Timer`, its readable specification).
 """
 from __future__ import annotations

@@ -12,7 +12,7 @@
 # which call _join_answered or _sync_answered.)
 cimport cython
 
-from fastcoord.core._native.members cimport MemberTable
+from fastcoord.core._native.engines cimport MemberTable
 from fastcoord.pipeline._native.runs cimport HeartbeatRun
 
 # The event codes and the error codes the driver compares with (plain ints in the .py)

@@ -18,7 +18,8 @@ moves a member's session check that has had contact since, drops those that no l
 watch anything (`HeartbeatRun.settle_checks`, also `advance_to`'s first step), and arms
 one after a member's first contact; `advance_to` takes every other check.
 
-What the coordinator did is read through the public API only: answers and callbacks,
+What the coordinator did is read through the public API (and, for the native twin's
+typed calls, the documented internals of docs/native-core-api.md): answers and callbacks,
 `group_version` after every join/sync/leave and each answered callback, and
 `group_summary` when that moved (`member_ids` too when its members epoch says the
 member ids changed), and a session

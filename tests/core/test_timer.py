@@ -280,7 +280,7 @@ def test_big_whole_bucket_twins_fire_identically():
 def test_native_without_memory_for_a_whole_bucket_falls_back(collect_cap, radix_n):
     """Out of memory for a bucket's batch: the bucket is cascaded as before (left
     exactly as it was); no scratch for the radix sort: qsort (stable on position)."""
-    from fastcoord.core._native.timer import Timer as NativeTimer
+    from fastcoord.core._native.engines import Timer as NativeTimer
     expect, expect_left = big_bucket_scenario("pure", n=5000)
     NativeTimer._test_alloc_limits(collect_cap, radix_n)
     try:
@@ -472,7 +472,7 @@ def test_many_sinks_are_released_and_reused(impl):
 @pytest.mark.skipif(not _twins.NATIVE_AVAILABLE, reason="TimerSink is the native cdef base class")
 def test_native_timer_sink_subclass():
     impl = "native"
-    from fastcoord.core._native.timer import TimerSink
+    from fastcoord.core._native.engines import TimerSink
 
     class PySink(TimerSink):
         def __init__(self):

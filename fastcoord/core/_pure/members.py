@@ -1,4 +1,4 @@
-"""Member heartbeat tables, pure-Python twin of `fastcoord/core/_native/members.pyx`.
+"""Member heartbeat tables, pure-Python twin of `fastcoord/core/_native/parts/members.pyx`.
 
 The hot path of the coordinator lives here: a heartbeat finds the group record,
 finds the member's slot, checks state and generation and stores

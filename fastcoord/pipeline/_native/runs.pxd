@@ -1,9 +1,9 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from fastcoord.core._native.members cimport MemberTable
+from fastcoord.core._native.engines cimport MemberTable
 from fastcoord.core.clock cimport ManualClock
 from fastcoord.core.store cimport InMemoryStore
-from fastcoord.core._native.timer cimport ManualStepper, Timer
+from fastcoord.core._native.engines cimport ManualStepper, Timer
 
 
 ctypedef struct check_entry:

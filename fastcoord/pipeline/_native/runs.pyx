@@ -9,10 +9,10 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from fastcoord.core.groups cimport Group, _offset_alone
-from fastcoord.core._native.members cimport GroupRecord, MemberTable, lock_with_gil
+from fastcoord.core._native.engines cimport GroupRecord, MemberTable, lock_with_gil
 from fastcoord.core._native.constants cimport DEAD
 from fastcoord.core._native.mutex cimport pthread_mutex_unlock
-from fastcoord.core._native.timer cimport ManualStepper, Timer
+from fastcoord.core._native.engines cimport ManualStepper, Timer
 from fastcoord.core.clock cimport ManualClock
 
 from fastcoord.core.errors import Errors
@@ -137,8 +137,8 @@ cdef class HeartbeatRun:
         stepper = getattr(self.advance_time, "__self__", None)
         if type(stepper) is ManualStepper:
             self.stepper = stepper
-        self.table = coordinator._logic.table
-        self.timer = coordinator._logic.timer
+        self.table = coordinator.member_table
+        self.timer = coordinator.timer
         self.min_delay = coordinator.config.group_min_session_timeout_ms
         self.kinds, self.times = kinds, times
         self.members, self.groups = members, groups
@@ -153,7 +153,7 @@ cdef class HeartbeatRun:
             self.offsets = offsets
             self.instances = instances
             self.partition = partition
-            self.store = coordinator._logic.store     # an InMemoryStore (check_run_args)
+            self.store = coordinator.store            # an InMemoryStore (check_run_args)
 
     @property
     def now(self):

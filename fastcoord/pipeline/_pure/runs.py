@@ -128,8 +128,8 @@ class HeartbeatRun:
             offsets=offsets, instances=instances, partition=partition)
         self._clock = coordinator.clock
         self._advance_time = coordinator.advance_time
-        self._table = coordinator._logic.table
-        self._timer = coordinator._logic.timer
+        self._table = coordinator.member_table
+        self._timer = coordinator.timer
         self._min_delay = coordinator.config.group_min_session_timeout_ms
         self._kinds, self._times = kinds, times
         self._members, self._groups = members, groups
@@ -139,7 +139,7 @@ class HeartbeatRun:
         self._check_at, self._last_touch = check_at, last_touch
         self._group_events, self._group_check_at = group_events, group_check_at
         self._checks = checks
-        self._logic = coordinator._logic
+        self._commit_accepted = coordinator.commit_accepted
         self._offsets, self._instances, self._partition = offsets, instances, partition
         self.left_commit = False    # run() stopped at a commit for commit_offsets
 
@@ -208,7 +208,7 @@ class HeartbeatRun:
                 if slot < 0:
                     self.left_commit = True     # an answer commit_offsets gives
                     break
-                error = int(self._logic.commit_accepted(slot, self._partition, self._offsets[i]))
+                error = int(self._commit_accepted(slot, self._partition, self._offsets[i]))
                 touched = error == 0
             else:
                 if handle == NO_HANDLE:
@@ -274,6 +274,6 @@ def check_run_args(coordinator, kinds, times, members, groups, errors, answered,
     if not (type(partition) is tuple and len(partition) == 2 and type(partition[0]) is str
             and type(partition[1]) is int):
         raise TypeError(f"partition must be a (topic, partition) tuple, got {partition!r}")
-    if type(coordinator._logic.store) is not InMemoryStore:
+    if type(coordinator.store) is not InMemoryStore:
         raise TypeError("HeartbeatRun plays commits only on an InMemoryStore")
     return True

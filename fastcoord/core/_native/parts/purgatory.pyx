@@ -1,4 +1,3 @@
-# cython: language_level=3, freethreading_compatible=True
 """Delayed operations and purgatory, native twin (same algorithm and protocol as
 fastcoord/core/_pure/purgatory.py, which documents it).
 
@@ -8,11 +7,9 @@ handle object; any other combination goes through the Python-level protocol.
 """
 cimport cython
 from libc.stdint cimport int64_t
-from fastcoord.core._native.timer cimport Timer
 
 import threading
 
-__all__ = ["DelayedOperation", "Purgatory"]
 
 cdef extern from *:
     """

@@ -1,4 +1,3 @@
-# cython: language_level=3, freethreading_compatible=True
 """Hierarchical timing wheel, native twin (same algorithm as fastcoord.core._pure.timer).
 
 Read fastcoord/core/_pure/timer.py first: it is the specification.  Here the entries
@@ -28,7 +27,6 @@ import threading
 from fastcoord.core.clock cimport ManualClock
 from threading import TIMEOUT_MAX
 
-__all__ = ["ManualStepper", "StepLock", "Timer", "TimerHandle", "TimerSink"]
 
 _log = logging.getLogger("fastcoord.timer")
 

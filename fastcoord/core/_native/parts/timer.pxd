@@ -1,4 +1,3 @@
-# cython: language_level=3
 """Hierarchical timing wheel, native core: the C-level API for other Cython modules.
 
 Entries are 32-byte C structs in one growable pool (PyMem_Realloc), linked into

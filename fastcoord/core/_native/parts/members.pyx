@@ -1,5 +1,3 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: freethreading_compatible=True
 """Member heartbeat tables: the coordinator's hot path in C (twin: _pure/members.py).
 
 A heartbeat is a dict lookup of the group, a dict lookup of the member's slot, a
@@ -21,7 +19,6 @@ cimport numpy as cnp
 
 import numpy as np
 
-from fastcoord.core._native.timer cimport Timer, TimerSink
 from fastcoord.core._native.tuples cimport fc_tuple_new
 from cpython.pythread cimport PyThread_get_thread_ident
 from fastcoord.core.clock cimport ManualClock

@@ -1,13 +1,10 @@
-# cython: language_level=3
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t
 from cpython.object cimport PyObject
 
-from fastcoord.core._native.purgatory cimport OperationLock
 from fastcoord.core._native.mutex cimport (
     PTHREAD_MUTEX_RECURSIVE, mutex_lock_with_gil, pthread_mutex_init, pthread_mutex_lock,
     pthread_mutex_t, pthread_mutex_trylock, pthread_mutex_unlock, pthread_mutexattr_destroy,
     pthread_mutexattr_init, pthread_mutexattr_settype, pthread_mutexattr_t)
-from fastcoord.core._native.timer cimport Timer, TimerSink, mutex_acquire
 
 
 # What the heartbeat path needs of a group. Allocated once and never freed (recycled

@@ -1,10 +1,8 @@
-# cython: language_level=3
 """Delayed operations and purgatory, native twin (see fastcoord/core/_pure/purgatory.py)."""
 from libc.stdint cimport int64_t
 from fastcoord.core._native.mutex cimport (mutex_lock_with_gil, pthread_mutex_destroy,
                                           pthread_mutex_init, pthread_mutex_t,
                                           pthread_mutex_unlock)
-from fastcoord.core._native.timer cimport Timer
 
 cdef class OperationLock:
     # A lock the purgatory takes by C calls when it is an operation's `lock` (any other
