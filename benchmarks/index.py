@@ -24,7 +24,9 @@ def main(argv=None) -> int:
            "Markdown summary. Medians and ratios come from the same run of a module; the machine",
            "is a shared 2-core VM, so compare ratios rather than absolute numbers across runs.", ""]
     for p in parts:
-        out.append(f"- [{p.stem}]({p.name}) (raw: [{p.stem}.json]({p.stem}.json))")
+        raw = p.with_suffix(".json")
+        out.append(f"- [{p.stem}]({p.name})"
+                   + (f" (raw: [{raw.name}]({raw.name}))" if raw.exists() else ""))
     if (folder / "profiles" / "summary.md").exists():
         out.append("- [profiles](profiles/summary.md): instructions per op, native vs pure, "
                    "top functions, flame graph (`make profile`)")
