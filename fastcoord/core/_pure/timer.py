@@ -56,7 +56,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import sys
 import threading
+
+import numpy as np
 
 from ..clock import ManualClock
 
@@ -83,6 +86,28 @@ def _check_int(value, name):
 def _check_range(value, name):
     if value < -LIMIT or value > LIMIT:
         raise ValueError(f"{name} out of range: {value} (|{name}| must be <= 2**62)")
+
+
+def _check_sink(sink):
+    if not callable(getattr(sink, "on_timer", None)):
+        raise TypeError(f"sink must have an on_timer(tag, deadline_ms) method, got {type(sink).__name__}")
+
+
+# buffer format prefixes that mean this machine's byte order and sizes
+_NATIVE_ORDER = "@=" + ("<" if sys.byteorder == "little" else ">")
+
+
+def _int64_list(buf, name):
+    """The ints of a 1-D native int64 buffer (TypeError naming it otherwise)."""
+    try:
+        m = memoryview(buf)
+    except TypeError:
+        raise TypeError(f"{name} must be an int64 buffer (a numpy array, array.array('q')), "
+                        f"got {type(buf).__name__}") from None
+    if m.ndim != 1 or m.itemsize != 8 or m.format.lstrip(_NATIVE_ORDER) not in ("q", "l"):
+        raise TypeError(f"{name} must be a 1-D int64 buffer, got format {m.format!r} "
+                        f"in {m.ndim} dimension(s)")
+    return np.asarray(m).tolist()
 
 
 class _Node:
@@ -255,8 +280,7 @@ class Timer:
         _check_int(tag, "tag")
         if tag < -(1 << 63) or tag >= (1 << 63):
             raise ValueError(f"tag must fit in int64, got {tag}")
-        if not callable(getattr(sink, "on_timer", None)):
-            raise TypeError(f"sink must have an on_timer(tag, deadline_ms) method, got {type(sink).__name__}")
+        _check_sink(sink)
         e = _Entry(deadline_ms, None, sink, tag, next(self._ids))
         self._add(e, register=True)
         return e.eid
@@ -269,6 +293,34 @@ class Timer:
             return False
         return self._cancel_entry(e)
 
+    def schedule_tags(self, deadlines_ms, tags, sink):
+        """schedule_tag_at(deadlines_ms[k], sink, tags[k]) for each k, in order; the
+        entry ids as an int64 numpy array. Every argument is checked first: a bad one
+        schedules nothing."""
+        deadlines = _int64_list(deadlines_ms, "deadlines_ms")
+        tag_list = _int64_list(tags, "tags")
+        if len(tag_list) != len(deadlines):
+            raise ValueError(f"deadlines_ms and tags differ in length: "
+                             f"{len(deadlines)} != {len(tag_list)}")
+        for k, d in enumerate(deadlines):
+            _check_range(d, f"deadlines_ms[{k}]")
+        _check_sink(sink)
+        ids = self._ids
+        entries = [_Entry(d, None, sink, t, next(ids)) for d, t in zip(deadlines, tag_list)]
+        self._add_all(entries, register=True)
+        return np.fromiter((e.eid for e in entries), dtype=np.int64, count=len(entries))
+
+    def cancel_ids(self, ids) -> int:
+        """cancel_id(ids[k]) for each k; how many were still scheduled."""
+        get = self._tags.get
+        cancel = self._cancel_entry
+        found = 0
+        for eid in _int64_list(ids, "ids"):
+            e = get(eid)
+            if e is not None and cancel(e):
+                found += 1
+        return found
+
     def _add(self, e, register=False):
         with self._lock:
             if register:
@@ -279,6 +331,24 @@ class Timer:
             notify = e.deadline < self._wake_at
             if notify:
                 self._wake_at = e.deadline
+        if notify:
+            self._wake.set()
+
+    def _add_all(self, entries, register=False):
+        """_add for each entry, in order, under one lock."""
+        if not entries:
+            return
+        with self._lock:
+            for e in entries:
+                if register:
+                    self._tags[e.eid] = e
+                if not self._place(e):
+                    self._insert_ready([e])
+            self._count += len(entries)
+            first = min(e.deadline for e in entries)
+            notify = first < self._wake_at
+            if notify:
+                self._wake_at = first
         if notify:
             self._wake.set()
 

@@ -10,6 +10,9 @@ C-level API (call with the GIL held; none of them runs user code):
     cdef int64_t c_schedule_tag_at(self, int64_t deadline_ms, object sink, int64_t tag) except -1
     cdef int64_t c_schedule_at(self, int64_t deadline_ms, object fn) except -1
     cdef bint c_cancel_id(self, int64_t entry_id) noexcept
+    cdef int c_schedule_tags(self, const int64_t[:] deadlines, const int64_t[:] tags,
+                             object sink, int64_t[:] ids) except -1
+    cdef Py_ssize_t c_cancel_ids(self, const int64_t[:] ids) except -1
     cdef int64_t c_current_ms(self) except? -1
     cdef int c_idle_through(self, int64_t now, int64_t min_delay) except -1
 
@@ -128,6 +131,9 @@ cdef class Timer:
     cdef int64_t c_schedule_tag_at(self, int64_t deadline_ms, object sink, int64_t tag) except -1
     cdef int64_t c_schedule_at(self, int64_t deadline_ms, object fn) except -1
     cdef bint c_cancel_id(self, int64_t entry_id) noexcept
+    cdef int c_schedule_tags(self, const int64_t[:] deadlines, const int64_t[:] tags,
+                             object sink, int64_t[:] ids) except -1
+    cdef Py_ssize_t c_cancel_ids(self, const int64_t[:] ids) except -1
     cdef int64_t c_current_ms(self) except? -1
     cdef int c_idle_through(self, int64_t now, int64_t min_delay) except -1
     cdef int _step_manual_clock(self, int64_t t) except -1
@@ -151,6 +157,8 @@ cdef class Timer:
     cdef int32_t _run_head_u(self) noexcept
     cdef int32_t _pop_due_u(self, int64_t target) noexcept
     cdef int32_t _sink_id_u(self, object sink, list garbage) except -2
+    cdef bint _cancel_u(self, int64_t entry_id, PyObject** fn) noexcept
+    cdef int32_t _lock_with_sink(self, object sink, list garbage) except -1
     cdef int64_t _next_deadline_u(self, bint* found) noexcept
     cdef bint _idle_through_u(self, int64_t target, int64_t min_delay) noexcept
 

@@ -22,13 +22,18 @@ from fastcoord.core._native.mutex cimport pthread_mutex_destroy, pthread_mutex_i
 from posix.unistd cimport usleep
 
 import logging
+import sys
 import threading
+
+import numpy as np
 
 from fastcoord.core.clock cimport ManualClock
 from threading import TIMEOUT_MAX
 
 
 _log = logging.getLogger("fastcoord.timer")
+# buffer format prefixes that mean this machine's byte order and sizes
+_NATIVE_ORDER = "@=" + ("<" if sys.byteorder == "little" else ">")
 
 cdef int64_t LIMIT = (1 << 62) - 1
 cdef int64_t NEVER = INT64_MAX
@@ -150,6 +155,25 @@ cdef int64_t _as_ms(object value, str name) except? -1:
     if v < -LIMIT or v > LIMIT:
         raise ValueError(f"{name} out of range: {value} (|{name}| must be < 2**62)")
     return v
+
+
+cdef object _int64_view(object buf, str name):
+    """buf as a 1-D memoryview of native int64 (TypeError naming it otherwise)."""
+    try:
+        m = memoryview(buf)
+    except TypeError:
+        raise TypeError(f"{name} must be an int64 buffer (a numpy array, array.array('q')), "
+                        f"got {type(buf).__name__}") from None
+    if m.ndim != 1 or m.itemsize != 8 or m.format.lstrip(_NATIVE_ORDER) not in ("q", "l"):
+        raise TypeError(f"{name} must be a 1-D int64 buffer, got format {m.format!r} "
+                        f"in {m.ndim} dimension(s)")
+    return m
+
+
+cdef int _check_sink(object sink) except -1:
+    if not isinstance(sink, TimerSink) and not callable(getattr(sink, "on_timer", None)):
+        raise TypeError(f"sink must have an on_timer(tag, deadline_ms) method, got {type(sink).__name__}")
+    return 0
 
 
 cdef class TimerSink:
@@ -821,11 +845,10 @@ cdef class Timer:
             self._wake.set()
         return eid
 
-    cdef int64_t c_schedule_tag_at(self, int64_t deadline_ms, object sink, int64_t tag) except -1:
+    cdef int32_t _lock_with_sink(self, object sink, list garbage) except -1:
+        """Take the mutex and return sink's table index (registering it); on an error
+        the mutex is released again."""
         cdef int32_t sid
-        cdef int64_t eid = 0
-        cdef int r
-        cdef list garbage = []  # sinks released by a sweep: dropped after the lock
         self._acquire()
         try:
             sid = self._sink_id_u(sink, garbage)
@@ -835,6 +858,14 @@ cdef class Timer:
         if sid < 0:
             self._release()
             raise MemoryError("timer sink table")
+        return sid
+
+    cdef int64_t c_schedule_tag_at(self, int64_t deadline_ms, object sink, int64_t tag) except -1:
+        cdef int32_t sid
+        cdef int64_t eid = 0
+        cdef int r
+        cdef list garbage = []  # sinks released by a sweep: dropped after the lock
+        sid = self._lock_with_sink(sink, garbage)
         r = self._add_u(deadline_ms, sid, NULL, tag, &eid)
         self._release()
         if r < 0:
@@ -844,34 +875,87 @@ cdef class Timer:
         return eid
 
     cdef bint c_cancel_id(self, int64_t entry_id) noexcept:
+        cdef PyObject* fn = NULL
+        cdef bint found
+        self._acquire()
+        found = self._cancel_u(entry_id, &fn)
+        self._release()
+        Py_XDECREF(fn)  # outside the lock: a __del__ may call back into the timer
+        return found
+
+    cdef bint _cancel_u(self, int64_t entry_id, PyObject** fn) noexcept:
+        """Free the entry entry_id names, if still scheduled (mutex held). A callable
+        entry's reference moves to *fn: the caller drops it once unlocked."""
         cdef int32_t idx
         cdef int32_t gen
         cdef fc_entry* e
-        cdef PyObject* fn = NULL
         if entry_id < 0:
             return False
         # the low 32 bits (a C cast: `& 0xFFFFFFFF` would make Cython box a Python int per call)
         idx = <int32_t><uint32_t>entry_id
         gen = <int32_t>(entry_id >> 32)
-        self._acquire()
         if idx >= self._cap:
-            self._release()
             return False
         e = &self._pool[idx]
         if e.kind < FC_KIND_FN or e.gen != gen:
-            self._release()
             return False
         if e.prev >= 0:  # else it waits in the run, which skips it once freed
             self._unlink_u(idx)
         self._count -= 1
         if e.kind == FC_KIND_FN:
-            fn = e.u.fn
+            fn[0] = e.u.fn
         else:
             self._sink_live[e.kind] -= 1
         self._free_slot_u(idx)
-        self._release()
-        Py_XDECREF(fn)  # outside the lock: a __del__ may call back into the timer
         return True
+
+    cdef int c_schedule_tags(self, const int64_t[:] deadlines, const int64_t[:] tags,
+                             object sink, int64_t[:] ids) except -1:
+        """schedule_tags for C callers (deadlines within [-LIMIT, LIMIT], one length):
+        ids[k] = schedule_tag_at(deadlines[k], sink, tags[k]), in order, under one lock
+        and one sink registration; out of memory, nothing stays scheduled.  The GIL
+        stays held: the pool and wheel grow with PyMem_Realloc, and the collector
+        walks the pool (see _timer_traverse)."""
+        cdef Py_ssize_t k, done = 0, n = deadlines.shape[0]
+        cdef int32_t sid
+        cdef int r, wake = 0
+        cdef PyObject* fn = NULL
+        cdef list garbage = []  # sinks released by a sweep: dropped after the lock
+        if n == 0:
+            return 0
+        sid = self._lock_with_sink(sink, garbage)
+        while done < n:
+            r = self._add_u(deadlines[done], sid, NULL, tags[done], &ids[done])
+            if r < 0:
+                break
+            wake |= r
+            done += 1
+        if done < n:  # tag entries only: no reference to drop
+            for k in range(done):
+                self._cancel_u(ids[k], &fn)
+        self._release()
+        if done < n:
+            raise MemoryError("timer entry pool")
+        if wake:
+            self._wake.set()
+        return 0
+
+    cdef Py_ssize_t c_cancel_ids(self, const int64_t[:] ids) except -1:
+        """cancel_ids for C callers: cancel_id per element under one lock; how many
+        were still scheduled."""
+        cdef Py_ssize_t k, found = 0, n = ids.shape[0]
+        cdef PyObject* fn
+        cdef list released = []  # callables of cancelled entries: dropped after the lock
+        self._acquire()
+        for k in range(n):
+            fn = NULL
+            if self._cancel_u(ids[k], &fn):
+                found += 1
+                if fn != NULL:
+                    released.append(<object>fn)  # (no user code runs: an append)
+                    Py_XDECREF(fn)
+        self._release()
+        return found
 
     # -------------------------------------------------------------- Python API
     @property
@@ -920,8 +1004,7 @@ cdef class Timer:
             raise TypeError(f"tag must be an int, got {type(tag).__name__}")
         if tag < -(1 << 63) or tag >= (1 << 63):
             raise ValueError(f"tag must fit in int64, got {tag}")
-        if not isinstance(sink, TimerSink) and not callable(getattr(sink, "on_timer", None)):
-            raise TypeError(f"sink must have an on_timer(tag, deadline_ms) method, got {type(sink).__name__}")
+        _check_sink(sink)
         return self.c_schedule_tag_at(deadline, sink, tag)
 
     @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
@@ -932,6 +1015,28 @@ cdef class Timer:
         if entry_id < 0 or entry_id >= (1 << 63):
             return False
         return self.c_cancel_id(entry_id)
+
+    def schedule_tags(self, deadlines_ms, tags, sink):
+        """schedule_tag_at(deadlines_ms[k], sink, tags[k]) for each k, in order; the
+        entry ids as an int64 numpy array. Every argument is checked first: a bad one
+        schedules nothing."""
+        cdef const int64_t[:] d = _int64_view(deadlines_ms, "deadlines_ms")
+        cdef const int64_t[:] t = _int64_view(tags, "tags")
+        cdef Py_ssize_t k, n = d.shape[0]
+        if t.shape[0] != n:
+            raise ValueError(f"deadlines_ms and tags differ in length: {n} != {t.shape[0]}")
+        for k in range(n):
+            if d[k] < -LIMIT or d[k] > LIMIT:
+                raise ValueError(f"deadlines_ms[{k}] out of range: {d[k]} "
+                                 f"(|deadlines_ms| must be < 2**62)")
+        _check_sink(sink)
+        out = np.empty(n, dtype=np.int64)
+        self.c_schedule_tags(d, t, sink, out)
+        return out
+
+    def cancel_ids(self, ids):
+        """cancel_id(ids[k]) for each k; how many were still scheduled."""
+        return self.c_cancel_ids(_int64_view(ids, "ids"))
 
     def advance_to(self, now_ms, *, step_clock=False):
         """Fire every entry with deadline <= now_ms in deadline order; return how many.
