@@ -230,10 +230,73 @@ def test_timer_expire(benchmark, peer, workload):
     assert fired is None or fired == n_live
 
 
-# ----------------------------------------------------------------- memory
+# ------------------------------------------------------------ tag entries
 class _Sink:
     def on_timer(self, tag, deadline_ms):
         pass
+
+
+def _tag_phase(benchmark, impl, api, phase, workload, fn):
+    """One round = the whole phase over all N tag entries (ops = N): `batch` is one
+    schedule_tags / cancel_ids call, `loop` one schedule_tag_at / cancel_id per entry.
+    The setup of `cancel` schedules the N entries (by a batch)."""
+    import numpy as np
+
+    deadlines = np.array(workload[0], dtype=np.int64)
+    tags = np.arange(len(deadlines), dtype=np.int64)
+    benchmark.group = f"timer-tags-{phase}"
+    benchmark.extra_info["peer"] = impl
+    benchmark.extra_info["api"] = api
+    benchmark.extra_info["ops"] = len(deadlines)
+    Timer = _twins.module(impl, "core.timer").Timer
+
+    def setup():
+        gc.collect()
+        t = Timer(ManualClock(0))
+        sink = _Sink()
+        ids = t.schedule_tags(deadlines, tags, sink) if phase == "cancel" else None
+        return (t, sink, deadlines, tags, ids), {}
+
+    gc.disable()
+    try:
+        return benchmark.pedantic(fn, setup=setup, rounds=ROUNDS[impl], iterations=1)
+    finally:
+        gc.enable()
+
+
+def _schedule_batch(t, sink, deadlines, tags, ids):
+    return len(t.schedule_tags(deadlines, tags, sink))
+
+
+def _schedule_loop(t, sink, deadlines, tags, ids):
+    at = t.schedule_tag_at
+    for d, tag in zip(deadlines.tolist(), tags.tolist()):
+        at(d, sink, tag)
+    return len(t)
+
+
+def _cancel_batch(t, sink, deadlines, tags, ids):
+    return t.cancel_ids(ids)
+
+
+def _cancel_loop(t, sink, deadlines, tags, ids):
+    cancel = t.cancel_id
+    return sum(cancel(i) for i in ids.tolist())
+
+
+TAG_PHASES = {("schedule", "batch"): _schedule_batch, ("schedule", "loop"): _schedule_loop,
+              ("cancel", "batch"): _cancel_batch, ("cancel", "loop"): _cancel_loop}
+
+
+@pytest.mark.parametrize("impl", [p for p in PEERS if p in ("native", "pure")])
+@pytest.mark.parametrize("api", ["batch", "loop"])
+@pytest.mark.parametrize("phase", ["schedule", "cancel"])
+def test_timer_tags(benchmark, impl, api, phase, workload):
+    n = len(workload[0])
+    assert _tag_phase(benchmark, impl, api, phase, workload, TAG_PHASES[phase, api]) == n
+
+
+# ----------------------------------------------------------------- memory
 
 
 def _bytes_per_entry(impl, n, deadlines, keep_handles):
