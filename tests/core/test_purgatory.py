@@ -2,6 +2,7 @@
 against both twins (and across twins)."""
 import random
 import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -407,6 +408,38 @@ def test_operation_of_the_other_twin_completed_while_watched_is_purged(impl):
         assert purg.purge_completed() == 1
         assert purg.purge_visits == 1
         assert purg.watched == 1
+
+
+def test_purge_runs_on_the_reaper_thread_when_the_timer_has_one(impl):
+    timer = Timer(ManualClock(0), impl=impl)
+    purg = Purgatory("p", timer, purge_interval=1, impl=impl)
+    Op = op_class(impl)
+    hashed_by = []
+
+    class ThreadKey(CountingKey):
+        def __hash__(self):
+            hashed_by.append(threading.current_thread().name)
+            return self.n
+
+    ops = [Op(100000) for _ in range(3)]
+    timer.start(max_wait_ms=50)
+    try:
+        assert timer.reaping
+        for i, op in enumerate(ops):
+            purg.try_complete_else_watch(op, [ThreadKey(i)])
+        for op in ops:
+            op.force_complete()
+        hashed_by.clear()
+        purg.try_complete_else_watch(Op(100000), ["trigger"])  # 4 listed, 1 delayed
+        deadline = time.monotonic() + 5
+        while purg.purge_visits < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+    finally:
+        timer.close()
+    assert not timer.reaping
+    assert purg.purge_visits == 3
+    assert purg.watched == 1
+    assert hashed_by and set(hashed_by) == {"fastcoord-timer-reaper"}
 
 
 # Random sequences: ("watch", keys) a new operation; ("ready", n) makes the n-th

@@ -163,6 +163,7 @@ class Purgatory:
         self._delayed = 0
         self._estimated = 0  # estimated number of operations watched (for purges)
         self._purge_visits = 0
+        self._purge_queued = False  # a purge is queued in the timer or running
 
     def _stripe(self, key):
         return self._stripes[hash(key) % _STRIPES]
@@ -291,11 +292,23 @@ class Purgatory:
         return lst
 
     def _maybe_purge(self) -> int:
+        # With a reaper thread the purge runs there, else on the caller's thread; one
+        # purge at a time (_purge_queued from here to its end)
         with self._count_lock:
-            if self._estimated - self._delayed <= self.purge_interval:
+            if self._estimated - self._delayed <= self.purge_interval or self._purge_queued:
                 return 0
             self._estimated = self._delayed
-        return self.purge_completed()
+            self._purge_queued = True
+        if getattr(self.timer, "reaping", False):
+            self.timer.schedule(0, self._queued_purge)
+            return 0
+        return self._queued_purge()
+
+    def _queued_purge(self) -> int:
+        try:
+            return self.purge_completed()
+        finally:
+            self._purge_queued = False
 
     def purge_completed(self) -> int:
         """Drop completed operations from every watcher list; return how many.

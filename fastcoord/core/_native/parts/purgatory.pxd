@@ -44,6 +44,7 @@ cdef class Purgatory:
     cdef int64_t _delayed
     cdef int64_t _estimated
     cdef int64_t _purge_visits
+    cdef bint _purge_queued                # a purge is queued in the timer or running
 
     cdef int _add_delayed(self, int64_t n) except -1
     cdef bint _try_complete(self, object op) except -1

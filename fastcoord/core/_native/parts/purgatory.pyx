@@ -389,13 +389,25 @@ cdef class Purgatory:
         return lst
 
     cdef Py_ssize_t _maybe_purge(self) except -1:
+        # With a reaper thread the purge runs there, else on the caller's thread; one
+        # purge at a time (_purge_queued from here to its end)
         mutex_lock_with_gil(&self._count_mu)
-        if self._estimated - self._delayed <= self.purge_interval:
+        if self._estimated - self._delayed <= self.purge_interval or self._purge_queued:
             pthread_mutex_unlock(&self._count_mu)
             return 0
         self._estimated = self._delayed
+        self._purge_queued = True
         pthread_mutex_unlock(&self._count_mu)
-        return self.purge_completed()
+        if getattr(self.timer, "reaping", False):
+            self.timer.schedule(0, self._queued_purge)
+            return 0
+        return self._queued_purge()
+
+    def _queued_purge(self):
+        try:
+            return self.purge_completed()
+        finally:
+            self._purge_queued = False
 
     def purge_completed(self):
         """Drop completed operations from every watcher list; return how many.
