@@ -2,8 +2,11 @@
 against both twins (and across twins)."""
 import random
 import threading
+import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fastcoord import _twins
 from fastcoord.core.clock import ManualClock
@@ -324,3 +327,195 @@ def test_base_try_complete_is_abstract(impl):
     base = _twins.module(impl, "core.purgatory").DelayedOperation
     with pytest.raises(NotImplementedError):
         base(10).try_complete()
+
+
+# ---------------------------------------------------------------- purges
+class CountingKey:
+    """A key that counts how often it is hashed: a purge that looks a list up
+    hashes its key."""
+    hashes = 0
+
+    def __init__(self, n):
+        self.n = n
+
+    def __hash__(self):
+        CountingKey.hashes += 1
+        return self.n
+
+    def __eq__(self, other):
+        return isinstance(other, CountingKey) and other.n == self.n
+
+
+def test_purge_visits_only_lists_holding_completed_operations(env):
+    clock, timer, purg, Op = env
+    ops = [Op(100000) for _ in range(100)]
+    for i, op in enumerate(ops):
+        purg.try_complete_else_watch(op, [CountingKey(i)])
+    both = Op(100000)
+    purg.try_complete_else_watch(both, [200, 201])
+    ops[3].force_complete()
+    both.force_complete()  # listed on two keys: both lists need a purge
+    assert purg.watched == 102
+    CountingKey.hashes = 0
+    assert purg.purge_completed() == 3
+    assert CountingKey.hashes < 10  # the 100 other lists were not looked up
+    visits = purg.purge_visits
+    assert purg.purge_completed() == 0
+    assert CountingKey.hashes < 10
+    assert purg.watched == 99
+    assert visits == 3  # not the 102 lists
+
+
+def test_purge_after_check_and_complete_visits_no_list(env):
+    """Kafka's heartbeat design: check_and_complete(key) completes and unlists the
+    old operation, then a new one is watched on the key; nothing is left to purge."""
+    clock, timer, purg, Op = env
+    ops = {CountingKey(k): Op(30000) for k in range(50)}
+    for k, op in ops.items():
+        purg.try_complete_else_watch(op, [k])
+    for k, op in ops.items():
+        op.completable = True
+        assert purg.check_and_complete(k) == 1
+        ops[k] = Op(30000)
+        purg.try_complete_else_watch(ops[k], [k])
+    CountingKey.hashes = 0
+    assert purg.purge_completed() == 0
+    assert CountingKey.hashes == 0  # no list was looked up
+    assert purg.purge_visits == 0
+    assert purg.watched == 50 and purg.delayed == 50
+
+
+def test_expired_operation_is_purged_from_its_lists(env):
+    clock, timer, purg, Op = env
+    short, long_ = Op(10), Op(100000)
+    purg.try_complete_else_watch(short, ["a", "b"])
+    purg.try_complete_else_watch(long_, ["b"])
+    assert timer.advance_to(10) == 1
+    assert purg.watched == 3
+    assert purg.purge_completed() == 2
+    assert purg.purge_visits == 2
+    assert purg.watched == 1 and purg.delayed == 1
+
+
+def test_operation_of_the_other_twin_completed_while_watched_is_purged(impl):
+    for other in IMPLS:
+        purg = Purgatory("x", Timer(ManualClock(0), impl=impl), impl=impl)
+        Op = op_class(other)
+        a, b = Op(1000), Op(1000)
+        purg.try_complete_else_watch(a, ["k"])
+        purg.try_complete_else_watch(b, ["j"])
+        a.force_complete()
+        assert purg.purge_completed() == 1
+        assert purg.purge_visits == 1
+        assert purg.watched == 1
+
+
+def test_purge_runs_on_the_reaper_thread_when_the_timer_has_one(impl):
+    timer = Timer(ManualClock(0), impl=impl)
+    purg = Purgatory("p", timer, purge_interval=1, impl=impl)
+    Op = op_class(impl)
+    hashed_by = []
+
+    class ThreadKey(CountingKey):
+        def __hash__(self):
+            hashed_by.append(threading.current_thread().name)
+            return self.n
+
+    ops = [Op(100000) for _ in range(3)]
+    timer.start(max_wait_ms=50)
+    try:
+        assert timer.reaping
+        for i, op in enumerate(ops):
+            purg.try_complete_else_watch(op, [ThreadKey(i)])
+        for op in ops:
+            op.force_complete()
+        hashed_by.clear()
+        purg.try_complete_else_watch(Op(100000), ["trigger"])  # 4 listed, 1 delayed
+        deadline = time.monotonic() + 5
+        while purg.purge_visits < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+    finally:
+        timer.close()
+    assert not timer.reaping
+    assert purg.purge_visits == 3
+    assert purg.watched == 1
+    assert hashed_by and set(hashed_by) == {"fastcoord-timer-reaper"}
+
+
+# Random sequences: ("watch", keys) a new operation; ("ready", n) makes the n-th
+# operation completable; ("force", n); ("check", key); ("cancel", key); ("advance",
+# ms) the timer; ("purge",).
+_KEYS = st.integers(0, 3)
+_STEP = st.one_of(
+    st.tuples(st.just("watch"), st.lists(_KEYS, min_size=1, max_size=3, unique=True)),
+    st.tuples(st.just("ready"), st.integers(0, 30)),
+    st.tuples(st.just("force"), st.integers(0, 30)),
+    st.tuples(st.just("check"), _KEYS),
+    st.tuples(st.just("cancel"), _KEYS),
+    st.tuples(st.just("advance"), st.integers(1, 60)),
+    st.tuples(st.just("purge")),
+)
+
+
+def _run_sequence(impl, steps):
+    """Run steps on impl's purgatory against a model of its watcher lists; return
+    what the purgatory answered."""
+    timer = Timer(ManualClock(0), impl=impl)
+    purg = Purgatory("p", timer, purge_interval=10**9, impl=impl)
+    Op = op_class(impl)
+    ops, lists, armed, trace = [], {}, [], []
+    for step in steps:
+        kind = step[0]
+        if kind == "watch":
+            op = Op(100)
+            ops.append(op)
+            assert purg.try_complete_else_watch(op, step[1]) is False
+            for k in step[1]:
+                lists.setdefault(k, []).append(op)
+            armed.append(op)
+            out = None
+        elif kind in ("ready", "force"):
+            if not ops:
+                continue
+            op = ops[step[1] % len(ops)]
+            if kind == "ready":
+                op.completable = True
+                out = None
+            else:
+                out = op.force_complete()
+        elif kind == "check":
+            out = purg.check_and_complete(step[1])
+            lists[step[1]] = [op for op in lists.get(step[1], []) if not op.is_completed]
+        elif kind == "cancel":
+            cancelled = purg.cancel_for_key(step[1])
+            gone = lists.pop(step[1], [])
+            assert list(map(id, cancelled)) == list(map(id, gone))
+            armed = [op for op in armed if all(op is not c for c in gone)]
+            out = len(cancelled)
+        elif kind == "advance":
+            out = timer.advance_to(timer.current_ms() + step[1])
+        else:
+            stale = sum(op.is_completed for lst in lists.values() for op in lst)
+            dirty = sum(any(op.is_completed for op in lst) for lst in lists.values())
+            visits = purg.purge_visits
+            out = purg.purge_completed()
+            assert out == stale
+            assert dirty <= purg.purge_visits - visits <= len(lists)
+            lists = {k: [op for op in lst if not op.is_completed] for k, lst in lists.items()}
+            assert purg.purge_completed() == 0
+        assert purg.watched == sum(map(len, lists.values()))
+        assert purg.delayed == sum(not op.is_completed for op in armed)
+        trace.append((out, purg.watched, purg.delayed))
+    purg.purge_completed()
+    live = sum(not op.is_completed for lst in lists.values() for op in lst)
+    assert purg.watched == live
+    return trace
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_STEP, max_size=40))
+def test_random_sequences_keep_watched_and_delayed_exact(impl, steps):
+    trace = _run_sequence(impl, steps)
+    for other in IMPLS:
+        assert _run_sequence(other, steps) == trace

@@ -14,7 +14,15 @@ purgatory accepts operations of either twin):
 * ``op._fc_arm(timer, owner)``: schedule the op's expiry on ``timer`` at
   ``delay_ms`` from the timer's current time and report to ``owner`` through
   ``owner._fc_delayed_add(+1 / -1)`` while the entry is in the timer;
-* ``op._fc_disarm() -> bool``: cancel the timer entry (not the operation).
+* ``op._fc_disarm() -> bool``: cancel the timer entry (not the operation);
+* ``op._fc_watch(owner, key)``: the op is now in ``owner``'s list of ``key``;
+  the winner of ``force_complete()`` then calls ``owner._fc_completed_on(key)``
+  for each such key, after setting ``is_completed``.
+
+Purges: a stripe keeps the keys whose list may hold a completed operation (its
+``dirty`` set): a key goes in when an operation listed there completes, and out
+when its list is cleaned (``check_and_complete`` cleans the list it scans). A
+purge visits only those lists, never every key.
 
 Locks: the purgatory's own (striped) locks protect only its watcher lists;
 user code (``try_complete`` and the hooks) never runs under them.  The op's lock
@@ -43,6 +51,7 @@ class DelayedOperation:
         self._once = threading.Lock()  # acquired (never released) by the winner
         self._handle = None
         self._owner = None
+        self._watches = None  # [purgatory, key, purgatory, key, ...] it is listed on
 
     # ---- hooks ---------------------------------------------------------------
     def try_complete(self) -> bool:
@@ -71,6 +80,7 @@ class DelayedOperation:
         if not self._once.acquire(False):
             return False
         self._completed = True
+        self._fc_unwatch()
         self._fc_disarm()
         self.on_complete()
         return True
@@ -94,6 +104,22 @@ class DelayedOperation:
         if self._completed:  # completed while we were arming it
             self._fc_disarm()
 
+    def _fc_watch(self, owner, key) -> None:
+        w = self._watches
+        if w is None:
+            self._watches = [owner, key]
+        else:
+            w += (owner, key)
+
+    def _fc_unwatch(self) -> None:
+        # (after _completed is set: a purgatory that lists the op after this read
+        # sees the flag and marks its key itself)
+        w = self._watches
+        if w is not None:
+            self._watches = None
+            for i in range(0, len(w), 2):
+                w[i]._fc_completed_on(w[i + 1])
+
     def _fc_disarm(self) -> bool:
         h = self._handle
         if h is not None and h.cancel():
@@ -109,11 +135,12 @@ class DelayedOperation:
 
 
 class _Stripe:
-    __slots__ = ("lock", "lists")
+    __slots__ = ("lock", "lists", "dirty")
 
     def __init__(self):
         self.lock = threading.Lock()
         self.lists = {}  # key -> list of operations
+        self.dirty = set()  # every key whose list holds a completed operation (and maybe more)
 
 
 class Purgatory:
@@ -135,6 +162,8 @@ class Purgatory:
         self._count_lock = threading.Lock()
         self._delayed = 0
         self._estimated = 0  # estimated number of operations watched (for purges)
+        self._purge_visits = 0
+        self._purge_queued = False  # a purge is queued in the timer or running
 
     def _stripe(self, key):
         return self._stripes[hash(key) % _STRIPES]
@@ -157,6 +186,11 @@ class Purgatory:
             with s.lock:
                 total += sum(len(lst) for lst in s.lists.values())
         return total
+
+    @property
+    def purge_visits(self) -> int:
+        """How many watcher lists the purges have visited so far."""
+        return self._purge_visits
 
     def __len__(self):
         return self.watched
@@ -182,6 +216,9 @@ class Purgatory:
                     s.lists[key] = [op]
                 else:
                     lst.append(op)
+                op._fc_watch(self, key)
+                if op.is_completed:  # completed before it could tell us
+                    s.dirty.add(key)
             if not watch_created:
                 watch_created = True
                 with self._count_lock:
@@ -221,13 +258,25 @@ class Purgatory:
             lst = s.lists.get(key)
             if lst is None:
                 return 0
-            keep = [op for op in lst if not op.is_completed]
-            purged = len(lst) - len(keep)
-            if keep:
-                lst[:] = keep
-            else:
-                del s.lists[key]
+            return self._clean(s, key, lst)
+
+    def _clean(self, s, key, lst) -> int:
+        # (s.lock held) drop the completed operations of key's list
+        s.dirty.discard(key)
+        keep = [op for op in lst if not op.is_completed]
+        purged = len(lst) - len(keep)
+        if keep:
+            lst[:] = keep
+        else:
+            del s.lists[key]
         return purged
+
+    def _fc_completed_on(self, key) -> None:
+        """An operation listed on key completed: key's list needs a purge."""
+        s = self._stripe(key)
+        with s.lock:
+            if key in s.lists:
+                s.dirty.add(key)
 
     def cancel_for_key(self, key) -> list:
         """Stop watching key: remove its operations and cancel their timer entries
@@ -235,6 +284,7 @@ class Purgatory:
         s = self._stripe(key)
         with s.lock:
             lst = s.lists.pop(key, None)
+            s.dirty.discard(key)
         if not lst:
             return []
         for op in lst:
@@ -242,25 +292,42 @@ class Purgatory:
         return lst
 
     def _maybe_purge(self) -> int:
+        # With a reaper thread the purge runs there, else on the caller's thread; one
+        # purge at a time (_purge_queued from here to its end)
         with self._count_lock:
-            if self._estimated - self._delayed <= self.purge_interval:
+            if self._estimated - self._delayed <= self.purge_interval or self._purge_queued:
                 return 0
             self._estimated = self._delayed
-        return self.purge_completed()
+            self._purge_queued = True
+        if getattr(self.timer, "reaping", False):
+            self.timer.schedule(0, self._queued_purge)
+            return 0
+        return self._queued_purge()
+
+    def _queued_purge(self) -> int:
+        try:
+            return self.purge_completed()
+        finally:
+            self._purge_queued = False
 
     def purge_completed(self) -> int:
-        """Drop completed operations from every watcher list; return how many."""
+        """Drop completed operations from every watcher list; return how many.
+        Visits only the lists in the stripes' dirty sets."""
         purged = 0
+        visits = 0
         for s in self._stripes:
+            if not s.dirty:
+                continue
             with s.lock:
-                for key in list(s.lists):
-                    lst = s.lists[key]
-                    keep = [op for op in lst if not op.is_completed]
-                    purged += len(lst) - len(keep)
-                    if keep:
-                        lst[:] = keep
-                    else:
-                        del s.lists[key]
+                for key in list(s.dirty):
+                    lst = s.lists.get(key)
+                    if lst is None:
+                        s.dirty.discard(key)
+                        continue
+                    visits += 1
+                    purged += self._clean(s, key, lst)
+        with self._count_lock:
+            self._purge_visits += visits
         return purged
 
     def shutdown(self) -> None:
@@ -271,6 +338,7 @@ class Purgatory:
                 for lst in s.lists.values():
                     ops.extend(lst)
                 s.lists.clear()
+                s.dirty.clear()
         for op in ops:
             op._fc_disarm()
 

@@ -241,6 +241,11 @@ class Timer:
     def wheel_size(self) -> int:
         return self._size
 
+    @property
+    def reaping(self) -> bool:
+        """True while the reaper thread (start()) runs."""
+        return self._thread is not None
+
     def current_ms(self) -> int:
         """The timer's current time: the later of clock.now_ms() and the last advance_to."""
         now = self._clock.now_ms()

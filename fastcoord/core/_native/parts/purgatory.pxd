@@ -19,10 +19,13 @@ cdef class DelayedOperation:
     cdef int64_t _eid
     cdef object _handle          # entry of any other timer: its handle
     cdef object _owner
+    cdef list _watches           # [purgatory, key, ...]: the lists it is on
     cdef object __weakref__
 
     cdef bint c_force_complete(self) except -1
     cdef bint _disarm(self) except -1
+    cdef int _watch(self, object owner, object key) except -1
+    cdef int _unwatch(self) except -1
 
 
 # How many watcher lists (and their locks) a purgatory has: a key's is hash(key) % STRIPES
@@ -36,11 +39,16 @@ cdef class Purgatory:
     cdef readonly int64_t purge_interval
     cdef pthread_mutex_t _stripe_mu[STRIPES]    # a watcher list's lock
     cdef list _maps
+    cdef list _dirty                      # per stripe: keys whose list may hold a completed op
     cdef pthread_mutex_t _count_mu        # _delayed's and _estimated's
     cdef int64_t _delayed
     cdef int64_t _estimated
+    cdef int64_t _purge_visits
+    cdef bint _purge_queued                # a purge is queued in the timer or running
 
     cdef int _add_delayed(self, int64_t n) except -1
     cdef bint _try_complete(self, object op) except -1
     cdef Py_ssize_t _purge_key(self, int i, key) except -1
+    cdef Py_ssize_t _clean(self, int i, key, list lst) except -1
+    cdef int _completed_on(self, key) except -1
     cdef Py_ssize_t _maybe_purge(self) except -1

@@ -77,6 +77,7 @@ cdef class DelayedOperation:
     cdef bint c_force_complete(self) except -1:
         if not fc_cas_int(&self._completed, 0, 1):
             return False
+        self._unwatch()
         self._disarm()
         self.on_complete()
         return True
@@ -102,6 +103,33 @@ cdef class DelayedOperation:
 
     def __call__(self):
         self.run_expiration()
+
+    cdef int _watch(self, owner, key) except -1:
+        if self._watches is None:
+            self._watches = [owner, key]
+        else:
+            self._watches.append(owner)
+            self._watches.append(key)
+        return 0
+
+    def _fc_watch(self, owner, key):
+        self._watch(owner, key)
+
+    cdef int _unwatch(self) except -1:
+        # (after _completed is set: a purgatory that lists the op after this read
+        # sees the flag and marks its key itself)
+        cdef list w = self._watches
+        cdef Py_ssize_t i
+        if w is None:
+            return 0
+        self._watches = None
+        for i in range(0, len(w), 2):
+            owner = w[i]
+            if type(owner) is Purgatory:
+                (<Purgatory>owner)._completed_on(w[i + 1])
+            else:
+                owner._fc_completed_on(w[i + 1])
+        return 0
 
     cdef bint _disarm(self) except -1:
         cdef bint done = False
@@ -165,6 +193,7 @@ cdef class Purgatory:
         self.timer = timer
         self.purge_interval = purge_interval
         self._maps = [{} for _ in range(STRIPES)]
+        self._dirty = [set() for _ in range(STRIPES)]
         self._delayed = 0
         self._estimated = 0
 
@@ -213,6 +242,11 @@ cdef class Purgatory:
                 pthread_mutex_unlock(&self._stripe_mu[i])
         return total
 
+    @property
+    def purge_visits(self):
+        """How many watcher lists the purges have visited so far."""
+        return self._purge_visits
+
     def __len__(self):
         return self.watched
 
@@ -239,6 +273,12 @@ cdef class Purgatory:
                     m[key] = [op]
                 else:
                     (<list>lst).append(op)
+                if isinstance(op, DelayedOperation):
+                    (<DelayedOperation>op)._watch(self, key)
+                else:
+                    op._fc_watch(self, key)
+                if _completed(op):   # completed before it could tell us
+                    (<set>self._dirty[i]).add(key)
             finally:
                 pthread_mutex_unlock(&self._stripe_mu[i])
             if not watch_created:
@@ -301,14 +341,36 @@ cdef class Purgatory:
             lst = m.get(key)
             if lst is None:
                 return 0
-            keep = [op for op in lst if not _completed(op)]
-            if keep:
-                lst[:] = keep
-            else:
-                del m[key]
-            return len(lst) - len(keep) if keep else len(lst)
+            return self._clean(i, key, lst)
         finally:
             pthread_mutex_unlock(&self._stripe_mu[i])
+
+    cdef Py_ssize_t _clean(self, int i, key, list lst) except -1:
+        # (stripe i's lock held) drop the completed operations of key's list
+        cdef list keep
+        cdef Py_ssize_t purged
+        (<set>self._dirty[i]).discard(key)
+        keep = [op for op in lst if not _completed(op)]
+        purged = len(lst) - len(keep)
+        if keep:
+            lst[:] = keep
+        else:
+            del (<dict>self._maps[i])[key]
+        return purged
+
+    cdef int _completed_on(self, key) except -1:
+        cdef int i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
+        mutex_lock_with_gil(&self._stripe_mu[i])
+        try:
+            if key in <dict>self._maps[i]:
+                (<set>self._dirty[i]).add(key)
+        finally:
+            pthread_mutex_unlock(&self._stripe_mu[i])
+        return 0
+
+    def _fc_completed_on(self, key):
+        """An operation listed on key completed: key's list needs a purge."""
+        self._completed_on(key)
 
     def cancel_for_key(self, key):
         """Stop watching key: remove its operations and cancel their timer entries
@@ -317,6 +379,7 @@ cdef class Purgatory:
         mutex_lock_with_gil(&self._stripe_mu[i])
         try:
             lst = (<dict>self._maps[i]).pop(key, None)
+            (<set>self._dirty[i]).discard(key)
         finally:
             pthread_mutex_unlock(&self._stripe_mu[i])
         if not lst:
@@ -326,34 +389,52 @@ cdef class Purgatory:
         return lst
 
     cdef Py_ssize_t _maybe_purge(self) except -1:
+        # With a reaper thread the purge runs there, else on the caller's thread; one
+        # purge at a time (_purge_queued from here to its end)
         mutex_lock_with_gil(&self._count_mu)
-        if self._estimated - self._delayed <= self.purge_interval:
+        if self._estimated - self._delayed <= self.purge_interval or self._purge_queued:
             pthread_mutex_unlock(&self._count_mu)
             return 0
         self._estimated = self._delayed
+        self._purge_queued = True
         pthread_mutex_unlock(&self._count_mu)
-        return self.purge_completed()
+        if getattr(self.timer, "reaping", False):
+            self.timer.schedule(0, self._queued_purge)
+            return 0
+        return self._queued_purge()
+
+    def _queued_purge(self):
+        try:
+            return self.purge_completed()
+        finally:
+            self._purge_queued = False
 
     def purge_completed(self):
-        """Drop completed operations from every watcher list; return how many."""
-        cdef Py_ssize_t purged = 0
+        """Drop completed operations from every watcher list; return how many.
+        Visits only the lists in the stripes' dirty sets."""
+        cdef Py_ssize_t purged = 0, visits = 0
         cdef int i
         cdef dict m
-        cdef list lst, keep
+        cdef set dirty
         for i in range(STRIPES):
+            dirty = self._dirty[i]
+            if not dirty:
+                continue
             mutex_lock_with_gil(&self._stripe_mu[i])
             try:
                 m = self._maps[i]
-                for key in list(m):
-                    lst = m[key]
-                    keep = [op for op in lst if not _completed(op)]
-                    purged += len(lst) - len(keep)
-                    if keep:
-                        lst[:] = keep
-                    else:
-                        del m[key]
+                for key in list(dirty):
+                    lst = m.get(key)
+                    if lst is None:
+                        dirty.discard(key)
+                        continue
+                    visits += 1
+                    purged += self._clean(i, key, <list>lst)
             finally:
                 pthread_mutex_unlock(&self._stripe_mu[i])
+        mutex_lock_with_gil(&self._count_mu)
+        self._purge_visits += visits
+        pthread_mutex_unlock(&self._count_mu)
         return purged
 
     def shutdown(self):
@@ -366,6 +447,7 @@ cdef class Purgatory:
                 for lst in (<dict>self._maps[i]).values():
                     ops.extend(lst)
                 (<dict>self._maps[i]).clear()
+                (<set>self._dirty[i]).clear()
             finally:
                 pthread_mutex_unlock(&self._stripe_mu[i])
         for op in ops:

@@ -967,6 +967,11 @@ cdef class Timer:
         return self._size
 
     @property
+    def reaping(self):
+        """True while the reaper thread (start()) runs."""
+        return self._thread is not None
+
+    @property
     def levels(self):
         return self._nlevels
 

@@ -1,0 +1,95 @@
+"""Purgatory benchmark: Kafka's heartbeat design on the purgatory alone.
+
+Each member has a DelayedHeartbeat watched on its key. A heartbeat marks the
+member satisfied, ``check_and_complete(key)`` completes (and unwatches) the old
+operation, then ``try_complete_else_watch`` watches a new one with a 30 s
+expiry: what Kafka 3.x's GroupCoordinator does per heartbeat, with the
+group's lock as every operation's lock. One round heartbeats every member once,
+in a fixed random order; ops = members.
+
+With ``--benchmark-disable`` (``make test``) the member counts are small so this
+runs as a test.
+"""
+import gc
+import random
+import threading
+
+import pytest
+
+from fastcoord import _twins
+from fastcoord.core.clock import ManualClock
+
+IMPLS = ["native", "pure"] if _twins.NATIVE_AVAILABLE else ["pure"]
+ROUNDS = {"native": 5, "pure": 3}
+MEMBERS_PER_GROUP = 10
+
+
+class Member:
+    __slots__ = ("key", "lock", "satisfied")
+
+    def __init__(self, key, lock):
+        self.key = key
+        self.lock = lock
+        self.satisfied = False
+
+
+def heartbeat_design(impl, members):
+    """The purgatory, its members (each with one operation watched) and heartbeat()."""
+    purgatory = _twins.module(impl, "core.purgatory")
+    timer = _twins.module(impl, "core.timer").Timer(ManualClock(0))
+    purg = purgatory.Purgatory("Heartbeat", timer)
+
+    class DelayedHeartbeat(purgatory.DelayedOperation):
+        __slots__ = ("member",)
+
+        def __init__(self, member):
+            super().__init__(30_000, member.lock)
+            self.member = member
+
+        def try_complete(self):
+            return self.force_complete() if self.member.satisfied else False
+
+    locks = [threading.RLock() for _ in range(members // MEMBERS_PER_GROUP + 1)]
+    ms = [Member(("group-%d" % (i // MEMBERS_PER_GROUP), "member-%d" % i),
+                 locks[i // MEMBERS_PER_GROUP]) for i in range(members)]
+    check, watch = purg.check_and_complete, purg.try_complete_else_watch
+
+    def heartbeat(member):
+        member.satisfied = True
+        check(member.key)
+        member.satisfied = False
+        watch(DelayedHeartbeat(member), [member.key])
+
+    for m in ms:
+        heartbeat(m)
+    order = ms[:]
+    random.Random(3).shuffle(order)
+    return purg, order, heartbeat
+
+
+@pytest.fixture(scope="module")
+def quick(request):
+    return request.config.getoption("benchmark_disable")
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("members", [10_000, 100_000])
+def test_purgatory_kafka_heartbeat(benchmark, impl, members, quick):
+    if quick:
+        members //= 100
+    purg, order, heartbeat = heartbeat_design(impl, members)
+
+    def run():
+        for m in order:
+            heartbeat(m)
+
+    benchmark.group = f"purgatory-heartbeat-{members}"
+    benchmark.extra_info.update(ops=members, peer=f"kafka-design-{impl}")
+    gc.collect()
+    gc.disable()
+    try:
+        benchmark.pedantic(run, rounds=ROUNDS[impl], iterations=1, warmup_rounds=1)
+    finally:
+        gc.enable()
+    assert purg.delayed == members
+    assert purg.watched == members
