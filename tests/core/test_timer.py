@@ -754,3 +754,30 @@ def test_stepper_needs_a_manual_clock(impl):
     for clock in (SystemClock(), Later(0)):
         with pytest.raises(TypeError, match="ManualClock"):
             wheel.ManualStepper(wheel.Timer(clock), threading.Lock(), list, list)
+
+
+def test_both_twins_share_the_deadline_range(impl):
+    """Deadlines lie in [-(2**62 - 1), 2**62 - 1] in both twins (the native one needs
+    that to stay inside int64 arithmetic): one past either end is a ValueError, the
+    ends themselves are accepted, alone or in a batch."""
+    import numpy as np
+
+    class Sink:
+        def on_timer(self, tag, deadline_ms):
+            pass
+
+    timer = Timer(ManualClock(0), impl=impl)
+    sink = Sink()
+    top = (1 << 62) - 1
+    for bad in (top + 1, -top - 1):
+        with pytest.raises(ValueError):
+            timer.schedule_tag_at(bad, sink, 1)
+        with pytest.raises(ValueError):
+            timer.schedule_tags(np.array([0, bad], np.int64), np.array([1, 2], np.int64), sink)
+        with pytest.raises(ValueError):
+            timer.schedule_at(bad, lambda: None)
+    assert len(timer) == 0
+    timer.schedule_tag_at(top, sink, 1)
+    timer.schedule_tag_at(-top, sink, 2)
+    timer.schedule_tags(np.array([top, -top], np.int64), np.array([3, 4], np.int64), sink)
+    assert len(timer) == 4

@@ -73,7 +73,7 @@ _log = logging.getLogger("fastcoord.timer")
 
 #: Deadlines and delays must lie in [-LIMIT, LIMIT] (both twins share this range,
 #: the native one needs it to stay inside int64 arithmetic).
-LIMIT = 1 << 62
+LIMIT = (1 << 62) - 1
 _NEVER = 1 << 63  # reaper running, nothing scheduled: any schedule wakes it
 _NO_REAPER = -(1 << 64)  # no reaper: no schedule ever needs to wake anything
 
