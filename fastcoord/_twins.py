@@ -51,7 +51,7 @@ def resolve(impl: "str | None") -> str:
 # _native/*.pyx, which may include parts): a twin module's name -> the extension that
 # holds it, where they differ
 _NATIVE_EXTENSION = {"core.timer": "engines", "core.purgatory": "engines",
-                     "core.members": "engines"}
+                     "core.members": "engines", "core.assignors": "engines"}
 
 
 def module(impl: "str | None", name: str) -> ModuleType:
