@@ -143,3 +143,10 @@ class MemberTable(TimerSink):
     def commit_handle(self, handle: int, generation_id: int,
                       instance_id: Optional[str] = None) -> int: ...
     def stats(self) -> Dict[str, int]: ...
+
+
+# -- assignors (parts/assignors.pyx)
+ASSIGNORS: tuple
+
+def compute_assignment(name: str, members: Iterable[Any], topics: Dict[str, int],
+                       current: Dict[str, Dict[str, Iterable[int]]]) -> Dict[str, Dict[str, List[int]]]: ...

@@ -1,0 +1,500 @@
+"""The consumer group protocol's assignors in C (twin: _pure/assignors.py).
+
+Read fastcoord/core/_pure/assignors.py first: it is the specification. Here the input
+is converted once into int arrays: topics (the existing ones some member subscribes to)
+numbered by name, each topic's partitions a slice of one flat owner array (member
+index or -1), each member's subscribed topic indices, each topic's subscribers in
+member order. The assignors run on those arrays without a Python object per
+partition; the result's dicts and lists are built at the end.
+"""
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport qsort
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
+
+from collections.abc import Mapping as _AsgMapping
+
+from fastcoord.core._pure.assignors import ASSIGNORS
+from fastcoord.core._pure import assignors as _asg_pure
+
+cdef int _ASG_MAX_BALANCE_PASSES = _asg_pure.MAX_BALANCE_PASSES
+
+
+cdef struct asg_member_key:
+    int64_t size
+    int32_t member
+
+
+cdef struct asg_topic_key:
+    int64_t partitions
+    int64_t subscribers
+    int32_t topic
+
+
+cdef int _asg_cmp_member(const void* a, const void* b) noexcept nogil:
+    # load ascending, then member index ascending
+    cdef const asg_member_key* x = <const asg_member_key*>a
+    cdef const asg_member_key* y = <const asg_member_key*>b
+    if x.size != y.size:
+        return -1 if x.size < y.size else 1
+    return -1 if x.member < y.member else (1 if x.member > y.member else 0)
+
+
+cdef int _asg_cmp_topic(const void* a, const void* b) noexcept nogil:
+    # partitions per subscriber descending (exact: cross-multiplied), then subscriber
+    # count ascending, then topic index (name order) ascending
+    cdef const asg_topic_key* x = <const asg_topic_key*>a
+    cdef const asg_topic_key* y = <const asg_topic_key*>b
+    cdef int64_t lhs = y.partitions * x.subscribers
+    cdef int64_t rhs = x.partitions * y.subscribers
+    if lhs != rhs:
+        return -1 if lhs < rhs else 1
+    if x.subscribers != y.subscribers:
+        return -1 if x.subscribers < y.subscribers else 1
+    return -1 if x.topic < y.topic else (1 if x.topic > y.topic else 0)
+
+
+cdef class _AsgGroup:
+    """A group converted to arrays (numpy buffers, kept alive by this object)."""
+    cdef list member_ids
+    cdef list topic_names
+    cdef int32_t n_members
+    cdef int32_t n_topics
+    cdef int64_t total
+    cdef object _buffers
+    cdef int64_t* toff      # [n_topics + 1]: topic t's partitions are owner[toff[t]:toff[t+1]]
+    cdef int32_t* owner     # [total]
+    cdef int32_t* soff      # [n_topics + 1]: topic t's subscribers are subs[soff[t]:soff[t+1]]
+    cdef int32_t* subs      # member indices, ascending within a topic
+
+    cdef int32_t* _buffer(self, int64_t n, int32_t fill):
+        arr = np.full(max(n, 1), fill, dtype=np.int32)
+        self._buffers.append(arr)
+        cdef int32_t[::1] view = arr
+        return &view[0]
+
+    cdef int64_t* _buffer64(self, int64_t n):
+        arr = np.zeros(max(n, 1), dtype=np.int64)
+        self._buffers.append(arr)
+        cdef int64_t[::1] view = arr
+        return &view[0]
+
+
+cdef _AsgGroup _asg_convert(list member_ids, list subscriptions, dict topics, current):
+    """Number the topics, count the subscribers, read `current` into the owner array
+    (the rules of _pure's _current_owners)."""
+    cdef _AsgGroup g = _AsgGroup()
+    cdef int32_t i, t, n_subs
+    cdef int64_t k
+    g._buffers = []
+    g.member_ids = member_ids
+    g.n_members = len(member_ids)
+    used = set()
+    for subscribed in subscriptions:
+        used.update(subscribed)
+    g.topic_names = sorted(name for name in used if name in topics)
+    g.n_topics = len(g.topic_names)
+    tindex = {name: t for t, name in enumerate(g.topic_names)}
+    g.toff = g._buffer64(g.n_topics + 1)
+    for t in range(g.n_topics):
+        g.toff[t + 1] = g.toff[t] + <int64_t>topics[g.topic_names[t]]
+    g.total = g.toff[g.n_topics]
+    g.owner = g._buffer(g.total, -1)
+    # subscribers per topic, in member order: count, then place
+    g.soff = g._buffer(g.n_topics + 1, 0)
+    member_topics = []
+    n_subs = 0
+    for i in range(g.n_members):
+        mine = [tindex[name] for name in subscriptions[i] if name in tindex]
+        member_topics.append(mine)
+        for t in mine:
+            g.soff[t + 1] += 1
+        n_subs += len(mine)
+    for t in range(g.n_topics):
+        g.soff[t + 1] += g.soff[t]
+    g.subs = g._buffer(n_subs, 0)
+    cdef int32_t* fill = g._buffer(g.n_topics, 0)
+    for t in range(g.n_topics):
+        fill[t] = g.soff[t]
+    for i in range(g.n_members):
+        for t in member_topics[i]:
+            g.subs[fill[t]] = i
+            fill[t] += 1
+    _asg_read_current(g, subscriptions, tindex, current)
+    return g
+
+
+cdef inline int64_t _asg_partition(value) except? -2:
+    """A partition id as C int64: -1 for one out of int64's range (dropped like any
+    partition that does not exist); TypeError as _pure's _partition_id."""
+    cdef int overflow = 0
+    cdef long long x
+    if not PyLong_CheckExact(value):
+        value = _asg_pure._partition_id(value)
+    x = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow != 0 or x < 0:
+        return -1
+    return x
+
+
+cdef int _asg_read_current(_AsgGroup g, list subscriptions, dict tindex, current) except -1:
+    cdef int32_t i, t
+    cdef int64_t p, count, base
+    cdef Py_ssize_t k, n
+    for i in range(g.n_members):
+        assigned = current.get(g.member_ids[i])
+        if assigned is None:
+            continue
+        if type(assigned) is not dict and not isinstance(assigned, _AsgMapping):
+            raise TypeError(f"current[{g.member_ids[i]!r}] must be a mapping of topic -> partitions")
+        subscribed = subscriptions[i]
+        for topic, partitions in assigned.items():
+            if type(topic) is not str:
+                _asg_pure._check_topic_name(topic, f"current[{g.member_ids[i]!r}]'s keys")
+            if isinstance(partitions, (str, bytes)):
+                raise TypeError(f"current[{g.member_ids[i]!r}][{topic!r}] must be an iterable of partition ids")
+            t = -1
+            if topic in subscribed:
+                t = tindex.get(topic, -1)
+            count = g.toff[t + 1] - g.toff[t] if t >= 0 else 0
+            base = g.toff[t] if t >= 0 else 0
+            if type(partitions) is list or type(partitions) is tuple:
+                n = len(partitions)
+                for k in range(n):
+                    p = _asg_partition(partitions[k])
+                    if 0 <= p < count and g.owner[base + p] == -1:
+                        g.owner[base + p] = i
+            else:
+                for value in partitions:
+                    p = _asg_partition(value)
+                    if 0 <= p < count and g.owner[base + p] == -1:
+                        g.owner[base + p] = i
+    return 0
+
+
+cdef dict _asg_result(_AsgGroup g):
+    """{member: {topic: sorted partitions}} from the owner array: per topic, count each
+    owner's partitions, make each owner's list at its size, fill it in order."""
+    cdef dict result = {member_id: {} for member_id in g.member_ids}
+    cdef int32_t t, o, j
+    cdef int64_t p, base, count, max_count = 0
+    for t in range(g.n_topics):
+        max_count = max(max_count, g.toff[t + 1] - g.toff[t])
+    cdef list ints = list(range(max_count))
+    cdef int32_t* counts = g._buffer(g.n_members, 0)
+    cdef int32_t* filled = g._buffer(g.n_members, 0)
+    cdef list lists = [None] * g.n_members
+    cdef object item
+    for t in range(g.n_topics):
+        base = g.toff[t]
+        count = g.toff[t + 1] - base
+        for p in range(count):
+            o = g.owner[base + p]
+            if o >= 0:
+                counts[o] += 1
+        # a topic's owners are among its subscribers
+        for j in range(g.soff[t], g.soff[t + 1]):
+            o = g.subs[j]
+            if counts[o] > 0:
+                lists[o] = PyList_New(counts[o])
+                filled[o] = 0
+        for p in range(count):
+            o = g.owner[base + p]
+            if o >= 0:
+                item = ints[p]
+                Py_INCREF(item)
+                PyList_SET_ITEM(lists[o], filled[o], item)
+                filled[o] += 1
+        topic = g.topic_names[t]
+        for j in range(g.soff[t], g.soff[t + 1]):
+            o = g.subs[j]
+            if counts[o] > 0:
+                result[g.member_ids[o]][topic] = lists[o]
+                lists[o] = None
+                counts[o] = 0
+    return result
+
+
+def compute_assignment(name, members, topics, current):
+    """See fastcoord.core.assignors.compute_assignment."""
+    member_ids, _racks, subscriptions, topics = _asg_pure.prepare(name, members, topics, current)
+    if name == "range":
+        return _asg_range(member_ids, subscriptions, topics)
+    cdef _AsgGroup g = _asg_convert(member_ids, subscriptions, topics, current)
+    if g.n_members == 0:
+        return {}
+    first = subscriptions[0]
+    if all(s == first for s in subscriptions):
+        _asg_homogeneous(g)
+    else:
+        _asg_heterogeneous(g)
+    return _asg_result(g)
+
+
+# -- uniform, homogeneous subscriptions ---------------------------------------------
+
+cdef int _asg_homogeneous(_AsgGroup g) except -1:
+    """_pure's _uniform_homogeneous on the arrays. The flat partition order is topic
+    (name) order then partition order: the order of Kafka's lists here."""
+    if g.n_topics == 0:
+        return 0
+    cdef int32_t n = g.n_members, i, o
+    cdef int64_t p, k, n_unowned = 0, taken = 0
+    cdef int64_t min_quota = g.total // n, extra = g.total % n
+    cdef int64_t* quota = g._buffer64(n)
+    cdef int64_t* kept = g._buffer64(n)
+    # where each member's given-back partitions go in the hand-out list: after the
+    # unowned ones, in member order (counted in a first pass, placed in a second)
+    cdef int64_t* back = g._buffer64(n + 1)
+    cdef int64_t* handout = g._buffer64(g.total)
+    with nogil:
+        for i in range(n):
+            quota[i] = min_quota + (1 if i < extra else 0)
+        for p in range(g.total):
+            o = g.owner[p]
+            if o < 0:
+                n_unowned += 1
+            elif kept[o] < quota[o]:
+                kept[o] += 1
+            else:
+                back[o + 1] += 1
+        back[0] = n_unowned
+        for i in range(n):
+            back[i + 1] += back[i]
+            kept[i] = 0
+        n_unowned = 0
+        for p in range(g.total):
+            o = g.owner[p]
+            if o < 0:
+                handout[n_unowned] = p
+                n_unowned += 1
+            elif kept[o] < quota[o]:
+                kept[o] += 1
+            else:
+                handout[back[o]] = p
+                back[o] += 1
+                g.owner[p] = -1
+        # the quotas sum to the total: the hand-out list is used up exactly
+        for i in range(n):
+            for k in range(quota[i] - kept[i]):
+                g.owner[handout[taken]] = i
+                taken += 1
+    return 0
+
+
+# -- uniform, heterogeneous subscriptions -------------------------------------------
+
+cdef struct asg_balancer:
+    int64_t* sizes
+    int32_t* order
+    asg_member_key* keys
+    int32_t n
+    int32_t least_end
+    int32_t next_least
+    int32_t most_start
+    int32_t most_end
+    int32_t next_most
+    int64_t least_level
+    int64_t most_level
+
+
+cdef int64_t _asg_init(asg_balancer* b, const int32_t* members, int32_t n) noexcept nogil:
+    cdef int32_t j
+    for j in range(n):
+        b.keys[j].size = b.sizes[members[j]]
+        b.keys[j].member = members[j]
+    qsort(b.keys, n, sizeof(asg_member_key), _asg_cmp_member)
+    for j in range(n):
+        b.order[j] = b.keys[j].member
+    b.n = n
+    b.least_end = 0
+    b.least_level = b.sizes[b.order[0]] - 1
+    b.next_least = 0
+    b.most_start = n
+    b.most_end = n
+    b.most_level = b.sizes[b.order[n - 1]] + 1
+    b.next_most = n - 1
+    return b.sizes[b.order[n - 1]] - b.sizes[b.order[0]]
+
+
+cdef int32_t _asg_next_least(asg_balancer* b) noexcept nogil:
+    cdef int32_t member
+    if b.next_least >= b.least_end:
+        b.least_level += 1
+        while b.least_end < b.n and b.sizes[b.order[b.least_end]] == b.least_level:
+            b.least_end += 1
+        b.next_least = 0
+    member = b.order[b.next_least]
+    b.next_least += 1
+    return member
+
+
+cdef int32_t _asg_next_most(asg_balancer* b) noexcept nogil:
+    cdef int32_t member
+    if b.next_most < b.most_start:
+        if b.most_end <= b.most_start and b.most_start > 0:
+            b.most_level = b.sizes[b.order[b.most_start - 1]]
+        else:
+            b.most_level -= 1
+        while b.most_start > 0 and b.sizes[b.order[b.most_start - 1]] == b.most_level:
+            b.most_start -= 1
+        b.next_most = b.most_end - 1
+    if b.next_most < 0:
+        return -1
+    member = b.order[b.next_most]
+    b.next_most -= 1
+    return member
+
+
+cdef inline void _asg_exclude_most(asg_balancer* b) noexcept nogil:
+    cdef int32_t at = b.next_most + 1
+    cdef int32_t member = b.order[at]
+    b.order[at] = b.order[b.most_end - 1]
+    b.order[b.most_end - 1] = member
+    b.most_end -= 1
+
+
+cdef inline bint _asg_balanced(asg_balancer* b) noexcept nogil:
+    return b.most_level - b.least_level <= 1
+
+
+cdef int32_t _asg_topic_order(_AsgGroup g, asg_topic_key* keys, int32_t* out, int mode) noexcept nogil:
+    """The topics to visit in Kafka's topic order: mode 0 those with an unowned
+    partition, mode 1 those with two subscribers or more. Returns their number."""
+    cdef int32_t t, n = 0, j
+    cdef int64_t p
+    cdef bint take
+    for t in range(g.n_topics):
+        if mode == 0:
+            take = False
+            for p in range(g.toff[t], g.toff[t + 1]):
+                if g.owner[p] < 0:
+                    take = True
+                    break
+        else:
+            take = g.soff[t + 1] - g.soff[t] >= 2
+        if take:
+            keys[n].partitions = g.toff[t + 1] - g.toff[t]
+            keys[n].subscribers = g.soff[t + 1] - g.soff[t]
+            keys[n].topic = t
+            n += 1
+    qsort(keys, n, sizeof(asg_topic_key), _asg_cmp_topic)
+    for j in range(n):
+        out[j] = keys[j].topic
+    return n
+
+
+cdef int64_t _asg_balance_topic(_AsgGroup g, asg_balancer* b, int32_t t, int32_t* grouped,
+                                int64_t* start, int64_t* end) noexcept nogil:
+    """_pure's _balance_topic on the arrays; start/end are per member, zero outside calls."""
+    cdef const int32_t* members = g.subs + g.soff[t]
+    cdef int32_t n = g.soff[t + 1] - g.soff[t], j, o, giver, taker
+    cdef int64_t base = g.toff[t], count = g.toff[t + 1] - g.toff[t], p, pos, moved = 0
+    if _asg_init(b, members, n) <= 1:
+        return 0
+    # partitions grouped by owner (a counting sort: owners ascending, partitions ascending)
+    for p in range(count):
+        end[g.owner[base + p]] += 1
+    pos = 0
+    for j in range(n):
+        o = members[j]
+        start[o] = pos
+        pos += end[o]
+        end[o] = start[o]
+    for p in range(count):
+        o = g.owner[base + p]
+        grouped[end[o]] = <int32_t>p
+        end[o] += 1
+    while not _asg_balanced(b):
+        while True:
+            giver = _asg_next_most(b)
+            if giver == -1 or end[giver] - start[giver] > 0:
+                break
+            _asg_exclude_most(b)
+        if giver == -1:
+            break
+        end[giver] -= 1
+        p = grouped[end[giver]]
+        taker = _asg_next_least(b)
+        if _asg_balanced(b):
+            break
+        g.owner[base + p] = taker
+        b.sizes[giver] -= 1
+        b.sizes[taker] += 1
+        moved += 1
+    for j in range(n):
+        start[members[j]] = 0
+        end[members[j]] = 0
+    return moved
+
+
+cdef int _asg_heterogeneous(_AsgGroup g) except -1:
+    cdef int32_t t, j, n_topics, position, last_moved, member, passes, max_count = 0
+    cdef int64_t p, moved
+    cdef asg_balancer b
+    b.sizes = g._buffer64(g.n_members)
+    b.order = g._buffer(g.n_members, 0)
+    keys_arr = np.zeros(max(g.n_members, 1) * sizeof(asg_member_key), dtype=np.uint8)
+    cdef unsigned char[::1] keys_view = keys_arr
+    b.keys = <asg_member_key*>&keys_view[0]
+    tkeys_arr = np.zeros(max(g.n_topics, 1) * sizeof(asg_topic_key), dtype=np.uint8)
+    cdef unsigned char[::1] tkeys_view = tkeys_arr
+    cdef asg_topic_key* tkeys = <asg_topic_key*>&tkeys_view[0]
+    cdef int32_t* visit = g._buffer(g.n_topics, 0)
+    for t in range(g.n_topics):
+        max_count = max(max_count, <int32_t>(g.toff[t + 1] - g.toff[t]))
+    cdef int32_t* grouped = g._buffer(max_count, 0)
+    cdef int64_t* start = g._buffer64(g.n_members)
+    cdef int64_t* end = g._buffer64(g.n_members)
+    with nogil:
+        for p in range(g.total):
+            if g.owner[p] >= 0:
+                b.sizes[g.owner[p]] += 1
+        # hand out the unowned partitions, topic by topic, to the least loaded subscribers
+        n_topics = _asg_topic_order(g, tkeys, visit, 0)
+        for j in range(n_topics):
+            t = visit[j]
+            _asg_init(&b, g.subs + g.soff[t], g.soff[t + 1] - g.soff[t])
+            for p in range(g.toff[t], g.toff[t + 1]):
+                if g.owner[p] < 0:
+                    member = _asg_next_least(&b)
+                    g.owner[p] = member
+                    b.sizes[member] += 1
+        # then move partitions from the most to the least loaded subscribers of each topic
+        n_topics = _asg_topic_order(g, tkeys, visit, 1)
+        last_moved = -1
+        for passes in range(_ASG_MAX_BALANCE_PASSES):
+            for position in range(n_topics):
+                if position == last_moved:
+                    return 0
+                moved = _asg_balance_topic(g, &b, visit[position], grouped, start, end)
+                if moved > 0 or last_moved == -1:
+                    last_moved = position
+    return 0
+
+
+# -- range --------------------------------------------------------------------------
+
+cdef dict _asg_range(list member_ids, list subscriptions, dict topics):
+    """_pure's _range: per topic, its subscribers in member id order take consecutive
+    ranges. Only ranges are computed: no per-partition work but the output lists."""
+    cdef dict result = {member_id: {} for member_id in member_ids}
+    by_id = sorted(range(len(member_ids)), key=lambda i: _asg_pure.member_sort_key(member_ids[i]))
+    cdef _AsgGroup g = _asg_convert([member_ids[i] for i in by_id], [subscriptions[i] for i in by_id],
+                                    topics, {})
+    cdef int32_t t, j, n, rank
+    cdef int64_t count, min_quota, extra, begin, stop
+    for t in range(g.n_topics):
+        n = g.soff[t + 1] - g.soff[t]
+        count = g.toff[t + 1] - g.toff[t]
+        min_quota = count // n
+        extra = count % n
+        begin = 0
+        topic = g.topic_names[t]
+        for rank in range(n):
+            stop = begin + min_quota + (1 if rank < extra else 0)
+            if stop > begin:
+                result[g.member_ids[g.subs[g.soff[t] + rank]]][topic] = list(range(begin, stop))
+            begin = stop
+    return result
