@@ -10,6 +10,7 @@ from .core.clock import ManualClock, SystemClock
 from .core.config import CoordinatorConfig, shard_for
 from .core.errors import Errors, GroupState
 from .core.results import (
+    ConsumerGroupDescription, ConsumerGroupHeartbeatResult, ConsumerGroupMemberDescription,
     GroupDescription, GroupListing, GroupSummary, JoinGroupMember, JoinGroupResult,
     LeaveGroupResult, MemberDescription, OffsetAndMetadata, SyncGroupResult,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "IMPLEMENTATION", "NATIVE_AVAILABLE",
     "ManualClock", "SystemClock", "CoordinatorConfig", "shard_for",
     "Errors", "GroupState",
+    "ConsumerGroupDescription", "ConsumerGroupHeartbeatResult", "ConsumerGroupMemberDescription",
     "GroupDescription", "GroupListing", "GroupSummary", "JoinGroupMember", "JoinGroupResult",
     "LeaveGroupResult", "MemberDescription", "OffsetAndMetadata", "SyncGroupResult",
     "Timer", "TimerHandle", "Purgatory", "DelayedOperation", "GroupCoordinator",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import FrozenSet, Optional
+from typing import FrozenSet, Optional, Tuple
 
 __all__ = ["CoordinatorConfig", "shard_for", "java_string_hashcode"]
 
@@ -11,6 +11,11 @@ _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 # Kafka reads offsets.retention.minutes as an int; in ms it must stay an int64
 _RETENTION_MINUTES_MAX = _INT32_MAX
+# The server-side assignors of the consumer group protocol, and its migration policies
+# (Kafka's group.consumer.migration.policy: which way a group may convert online)
+CONSUMER_ASSIGNORS = ("uniform", "range")
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
+_NOT_INT_FIELDS = ("owned_shards", "group_consumer_assignors", "group_consumer_migration_policy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,10 +37,20 @@ class CoordinatorConfig:
     # runs every interval, and removes the groups left Empty without offsets
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600_000
+    # The consumer group protocol (KIP-848), Kafka's group.consumer.* configs
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_min_session_timeout_ms: int = 45_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_min_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_max_size: int = _INT32_MAX
+    group_consumer_assignors: Tuple[str, ...] = ("uniform", "range")   # the first: default
+    group_consumer_migration_policy: str = "bidirectional"
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            if field.name == "owned_shards":
+            if field.name in _NOT_INT_FIELDS:
                 continue
             value = getattr(self, field.name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -66,6 +81,7 @@ class CoordinatorConfig:
         if self.offsets_retention_check_interval_ms > _INT64_MAX:
             raise ValueError("offsets_retention_check_interval_ms must fit in an int64, got "
                              f"{self.offsets_retention_check_interval_ms}")
+        self._check_consumer_configs()
         if self.owned_shards is not None:
             try:
                 shards = frozenset(self.owned_shards)
@@ -77,6 +93,58 @@ class CoordinatorConfig:
                 if not 0 <= shard < self.num_shards:
                     raise ValueError(f"owned_shards: shard {shard} is outside [0, {self.num_shards})")
             object.__setattr__(self, "owned_shards", shards)
+
+
+    def _check_consumer_configs(self) -> None:
+        """Kafka's bounds on the group.consumer.* configs, each error naming the field."""
+        for name in ("group_consumer_session_timeout_ms", "group_consumer_min_session_timeout_ms",
+                     "group_consumer_max_session_timeout_ms",
+                     "group_consumer_heartbeat_interval_ms",
+                     "group_consumer_min_heartbeat_interval_ms",
+                     "group_consumer_max_heartbeat_interval_ms", "group_consumer_max_size"):
+            value = getattr(self, name)
+            if not 1 <= value <= _INT32_MAX:
+                raise ValueError(f"{name} must be in [1, {_INT32_MAX}], got {value}")
+        for kind in ("session_timeout", "heartbeat_interval"):
+            lo = getattr(self, f"group_consumer_min_{kind}_ms")
+            hi = getattr(self, f"group_consumer_max_{kind}_ms")
+            value = getattr(self, f"group_consumer_{kind}_ms")
+            if lo > hi:
+                raise ValueError(f"group_consumer_min_{kind}_ms must be <= "
+                                 f"group_consumer_max_{kind}_ms ({lo} > {hi})")
+            if not lo <= value <= hi:
+                raise ValueError(f"group_consumer_{kind}_ms must be within "
+                                 f"[group_consumer_min_{kind}_ms, group_consumer_max_{kind}_ms] "
+                                 f"= [{lo}, {hi}], got {value}")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ValueError("group_consumer_heartbeat_interval_ms must be below "
+                             "group_consumer_session_timeout_ms "
+                             f"({self.group_consumer_heartbeat_interval_ms} >= "
+                             f"{self.group_consumer_session_timeout_ms})")
+        assignors = self.group_consumer_assignors
+        if isinstance(assignors, str):
+            assignors = tuple(a.strip() for a in assignors.split(",") if a.strip())
+        try:
+            assignors = tuple(assignors)
+        except TypeError:
+            raise TypeError("group_consumer_assignors must be a sequence of assignor names") from None
+        if not assignors:
+            raise ValueError("group_consumer_assignors must name at least one assignor")
+        for name in assignors:
+            if name not in CONSUMER_ASSIGNORS:
+                raise ValueError(f"group_consumer_assignors: unknown assignor {name!r} "
+                                 f"(known: {', '.join(CONSUMER_ASSIGNORS)})")
+        if len(set(assignors)) != len(assignors):
+            raise ValueError(f"group_consumer_assignors names an assignor twice: {assignors}")
+        object.__setattr__(self, "group_consumer_assignors", assignors)
+        policy = self.group_consumer_migration_policy
+        if not isinstance(policy, str):
+            raise TypeError("group_consumer_migration_policy must be a str, "
+                            f"got {type(policy).__name__}")
+        if policy.lower() not in MIGRATION_POLICIES:
+            raise ValueError("group_consumer_migration_policy must be one of "
+                             f"{', '.join(MIGRATION_POLICIES)}, got {policy!r}")
+        object.__setattr__(self, "group_consumer_migration_policy", policy.lower())
 
 
 def java_string_hashcode(s: str) -> int:

@@ -9,17 +9,19 @@ ManualClock): each hands what it does not answer itself to the checked method he
 """
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .. import _twins
+from .assignors import compute_assignment
 from .clock import ManualClock, SystemClock
 from .config import CoordinatorConfig
 from .errors import Errors
 from .results import (
-    GroupDescription, GroupListing, GroupSummary, JoinGroupResult, LeaveGroupResult,
+    ConsumerGroupDescription, GroupDescription, GroupListing, GroupSummary, JoinGroupResult, LeaveGroupResult,
     OffsetAndMetadata, SyncGroupResult,
 )
 from .store import InMemoryStore
@@ -135,6 +137,36 @@ def _check_assignments(assignments) -> Dict[str, bytes]:
     return checked
 
 
+def _check_names(name: str, values) -> Optional[List[str]]:
+    """An optional iterable of str (not a str itself), as a list."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        raise TypeError(f"{name} must be an iterable of str, not a str")
+    values = list(values)
+    for value in values:
+        _check_str(name, value)
+    return values
+
+
+def _check_owned(owned) -> Dict[str, frozenset]:
+    """owned_partitions: {topic: iterable of partition ints}, checked and copied."""
+    if not isinstance(owned, Mapping):
+        raise TypeError("owned_partitions must be a mapping of topic to partitions or None, "
+                        f"got {type(owned).__name__}")
+    checked = {}
+    for topic, partitions in owned.items():
+        _check_str("owned_partitions: a topic", topic)
+        if isinstance(partitions, (str, bytes)) or not isinstance(partitions, Iterable):
+            raise TypeError(f"owned_partitions[{topic!r}] must be an iterable of int")
+        parts = []
+        for p in partitions:
+            _check_int(f"owned_partitions[{topic!r}]", p, lo=0)
+            parts.append(p)
+        checked[topic] = frozenset(parts)
+    return checked
+
+
 def _check_offsets(offsets) -> Dict[TopicPartition, "OffsetAndMetadata | int"]:
     """A checked copy of `offsets`. An offset given alone as an int stays that int: it
     stands for OffsetAndMetadata(offset), which a commit makes once, with its commit time
@@ -177,7 +209,8 @@ def _check_offset(tp, value) -> "OffsetAndMetadata | int":
 
 
 class GroupCoordinator:
-    """Kafka's classic consumer-group coordinator. Thread-safe; see docs/api.md."""
+    """Kafka's group coordinator: the classic protocol and the consumer group protocol
+    (KIP-848, docs/consumer-protocol.md). Thread-safe; see docs/api.md."""
 
     def __init__(self, config: Optional[CoordinatorConfig] = None, *, clock=None, store=None,
                  impl: Optional[str] = None,
@@ -205,7 +238,8 @@ class GroupCoordinator:
         self._logic = _group_logic_module(self.impl).GroupLogic(
             config, clock, store, member_id_factory,
             _twins.module(self.impl, "core.members"), _twins.module(self.impl, "core.timer"),
-            _twins.module(self.impl, "core.purgatory"))
+            _twins.module(self.impl, "core.purgatory"),
+            functools.partial(compute_assignment, impl=self.impl))
         table = self._logic.table
         # Documented internals for the pipeline's trace runs (docs/native-core-api.md):
         # the twin's member table (its native type is cimported), timing wheel, and the
@@ -327,7 +361,8 @@ class GroupCoordinator:
     def commit_offsets(self, group_id: str, member_id: str, generation_id: int,
                        offsets: Mapping[TopicPartition, "OffsetAndMetadata | int"], *,
                        group_instance_id: Optional[str] = None,
-                       callback: Optional[Callable[[dict], None]] = None):
+                       callback: Optional[Callable[[dict], None]] = None,
+                       api_version: Optional[int] = None):
         """Commit offsets. Without `callback`, waits for the store and returns
         {(topic, partition): Errors}; with it, returns None and calls `callback(result)`
         once the store has answered (what a server with a durable store wants)."""
@@ -341,27 +376,36 @@ class GroupCoordinator:
         checked = _check_offsets(offsets)
         if group_instance_id is not None:
             _check_str("group_instance_id", group_instance_id, optional=True)
+        if api_version is not None:
+            _check_int("api_version", api_version, lo=0, hi=32767)
         logic = self._logic
         if callback is not None:
             _check_callable("callback", callback)
             logic.commit_offsets(group_id, member_id, generation_id, checked,
-                                 group_instance_id, callback)
+                                 group_instance_id, callback, api_version)
             logic.flush()
             return None
         # Usually answered before flush() returns (an in-memory store, or an error), else
         # from a store's thread: get() takes the answer at once or waits for it.
         answer: "queue.SimpleQueue[dict]" = queue.SimpleQueue()
         logic.commit_offsets(group_id, member_id, generation_id, checked,
-                             group_instance_id, answer.put)
+                             group_instance_id, answer.put, api_version)
         logic.flush()
         return answer.get()
 
     def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[TopicPartition]] = None,
-                      *, require_stable: bool = False) -> Tuple[Errors, Dict[TopicPartition, OffsetAndMetadata]]:
+                      *, require_stable: bool = False, member_id: Optional[str] = None,
+                      member_epoch: int = -1) -> Tuple[Errors, Dict[TopicPartition, OffsetAndMetadata]]:
+        """Committed offsets. `member_id` and `member_epoch` (OffsetFetch v9) are checked
+        against a consumer group's member when given: UNKNOWN_MEMBER_ID,
+        STALE_MEMBER_EPOCH."""
         _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         if partitions is not None:
             partitions = [_check_partition(tp) for tp in partitions]
-        return self._logic.fetch_offsets(group_id, partitions, bool(require_stable))
+        _check_str("member_id", member_id, optional=True)
+        _check_int("member_epoch", member_epoch)
+        return self._logic.fetch_offsets(group_id, partitions, bool(require_stable),
+                                         member_id, member_epoch)
 
     # -- admin ----------------------------------------------------------------------------
     def describe_group(self, group_id: str) -> GroupDescription:
@@ -424,12 +468,81 @@ class GroupCoordinator:
         _check_str("group_id", group_id, optional=True)   # None: like describe_group's
         return self._logic.member_ids(group_id)
 
-    def list_groups(self, states: Optional[Iterable[str]] = None) -> List[GroupListing]:
-        if states is not None:
-            states = list(states)
-            for state in states:
-                _check_str("states", state)
-        return self._logic.list_groups(states)
+    def list_groups(self, states: Optional[Iterable[str]] = None,
+                    types: Optional[Iterable[str]] = None) -> List[GroupListing]:
+        """Every group, or those in one of `states` and of one of `types` ("classic",
+        "consumer"); names match in any case."""
+        return self._logic.list_groups(_check_names("states", states),
+                                       _check_names("types", types))
+
+    # -- the consumer group protocol (KIP-848) --------------------------------------
+    def set_topics(self, topics: Mapping[str, int]) -> None:
+        """The topics the server-side assignors see ({name: partition count}), replacing
+        the whole map. Subscribed groups re-target at their next heartbeat."""
+        if not isinstance(topics, Mapping):
+            raise TypeError(f"topics must be a mapping of str to int, got {type(topics).__name__}")
+        checked = {}
+        for name, count in topics.items():
+            _check_str("topics: a topic name", name)
+            if not name:
+                raise ValueError("topics: a topic name must not be empty")
+            _check_int(f"topics[{name!r}]", count, lo=0)
+            checked[name] = count
+        self._logic.consumers.set_topics(checked)
+
+    def topics(self) -> Dict[str, int]:
+        """The topics map set_topics gave (a copy)."""
+        return dict(self._logic.consumers.topics)
+
+    def consumer_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int, *,
+                                 instance_id: Optional[str] = None,
+                                 rack_id: Optional[str] = None,
+                                 rebalance_timeout_ms: int = -1,
+                                 subscribed_topic_names: Optional[Iterable[str]] = None,
+                                 subscribed_topic_regex: Optional[str] = None,
+                                 server_assignor: Optional[str] = None,
+                                 owned_partitions: Optional[Mapping[str, Iterable[int]]] = None,
+                                 client_id: str = "", client_host: str = "",
+                                 callback: Callable) -> None:
+        """Kafka's ConsumerGroupHeartbeat (docs/api.md): `member_epoch` 0 joins, -1
+        leaves, -2 leaves a static member's place for now; None leaves an optional field
+        unchanged. `callback(ConsumerGroupHeartbeatResult)` runs once, inside the call
+        or when the store confirms a write."""
+        _check_str("group_id", group_id)
+        _check_str("member_id", member_id)
+        _check_int("member_epoch", member_epoch)
+        _check_str("instance_id", instance_id, optional=True)
+        _check_str("rack_id", rack_id, optional=True)
+        _check_int("rebalance_timeout_ms", rebalance_timeout_ms)
+        if subscribed_topic_names is not None:
+            if isinstance(subscribed_topic_names, str):
+                raise TypeError("subscribed_topic_names must be an iterable of str, not a str")
+            subscribed_topic_names = list(subscribed_topic_names)
+            for name in subscribed_topic_names:
+                _check_str("subscribed_topic_names", name)
+        _check_str("subscribed_topic_regex", subscribed_topic_regex, optional=True)
+        _check_str("server_assignor", server_assignor, optional=True)
+        if owned_partitions is not None:
+            owned_partitions = _check_owned(owned_partitions)
+        _check_str("client_id", client_id)
+        _check_str("client_host", client_host)
+        _check_callable("callback", callback)
+        logic = self._logic
+        logic.consumers.heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
+                                  rebalance_timeout_ms, subscribed_topic_names,
+                                  subscribed_topic_regex, server_assignor, owned_partitions,
+                                  client_id, client_host, callback)
+        logic.flush()
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> List[ConsumerGroupDescription]:
+        """Kafka's ConsumerGroupDescribe: one description per id, in order
+        (GROUP_ID_NOT_FOUND for an unknown or classic group)."""
+        if isinstance(group_ids, str):
+            raise TypeError("group_ids must be an iterable of str, not a str")
+        group_ids = list(group_ids)
+        for gid in group_ids:
+            _check_str("group_ids", gid)
+        return self._logic.consumers.describe(group_ids)
 
     def delete_groups(self, group_ids: Iterable[str]) -> Dict[str, Errors]:
         if isinstance(group_ids, str):

@@ -35,7 +35,7 @@ cdef class Member:
 cdef class Group:
     cdef public object group_id, rec, state, generation, protocol_type, protocol_name
     cdef public object leader_id, num_awaiting_join, new_member_added
-    cdef public object version, members_epoch, empty_since_ms
+    cdef public object version, members_epoch, empty_since_ms, consumer
     # Containers made once (in __init__) and never replaced: typed, their methods and
     # look-ups are the C API's, not calls through the type
     cdef public dict members, pending, static, supported, offsets, pending_offsets
@@ -69,7 +69,7 @@ cdef class _Outbox:
 cdef class GroupLogic:
     cdef public object config, clock, _manual_clock, store, member_id_factory, timer
     cdef public object purgatory, _op_base, owners, _outboxes, _join_ops, _sync_ops
-    cdef public object _home_box
+    cdef public object _home_box, consumers
     cdef public object _retention_pass, _retention_lock   # (cleanup_group_metadata_step)
     cdef public object _min_session_ms, _max_session_ms, _max_size, _new_member_timeout_ms
     cdef public unsigned long _home_thread    # (the thread id the table.current_thread() compares)

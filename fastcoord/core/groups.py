@@ -34,6 +34,7 @@ import uuid
 from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 from fastcoord.core.config import CoordinatorConfig, shard_for
+from fastcoord.core.consumer import ConsumerGroupState, ConsumerLogic
 from fastcoord.core.errors import CoordinatorError, Errors, GroupState
 from fastcoord.core.states import (CR, DEAD, EMPTY, PR, SHARD_ACTIVE, SHARD_LOADING,
                                    SHARD_NOT_OWNED, STABLE)
@@ -156,6 +157,10 @@ class Group:
         # members_epoch: new whenever the member id set changes; version: new whenever
         # that or the state does (what group_version answers)
         self.version = self.members_epoch = next(_EPOCHS)
+        # A consumer group (KIP-848) holds its protocol's state here (core/consumer.py);
+        # None for a classic group. While set, the classic fields stay those of an
+        # Empty group: no classic member, state EMPTY.
+        self.consumer = None
 
     # -- state -------------------------------------------------------------
     def transition_to(self, target: int) -> None:
@@ -307,7 +312,7 @@ class GroupLogic:
     """Kafka's classic group coordinator over a twin's member table, timer and purgatory."""
 
     def __init__(self, config: CoordinatorConfig, clock, store, member_id_factory,
-                 members_mod, wheel_mod, purgatory_mod):
+                 members_mod, wheel_mod, purgatory_mod, assign):
         self.config = config
         # The limits the join path checks, read once (the config is frozen): compiled,
         # each sits in a slot, where the dataclass's attribute is a look-up through its
@@ -320,6 +325,8 @@ class GroupLogic:
         self._manual_clock = bool(getattr(clock, "is_manual", False))
         self.store = store
         self.member_id_factory = member_id_factory or _default_member_id
+        # (the consumer protocol makes Kafka's own kind of member id unless one was given)
+        self.consumers = ConsumerLogic(self, member_id_factory, assign)
         self.timer = wheel_mod.Timer(clock, tick_ms=config.tick_ms, wheel_size=config.wheel_size)
         self.purgatory = purgatory_mod.Purgatory("Rebalance", self.timer,
                                                  purge_interval=config.purge_interval)
@@ -442,6 +449,25 @@ class GroupLogic:
         rec.group = group
         return group
 
+    def next_version(self) -> int:
+        """A new Group.version (or members_epoch): never repeats within the process."""
+        return next(_EPOCHS)
+
+    def make_consumer_group(self, group: Group) -> None:
+        """An empty classic group becomes a consumer group; its offsets stay (Kafka keeps
+        them apart from the group). Caller holds the group's lock."""
+        group.consumer = ConsumerGroupState()
+        group.protocol_type = CONSUMER_PROTOCOL
+        group.protocol_name = None
+        group.version = group.members_epoch = next(_EPOCHS)
+
+    def _make_classic_group(self, group: Group) -> None:
+        """An empty consumer group becomes a classic one (a JoinGroup to it, as Kafka's
+        maybeDeleteEmptyConsumerGroup); its offsets stay. Caller holds the group's lock."""
+        group.consumer = None
+        group.protocol_type = None
+        group.version = group.members_epoch = next(_EPOCHS)
+
     # ======================================================================
     # JoinGroup
     # ======================================================================
@@ -464,6 +490,14 @@ class GroupLogic:
         rec = group.rec
         rec.acquire()                   # (not `with`: see "Locking" above)
         try:
+            if group.consumer is not None:
+                if group.consumer.members:
+                    # A classic member joining a consumer group in use: Kafka's mixed
+                    # groups (online migration) are not built yet
+                    self._emit_one(callback, _join_error(
+                        self.table, E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+                    return
+                self._make_classic_group(group)
             if not self._accept_joining_member(group, member_id):
                 # Kafka removes the member; a waiting join of its own gets answered (as a removal).
                 member = group.members.get(member_id)
@@ -908,6 +942,8 @@ class GroupLogic:
             member_id = owner[1]
             if group.state == DEAD:
                 pass
+            elif group.consumer is not None:
+                self.consumers.on_session_deadline(group, member_id)
             elif member_id in group.pending:
                 log.debug("pending member %s of %s expired", member_id, group.group_id)
                 del group.pending[member_id]
@@ -984,7 +1020,7 @@ class GroupLogic:
     # offsets
     # ======================================================================
     def commit_offsets(self, group_id, member_id, generation_id, offsets, instance_id,
-                       done) -> None:
+                       done, api_version=None) -> None:
         """Validate and store; `done({tp: Errors})` runs once the store answered. `offsets`
         holds an OffsetAndMetadata per partition, or an int: the offset alone."""
         error = self.group_status(group_id, allow_empty=True)
@@ -998,6 +1034,15 @@ class GroupLogic:
                 return
             group = self._create_group(group_id)
         with group.rec:
+            if group.consumer is not None:
+                # (generation_id carries the member epoch: OffsetCommit v9's field)
+                error = self.consumers.validate_offset_commit(group, member_id, generation_id,
+                                                              api_version)
+                if error != _NONE:
+                    self._emit_one(done, {tp: error for tp in offsets})
+                else:
+                    self._store_offsets(group, offsets, done)
+                return
             error = self._validate_offset_commit(group, member_id, generation_id, instance_id)
             if error != _NONE:
                 self._emit_one(done, {tp: error for tp in offsets})
@@ -1081,7 +1126,8 @@ class GroupLogic:
 
         self._emit(self.store.store_offsets, group.group_id, accepted, stored)
 
-    def fetch_offsets(self, group_id, partitions, require_stable):
+    def fetch_offsets(self, group_id, partitions, require_stable, member_id=None,
+                      member_epoch=-1):
         error = self.group_status(group_id, allow_empty=True)
         if error != _NONE:
             return error, {}
@@ -1091,6 +1137,10 @@ class GroupLogic:
                 return _NONE, {}
             return _NONE, {tp: OffsetAndMetadata(-1) for tp in partitions}
         with group.rec:
+            if group.consumer is not None:
+                error = self.consumers.validate_offset_fetch(group, member_id, member_epoch)
+                if error != _NONE:
+                    return error, {}
             top = _NONE
             wanted = list(group.offsets) if partitions is None else partitions
             result = {}
@@ -1112,6 +1162,8 @@ class GroupLogic:
         if group is None:
             return GroupDescription(_NONE, group_id, STATE_VALUES[DEAD], "", "", [])
         with group.rec:
+            if group.consumer is not None:
+                return self.consumers.describe_as_classic(group)
             stable = group.state == STABLE
             members = [
                 self.table.make_result(MemberDescription, (
@@ -1133,6 +1185,10 @@ class GroupLogic:
         rec = group.rec
         rec.acquire()
         try:
+            if group.consumer is not None:
+                cg = group.consumer
+                return GroupSummary(_NONE, cg.state_name(), cg.group_epoch, len(cg.members),
+                                    group.version)
             return self.table.make_result(GroupSummary, (_NONE, STATE_VALUES[group.state], group.generation,
                                              len(group.members), group.members_epoch))
         finally:
@@ -1157,19 +1213,29 @@ class GroupLogic:
         rec = group.rec
         rec.acquire()
         try:
+            if group.consumer is not None:
+                return list(group.consumer.members)
             return list(group.members)
         finally:
             rec.release()
 
-    def list_groups(self, states) -> List[GroupListing]:
+    def list_groups(self, states, types=None) -> List[GroupListing]:
+        """Kafka's ListGroups: the groups in one of `states` (names, any case) and of one
+        of `types` ("classic", "consumer", any case); None or empty: any."""
         wanted = None if not states else {str(s).lower() for s in states}
+        kinds = None if not types else {str(t).lower() for t in types}
         listings = []
         for rec in list(self.table.groups.values()):
             group = rec.group
             with rec:
-                name = STATE_NAMES[group.state].value
-                if wanted is None or name.lower() in wanted:
-                    listings.append(GroupListing(group.group_id, group.protocol_type or "", name))
+                if group.consumer is not None:
+                    kind, name = "consumer", group.consumer.state_name()
+                else:
+                    kind, name = "classic", STATE_NAMES[group.state].value
+                if (wanted is None or name.lower() in wanted) \
+                        and (kinds is None or kind in kinds):
+                    listings.append(GroupListing(group.group_id, group.protocol_type or "",
+                                                 name, kind))
         return listings
 
     def delete_groups(self, group_ids) -> Dict[str, Errors]:
@@ -1186,6 +1252,8 @@ class GroupLogic:
             with group.rec:
                 if group.state == DEAD:
                     results[group_id] = E.GROUP_ID_NOT_FOUND
+                elif group.consumer is not None and group.consumer.members:
+                    results[group_id] = E.NON_EMPTY_GROUP
                 elif group.state == EMPTY:
                     group.transition_to(DEAD)
                     group.offsets.clear()
@@ -1275,18 +1343,21 @@ class GroupLogic:
         with group.rec:
             if group.state == DEAD:
                 return E.GROUP_ID_NOT_FOUND, {}
-            if group.state == EMPTY:
-                eligible = list(partitions)
+            if group.consumer is not None and group.consumer.members:
+                topics = group.consumer.all_subscribed_topics()
+            elif group.state == EMPTY:
+                topics = ()
             elif group.protocol_type == CONSUMER_PROTOCOL:
                 topics = _subscribed_topics(group) or ()
-                eligible = []
-                for tp in partitions:
-                    if tp[0] in topics:
-                        results[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
-                    else:
-                        eligible.append(tp)
             else:
                 return E.NON_EMPTY_GROUP, {}
+            # a group in use keeps the offsets of the topics it subscribes to
+            eligible = []
+            for tp in partitions:
+                if tp[0] in topics:
+                    results[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    eligible.append(tp)
             removed = []
             for tp in eligible:
                 results[tp] = _NONE
@@ -1301,7 +1372,7 @@ class GroupLogic:
         members and no pending joins is removed: Dead, out of the table, and a tombstone
         to the store. Caller holds the group's lock."""
         if (group.state != EMPTY or group.offsets or group.pending_offsets or group.pending
-                or group.members):
+                or group.members or (group.consumer is not None and group.consumer.members)):
             return False
         group.transition_to(DEAD)
         self.table.drop_group(group.group_id)
@@ -1337,6 +1408,9 @@ class GroupLogic:
         group = self._create_group(group_id)
         with group.rec:
             group.offsets.update(offsets)
+            if record and record.get("consumer"):
+                self.consumers.load(group, record)
+                return
             if not record or not record.get("members"):
                 if record:
                     group.generation = record["generation"]
@@ -1370,6 +1444,9 @@ class GroupLogic:
 
     def on_group_loaded(self, group: Group) -> None:
         with group.rec:
+            if group.consumer is not None:
+                self.consumers.on_loaded(group)
+                return
             if len(group.members) > self.config.group_max_size:
                 self._maybe_prepare_rebalance(group)
             for member in group.members.values():
@@ -1396,6 +1473,8 @@ class GroupLogic:
                 for slot in group.pending.values():
                     self._release_slot(slot)
                 group.pending.clear()
+                if group.consumer is not None:
+                    self.consumers.forget_all(group)
                 self.table.drop_group(group.group_id)
 
 
@@ -1448,6 +1527,13 @@ def _expired_offsets(group: Group, now: int, retention: int) -> list:
     if not offsets:
         return []
     pending = group.pending_offsets
+    if group.consumer is not None and group.consumer.members:
+        # A consumer group in use: the offsets of topics no member subscribes to, each
+        # retention after its commit (Kafka's ConsumerGroup.isSubscribedToTopic)
+        topics = group.consumer.all_subscribed_topics()
+        return [tp for tp, om in offsets.items()
+                if tp[0] not in topics and tp not in pending
+                and now - om.commit_timestamp_ms >= retention]
     if group.protocol_type is None:
         return [tp for tp, om in offsets.items()
                 if tp not in pending and now - om.commit_timestamp_ms >= retention]

@@ -1,14 +1,15 @@
 """Result value types returned by the coordinator (identical for both twins)."""
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from .errors import Errors
 
 __all__ = [
     "JoinGroupMember", "JoinGroupResult", "SyncGroupResult", "LeaveGroupResult",
     "OffsetAndMetadata", "MemberDescription", "GroupDescription", "GroupListing",
-    "GroupSummary",
+    "GroupSummary", "ConsumerGroupHeartbeatResult", "ConsumerGroupDescription",
+    "ConsumerGroupMemberDescription",
 ]
 
 
@@ -82,6 +83,44 @@ class GroupListing(NamedTuple):
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"     # "classic" or "consumer" (KIP-848)
+
+
+class ConsumerGroupHeartbeatResult(NamedTuple):
+    """A ConsumerGroupHeartbeat's answer. `assignment`: {topic: sorted partitions}, or
+    None when it did not change since the member's last answer (and the request was
+    not a full one)."""
+    error: Errors
+    error_message: Optional[str] = None
+    member_id: Optional[str] = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Optional[Dict[str, List[int]]] = None
+
+
+class ConsumerGroupMemberDescription(NamedTuple):
+    member_id: str
+    instance_id: Optional[str]
+    rack_id: Optional[str]
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: List[str]
+    subscribed_topic_regex: Optional[str]
+    assignment: Dict[str, List[int]]
+    target_assignment: Dict[str, List[int]]
+
+
+class ConsumerGroupDescription(NamedTuple):
+    """A consumer group as ConsumerGroupDescribe answers it; `state` is Kafka's name
+    ("Empty", "Assigning", "Reconciling", "Stable", "Dead")."""
+    error: Errors
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: List[ConsumerGroupMemberDescription]
 
 
 TopicPartition = Tuple[str, int]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Tuple
 
+from .consumer_records import fold_consumer_record
 from .errors import Errors
 
 __all__ = ["InMemoryStore", "DeferredStore"]
@@ -79,6 +80,14 @@ class InMemoryStore:
                 self.groups[group_id] = record
         done(error)
 
+    def store_consumer_group(self, group_id: str, record: dict, done: Done) -> None:
+        """A consumer group's changes (core/consumer.py, consumer_record): folded into
+        the group's record, which is then what consumer_record(group, None) would give."""
+        error = self.fail_with
+        if error == _NONE and self.keeps_group_records:
+            self.groups[group_id] = fold_consumer_record(self.groups.get(group_id), record)
+        done(error)
+
     def delete_offsets(self, group_id: str, partitions, done: Done) -> None:
         """Tombstones for single offsets (expired, or deleted by OffsetDelete)."""
         error = self.fail_with
@@ -127,11 +136,16 @@ class DeferredStore(InMemoryStore):
     def store_offsets(self, group_id: str, offsets: dict, done: Done) -> None:
         self.pending.append(("offsets", group_id, offsets, done))
 
+    def store_consumer_group(self, group_id: str, record: dict, done: Done) -> None:
+        self.pending.append(("consumer", group_id, record, done))
+
     def complete(self, index: int = 0, error: Errors = Errors.NONE) -> None:
         kind, group_id, payload, done = self.pending.pop(index)
         if error == Errors.NONE:
             if kind == "group":
                 self.groups[group_id] = payload
+            elif kind == "consumer":
+                self.groups[group_id] = fold_consumer_record(self.groups.get(group_id), payload)
             else:
                 self.offsets.setdefault(group_id, {}).update(payload)
         done(error)

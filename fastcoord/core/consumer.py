@@ -1,0 +1,939 @@
+"""Kafka 4's consumer group protocol (KIP-848): the slow path of both twins.
+
+A consumer group is a `Group` (core/groups.py) whose `consumer` attribute holds a
+`ConsumerGroupState`: offsets, retention, deletion and the shard lifecycle stay the
+group's; what this module adds is the protocol itself. Its rules are Kafka's
+`GroupMetadataManager` consumer-group paths, `ConsumerGroupMember`, and
+`CurrentAssignmentBuilder` (docs/consumer-protocol.md):
+
+- the group epoch is bumped when membership, a subscription or the metadata of the
+  subscribed topics changes; the target assignment is recomputed by the server-side
+  assignor when the group epoch is ahead of it (the assignment epoch);
+- each member is reconciled towards its target one step per heartbeat: partitions it
+  must give up are revoked first (UNREVOKED_PARTITIONS, the member keeps its epoch),
+  partitions still owned by another member wait (UNRELEASED_PARTITIONS); a partition is
+  never owned by two members (`ConsumerGroupState.owners`);
+- a member that does not revoke within its rebalance timeout, or stays silent for the
+  session timeout, is fenced: removed, and the group epoch bumped.
+
+Every entry point runs under the group's lock (its GroupRecord); callbacks go through
+the group logic's outbox, as the classic paths do, so they never run under a lock.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from typing import Dict, FrozenSet, List, Optional
+
+import re2
+
+from fastcoord.core.consumer_records import consumer_record, fill_member
+from fastcoord.core.errors import Errors
+from fastcoord.core.results import (
+    ConsumerGroupDescription, ConsumerGroupHeartbeatResult, ConsumerGroupMemberDescription,
+    GroupDescription, MemberDescription,
+)
+
+log = logging.getLogger("fastcoord.coordinator")
+
+__all__ = ["ConsumerGroupState", "ConsumerLogic", "ConsumerMember", "LEAVE_EPOCH",
+           "STATIC_LEAVE_EPOCH"]
+
+LEAVE_EPOCH = -1            # a member leaves the group
+STATIC_LEAVE_EPOCH = -2     # a static member leaves for now, its partitions kept
+
+# A member's reconciliation state (Kafka's MemberState)
+STABLE = 0                  # owns its target of the epoch it is at
+UNREVOKED_PARTITIONS = 1    # must first give up `revoking`; keeps its epoch meanwhile
+UNRELEASED_PARTITIONS = 2   # at the target epoch, waiting for partitions others still own
+MEMBER_STATE_NAMES = ("STABLE", "UNREVOKED_PARTITIONS", "UNRELEASED_PARTITIONS")
+
+# A consumer group's state, as Kafka prints it
+EMPTY, ASSIGNING, RECONCILING, STABLE_GROUP, DEAD = (
+    "Empty", "Assigning", "Reconciling", "Stable", "Dead")
+
+_NO_TOPICS: FrozenSet[str] = frozenset()
+
+
+def kafka_uuid() -> str:
+    """A member id as Kafka's Uuid.randomUuid().toString(): 16 random bytes, URL-safe
+    base64 without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
+
+
+class ConsumerMember:
+    """One consumer-protocol member (Kafka's ConsumerGroupMember). `assigned` and
+    `revoking` map a topic name to a frozenset of partitions, never empty sets."""
+
+    __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host",
+                 "rebalance_timeout_ms", "server_assignor", "topic_names", "topic_regex",
+                 "state", "member_epoch", "previous_epoch", "assigned", "revoking",
+                 "slot", "rebalance_timer")
+
+    def __init__(self, member_id: str) -> None:
+        self.member_id = member_id
+        self.instance_id: Optional[str] = None
+        self.rack_id: Optional[str] = None
+        self.client_id = ""
+        self.client_host = ""
+        self.rebalance_timeout_ms = -1
+        self.server_assignor: Optional[str] = None
+        self.topic_names: FrozenSet[str] = _NO_TOPICS
+        self.topic_regex: Optional[str] = None
+        self.state = STABLE
+        self.member_epoch = 0
+        self.previous_epoch = 0
+        self.assigned: Dict[str, FrozenSet[int]] = {}
+        self.revoking: Dict[str, FrozenSet[int]] = {}
+        self.slot = -1                  # the member table slot holding its session deadline
+        self.rebalance_timer = None     # the timer handle of its revocation deadline
+
+    def copy(self, member_id: Optional[str] = None) -> "ConsumerMember":
+        other = ConsumerMember(self.member_id if member_id is None else member_id)
+        for name in ConsumerMember.__slots__[1:]:
+            setattr(other, name, getattr(self, name))
+        return other
+
+    def is_reconciled_to(self, epoch: int) -> bool:
+        return self.state == STABLE and self.member_epoch == epoch
+
+
+class ConsumerGroupState:
+    """The consumer-protocol part of a group (Kafka's ConsumerGroup)."""
+
+    __slots__ = ("group_epoch", "assignment_epoch", "members", "static", "target",
+                 "owners", "resolved", "regex_refresh", "topics_version", "metadata",
+                 "dirty", "dirty_all")
+
+    def __init__(self) -> None:
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: Dict[str, ConsumerMember] = {}        # insertion ordered
+        self.static: Dict[str, str] = {}                    # instance id -> member id
+        self.target: Dict[str, Dict[str, List[int]]] = {}   # member id -> its target
+        # (topic, partition) -> epoch of the member that owns it (assigned or revoking):
+        # Kafka's currentPartitionEpoch; absent means free
+        self.owners: Dict[tuple, int] = {}
+        # regular expression -> the topic names it resolved to; a regex some member
+        # subscribes to and not here is unresolved (matches nothing yet)
+        self.resolved: Dict[str, FrozenSet[str]] = {}
+        self.regex_refresh = False      # resolve at the group's next heartbeat
+        self.topics_version = -1        # the topics map `metadata` was computed from
+        self.metadata: Dict[str, int] = {}   # subscribed existing topic -> partitions
+        # What the store has not been given yet: the ids of members changed or removed
+        # since the last write, or everything (a new group, or after a failed write)
+        self.dirty: set = set()
+        self.dirty_all = True
+
+    def state_name(self) -> str:
+        if not self.members:
+            return EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ASSIGNING
+        epoch = self.assignment_epoch
+        for m in self.members.values():
+            if not m.is_reconciled_to(epoch):
+                return RECONCILING
+        return STABLE_GROUP
+
+    def subscribed_topics(self, member: ConsumerMember) -> FrozenSet[str]:
+        """The topics `member` subscribes to: its names, and what its regex resolved to."""
+        regex = member.topic_regex
+        if not regex:
+            return member.topic_names
+        return member.topic_names | self.resolved.get(regex, _NO_TOPICS)
+
+    def all_subscribed_topics(self) -> set:
+        topics: set = set()
+        for m in self.members.values():
+            topics |= self.subscribed_topics(m)
+        return topics
+
+    def regexes(self) -> set:
+        return {m.topic_regex for m in self.members.values() if m.topic_regex}
+
+    # -- partition ownership (Kafka's currentPartitionEpoch bookkeeping) --------
+    def release(self, member: ConsumerMember) -> None:
+        owners = self.owners
+        for parts in (member.assigned, member.revoking):
+            for topic, ps in parts.items():
+                for p in ps:
+                    owners.pop((topic, p), None)
+
+    def own(self, member: ConsumerMember) -> None:
+        owners = self.owners
+        epoch = member.member_epoch
+        for parts in (member.assigned, member.revoking):
+            for topic, ps in parts.items():
+                for p in ps:
+                    owners[(topic, p)] = epoch
+
+
+class _Refused(Exception):
+    """A heartbeat answered with an error (Kafka's ApiException)."""
+
+    def __init__(self, error: Errors, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def _as_sets(parts) -> Dict[str, FrozenSet[int]]:
+    return {t: frozenset(ps) for t, ps in parts.items() if ps}
+
+
+def _sorted_lists(parts) -> Dict[str, List[int]]:
+    return {t: sorted(ps) for t, ps in parts.items() if ps}
+
+
+def _is_subset(owned, assigned) -> bool:
+    """Every owned partition is assigned (Kafka's isSubset; None owns nothing known)."""
+    if owned is None:
+        return False
+    for topic, ps in owned.items():
+        mine = assigned.get(topic)
+        if mine is None:
+            if ps:
+                return False
+            continue
+        for p in ps:
+            if p not in mine:
+                return False
+    return True
+
+
+def _owns_any(owned, revoking) -> bool:
+    """Whether the member still reports owning a partition it must revoke (Kafka's
+    ownsRevokedPartitions: not reporting what it owns counts as owning)."""
+    if owned is None:
+        return True
+    for topic, ps in owned.items():
+        pending = revoking.get(topic)
+        if pending:
+            for p in ps:
+                if p in pending:
+                    return True
+    return False
+
+
+class ConsumerLogic:
+    """The consumer-protocol requests of one coordinator, over its GroupLogic (tables,
+    timer, outbox, shards) and the twin's assignors."""
+
+    def __init__(self, logic, member_id_factory, assign) -> None:
+        self.logic = logic
+        self.member_id_factory = member_id_factory   # None: Kafka's own (kafka_uuid)
+        self.config = logic.config
+        self.assign = assign            # compute_assignment(name, members, topics, current)
+        self.assignors = tuple(self.config.group_consumer_assignors)
+        self.topics: Dict[str, int] = {}
+        self.topics_version = 0
+
+    # ======================================================================
+    # topics (what the assignors see)
+    # ======================================================================
+    def set_topics(self, topics: Dict[str, int]) -> None:
+        """Replace the topics map. Groups re-target lazily: each recomputes its
+        subscription metadata (and re-resolves its regexes) at its next heartbeat."""
+        self.topics = dict(topics)
+        self.topics_version += 1
+
+    # ======================================================================
+    # ConsumerGroupHeartbeat
+    # ======================================================================
+    def heartbeat(self, group_id, member_id, member_epoch, instance_id, rack_id,
+                  rebalance_timeout_ms, topic_names, topic_regex, server_assignor, owned,
+                  client_id, client_host, callback) -> None:
+        logic = self.logic
+        try:
+            self._check_request(group_id, member_id, member_epoch, instance_id, rack_id,
+                                rebalance_timeout_ms, topic_names, topic_regex,
+                                server_assignor, owned)
+            error = logic.group_status(group_id, allow_empty=False)
+            if error != Errors.NONE:
+                raise _Refused(error, "")
+            if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                group = self._consumer_group(group_id)
+                with group.rec:
+                    result = self._leave(group, member_id, member_epoch, instance_id)
+                    self._persist(group, result, callback)
+                    return
+            else:
+                group = self._group_for_heartbeat(group_id, member_epoch)
+                with group.rec:
+                    if group.consumer is None or logic._get_group(group_id) is not group:
+                        raise _Refused(Errors.COORDINATOR_NOT_AVAILABLE, "")   # raced away
+                    result = self._heartbeat(
+                        group, member_id, member_epoch, instance_id, rack_id,
+                        rebalance_timeout_ms, topic_names, topic_regex, server_assignor,
+                        owned, client_id, client_host)
+                    self._persist(group, result, callback)
+                    return
+        except _Refused as refused:
+            result = ConsumerGroupHeartbeatResult(refused.error, refused.message or None)
+        logic._emit_one(callback, result)
+
+    def _check_request(self, group_id, member_id, member_epoch, instance_id, rack_id,
+                       rebalance_timeout_ms, topic_names, topic_regex, server_assignor,
+                       owned) -> None:
+        """Kafka's request validation: INVALID_REQUEST with its message, or
+        UNSUPPORTED_ASSIGNOR. A blank string counts as empty, as Kafka trims."""
+        invalid = Errors.INVALID_REQUEST
+        if member_epoch > 0 or member_epoch == LEAVE_EPOCH:
+            if not member_id.strip():
+                raise _Refused(invalid, "MemberId can't be empty.")
+        if not group_id.strip():
+            raise _Refused(invalid, "GroupId can't be empty.")
+        if instance_id is not None and not instance_id.strip():
+            raise _Refused(invalid, "InstanceId can't be empty.")
+        if rack_id is not None and not rack_id.strip():
+            raise _Refused(invalid, "RackId can't be empty.")
+        if member_epoch == 0:
+            if rebalance_timeout_ms == -1:
+                raise _Refused(invalid, "RebalanceTimeoutMs must be provided in first request.")
+            if owned is None or any(owned.values()):
+                raise _Refused(invalid, "TopicPartitions must be empty when (re-)joining.")
+            if topic_names is None and topic_regex is None:
+                raise _Refused(invalid, "Either SubscribedTopicNames or SubscribedTopicRegex "
+                                        "must be non-null when (re-)joining.")
+        elif member_epoch == STATIC_LEAVE_EPOCH:
+            if instance_id is None:
+                raise _Refused(invalid, "InstanceId can't be null.")
+        elif member_epoch < STATIC_LEAVE_EPOCH:
+            raise _Refused(invalid, "MemberEpoch is invalid.")
+        if server_assignor is not None and server_assignor not in self.assignors:
+            raise _Refused(Errors.UNSUPPORTED_ASSIGNOR,
+                           f"ServerAssignor {server_assignor} is not supported. Supported "
+                           f"assignors: {', '.join(self.assignors)}.")
+
+    def _consumer_group(self, group_id):
+        group = self.logic._get_group(group_id)
+        if group is None:
+            raise _Refused(Errors.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        if group.consumer is None:
+            raise _Refused(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        return group
+
+    def _group_for_heartbeat(self, group_id, member_epoch):
+        """Kafka's getOrMaybeCreateConsumerGroup: a join (epoch 0) creates the group, or
+        takes over an empty classic group (its offsets stay); anything else needs a
+        consumer group."""
+        logic = self.logic
+        if member_epoch != 0:
+            return self._consumer_group(group_id)
+        group = logic._get_group(group_id)
+        if group is None:
+            group = logic._create_group(group_id)
+        with group.rec:
+            if group.consumer is None:
+                if group.members or group.pending:
+                    raise _Refused(Errors.GROUP_ID_NOT_FOUND,
+                                   f"Group {group_id} is not a consumer group.")
+                logic.make_consumer_group(group)
+        return group
+
+    def _heartbeat(self, group, member_id, member_epoch, instance_id, rack_id,
+                   rebalance_timeout_ms, topic_names, topic_regex, server_assignor, owned,
+                   client_id, client_host) -> ConsumerGroupHeartbeatResult:
+        cg = group.consumer
+        self._maybe_resolve_regexes(group)
+        if len(cg.members) >= self.config.group_consumer_max_size \
+                and (not member_id or member_id not in cg.members):
+            raise _Refused(Errors.GROUP_MAX_SIZE_REACHED,
+                           "The consumer group has reached its maximum capacity of "
+                           f"{self.config.group_consumer_max_size} members.")
+        if not member_id:
+            member_id = self._new_member_id(client_id)
+        joining = member_epoch == 0
+        replaced = None         # the static member this one replaces
+        if instance_id is None:
+            member = cg.members.get(member_id)
+            if member is None:
+                if not joining:
+                    raise _Refused(Errors.UNKNOWN_MEMBER_ID,
+                                   f"Member {member_id} is not a member of group {group.group_id}.")
+                member = ConsumerMember(member_id)
+            elif not joining:
+                _check_member_epoch(member, member_epoch, owned)
+        else:
+            current_id = cg.static.get(instance_id)
+            existing = None if current_id is None else cg.members[current_id]
+            if joining:
+                if existing is None:
+                    member = cg.members.get(member_id) or ConsumerMember(member_id)
+                else:
+                    if existing.member_epoch != STATIC_LEAVE_EPOCH:
+                        raise _Refused(Errors.UNRELEASED_INSTANCE_ID,
+                                       f"Static member {member_id} with instance id {instance_id} "
+                                       "cannot join the group because the instance id is owned "
+                                       f"by {existing.member_id} member.")
+                    member = existing.copy(member_id)
+                    member.member_epoch = member.previous_epoch = 0
+                    replaced = existing
+            else:
+                if existing is None:
+                    raise _Refused(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+                if existing.member_id != member_id:
+                    raise _Refused(Errors.FENCED_INSTANCE_ID,
+                                   f"Static member {member_id} with instance id {instance_id} "
+                                   f"was fenced by member {existing.member_id}.")
+                _check_member_epoch(existing, member_epoch, owned)
+                member = existing
+
+        # 1. the member, updated with what the request says (None: unchanged)
+        updated = member.copy()
+        if instance_id is not None:
+            updated.instance_id = instance_id
+        if rack_id is not None:
+            updated.rack_id = rack_id
+        if rebalance_timeout_ms != -1:
+            updated.rebalance_timeout_ms = rebalance_timeout_ms
+        if server_assignor is not None:
+            updated.server_assignor = server_assignor
+        if topic_names is not None:
+            updated.topic_names = frozenset(topic_names)
+        if topic_regex is not None:
+            updated.topic_regex = topic_regex or None
+        updated.client_id = client_id
+        updated.client_host = client_host
+
+        bump = cg.group_epoch == 0
+        if updated.topic_names != member.topic_names:
+            bump = True
+        bump |= self._regex_changed(cg, member, updated)
+        self._install(group, member, updated, replaced)
+        if bump or cg.topics_version != self.topics_version:
+            if self._refresh_metadata(cg):
+                bump = True
+        if bump:
+            cg.group_epoch += 1
+            log.info("consumer group %s: group epoch bumped to %d", group.group_id,
+                     cg.group_epoch)
+
+        # 2. the target assignment, when the group epoch moved past it
+        if cg.group_epoch > cg.assignment_epoch:
+            self._update_target(group)
+
+        # 3. one reconciliation step towards the member's target
+        self._reconcile(group, updated, owned)
+        self.logic.table.touch(updated.slot)
+        full = joining or (rebalance_timeout_ms != -1 and topic_names is not None
+                           and owned is not None)
+        # The assignment goes out on a full request (a join, or one after an error: every
+        # field set) or when it changed since the member's last answer
+        assignment = _sorted_lists(updated.assigned) \
+            if full or updated.assigned != member.assigned else None
+        return ConsumerGroupHeartbeatResult(
+            Errors.NONE, None, updated.member_id, updated.member_epoch,
+            self.config.group_consumer_heartbeat_interval_ms, assignment)
+
+    def _new_member_id(self, client_id: str) -> str:
+        factory = self.member_id_factory
+        return kafka_uuid() if factory is None else factory(client_id)
+
+    def _install(self, group, member, updated, replaced) -> None:
+        """Put `updated` in the group in place of `member` (or of `replaced`, the static
+        member it takes over: its target, partitions and session move to the new id)."""
+        cg = group.consumer
+        logic = self.logic
+        changed = replaced is not None or updated.slot < 0 or not _same_metadata(member, updated)
+        if replaced is not None:
+            self._cancel_rebalance_timeout(replaced)
+            del cg.members[replaced.member_id]
+            target = cg.target.pop(replaced.member_id, None)
+            if target is not None:
+                cg.target[updated.member_id] = target
+            logic.owners[replaced.slot] = (group, updated.member_id)
+            updated.slot = replaced.slot
+            updated.rebalance_timer = None
+            cg.release(replaced)
+            log.info("consumer group %s: static member %s (instance %s) replaced by %s",
+                     group.group_id, replaced.member_id, replaced.instance_id,
+                     updated.member_id)
+        elif updated.slot < 0:
+            session = self.config.group_consumer_session_timeout_ms
+            updated.slot = logic.table.alloc(group.rec, updated.member_id, session,
+                                             logic.clock.now_ms() + session, True)
+            logic.owners[updated.slot] = (group, updated.member_id)
+            log.info("consumer group %s: member %s joins", group.group_id, updated.member_id)
+        elif member is not updated:
+            cg.release(member)
+        cg.members[updated.member_id] = updated
+        if updated.instance_id is not None:
+            cg.static[updated.instance_id] = updated.member_id
+        cg.own(updated)
+        if replaced is not None:
+            cg.dirty.add(replaced.member_id)
+        if changed:
+            cg.dirty.add(updated.member_id)
+        group.version = logic.next_version()
+
+    def _regex_changed(self, cg, member, updated) -> bool:
+        """Kafka's maybeUpdateRegularExpressions: a new regex is checked (RE2 syntax) and
+        resolved at the group's next heartbeat (Kafka resolves asynchronously); one that
+        other members already resolved bumps the epoch at once."""
+        old, new = member.topic_regex, updated.topic_regex
+        if old == new:
+            return False
+        if new:
+            if any(m.topic_regex == new for m in cg.members.values()
+                   if m.member_id != member.member_id):
+                return new in cg.resolved
+            try:
+                re2.compile(new)
+            except re2.error as exc:
+                raise _Refused(Errors.INVALID_REGULAR_EXPRESSION,
+                               f"SubscribedTopicRegex `{new}` is not a valid regular "
+                               f"expression: {exc}.") from None
+            cg.regex_refresh = True
+        return False
+
+    def _maybe_resolve_regexes(self, group) -> None:
+        """Resolve the group's regexes against the topics when one is new or the topics
+        changed since; a change of what they match bumps the group epoch."""
+        cg = group.consumer
+        regexes = cg.regexes()
+        stale = any(r not in cg.resolved for r in regexes)
+        if not regexes or not (cg.regex_refresh or stale
+                               or cg.topics_version != self.topics_version):
+            if not regexes:
+                cg.resolved.clear()
+            return
+        cg.regex_refresh = False
+        resolved = {}
+        names = sorted(self.topics)
+        for regex in regexes:
+            try:
+                pattern = re2.compile(regex)
+            except re2.error:
+                log.error("consumer group %s: regex %r no longer compiles; ignored",
+                          group.group_id, regex)
+                resolved[regex] = _NO_TOPICS
+                continue
+            resolved[regex] = frozenset(t for t in names if pattern.fullmatch(t))
+        changed = resolved != {r: cg.resolved.get(r) for r in resolved}
+        cg.resolved = resolved
+        if changed and self._refresh_metadata(cg):
+            cg.group_epoch += 1
+            log.info("consumer group %s: regexes resolved, group epoch bumped to %d",
+                     group.group_id, cg.group_epoch)
+
+    def _refresh_metadata(self, cg) -> bool:
+        """Recompute the subscribed topics' partition counts; True when they changed."""
+        topics = self.topics
+        metadata = {t: topics[t] for t in cg.all_subscribed_topics() if t in topics}
+        cg.topics_version = self.topics_version
+        if metadata == cg.metadata:
+            return False
+        cg.metadata = metadata
+        return True
+
+    def _preferred_assignor(self, cg) -> str:
+        """The assignor most members ask for (ties: the first by name), else the default."""
+        counts: Dict[str, int] = {}
+        for m in cg.members.values():
+            if m.server_assignor is not None:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        if not counts:
+            return self.assignors[0]
+        return min(counts, key=lambda name: (-counts[name], name))
+
+    def _update_target(self, group) -> None:
+        cg = group.consumer
+        members = [(m.member_id, m.rack_id, cg.subscribed_topics(m))
+                   for m in cg.members.values()]
+        name = self._preferred_assignor(cg)
+        old = cg.target
+        cg.target = self.assign(name, members, cg.metadata, old)
+        for member_id, target in cg.target.items():
+            if old.get(member_id) != target:
+                cg.dirty.add(member_id)
+        cg.assignment_epoch = cg.group_epoch
+        log.info("consumer group %s: target assignment for epoch %d computed by %s",
+                 group.group_id, cg.group_epoch, name)
+
+    # ======================================================================
+    # reconciliation (Kafka's CurrentAssignmentBuilder)
+    # ======================================================================
+    def _reconcile(self, group, member, owned) -> None:
+        cg = group.consumer
+        epoch = cg.assignment_epoch
+        if member.is_reconciled_to(epoch):
+            return
+        if member.state == UNREVOKED_PARTITIONS and _owns_any(owned, member.revoking):
+            return          # it has not revoked yet: nothing moves
+        target = _as_sets(cg.target.get(member.member_id, {}))
+        subscribed = cg.subscribed_topics(member)
+        owners = cg.owners
+        assigned: Dict[str, FrozenSet[int]] = {}
+        revoking: Dict[str, FrozenSet[int]] = {}
+        pending: Dict[str, FrozenSet[int]] = {}
+        unreleased = False
+        for topic in set(target) | set(member.assigned):
+            wanted = target.get(topic, frozenset()) if topic in subscribed else frozenset()
+            current = member.assigned.get(topic, frozenset())
+            kept = current & wanted
+            if kept:
+                assigned[topic] = kept
+            if current - kept:
+                revoking[topic] = current - kept
+            mine = member.revoking.get(topic, frozenset())
+            free = set()
+            for p in wanted - kept:
+                if (topic, p) in owners and p not in mine:
+                    unreleased = True
+                else:
+                    free.add(p)
+            if free:
+                pending[topic] = frozenset(free)
+        previous = (member.state, member.member_epoch, member.assigned, member.revoking)
+        cg.release(member)
+        if revoking and _owns_any(owned, revoking):
+            member.state = UNREVOKED_PARTITIONS
+            member.assigned, member.revoking = assigned, revoking
+            # (the member keeps its epoch until it has revoked)
+        else:
+            for topic, ps in pending.items():
+                assigned[topic] = assigned.get(topic, frozenset()) | ps
+            member.state = UNRELEASED_PARTITIONS if unreleased else STABLE
+            _set_epoch(member, epoch)
+            member.assigned, member.revoking = assigned, {}
+        cg.own(member)
+        if (member.state, member.member_epoch, member.assigned, member.revoking) != previous:
+            cg.dirty.add(member.member_id)
+            group.version = self.logic.next_version()
+            if member.state == UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group, member)
+            else:
+                self._cancel_rebalance_timeout(member)
+
+    # ======================================================================
+    # leaving, fencing, timeouts
+    # ======================================================================
+    def _leave(self, group, member_id, member_epoch, instance_id) -> ConsumerGroupHeartbeatResult:
+        cg = group.consumer
+        if instance_id is None:
+            member = cg.members.get(member_id)
+            if member is None:
+                raise _Refused(Errors.UNKNOWN_MEMBER_ID,
+                               f"Member {member_id} is not a member of group {group.group_id}.")
+            log.info("consumer group %s: member %s left", group.group_id, member_id)
+            self.fence(group, member)
+            return ConsumerGroupHeartbeatResult(Errors.NONE, None, member_id, member_epoch)
+        current = cg.static.get(instance_id)
+        if current is None:
+            raise _Refused(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        member = cg.members[current]
+        if current != member_id:
+            raise _Refused(Errors.FENCED_INSTANCE_ID,
+                           f"Static member {member_id} with instance id {instance_id} was "
+                           f"fenced by member {current}.")
+        if member_epoch == STATIC_LEAVE_EPOCH:
+            # Leaves for now: it keeps its partitions (owned at epoch -2) for a
+            # replacement with its instance id until its session times out
+            log.info("consumer group %s: static member %s (instance %s) left for now",
+                     group.group_id, member_id, instance_id)
+            cg.release(member)
+            member.member_epoch = STATIC_LEAVE_EPOCH
+            member.revoking = {}
+            cg.own(member)
+            cg.dirty.add(member_id)
+            self._cancel_rebalance_timeout(member)
+            group.version = self.logic.next_version()
+            return ConsumerGroupHeartbeatResult(Errors.NONE, None, member_id, STATIC_LEAVE_EPOCH)
+        log.info("consumer group %s: static member %s (instance %s) left", group.group_id,
+                 member_id, instance_id)
+        self.fence(group, member)
+        return ConsumerGroupHeartbeatResult(Errors.NONE, None, member_id, member_epoch)
+
+    def fence(self, group, member) -> None:
+        """Remove a member and bump the group epoch (Kafka's consumerGroupFenceMember).
+        Caller holds the group's lock."""
+        cg = group.consumer
+        self._cancel_rebalance_timeout(member)
+        cg.release(member)
+        del cg.members[member.member_id]
+        cg.target.pop(member.member_id, None)
+        if member.instance_id is not None and cg.static.get(member.instance_id) == member.member_id:
+            del cg.static[member.instance_id]
+        if member.slot >= 0:
+            self.logic._release_slot(member.slot)
+            member.slot = -1
+        cg.dirty.add(member.member_id)
+        self._refresh_metadata(cg)
+        cg.group_epoch += 1
+        group.version = self.logic.next_version()
+        if not cg.members:
+            group.empty_since_ms = self.logic.commit_time_ms()
+
+    def on_session_deadline(self, group, member_id: str) -> None:
+        """The member's session deadline passed without a heartbeat. Caller holds the
+        group's lock."""
+        member = group.consumer.members.get(member_id)
+        if member is not None:
+            log.info("consumer group %s: member %s failed its session; fenced",
+                     group.group_id, member_id)
+            self.fence(group, member)
+            self._persist(group, None, None)
+
+    def _schedule_rebalance_timeout(self, group, member) -> None:
+        self._cancel_rebalance_timeout(member)
+        epoch = member.member_epoch
+        member_id = member.member_id
+        logic = self.logic
+
+        def expire() -> None:
+            with group.rec:
+                current = group.consumer.members.get(member_id) \
+                    if group.consumer is not None else None
+                if current is not None and current.state == UNREVOKED_PARTITIONS \
+                        and current.member_epoch == epoch:
+                    log.info("consumer group %s: member %s did not revoke within its "
+                             "rebalance timeout; fenced", group.group_id, member_id)
+                    current.rebalance_timer = None
+                    self.fence(group, current)
+                    self._persist(group, None, None)
+            logic.flush()
+
+        member.rebalance_timer = logic.timer.schedule(max(member.rebalance_timeout_ms, 0), expire)
+
+    @staticmethod
+    def _cancel_rebalance_timeout(member) -> None:
+        handle = member.rebalance_timer
+        if handle is not None:
+            member.rebalance_timer = None
+            handle.cancel()
+
+    # ======================================================================
+    # durability: the group's changes go to the store before the answer
+    # ======================================================================
+    def _persist(self, group, result, callback) -> None:
+        """Give the store what changed in the group (a record of the changed members
+        and the group's epochs; everything after a failed write), then answer
+        `callback` once the store confirms, as Kafka answers once its records are
+        committed. A store without `store_consumer_group` keeps no consumer group
+        state: the answer goes at once. Caller holds the group's lock."""
+        cg = group.consumer
+        logic = self.logic
+        write = getattr(logic.store, "store_consumer_group", None)
+        if write is None or not (cg.dirty or cg.dirty_all):
+            if callback is not None:
+                logic._emit_one(callback, result)
+            return
+        record = consumer_record(cg, None if cg.dirty_all else cg.dirty)
+        cg.dirty = set()
+        cg.dirty_all = False
+        group_id = group.group_id
+
+        def stored(error) -> None:
+            if error != Errors.NONE:
+                log.warning("consumer group %s: the store refused a write (%s); the next "
+                            "write carries the whole group", group_id, error.name)
+                with group.rec:
+                    if group.consumer is cg:
+                        cg.dirty_all = True
+            if callback is not None:
+                callback(result if error == Errors.NONE
+                         else ConsumerGroupHeartbeatResult(error, "the write of the group's "
+                                                                  "state failed"))
+
+        logic._emit(write, group_id, record, stored)
+
+    def load(self, group, record: dict) -> None:
+        """Install a consumer group read back from the store (consumer_record's fold).
+        Sessions start when the shard finishes loading (on_loaded). Caller holds the
+        group's lock; the group is new and empty."""
+        logic = self.logic
+        cg = ConsumerGroupState()
+        group.consumer = cg
+        group.protocol_type = "consumer"
+        cg.group_epoch = record["group_epoch"]
+        cg.assignment_epoch = record["assignment_epoch"]
+        cg.metadata = dict(record.get("metadata", {}))
+        cg.resolved = {r: frozenset(ts) for r, ts in record.get("resolved", {}).items()}
+        session = self.config.group_consumer_session_timeout_ms
+        now = logic.clock.now_ms()
+        for member_id, m in record["members"].items():
+            member = ConsumerMember(member_id)
+            fill_member(member, m)
+            member.slot = logic.table.alloc(group.rec, member_id, session, now + session, True)
+            logic.owners[member.slot] = (group, member_id)
+            cg.members[member_id] = member
+            if member.instance_id is not None:
+                cg.static[member.instance_id] = member_id
+            target = m.get("target")
+            if target:
+                cg.target[member_id] = {t: list(ps) for t, ps in target.items()}
+            cg.own(member)
+        # (the topics may have changed while the group was away: its next heartbeat
+        # recomputes the subscribed topics' metadata, bumping the epoch only if it moved)
+        cg.topics_version = -1
+        cg.dirty_all = False
+        group.version = logic.next_version()
+        if not cg.members:
+            written = record.get("written_ms")
+            if type(written) is int:
+                group.empty_since_ms = written
+
+    def on_loaded(self, group) -> None:
+        """The shard finished loading: every member's session starts now, and a member
+        still revoking gets its rebalance timeout again. Caller holds the group's lock."""
+        for member in group.consumer.members.values():
+            self.logic.table.touch(member.slot)
+            if member.state == UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(group, member)
+
+    # ======================================================================
+    # reads
+    # ======================================================================
+    def describe(self, group_ids) -> List[ConsumerGroupDescription]:
+        logic = self.logic
+        out = []
+        for group_id in group_ids:
+            error, group = logic._find_group(group_id, allow_empty=True)
+            if error != Errors.NONE:
+                out.append(ConsumerGroupDescription(error, group_id, "", -1, -1, "", []))
+                continue
+            if group is None or group.consumer is None:
+                out.append(ConsumerGroupDescription(Errors.GROUP_ID_NOT_FOUND, group_id, DEAD,
+                                                    -1, -1, "", []))
+                continue
+            with group.rec:
+                cg = group.consumer
+                members = [ConsumerGroupMemberDescription(
+                    m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
+                    m.client_host, sorted(m.topic_names), m.topic_regex,
+                    _sorted_lists(m.assigned),
+                    {t: sorted(ps) for t, ps in cg.target.get(m.member_id, {}).items() if ps})
+                    for m in cg.members.values()]
+                out.append(ConsumerGroupDescription(
+                    Errors.NONE, group_id, cg.state_name(), cg.group_epoch,
+                    cg.assignment_epoch, self._preferred_assignor(cg), members))
+        return out
+
+    def describe_as_classic(self, group):
+        """Kafka 4's DescribeGroups answer for a consumer group: protocol type "consumer",
+        the default assignor as the protocol, each member's subscription and target
+        assignment in the classic consumer protocol's encoding. Caller holds the lock."""
+        cg = group.consumer
+        members = [MemberDescription(
+            m.member_id, m.instance_id, m.client_id, m.client_host,
+            encode_subscription(sorted(m.topic_names), m.rack_id),
+            encode_assignment(cg.target.get(m.member_id, {})))
+            for m in cg.members.values()]
+        return GroupDescription(Errors.NONE, group.group_id, cg.state_name(), "consumer",
+                                self.assignors[0], members)
+
+    def forget_all(self, group) -> None:
+        """Drop every member without answering anything (the group moves away: unload).
+        Caller holds the group's lock."""
+        cg = group.consumer
+        for member in cg.members.values():
+            self._cancel_rebalance_timeout(member)
+            if member.slot >= 0:
+                self.logic._release_slot(member.slot)
+                member.slot = -1
+        cg.members.clear()
+        cg.static.clear()
+        cg.owners.clear()
+
+    def validate_offset_commit(self, group, member_id, member_epoch, api_version) -> Errors:
+        """Kafka's ConsumerGroup.validateOffsetCommit: an admin's commit (epoch < 0) needs
+        an empty group; a member must exist, commit with OffsetCommit v9 or later, at its
+        current epoch."""
+        cg = group.consumer
+        if member_epoch < 0 and not cg.members:
+            return Errors.NONE
+        member = cg.members.get(member_id)
+        if member is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if api_version is not None and api_version < 9:
+            return Errors.UNSUPPORTED_VERSION
+        if member_epoch != member.member_epoch:
+            return Errors.STALE_MEMBER_EPOCH
+        return Errors.NONE
+
+    def validate_offset_fetch(self, group, member_id, member_epoch) -> Errors:
+        """Kafka's ConsumerGroup.validateOffsetFetch: an admin's fetch (no member id,
+        epoch < 0) passes; a member must exist at its current epoch."""
+        if member_epoch < 0 and member_id is None:
+            return Errors.NONE
+        member = group.consumer.members.get(member_id)
+        if member is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return Errors.STALE_MEMBER_EPOCH
+        return Errors.NONE
+
+
+def _check_member_epoch(member, epoch, owned) -> None:
+    """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: ahead is fenced; behind is
+    fenced unless it is the previous epoch with a subset of the assignment (the answer
+    that bumped it may have been lost)."""
+    if epoch > member.member_epoch:
+        raise _Refused(Errors.FENCED_MEMBER_EPOCH,
+                       f"The consumer group member has a greater member epoch ({epoch}) than "
+                       f"the one known by the group coordinator ({member.member_epoch}). The "
+                       "member must abandon all its partitions and rejoin.")
+    if epoch < member.member_epoch:
+        if epoch != member.previous_epoch or not _is_subset(owned, member.assigned):
+            raise _Refused(Errors.FENCED_MEMBER_EPOCH,
+                           f"The consumer group member has a smaller member epoch ({epoch}) "
+                           f"than the one known by the group coordinator ({member.member_epoch}). "
+                           "The member must abandon all its partitions and rejoin.")
+
+
+_METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms",
+                    "server_assignor", "topic_names", "topic_regex")
+
+
+def _same_metadata(a: ConsumerMember, b: ConsumerMember) -> bool:
+    """Whether two versions of a member agree on what a heartbeat may change (Kafka
+    writes a member's subscription record only when they differ)."""
+    for name in _METADATA_FIELDS:
+        if getattr(a, name) != getattr(b, name):
+            return False
+    return True
+
+
+def _set_epoch(member, epoch: int) -> None:
+    """Kafka's updateMemberEpoch: the previous epoch follows when the epoch moves."""
+    if epoch != member.member_epoch:
+        member.previous_epoch = member.member_epoch
+        member.member_epoch = epoch
+
+
+# -- the classic consumer protocol's embedded encoding (Kafka's ConsumerProtocol, v3) --------
+
+def _str16(text: str) -> bytes:
+    data = text.encode("utf-8")
+    return len(data).to_bytes(2, "big") + data
+
+
+def _partitions_array(parts) -> bytes:
+    out = [len(parts).to_bytes(4, "big")]
+    for topic in sorted(parts):
+        ps = sorted(parts[topic])
+        out.append(_str16(topic))
+        out.append(len(ps).to_bytes(4, "big"))
+        out.extend(p.to_bytes(4, "big", signed=True) for p in ps)
+    return b"".join(out)
+
+
+def encode_subscription(topics, rack_id: Optional[str], owned=None, generation: int = -1) -> bytes:
+    """A ConsumerProtocolSubscription v3: topics, null user data, owned partitions,
+    generation, rack."""
+    out = [(3).to_bytes(2, "big"), len(topics).to_bytes(4, "big")]
+    out.extend(_str16(t) for t in topics)
+    out.append((-1).to_bytes(4, "big", signed=True))            # user data: null
+    out.append(_partitions_array(owned or {}))
+    out.append(generation.to_bytes(4, "big", signed=True))
+    out.append((-1).to_bytes(2, "big", signed=True) if rack_id is None else _str16(rack_id))
+    return b"".join(out)
+
+
+def encode_assignment(parts) -> bytes:
+    """A ConsumerProtocolAssignment v3: the partitions, null user data."""
+    return b"".join([(3).to_bytes(2, "big"), _partitions_array(parts),
+                     (-1).to_bytes(4, "big", signed=True)])

@@ -1,0 +1,84 @@
+"""A consumer group's record in the store (KIP-848 state that survives a restart).
+
+`consumer_record` is what the coordinator gives `store_consumer_group` after a change:
+the group's epochs, subscribed topics' metadata and resolved regexes whole, and the
+members that changed (None for one removed), or every member (`full`). A store keeps
+the fold of those records (`fold_consumer_record`), a full record, which is what the
+coordinator loads back (ConsumerLogic.load). Plain values only: str, int, bool, None,
+lists and dicts, so any store can encode them.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = ["consumer_record", "fold_consumer_record", "fill_member", "member_record"]
+
+
+def _sets(parts) -> dict:
+    return {t: frozenset(ps) for t, ps in parts.items() if ps}
+
+
+def _lists(parts) -> dict:
+    return {t: sorted(ps) for t, ps in parts.items() if ps}
+
+
+def member_record(cg, m) -> dict:
+    return {"instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
+            "client_host": m.client_host, "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            "server_assignor": m.server_assignor, "topic_names": sorted(m.topic_names),
+            "topic_regex": m.topic_regex, "state": m.state, "member_epoch": m.member_epoch,
+            "previous_epoch": m.previous_epoch, "assigned": _lists(m.assigned),
+            "revoking": _lists(m.revoking),
+            "target": {t: sorted(ps) for t, ps in cg.target.get(m.member_id, {}).items() if ps}}
+
+
+def fill_member(member, m: dict) -> None:
+    """Set a new member's fields from its record (member_record's)."""
+    member.instance_id = m["instance_id"]
+    member.rack_id = m["rack_id"]
+    member.client_id = m["client_id"]
+    member.client_host = m["client_host"]
+    member.rebalance_timeout_ms = m["rebalance_timeout_ms"]
+    member.server_assignor = m["server_assignor"]
+    member.topic_names = frozenset(m["topic_names"])
+    member.topic_regex = m["topic_regex"]
+    member.state = m["state"]
+    member.member_epoch = m["member_epoch"]
+    member.previous_epoch = m["previous_epoch"]
+    member.assigned = _sets(m["assigned"])
+    member.revoking = _sets(m["revoking"])
+
+
+def consumer_record(cg, changed: Optional[set]) -> dict:
+    """What the store writes for a consumer group: its epochs, topic metadata and
+    resolved regexes whole, and the members in `changed` (None: every member, a full
+    record replacing what came before); a member changed and gone is None (its
+    tombstone). Plain values only (str, int, lists, dicts, None)."""
+    ids = cg.members.keys() if changed is None else changed
+    members = {}
+    for member_id in sorted(ids):
+        m = cg.members.get(member_id)
+        members[member_id] = None if m is None else member_record(cg, m)
+    return {"consumer": True, "full": changed is None, "group_epoch": cg.group_epoch,
+            "assignment_epoch": cg.assignment_epoch, "metadata": dict(cg.metadata),
+            "resolved": {r: sorted(ts) for r, ts in cg.resolved.items()},
+            "members": members}
+
+
+def fold_consumer_record(previous: Optional[dict], record: dict) -> dict:
+    """A store's running state of a consumer group: `record` applied over `previous`
+    (a full record replaces it; a partial one replaces the group's fields and the
+    members it names, None removing one). The result is a full record."""
+    if record.get("full") or previous is None or not previous.get("consumer"):
+        members = {}
+    else:
+        members = dict(previous["members"])
+    for member_id, m in record["members"].items():
+        if m is None:
+            members.pop(member_id, None)
+        else:
+            members[member_id] = m
+    folded = dict(record)
+    folded["full"] = True
+    folded["members"] = members
+    return folded
