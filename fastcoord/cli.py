@@ -86,6 +86,7 @@ def _add_serve_parser(sub) -> argparse.ArgumentParser:
     serve.add_argument("--group-min-session-timeout-ms", type=int, default=6000)
     serve.add_argument("--group-max-session-timeout-ms", type=int, default=1_800_000)
     serve.add_argument("--group-initial-rebalance-delay-ms", type=int, default=3000)
+    _add_consumer_group_flags(serve)
     serve.add_argument("--offsets-retention-minutes", type=int, default=10080,
                        help="an Empty group's offsets (a simple consumer's: each offset) "
                             "expire this long after it became Empty (after the commit)")
@@ -148,6 +149,45 @@ def _add_serve_parser(sub) -> argparse.ArgumentParser:
     return serve
 
 
+# The consumer group protocol's (KIP-848) configs: Kafka's names, dots as dashes; each
+# sets the CoordinatorConfig field of the same name with underscores (its default, and
+# its bounds, are the coordinator's: a flag not given is not passed).
+CONSUMER_GROUP_FLAGS = (
+    "group-consumer-session-timeout-ms", "group-consumer-min-session-timeout-ms",
+    "group-consumer-max-session-timeout-ms", "group-consumer-heartbeat-interval-ms",
+    "group-consumer-min-heartbeat-interval-ms", "group-consumer-max-heartbeat-interval-ms",
+    "group-consumer-max-size", "group-consumer-assignors", "group-consumer-migration-policy",
+)
+
+
+def _assignors(text: str):
+    names = tuple(n.strip() for n in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected a comma list of assignor names, got {text!r}")
+    return names
+
+
+def _add_consumer_group_flags(serve) -> None:
+    for flag in CONSUMER_GROUP_FLAGS:
+        if flag == "group-consumer-assignors":
+            serve.add_argument("--" + flag, type=_assignors, default=None, metavar="NAMES",
+                               help="server-side assignors, comma separated, the first the "
+                                    "default (e.g. uniform,range)")
+        elif flag == "group-consumer-migration-policy":
+            serve.add_argument("--" + flag, default=None,
+                               choices=["disabled", "upgrade", "downgrade", "bidirectional"],
+                               help="online conversion between classic and consumer groups")
+        else:
+            serve.add_argument("--" + flag, type=int, default=None)
+
+
+def consumer_group_config(args) -> dict:
+    """The CoordinatorConfig keyword arguments of the consumer group flags given."""
+    values = {flag.replace("-", "_"): getattr(args, flag.replace("-", "_"))
+              for flag in CONSUMER_GROUP_FLAGS}
+    return {name: value for name, value in values.items() if value is not None}
+
+
 def _use_event_loop(choice: str) -> bool:
     """Install uvloop's event loop policy when asked (or, with "auto", when installed)."""
     if choice == "asyncio":
@@ -198,7 +238,8 @@ def _serve(args) -> int:
             group_initial_rebalance_delay_ms=args.group_initial_rebalance_delay_ms,
             num_shards=args.num_shards,
             offsets_retention_minutes=args.offsets_retention_minutes,
-            offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms)
+            offsets_retention_check_interval_ms=args.offsets_retention_check_interval_ms,
+            **consumer_group_config(args))
     except (TypeError, ValueError) as exc:
         print(f"fastcoord serve: {exc}", file=sys.stderr)
         return 2

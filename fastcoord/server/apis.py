@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from fastcoord import DelayedOperation, Errors, OffsetAndMetadata
 
 from .protocol import API_NAMES, Request, SASL_VERSIONS, SUPPORTED_VERSIONS
+from .topic_ids import ZERO as ZERO_UUID, TopicIds
 
 log = logging.getLogger("fastcoord.server")
 
@@ -27,6 +28,12 @@ UNSUPPORTED_VERSION = 35
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
+UNKNOWN_TOPIC_ID = 100
+# Kafka's "not asked for" value of authorized_operations fields.
+OPERATIONS_NOT_ASKED = -2**31
+# Kafka's AclOperation codes of the operations a group takes here (a bit each in an
+# authorized_operations field).
+GROUP_OPERATION_BITS = {"Read": 1 << 3, "Delete": 1 << 6, "Describe": 1 << 8}
 MAX_FETCH_WAIT_MS = 30_000
 _ONE_MS = datetime.timedelta(milliseconds=1)
 
@@ -71,9 +78,12 @@ class KafkaApis:
     """Dispatches decoded requests to the coordinator and builds the responses."""
 
     def __init__(self, coordinator, topics: Dict[str, int], *, host: str, port: int,
-                 fetch_purgatory=None, security=None) -> None:
+                 fetch_purgatory=None, security=None,
+                 topic_ids: Optional[TopicIds] = None) -> None:
         self.coord = coordinator
         self.topics = dict(topics)
+        # Every declared topic has an id (made here, in memory, unless the server kept them)
+        self.topic_ids = topic_ids if topic_ids is not None else TopicIds.for_topics(topics)
         self.host = host
         self.port = port
         self.fetch_purgatory = fetch_purgatory
@@ -88,11 +98,12 @@ class KafkaApis:
             14: self.sync_group, 15: self.describe_groups, 16: self.list_groups,
             17: self.sasl_handshake, 18: self.api_versions, 36: self.sasl_authenticate,
             42: self.delete_groups, 47: self.offset_delete,
+            68: self.consumer_group_heartbeat, 69: self.consumer_group_describe,
         }
         # heartbeats_fast_path: the heartbeats (counted in `heartbeats` too) that the
         # server's wire fast path answered
         self.counters: Dict[str, int] = {"requests": 0, "heartbeats": 0, "joins": 0,
-                                         "heartbeats_fast_path": 0}
+                                         "heartbeats_fast_path": 0, "consumer_heartbeats": 0}
 
     # -- dispatch ------------------------------------------------------------------------
     @staticmethod
@@ -134,29 +145,45 @@ class KafkaApis:
         wanted = request.body.topics
         if request.api_version == 0 and not wanted:
             wanted = None       # v0 has no null list: an empty one asks for every topic
-        names = sorted(self.topics) if wanted is None else [t.name for t in wanted]
-        topics = []
-        for name in names:
-            if not self._topic_allowed(session, "Describe", name):
-                # Kafka leaves a topic the client may not describe out of the all-topics
-                # answer, and answers it by name without saying whether it exists.
-                if wanted is not None:
-                    topics.append({"error_code": TOPIC_AUTHORIZATION_FAILED, "name": name,
-                                   "partitions": []})
-                continue
-            count = self.topics.get(name)
-            if count is None:
-                topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                               "partitions": []})
-                continue
-            topics.append({"error_code": 0, "name": name, "is_internal": False, "partitions": [
-                {"error_code": 0, "partition_index": p, "leader_id": NODE_ID,
-                 "leader_epoch": 0, "replica_nodes": (NODE_ID,), "isr_nodes": (NODE_ID,),
-                 "offline_replicas": ()}
-                for p in range(count)]})
+        if wanted is None:
+            asked = [(name, None) for name in sorted(self.topics)]
+        else:
+            # v12 asks for a topic by id with a null name (v10-11 carry the id unused)
+            asked = [(t.name, getattr(t, "topic_id", None)) for t in wanted]
+        topics = [self._topic_metadata(session, name, topic_id, wanted is None)
+                  for name, topic_id in asked]
         reply({"brokers": [{"node_id": NODE_ID, "host": self.host, "port": self.port,
                             "rack": None}],
-               "cluster_id": CLUSTER_ID, "controller_id": NODE_ID, "topics": topics})
+               "cluster_id": CLUSTER_ID, "controller_id": NODE_ID,
+               "topics": [t for t in topics if t is not None]})
+
+    def _topic_metadata(self, session: Session, name: Optional[str], topic_id,
+                        all_topics: bool) -> Optional[dict]:
+        """One topic of a Metadata answer (None: left out of an all-topics answer)."""
+        by_id = name is None
+        if by_id:
+            name = self.topic_ids.name_of(topic_id)
+            if name is None or name not in self.topics:
+                return {"error_code": UNKNOWN_TOPIC_ID, "name": None,
+                        "topic_id": topic_id if topic_id is not None else ZERO_UUID,
+                        "partitions": []}
+        if not self._topic_allowed(session, "Describe", name):
+            # Kafka leaves a topic the client may not describe out of the all-topics
+            # answer, and answers it by name (or id) without saying whether it exists.
+            if all_topics:
+                return None
+            return {"error_code": TOPIC_AUTHORIZATION_FAILED, "name": None if by_id else name,
+                    "topic_id": topic_id if by_id else ZERO_UUID, "partitions": []}
+        count = self.topics.get(name)
+        if count is None:
+            return {"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                    "topic_id": ZERO_UUID, "partitions": []}
+        return {"error_code": 0, "name": name, "topic_id": self.topic_ids.id_of(name),
+                "is_internal": False, "partitions": [
+                    {"error_code": 0, "partition_index": p, "leader_id": NODE_ID,
+                     "leader_epoch": 0, "replica_nodes": (NODE_ID,), "isr_nodes": (NODE_ID,),
+                     "offline_replicas": ()}
+                    for p in range(count)]}
 
     def _coordinator_for(self, key: str, key_type: int) -> dict:
         if key_type != 0:   # transaction coordinators are not served here
@@ -254,6 +281,122 @@ class KafkaApis:
             {"member_id": mid, "group_instance_id": iid, "error_code": int(err)}
             for (mid, iid), err in zip(members, result.member_errors)]})
 
+    # -- the consumer group protocol (KIP-848) -------------------------------------------
+    def consumer_group_heartbeat(self, session: Session, request: Request, reply: Reply) -> None:
+        """ConsumerGroupHeartbeat: Kafka's checks in its order (the group's Read, then
+        Describe on every subscribed topic name, then v1's client-made member id), the
+        rest is the coordinator's. Topics travel as ids both ways: an owned topic id this
+        broker does not know is dropped, as Kafka resolves them against its metadata."""
+        body = request.body
+        self.counters["consumer_heartbeats"] += 1
+        if not self._allowed(session, "Read", body.group_id):
+            reply(_heartbeat_error(int(Errors.GROUP_AUTHORIZATION_FAILED), None))
+            return
+        names = body.subscribed_topic_names
+        if names and not all(self._topic_allowed(session, "Describe", n) for n in names):
+            reply(_heartbeat_error(TOPIC_AUTHORIZATION_FAILED,
+                                   "The client is not authorized to describe some of the "
+                                   "subscribed topics."))
+            return
+        if request.api_version >= 1 and not body.member_id:
+            reply(_heartbeat_error(INVALID_REQUEST, "MemberId can't be empty."))
+            return
+        owned = None
+        if body.topic_partitions is not None:
+            owned = {}
+            for tp in body.topic_partitions:
+                name = self.topic_ids.name_of(tp.topic_id)
+                if name is not None:
+                    owned.setdefault(name, []).extend(tp.partitions)
+
+        def answered(result) -> None:
+            if result.error != Errors.NONE:
+                reply(_heartbeat_error(int(result.error), result.error_message))
+                return
+            reply({"error_code": 0, "error_message": result.error_message,
+                   "member_id": result.member_id, "member_epoch": result.member_epoch,
+                   "heartbeat_interval": result.heartbeat_interval_ms,
+                   "assignment": None if result.assignment is None else {
+                       "topic_partitions": self._by_topic_id(result.assignment)}})
+
+        self.coord.consumer_group_heartbeat(
+            body.group_id, body.member_id, body.member_epoch,
+            instance_id=body.instance_id, rack_id=body.rack_id,
+            rebalance_timeout_ms=_ms(body.rebalance_timeout),
+            subscribed_topic_names=None if names is None else list(names),
+            subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
+            server_assignor=body.server_assignor, owned_partitions=owned,
+            client_id=session.client_id or "", client_host=session.client_host,
+            callback=answered)
+
+    def _by_topic_id(self, assignment: Dict[str, list], names: bool = False) -> list:
+        """{topic name: partitions} as the wire's topic-id entries (with the names too
+        when `names`), in name order; a topic without an id (never declared here) has
+        none to give and is left out."""
+        out = []
+        for name in sorted(assignment):
+            topic_id = self.topic_ids.id_of(name)
+            if topic_id is None:
+                continue
+            entry = {"topic_id": topic_id, "partitions": sorted(assignment[name])}
+            if names:
+                entry["topic_name"] = name
+            out.append(entry)
+        return out
+
+    def consumer_group_describe(self, session: Session, request: Request, reply: Reply) -> None:
+        """ConsumerGroupDescribe: a group needs Describe; a described group whose members
+        hold or are to hold a topic the client may not describe is answered
+        TOPIC_AUTHORIZATION_FAILED without its members, as Kafka does."""
+        body = request.body
+        wanted = list(body.group_ids)
+        allowed = [g for g in wanted if self._allowed(session, "Describe", g)]
+        described = iter(self.coord.consumer_group_describe(allowed) if allowed else ())
+        groups = []
+        for gid in wanted:
+            if gid not in allowed:
+                groups.append(_described_error(gid, int(Errors.GROUP_AUTHORIZATION_FAILED),
+                                               None))
+                continue
+            d = next(described)
+            if d.error != Errors.NONE:
+                groups.append(_described_error(gid, int(d.error),
+                                               getattr(d, "error_message", None)))
+                continue
+            topics = {t for m in d.members for t in (*m.assignment, *m.target_assignment)}
+            if not all(self._topic_allowed(session, "Describe", t) for t in topics):
+                groups.append(_described_error(
+                    gid, TOPIC_AUTHORIZATION_FAILED, "The group has described topic(s) that "
+                    "the client is not authorized to describe."))
+                continue
+            groups.append({
+                "error_code": 0, "group_id": gid, "group_state": str(d.state),
+                "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
+                "assignor_name": d.assignor_name or "",
+                "authorized_operations": (self._group_operations(session, gid)
+                                          if body.include_authorized_operations
+                                          else OPERATIONS_NOT_ASKED),
+                "members": [{
+                    "member_id": m.member_id, "instance_id": m.instance_id,
+                    "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                    "client_id": m.client_id, "client_host": m.client_host,
+                    "subscribed_topic_names": list(m.subscribed_topic_names or ()),
+                    "subscribed_topic_regex": m.subscribed_topic_regex,
+                    "assignment": {"topic_partitions": self._by_topic_id(m.assignment, True)},
+                    "target_assignment": {
+                        "topic_partitions": self._by_topic_id(m.target_assignment, True)},
+                    "member_type": _member_type(m)}
+                    for m in d.members]})
+        reply({"groups": groups})
+
+    def _group_operations(self, session: Session, group_id: str) -> int:
+        """The authorized_operations bits of a group for this client."""
+        bits = 0
+        for operation, bit in GROUP_OPERATION_BITS.items():
+            if self._allowed(session, operation, group_id):
+                bits |= bit
+        return bits
+
     # -- offsets -------------------------------------------------------------------------
     def _known_partition(self, topic: str, partition: int) -> bool:
         return 0 <= partition < self.topics.get(topic, 0)
@@ -310,7 +453,8 @@ class KafkaApis:
             body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets,
             group_instance_id=getattr(body, "group_instance_id", None), callback=committed)
 
-    def _fetch_group_offsets(self, session: Session, group_id, topics, require_stable) -> dict:
+    def _fetch_group_offsets(self, session: Session, group_id, topics, require_stable,
+                             member=None) -> dict:
         """One group's OffsetFetch answer: {"error_code", "topics"}. The group needs
         Describe; each topic needs Describe too: a named one without it is answered
         TOPIC_AUTHORIZATION_FAILED, and left out of an all-topics answer."""
@@ -324,8 +468,13 @@ class KafkaApis:
                 allowed = self._topic_allowed(session, "Describe", t.name)
                 (partitions if allowed else denied).extend(
                     (t.name, p) for p in t.partition_indexes)
-        error, found = self.coord.fetch_offsets(group_id, partitions,
-                                                require_stable=require_stable)
+        if member is None:
+            error, found = self.coord.fetch_offsets(group_id, partitions,
+                                                    require_stable=require_stable)
+        else:   # v9: a consumer-protocol member's id and epoch, checked by the coordinator
+            error, found = self.coord.fetch_offsets(group_id, partitions,
+                                                    require_stable=require_stable,
+                                                    member_id=member[0], member_epoch=member[1])
         by_topic: Dict[str, list] = {}
         if partitions is not None:
             order = partitions
@@ -350,8 +499,9 @@ class KafkaApis:
         version = request.api_version
         stable = bool(getattr(body, "require_stable", False))
         if version >= 8:
-            reply({"groups": [self._fetch_group_offsets(session, g.group_id, g.topics, stable)
-                              for g in body.groups]})
+            reply({"groups": [self._fetch_group_offsets(
+                session, g.group_id, g.topics, stable,
+                (g.member_id, g.member_epoch) if version >= 9 else None) for g in body.groups]})
             return
         if version == 0:
             # Kafka 3.x reads v0 offsets from ZooKeeper, once the group's Describe is
@@ -417,10 +567,12 @@ class KafkaApis:
     # -- admin ---------------------------------------------------------------------------
     def list_groups(self, session: Session, request: Request, reply: Reply) -> None:
         states = getattr(request.body, "states_filter", ())
-        listings = self.coord.list_groups(list(states) if states else None)
+        types = getattr(request.body, "types_filter", ())      # v5
+        listings = self.coord.list_groups(list(states) if states else None,
+                                          list(types) if types else None)
         reply({"error_code": 0, "groups": [
             {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-             "group_state": str(g.state)}
+             "group_state": str(g.state), "group_type": g.group_type}
             for g in listings if self._allowed(session, "Describe", g.group_id)]})
 
     def describe_groups(self, session: Session, request: Request, reply: Reply) -> None:
@@ -496,6 +648,26 @@ class KafkaApis:
         session.principal = principal
         session.authenticated = True
         reply({"error_code": 0, "error_message": None, "auth_bytes": b""})
+
+
+def _heartbeat_error(error: int, message: Optional[str]) -> dict:
+    """A ConsumerGroupHeartbeat answer carrying only an error, as Kafka's (no member id,
+    epoch 0, no assignment)."""
+    return {"error_code": error, "error_message": message, "member_id": None,
+            "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
+
+
+def _described_error(group_id: str, error: int, message: Optional[str]) -> dict:
+    """A ConsumerGroupDescribe group answered with `error` alone."""
+    return {"error_code": error, "error_message": message, "group_id": group_id,
+            "group_state": "", "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",
+            "members": []}
+
+
+def _member_type(member) -> int:
+    """ConsumerGroupDescribe v1's member type: 1 for a consumer-protocol member, 0 for a
+    classic one (a group mid-migration holds both)."""
+    return 0 if getattr(member, "classic", False) else 1
 
 
 def _no_offset(partition: int, error: int) -> dict:

@@ -43,29 +43,32 @@ API_NAMES: Dict[int, str] = {
     9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
     13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
     17: "SaslHandshake", 18: "ApiVersions", 36: "SaslAuthenticate", 42: "DeleteGroups",
-    47: "OffsetDelete",
+    47: "OffsetDelete", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
 }
 
 # The advertised version ranges: the set verified with kafka-python, aiokafka and
-# confluent-kafka (librdkafka). ConsumerGroupHeartbeat (68, KIP-848) is deliberately
-# absent: librdkafka would switch to it.
+# confluent-kafka (librdkafka). The consumer group protocol (KIP-848: 68, 69, Metadata
+# with topic ids, OffsetCommit/OffsetFetch v9, ListGroups v5) at Kafka 4's versions: a
+# client uses it only when configured to (librdkafka's group.protocol=consumer).
 SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     0: (3, 8),      # Produce: advertised (librdkafka needs it to fetch), answered with an error
     1: (4, 12),     # Fetch: always empty, after max_wait_ms
     2: (1, 6),      # ListOffsets: log start = log end = 0
-    3: (0, 9),      # Metadata
-    8: (0, 7),      # OffsetCommit (v0-1: Kafka 3.x's, codecs in legacy_schema)
-    9: (0, 7),      # OffsetFetch (v0: likewise)
+    3: (0, 12),     # Metadata (v10+: topic ids; v12: topics asked for by id)
+    8: (0, 9),      # OffsetCommit (v0-1: Kafka 3.x's, codecs in legacy_schema; v9: member epoch)
+    9: (0, 9),      # OffsetFetch (v0: likewise; v9: member id and epoch)
     10: (0, 3),     # FindCoordinator
     11: (0, 7),     # JoinGroup
     12: (0, 4),     # Heartbeat
     13: (0, 4),     # LeaveGroup
     14: (0, 5),     # SyncGroup
     15: (0, 5),     # DescribeGroups
-    16: (0, 4),     # ListGroups
+    16: (0, 5),     # ListGroups (v5: types filter)
     18: (0, 3),     # ApiVersions
     42: (0, 2),     # DeleteGroups
     47: (0, 0),     # OffsetDelete
+    68: (0, 1),     # ConsumerGroupHeartbeat (v1: the member id is the client's)
+    69: (0, 1),     # ConsumerGroupDescribe
 }
 # Advertised (and accepted) only when the server has SASL users configured.
 SASL_VERSIONS: Dict[int, Tuple[int, int]] = {17: (0, 1), 36: (0, 2)}

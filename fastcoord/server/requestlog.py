@@ -3,6 +3,8 @@
 Fields: ts (unix seconds), api, version, client (client id), host, group, member,
 generation, error (the top-level error code, when the response has one), latency_ms
 (from decoding the request to encoding its response, parked time included).
+A ConsumerGroupHeartbeat's generation is its request's member epoch, its member the
+request's member id (a v0 join without one: the id the coordinator gave it).
 Writes are buffered and flushed by the server every second and at shutdown. Rotation
 renames files in the caller's thread but deletes the oldest in a thread of its own:
 unlinking a large file is slow on the filesystem, a stall the event loop would
@@ -34,6 +36,7 @@ __all__ = ["RequestLog"]
 log = logging.getLogger(__name__)
 limited = RateLimitedLog(log)
 
+CONSUMER_GROUP_HEARTBEAT = 68
 _BUFFER = 1 << 16        # lines are written to the file in blocks of about this size
 
 _encode_str = json.encoder.encode_basestring_ascii     # what json.dumps uses (C)
@@ -126,10 +129,16 @@ class RequestLog:
         generation = getattr(req, "generation_id", None)
         if generation is None:
             generation = getattr(req, "generation_id_or_member_epoch", None)
+        if generation is None:      # ConsumerGroupHeartbeat: the member epoch
+            generation = getattr(req, "member_epoch", None)
+        member_id = getattr(req, "member_id", None)
         error = body.get("error_code") if isinstance(body, dict) else None
+        if request.api_key == CONSUMER_GROUP_HEARTBEAT and not member_id \
+                and isinstance(body, dict) and body.get("member_id"):
+            member_id = body["member_id"]   # v0's join: the id the coordinator made
         self._write(API_NAMES.get(request.api_key, request.api_key), request.api_version,
                     request.client_id, conn, getattr(req, "group_id", None),
-                    getattr(req, "member_id", None), generation, error, seconds)
+                    member_id, generation, error, seconds)
 
     def record_heartbeat(self, conn, version: int, client_id, group_id, member_id,
                          generation: int, error: int, seconds: float) -> None:

@@ -33,6 +33,7 @@ from fastcoord.core.coordinator import RETENTION_SLICE_GROUPS
 from .apis import KafkaApis, Session
 from .ratelog import RateLimitedLog
 from .requestlog import host_json
+from .topic_ids import TopicIds
 from .protocol import (API_NAMES, HEARTBEAT_KEY, MalformedRequest, UnsupportedRequest,
                        decode_request, encode_response)
 
@@ -595,6 +596,10 @@ class CoordinatorServer:
             raise ValueError(f"store must be 'durable' or 'memory', got {config.store!r}")
         self.coord = GroupCoordinator(config.coordinator, clock=self.clock, impl=config.impl,
                                       store=self._loop_store)
+        # The declared topics: what the consumer protocol's assignors see, and their ids
+        # (kept in the durable store: stable across restarts).
+        self.topic_ids = TopicIds.for_topics(config.topics, self.store)
+        self.coord.set_topics(dict(config.topics))
         # The wire fast path of the coordinator's twin (a pure server stays pure throughout).
         wire = module(config.impl, "server.wire")
         self.heartbeat_run = wire.heartbeat_run if config.heartbeat_fast_path else None
@@ -645,7 +650,8 @@ class CoordinatorServer:
         advertised = cfg.advertised_host or (
             "127.0.0.1" if cfg.host in ("", "0.0.0.0", "::") else cfg.host)
         self.apis = KafkaApis(self.coord, cfg.topics, host=advertised, port=self.port,
-                              fetch_purgatory=self.fetch_purgatory, security=cfg.security)
+                              fetch_purgatory=self.fetch_purgatory, security=cfg.security,
+                              topic_ids=self.topic_ids)
         self.heartbeat_versions = lo, hi = self.apis.versions[HEARTBEAT_KEY]
         if cfg.heartbeat_fast_path:
             self.heartbeat_reader = self._wire.HeartbeatReader(

@@ -18,8 +18,8 @@ from .log import (
     find_frame_after, fsync_dir, list_segments, remove_compaction_leftovers, segment_path,
 )
 from .records import (
-    encode_group, encode_group_tombstone, encode_offset_tombstones,
-    encode_offsets,
+    FrameError, decode_topic_ids, encode_group, encode_group_tombstone,
+    encode_offset_tombstones, encode_offsets, encode_topic_ids,
 )
 
 __all__ = ["DurableStore", "load_into", "FAULT_POINTS"]
@@ -28,6 +28,7 @@ log = logging.getLogger("fastcoord.storage")
 
 Done = Callable[[Errors], None]
 META_FILE = "fastcoord-storage.meta"
+TOPIC_IDS_FILE = "topic-ids.log"
 FORMAT_VERSION = 1
 # Where compaction calls `store._fault(point, shard)`: a test hook that may raise or
 # kill the process to simulate a crash at that step.
@@ -568,6 +569,36 @@ class DurableStore:
         """Write tombstones for single offsets [(topic, partition)] (Kafka's OffsetDelete)."""
         now = self.wall_clock_ms()
         self._submit(group_id, lambda: encode_offset_tombstones(group_id, partitions, now), done)
+
+    # -- topic ids ----------------------------------------------------------------------------
+    @property
+    def topic_ids_path(self) -> str:
+        return os.path.join(self.data_dir, TOPIC_IDS_FILE)
+
+    def load_topic_ids(self) -> Dict[str, bytes]:
+        """The kept `{topic name: 16-byte UUID}` ({} before the first store_topic_ids).
+        A damaged file raises ValueError: a topic's id must never change silently."""
+        try:
+            with open(self.topic_ids_path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return {}
+        try:
+            return decode_topic_ids(data)
+        except FrameError as exc:
+            raise ValueError(f"{self.topic_ids_path}: {exc}") from None
+
+    def store_topic_ids(self, ids: Dict[str, bytes]) -> None:
+        """Replace the kept topic ids with `ids`, durably (written aside, fsync'd, renamed
+        over the file, the directory fsync'd): a crash leaves the old file or the new."""
+        path = self.topic_ids_path
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(encode_topic_ids(ids, self.wall_clock_ms()))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(self.data_dir)
 
     # -- loading ------------------------------------------------------------------------------
     def load_shard(self, shard: int, *, repair: Optional[bool] = None

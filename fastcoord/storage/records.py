@@ -44,6 +44,12 @@ offset of the group written before it.
 type 4, OFFSET_TOMBSTONES: deletes single offsets
 
     u32 n_topics | n_topics x str | u32 n_entries | n_entries x (u32 topic_index, i32 partition)
+
+type 5, TOPIC_ID: a declared topic's id (Kafka's topic UUID), kept in a file of its
+own beside the shard logs (`DurableStore.topic_ids_path`), never in a shard log: the
+head's key is the topic name, then
+
+    16 bytes: the UUID
 """
 from __future__ import annotations
 
@@ -61,7 +67,8 @@ from ..core.results import OffsetAndMetadata
 __all__ = [
     "OFFSETS", "GROUP", "GROUP_TOMBSTONE", "OFFSET_TOMBSTONES", "MAX_PAYLOAD",
     "frame", "encode_offsets", "encode_group", "encode_group_tombstone",
-    "encode_offset_tombstones", "decode_group_record", "FrameError",
+    "encode_offset_tombstones", "decode_group_record", "FrameError", "TOPIC_ID",
+    "encode_topic_ids", "decode_topic_ids",
 ]
 
 OFFSETS = 1
@@ -69,6 +76,7 @@ GROUP = 2
 GROUP_TOMBSTONE = 3
 OFFSET_TOMBSTONES = 4
 RECORD_TYPES = (OFFSETS, GROUP, GROUP_TOMBSTONE, OFFSET_TOMBSTONES)
+TOPIC_ID = 5                              # only in the topic-ids file, never a shard log
 
 FRAME = struct.Struct("<II")              # crc32c, length
 FRAME_SIZE = FRAME.size
@@ -186,6 +194,17 @@ def encode_group(group_id: str, record: dict, write_ms: int) -> bytes:
 
 def encode_group_tombstone(group_id: str, write_ms: int) -> bytes:
     return frame(_head(GROUP_TOMBSTONE, write_ms, group_id))
+
+
+def encode_topic_ids(ids: Dict[str, bytes], write_ms: int) -> bytes:
+    """TOPIC_ID frames, one per `{topic name: 16-byte UUID}` entry, in name order."""
+    parts = []
+    for name in sorted(ids):
+        raw = bytes(ids[name])
+        if len(raw) != 16:
+            raise ValueError(f"topic {name!r}: a topic id is 16 bytes, got {len(raw)}")
+        parts.append(frame(_head(TOPIC_ID, write_ms, name) + raw))
+    return b"".join(parts)
 
 
 # -- decoding ---------------------------------------------------------------------------
@@ -325,3 +344,29 @@ def decode_offset_tombstones(data, pos: int, end: int) -> List[Tuple[str, int]]:
     if pos + n * TOMB_ENTRY.size != end:
         raise FrameError("offset tombstone entries do not fill the record")
     return [(topics[t], p) for t, p in TOMB_ENTRY.iter_unpack(memoryview(data)[pos:end])]
+
+
+def decode_topic_ids(data) -> Dict[str, bytes]:
+    """`{topic name: 16-byte UUID}` from a file of TOPIC_ID frames; any frame that does
+    not check out (length, CRC, type, size) is a FrameError naming its offset: the file
+    is replaced whole (written aside, then renamed), so it never has a torn tail."""
+    ids: Dict[str, bytes] = {}
+    pos = 0
+    end = len(data)
+    while pos < end:
+        if pos + FRAME_SIZE > end:
+            raise FrameError(f"topic ids: frame header cut short at byte {pos}")
+        crc, length = FRAME.unpack_from(data, pos)
+        body = pos + FRAME_SIZE
+        if not MIN_PAYLOAD <= length <= MAX_PAYLOAD or body + length > end:
+            raise FrameError(f"topic ids: bad record length {length} at byte {pos}")
+        if crc32c(bytes(data[body:body + length]), crc32c(bytes(data[pos + 4:body]))) != crc:
+            raise FrameError(f"topic ids: CRC mismatch at byte {pos}")
+        kind, _, name_len = HEAD.unpack_from(data, body)
+        name_end = body + HEAD_SIZE + name_len
+        if kind != TOPIC_ID or name_end + 16 != body + length:
+            raise FrameError(f"topic ids: not a topic id record at byte {pos}")
+        name = bytes(data[body + HEAD_SIZE:name_end]).decode("utf-8", "surrogatepass")
+        ids[name] = bytes(data[name_end:name_end + 16])
+        pos = body + length
+    return ids

@@ -18,6 +18,7 @@ import json
 import subprocess
 import sys
 import typing
+import uuid
 from pathlib import Path
 from typing import Dict, Iterator, List, Tuple
 
@@ -37,6 +38,7 @@ _VALUES = {
     "int8": 1, "int16": 1, "int32": 1, "int64": 1, "uint8": 1, "uint16": 1, "uint32": 1,
     "uint64": 1, "float64": 1.0, "timedelta_i32": datetime.timedelta(milliseconds=1),
     "timedelta_i64": datetime.timedelta(milliseconds=1),
+    "uuid": uuid.UUID(int=0x0123456789ABCDEF0123456789ABCDEF),
 }
 
 

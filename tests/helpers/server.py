@@ -514,6 +514,11 @@ def _run_confluent(cfg: dict) -> None:
             "max.poll.interval.ms": cfg["max_poll_ms"], "fetch.wait.max.ms": 100,
             "broker.address.family": "v4", "reconnect.backoff.ms": 50,
             "retry.backoff.ms": 50}
+    if cfg.get("group_protocol") == "consumer":
+        # KIP-848: the coordinator times sessions and heartbeats and assigns; librdkafka
+        # refuses these settings under this protocol
+        conf["group.protocol"] = "consumer"
+        del conf["session.timeout.ms"], conf["heartbeat.interval.ms"]
     if cfg.get("assignor"):
         conf["partition.assignment.strategy"] = cfg["assignor"]
     if cfg.get("instance_id"):

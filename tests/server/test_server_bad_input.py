@@ -89,7 +89,8 @@ def test_frame_shorter_than_a_header_closes_the_connection(server, healthy):
 
 
 @pytest.mark.parametrize("api_key,version,name", [
-    (68, 0, "ConsumerGroupHeartbeat"),     # KIP-848: deliberately not served
+    (68, 2, "ConsumerGroupHeartbeat"),     # KIP-848, above the versions served
+    (76, 0, "ShareGroupHeartbeat"),        # KIP-932: not served
     (999, 0, "unknown"),
     (12, 99, "Heartbeat"),                 # a known API at an unknown version
     (1, 3, "Fetch"),                       # below the advertised range

@@ -79,12 +79,16 @@ def _sample(api_key: int, version: int) -> dict:
         42: {"groups_names": ["never-created"]},
         47: {"group_id": "never-created", "topics": [
             {"name": TOPIC, "partitions": [{"partition_index": 0}]}]},
+        68: {"group_id": f"wire-cg-{version}", "member_id": f"wire-member-{version}",
+             "member_epoch": 0, "rebalance_timeout": 10000, "subscribed_topic_names": [TOPIC],
+             "topic_partitions": []},
+        69: {"group_ids": ["never-created"], "include_authorized_operations": False},
     }[api_key]
 
 
 # What each API answers to its sample (top-level or first partition error code).
 _EXPECTED_ERROR = {0: 42, 1: 0, 2: 0, 8: 0, 10: 0, 12: 25, 13: 25, 14: 25, 18: 0, 42: 69,
-                   47: 69}
+                   47: 69, 68: 0, 69: 69}
 # Versions answered otherwise: OffsetCommit v0 (Kafka 3.x without ZooKeeper).
 _EXPECTED_ERROR_AT = {(8, 0): 35}
 
@@ -105,6 +109,8 @@ def _first_error(api_key: int, response):
         return response.members[0].error_code
     if api_key == 42:
         return response.results[0].error_code
+    if api_key == 69:
+        return response.groups[0].error_code
     return response.error_code
 
 
@@ -143,7 +149,9 @@ def test_every_advertised_version_is_served(server, api_key, version):
         if api_key == 18:
             keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
             assert keys == SUPPORTED_VERSIONS
-            assert 68 not in keys      # ConsumerGroupHeartbeat (KIP-848) is not offered
+            assert keys[68] == keys[69] == (0, 1)      # the consumer group protocol
+        if api_key == 68:      # a join: the member gets an epoch and its share of TOPIC
+            assert response.member_epoch >= 1 and response.member_id == f"wire-member-{version}"
     finally:
         conn.close()
 

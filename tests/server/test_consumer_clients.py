@@ -1,0 +1,96 @@
+"""Real confluent-kafka (librdkafka) consumers speaking the consumer group protocol
+(KIP-848, `group.protocol=consumer`) to `fastcoord serve`, each in its own process, on
+127.0.0.1; the admin client describes and lists the group. Every wait is bounded."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from helpers.server import ClientProc, ServerProc, describe, exact_cover, wait_until
+
+pytestmark = pytest.mark.clients
+
+TOPIC = "orders"
+PARTITIONS = [(TOPIC, p) for p in range(6)]
+BOUND = 20.0            # seconds: generous for a loaded 2-core machine
+# Short consumer-protocol timeouts so that the test's rebalances take a moment.
+SERVER_FLAGS = ["--group-consumer-min-session-timeout-ms", "2000",
+                "--group-consumer-session-timeout-ms", "6000",
+                "--group-consumer-min-heartbeat-interval-ms", "100",
+                "--group-consumer-heartbeat-interval-ms", "300"]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    server = ServerProc(tmp_path / "server.log", *SERVER_FLAGS, topics=[f"{TOPIC}:6"])
+    clients = []
+
+    def spawn(name: str, group: str = "cg") -> ClientProc:
+        client = ClientProc("confluent", server.bootstrap, group, TOPIC, name, tmp_path,
+                            group_protocol="consumer")
+        clients.append(client)
+        return client
+
+    spawn.server = server
+    try:
+        yield spawn
+    finally:
+        for c in clients:
+            c.close(timeout=5)
+            c.cleanup()
+        code = server.stop()
+        assert code == 0, f"server exit status {code}:\n{server.log()[-3000:]}"
+        assert "Traceback" not in server.log(), server.log()[-3000:]
+
+
+def _covered(clients, timeout=BOUND) -> None:
+    ok = wait_until(lambda: exact_cover(clients, PARTITIONS), timeout)
+    assert ok, f"no exact cover of {PARTITIONS} within {timeout}s: {describe(clients)}\n" + \
+        "\n".join(f"--- {c.name}\n{c.log()}" for c in clients)
+
+
+def _admin(server):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": server.bootstrap,
+                        "broker.address.family": "v4"})
+
+
+def test_three_members_split_six_partitions_commit_and_hand_over(cluster):
+    """Three consumers hold two partitions each; a commit reads back; one closes and
+    its partitions move to the others quickly; its successor reads its commit."""
+    a, b, c = cluster("cg-a"), cluster("cg-b"), cluster("cg-c")
+    _covered([a, b, c])
+    assert sorted(len(x.assignment) for x in (a, b, c)) == [2, 2, 2]
+    mine = sorted(a.assignment)
+    offsets = {tp: 100 + i for i, tp in enumerate(mine)}
+    a.commit(offsets)
+    assert a.committed(mine) == offsets
+    started = time.monotonic()
+    a.close()
+    _covered([b, c])
+    took = time.monotonic() - started
+    assert took < 10, f"a closed member's partitions moved only after {took:.1f}s"
+    for tp in mine:
+        successor = b if tp in b.assignment else c
+        assert successor.committed([tp]) == {tp: offsets[tp]}
+
+
+def test_the_admin_client_describes_and_lists_a_consumer_group(cluster):
+    from confluent_kafka import ConsumerGroupType
+    a, b = cluster("cg-a"), cluster("cg-b")
+    _covered([a, b])
+    admin = _admin(cluster.server)
+    (future,) = admin.describe_consumer_groups(["cg"], request_timeout=10).values()
+    group = future.result(timeout=15)
+    assert group.type == ConsumerGroupType.CONSUMER, group
+    assert str(group.state.name) == "STABLE"
+    got = {m.client_id: {(tp.topic, tp.partition) for tp in m.assignment.topic_partitions}
+           for m in group.members}
+    assert got == {"cg-a": set(a.assignment), "cg-b": set(b.assignment)}
+    consumer = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER},
+                                          request_timeout=10).result(timeout=15)
+    assert [(g.group_id, g.type) for g in consumer.valid] == [("cg", ConsumerGroupType.CONSUMER)]
+    classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC},
+                                         request_timeout=10).result(timeout=15)
+    assert classic.valid == []
