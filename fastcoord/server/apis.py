@@ -451,7 +451,8 @@ class KafkaApis:
 
         self.coord.commit_offsets(
             body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets,
-            group_instance_id=getattr(body, "group_instance_id", None), callback=committed)
+            group_instance_id=getattr(body, "group_instance_id", None), callback=committed,
+            api_version=request.api_version)
 
     def _fetch_group_offsets(self, session: Session, group_id, topics, require_stable,
                              member=None) -> dict:
