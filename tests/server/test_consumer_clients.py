@@ -94,3 +94,48 @@ def test_the_admin_client_describes_and_lists_a_consumer_group(cluster):
     classic = admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC},
                                          request_timeout=10).result(timeout=15)
     assert classic.valid == []
+
+
+def test_a_killed_member_is_taken_over_after_the_session_timeout(cluster):
+    """SIGKILL leaves no goodbye: the member's partitions move once its session (6 s)
+    has run out, not before, and within a second or so after it."""
+    a, b, c = cluster("cg-a"), cluster("cg-b"), cluster("cg-c")
+    _covered([a, b, c])
+    killed_at = time.monotonic()
+    c.kill()
+    assert not exact_cover([a, b], PARTITIONS)
+    _covered([a, b], timeout=BOUND)
+    took = time.monotonic() - killed_at
+    # its last heartbeat came at most one interval (0.3 s) before the kill
+    assert 6.0 - 0.3 - 0.2 <= took <= 6.0 + 1.5, f"taken over after {took:.2f}s"
+    assert sorted(len(x.assignment) for x in (a, b)) == [3, 3]
+
+
+def test_a_static_member_restarted_within_its_session_keeps_its_partitions(tmp_path):
+    server = ServerProc(tmp_path / "server.log", *SERVER_FLAGS, topics=[f"{TOPIC}:6"])
+    clients = []
+
+    def spawn(name, instance):
+        client = ClientProc("confluent", server.bootstrap, "cg", TOPIC, name, tmp_path,
+                            group_protocol="consumer", instance_id=instance)
+        clients.append(client)
+        return client
+
+    try:
+        a, b = spawn("st-a", "instance-a"), spawn("st-b", "instance-b")
+        _covered([a, b])
+        mine, theirs = a.assignment, b.assignment
+        changes_of_b = len(b.history)
+        a.close()                          # a static member's close: epoch -2, partitions kept
+        time.sleep(1.0)
+        assert b.assignment == theirs      # nothing moved to b meanwhile
+        a2 = spawn("st-a2", "instance-a")
+        _covered([a2, b])
+        assert a2.assignment == mine
+        assert b.assignment == theirs and len(b.history) == changes_of_b, b.history
+    finally:
+        for c in clients:
+            c.close(timeout=5)
+            c.cleanup()
+        code = server.stop()
+        assert code == 0, f"server exit status {code}:\n{server.log()[-3000:]}"
