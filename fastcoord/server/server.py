@@ -706,9 +706,10 @@ class CoordinatorServer:
         if self._load_task is not None:
             await asyncio.shield(self._load_task)
 
-    def _groups_by_state(self) -> Dict[str, int]:
+    def _groups_by_state(self, group_type: str = "classic") -> Dict[str, int]:
+        """The groups of one type ("classic", "consumer") counted by state."""
         states: Dict[str, int] = {}
-        for g in self.coord.list_groups():
+        for g in self.coord.list_groups(types=[group_type]):
             states[str(g.state)] = states.get(str(g.state), 0) + 1
         return states
 
@@ -735,11 +736,16 @@ class CoordinatorServer:
         then, beats_then = self._status_last
         self._status_last = (now, beats)
         states = self._groups_by_state()
+        consumer_states = self._groups_by_state("consumer")
         p99 = self._p99_seconds() * 1000
         self.latencies.clear()
         groups = " ".join(f"{k}={v}" for k, v in sorted(states.items())) or "none"
+        consumer_groups = " ".join(f"{k}={v}" for k, v in sorted(consumer_states.items())) \
+            or "none"
         return (f"status: connections={len(self.connections)} groups[{groups}] "
+                f"consumer_groups[{consumer_groups}] "
                 f"heartbeats/s={(beats - beats_then) / max(now - then, 1e-9):.0f} "
+                f"consumer_heartbeats={counters.get('consumer_heartbeats', 0)} "
                 f"joins={counters['joins']} requests={counters['requests']} "
                 f"p99_ms={p99:.2f}")
 
@@ -750,19 +756,26 @@ class CoordinatorServer:
             "# HELP fastcoord_connections Open client connections.",
             "# TYPE fastcoord_connections gauge",
             f"fastcoord_connections {len(self.connections)}",
-            "# HELP fastcoord_groups Consumer groups by state.",
+            "# HELP fastcoord_groups Classic-protocol groups by state.",
             "# TYPE fastcoord_groups gauge",
         ]
         states = self._groups_by_state()
         for state in ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"):
             lines.append(f'fastcoord_groups{{state="{state}"}} {states.get(state, 0)}')
+        lines += ["# HELP fastcoord_consumer_groups Consumer-protocol (KIP-848) groups by state.",
+                  "# TYPE fastcoord_consumer_groups gauge"]
+        states = self._groups_by_state("consumer")
+        for state in ("Empty", "Assigning", "Reconciling", "Stable"):
+            lines.append(f'fastcoord_consumer_groups{{state="{state}"}} {states.get(state, 0)}')
         for name, key, text in (("requests", "requests", "Requests handled."),
                                 ("heartbeats", "heartbeats", "Heartbeat requests."),
                                 ("heartbeats_fast_path", "heartbeats_fast_path",
                                  "Heartbeat requests answered by the wire fast path."),
                                 ("heartbeats_read_path", "heartbeats_read_path",
                                  "Of those, the ones answered a whole read at a time."),
-                                ("joins", "joins", "JoinGroup requests.")):
+                                ("joins", "joins", "JoinGroup requests."),
+                                ("consumer_heartbeats", "consumer_heartbeats",
+                                 "ConsumerGroupHeartbeat requests (KIP-848).")):
             lines += [f"# HELP fastcoord_{name}_total {text}",
                       f"# TYPE fastcoord_{name}_total counter",
                       f"fastcoord_{name}_total {counters[key]}"]

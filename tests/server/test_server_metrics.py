@@ -2,6 +2,7 @@
 scraped over HTTP; and `fastcoord loadgen` against a real server."""
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -49,6 +50,38 @@ def test_metrics_endpoint_counts_requests_heartbeats_groups(tmp_path):
             raise AssertionError("expected a 404")
         except urllib.error.HTTPError as exc:
             assert exc.code == 404
+    finally:
+        assert server.stop() == 0, server.log()
+    assert "Traceback" not in server.log()
+
+
+def test_metrics_and_status_count_consumer_groups(tmp_path):
+    server = ServerProc(tmp_path / "server.log", "--metrics-port", "0", "--store", "memory",
+                        "--status-interval-s", "0.2", topics=["orders:2"])
+    try:
+        url = metrics_url(server)
+        assert scrape(url)['fastcoord_consumer_groups{state="Stable"}'] == 0
+        conn = RawConn(server.port)
+        joined = conn.call(68, 1, {
+            "group_id": "cg", "member_id": "member-1", "member_epoch": 0, "instance_id": None,
+            "rack_id": None, "rebalance_timeout": datetime.timedelta(seconds=30),
+            "subscribed_topic_names": ["orders"],
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+        assert (joined.error_code, joined.member_epoch) == (0, 1), joined.error_message
+        after = scrape(url)
+        assert after['fastcoord_consumer_groups{state="Stable"}'] == 1
+        assert after['fastcoord_groups{state="Stable"}'] == 0     # (classic groups only)
+        assert after["fastcoord_consumer_heartbeats_total"] == 1
+        status = []
+
+        def status_seen() -> bool:      # the status lines come on the server's stdout
+            while not server._lines.empty():
+                status.append(server._lines.get())
+            return any("consumer_groups[Stable=1]" in line and "consumer_heartbeats=1" in line
+                       for line in status)
+
+        assert wait_until(status_seen, 10), status[-3:]
+        conn.close()
     finally:
         assert server.stop() == 0, server.log()
     assert "Traceback" not in server.log()
