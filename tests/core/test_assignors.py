@@ -384,3 +384,20 @@ def test_stickiness_unchanged_group_moves_nothing(impl):
     members = [m(f"m{i}", *rnd.sample(sorted(topics), 3)) for i in range(12)]
     first = assign(impl, "uniform", members, topics)
     assert assign(impl, "uniform", members, topics, first) == first
+
+
+@pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE, reason="the native twin is not built")
+@settings(max_examples=100, deadline=None)
+@given(groups(homogeneous=False), st.integers(0, 3))
+def test_property_twins_agree_on_the_qsort_path(group, limit):
+    """The native balancer orders members by load with a counting sort when loads span
+    few values, qsort otherwise: force the second (and tiny spans for the first)."""
+    from fastcoord.core._native import engines
+
+    members, topics, current = group
+    engines._assignors_test_sort_limit(limit)
+    try:
+        native = compute_assignment("uniform", members, topics, current, impl="native")
+    finally:
+        engines._assignors_test_sort_limit(1 << 62)
+    assert native == compute_assignment("uniform", members, topics, current, impl="pure")
