@@ -269,9 +269,9 @@ cdef tuple _asg_prepare(name, members, topics, current):
 
 def compute_assignment(name, members, topics, current):
     """See fastcoord.core.assignors.compute_assignment."""
-    member_ids, _racks, subscriptions, topics = _asg_prepare(name, members, topics, current)
+    member_ids, instance_ids, subscriptions, topics = _asg_prepare(name, members, topics, current)
     if name == "range":
-        return _asg_range(member_ids, subscriptions, topics)
+        return _asg_range(member_ids, instance_ids, subscriptions, topics)
     cdef _AsgGroup g = _asg_convert(member_ids, subscriptions, topics, current)
     if g.n_members == 0:
         return {}
@@ -559,10 +559,10 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
 
 # -- range --------------------------------------------------------------------------
 
-cdef dict _asg_range(list member_ids, list subscriptions, dict topics):
-    """_pure's _range: per topic, its subscribers in member id order take consecutive
+cdef dict _asg_range(list member_ids, instance_ids, list subscriptions, dict topics):
+    """_pure's _range: per topic, its subscribers in range order take consecutive
     ranges. Only ranges are computed: no per-partition work but the output lists."""
-    by_id = sorted(range(len(member_ids)), key=lambda i: _asg_pure.member_sort_key(member_ids[i]))
+    by_id = _asg_pure.range_order(member_ids, instance_ids)
     cdef _AsgGroup g = _asg_convert([member_ids[i] for i in by_id], [subscriptions[i] for i in by_id],
                                     topics, {})
     cdef list dicts = [{} for _ in range(g.n_members)]
