@@ -418,3 +418,13 @@ def test_property_twins_agree_on_the_qsort_path(group, limit):
     finally:
         engines._assignors_test_sort_limit(1 << 62)
     assert native == compute_assignment("uniform", members, topics, current, impl="pure")
+
+
+def test_current_partition_ids_out_of_range_or_not_plain_ints(impl):
+    import numpy as np
+
+    members = [m("A", "t"), m("B", "t")]
+    current = {"A": {"t": [2 ** 70, -(2 ** 70), np.int64(2)]}, "B": {"t": (np.int32(0), 3)}}
+    # 2**70 and -2**70 do not exist and are dropped; numpy ints are ints
+    result = assign(impl, "uniform", members, {"t": 4}, current)
+    assert result == {"A": {"t": [1, 2]}, "B": {"t": [0, 3]}}
