@@ -18,7 +18,9 @@ def compute_assignment(name: str, members, topics, current, *, impl=None) -> dic
     name     "uniform" or "range".
     members  a sequence of (member_id, rack_id or None, subscribed topic names), in the
              group's member order (the uniform assignor's tie-breaks follow it; the range
-             assignor sorts members by id as Kafka does). Racks are carried, not used.
+             assignor sorts members by id as Kafka does). Racks are checked, not used.
+             A static member may add its instance id as a fourth item (the range
+             assignor puts static members first, by instance id, as Kafka does).
     topics   {topic name: partition count}: the partitions that exist; a subscribed
              topic missing here is not created yet and is ignored.
     current  {member_id: {topic: partitions}}: the current target assignment, what the

@@ -29,7 +29,7 @@ def check_valid(members, topics, result):
     """Every existing partition some member subscribes to is assigned to exactly one
     member, that member subscribes to its topic, every member is in the result, lists
     are sorted and never empty."""
-    subs = {mid: set(s) for mid, _, s in members}
+    subs = {entry[0]: set(entry[2]) for entry in members}
     assert set(result) == set(subs)
     owner = {}
     for mid, assignment in result.items():
@@ -225,6 +225,17 @@ def test_range_more_members_than_partitions(impl):
     assert assign(impl, "range", members, {"topic1": 2}) == {"A": {"topic1": [0]}, "B": {"topic1": [1]}, "C": {}}
 
 
+def test_range_static_members_first_by_instance_id(impl):
+    # Kafka's sortMemberIds: static members by instance id, then dynamic ones by id
+    members = [("A", None, frozenset({"t"})), ("B", None, frozenset({"t"}), "i2"),
+               ("C", None, frozenset({"t"}), "i1"), ("D", None, frozenset({"t"}), None)]
+    result = assign(impl, "range", members, {"t": 6})
+    assert result == {"C": {"t": [0, 1]}, "B": {"t": [2, 3]}, "A": {"t": [4]}, "D": {"t": [5]}}
+    # the uniform assignor does not read instance ids
+    plain = [entry[:3] for entry in members]
+    assert assign(impl, "uniform", members, {"t": 6}) == assign(impl, "uniform", plain, {"t": 6})
+
+
 def test_range_is_not_sticky(impl):
     # Kafka 4.0's range assignor ignores the current assignment
     members = [m("A", "t"), m("B", "t")]
@@ -252,6 +263,9 @@ def test_range_member_id_order_is_utf16(impl):
     (("uniform", [m("A")], {"t": True}, {}), TypeError),
     (("uniform", [m("A")], {1: 1}, {}), TypeError),
     (("uniform", [("A", None)], {}, {}), TypeError),
+    (("uniform", [("A", None, frozenset(), "i", 1)], {}, {}), TypeError),
+    (("range", [("A", None, frozenset(), 7)], {}, {}), TypeError),
+    (("range", [("A", None, frozenset(), "i"), ("B", None, frozenset(), "i")], {}, {}), ValueError),
     (("uniform", [(1, None, frozenset())], {}, {}), TypeError),
     (("uniform", [("A", 5, frozenset())], {}, {}), TypeError),
     (("uniform", [("A", None, "t")], {}, {}), TypeError),
@@ -302,6 +316,9 @@ def groups(draw, homogeneous=None, max_members=8):
     common = draw(st.frozensets(st.sampled_from(TOPIC_NAMES)))
     members = [(mid, None, common if homogeneous else draw(st.frozensets(st.sampled_from(TOPIC_NAMES))))
                for mid in ids]
+    if draw(st.booleans()):
+        # some static members (instance ids: a distinct sample of the ids reversed)
+        members = [entry + (draw(st.sampled_from([None, entry[0][::-1] + "#"])),) for entry in members]
     # a current assignment: random, possibly stale (gone members, partitions, topics)
     current = {}
     for mid in ids + ["gone"]:
@@ -384,3 +401,30 @@ def test_stickiness_unchanged_group_moves_nothing(impl):
     members = [m(f"m{i}", *rnd.sample(sorted(topics), 3)) for i in range(12)]
     first = assign(impl, "uniform", members, topics)
     assert assign(impl, "uniform", members, topics, first) == first
+
+
+@pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE, reason="the native twin is not built")
+@settings(max_examples=100, deadline=None)
+@given(groups(homogeneous=False), st.integers(0, 3))
+def test_property_twins_agree_on_the_qsort_path(group, limit):
+    """The native balancer orders members by load with a counting sort when loads span
+    few values, qsort otherwise: force the second (and tiny spans for the first)."""
+    from fastcoord.core._native import engines
+
+    members, topics, current = group
+    engines._assignors_test_sort_limit(limit)
+    try:
+        native = compute_assignment("uniform", members, topics, current, impl="native")
+    finally:
+        engines._assignors_test_sort_limit(1 << 62)
+    assert native == compute_assignment("uniform", members, topics, current, impl="pure")
+
+
+def test_current_partition_ids_out_of_range_or_not_plain_ints(impl):
+    import numpy as np
+
+    members = [m("A", "t"), m("B", "t")]
+    current = {"A": {"t": [2 ** 70, -(2 ** 70), np.int64(2)]}, "B": {"t": (np.int32(0), 3)}}
+    # 2**70 and -2**70 do not exist and are dropped; numpy ints are ints
+    result = assign(impl, "uniform", members, {"t": 4}, current)
+    assert result == {"A": {"t": [1, 2]}, "B": {"t": [0, 3]}}

@@ -44,9 +44,11 @@ def _check_topic_name(topic, what: str) -> str:
 
 def prepare(name, members, topics, current):
     """Validate the arguments (of `current` only its type: each twin reads its
-    contents); return (member_ids, racks, subscriptions,
-    topics) with subscriptions a list of frozensets of topic names (all subscribed
-    names, existing or not: Kafka decides homogeneity on names) and topics a dict."""
+    contents); return (member_ids, instance_ids, subscriptions, topics):
+    instance_ids a list (None for a dynamic member) or None when no member is static,
+    subscriptions a list of frozensets of topic names (all subscribed names, existing
+    or not: Kafka decides homogeneity on names), topics a dict. Rack ids are checked
+    and not returned: no assignor here places by rack."""
     if not isinstance(name, str):
         raise TypeError(f"assignor name must be str, got {type(name).__name__}")
     if name not in ASSIGNORS:
@@ -64,25 +66,33 @@ def prepare(name, members, topics, current):
             raise ValueError(f"partition count of {topic!r} must be in [0, {MAX_PARTITIONS}], got {count}")
         checked_topics[topic] = int(count)
     if isinstance(members, (str, bytes, Mapping)):
-        raise TypeError("members must be a sequence of (member_id, rack_id, subscribed_topics)")
-    member_ids, racks, subscriptions, seen = [], [], [], set()
+        raise TypeError("members must be a sequence of (member_id, rack_id, subscribed_topics[, instance_id])")
+    member_ids, instance_ids, subscriptions, seen, seen_instances = [], [], [], set(), set()
     for entry in members:
-        if not isinstance(entry, tuple) or len(entry) != 3:
-            raise TypeError(f"a member must be a (member_id, rack_id, subscribed_topics) tuple, got {entry!r}")
-        member_id, rack, subscribed = entry
+        if not isinstance(entry, tuple) or len(entry) not in (3, 4):
+            raise TypeError(f"a member must be a (member_id, rack_id, subscribed_topics[, instance_id]) "
+                            f"tuple, got {entry!r}")
+        member_id, rack, subscribed = entry[:3]
+        instance_id = entry[3] if len(entry) == 4 else None
         if not isinstance(member_id, str):
             raise TypeError(f"member id must be str, got {type(member_id).__name__}")
         if member_id in seen:
             raise ValueError(f"duplicate member id {member_id!r}")
         if rack is not None and not isinstance(rack, str):
             raise TypeError(f"rack id of {member_id!r} must be str or None, got {type(rack).__name__}")
+        if instance_id is not None:
+            if not isinstance(instance_id, str):
+                raise TypeError(f"instance id of {member_id!r} must be str or None, got {type(instance_id).__name__}")
+            if instance_id in seen_instances:
+                raise ValueError(f"duplicate instance id {instance_id!r}")
+            seen_instances.add(instance_id)
         if isinstance(subscribed, (str, bytes)) or not hasattr(subscribed, "__iter__"):
             raise TypeError(f"subscribed topics of {member_id!r} must be a set or tuple of names")
         subscriptions.append(frozenset(_check_topic_name(t, "subscribed topics") for t in subscribed))
         seen.add(member_id)
         member_ids.append(member_id)
-        racks.append(rack)
-    return member_ids, racks, subscriptions, checked_topics
+        instance_ids.append(instance_id)
+    return member_ids, (instance_ids if seen_instances else None), subscriptions, checked_topics
 
 
 def _partition_id(value) -> int:
@@ -140,9 +150,9 @@ def _result_from_owners(member_ids, owners):
 
 def compute_assignment(name, members, topics, current):
     """See fastcoord.core.assignors.compute_assignment."""
-    member_ids, _racks, subscriptions, topics = prepare(name, members, topics, current)
+    member_ids, instance_ids, subscriptions, topics = prepare(name, members, topics, current)
     if name == "range":
-        return _range(member_ids, subscriptions, topics)
+        return _range(member_ids, instance_ids, subscriptions, topics)
     owners = _current_owners(member_ids, subscriptions, topics, current)
     if not member_ids:
         return {}
@@ -343,16 +353,29 @@ def _balance_topic(row, members, sizes, balancer) -> int:
 
 # -- range --------------------------------------------------------------------------
 
-def member_sort_key(member_id: str) -> bytes:
-    """Kafka sorts member ids as Java strings: by UTF-16 code units."""
-    return member_id.encode("utf-16-be", "surrogatepass")
+def _java_order(text: str) -> bytes:
+    """Java compares strings by UTF-16 code units: so do these bytes."""
+    return text.encode("utf-16-be", "surrogatepass")
 
 
-def _range(member_ids, subscriptions, topics):
-    """Per existing subscribed topic: its subscribers sorted by member id each take the
-    next consecutive range of P // N partitions, the first P % N of them one more."""
+def range_order(member_ids, instance_ids):
+    """Member indices in Kafka's range order: static members first, by instance id,
+    then the others by member id."""
+    if instance_ids is None:
+        return sorted(range(len(member_ids)), key=lambda m: _java_order(member_ids[m]))
+
+    def key(m):
+        instance_id = instance_ids[m]
+        return (0, _java_order(instance_id)) if instance_id is not None else (1, _java_order(member_ids[m]))
+
+    return sorted(range(len(member_ids)), key=key)
+
+
+def _range(member_ids, instance_ids, subscriptions, topics):
+    """Per existing subscribed topic: its subscribers in range order each take the next
+    consecutive range of P // N partitions, the first P % N of them one more."""
     result = _empty_result(member_ids)
-    by_id = sorted(range(len(member_ids)), key=lambda m: member_sort_key(member_ids[m]))
+    by_id = range_order(member_ids, instance_ids)
     for topic in sorted(topics):
         count = topics[topic]
         subscribers = [m for m in by_id if topic in subscriptions[m]]

@@ -19,6 +19,15 @@ from fastcoord.core._pure.assignors import ASSIGNORS
 from fastcoord.core._pure import assignors as _asg_pure
 
 cdef int _ASG_MAX_BALANCE_PASSES = _asg_pure.MAX_BALANCE_PASSES
+# test hook (_assignors_test_sort_limit): the balancer's counting sort takes load spans
+# up to this many values, wider ones go through qsort
+cdef int64_t _asg_tally_limit = 1 << 62
+
+
+def _assignors_test_sort_limit(int64_t limit):
+    """Tests: cap the load span the counting sort handles (0: always qsort)."""
+    global _asg_tally_limit
+    _asg_tally_limit = limit
 
 
 cdef struct asg_member_key:
@@ -105,8 +114,12 @@ cdef _AsgGroup _asg_convert(list member_ids, list subscriptions, dict topics, cu
     g.soff = g._buffer(g.n_topics + 1, 0)
     member_topics = []
     n_subs = 0
+    cdef dict indices = {}  # subscription -> its existing topics' indices (members share them)
     for i in range(g.n_members):
-        mine = [tindex[name] for name in subscriptions[i] if name in tindex]
+        subscribed = subscriptions[i]
+        mine = indices.get(subscribed)
+        if mine is None:
+            mine = indices[subscribed] = [tindex[name] for name in subscribed if name in tindex]
         member_topics.append(mine)
         for t in mine:
             g.soff[t + 1] += 1
@@ -176,7 +189,7 @@ cdef int _asg_read_current(_AsgGroup g, list subscriptions, dict tindex, current
 cdef dict _asg_result(_AsgGroup g):
     """{member: {topic: sorted partitions}} from the owner array: per topic, count each
     owner's partitions, make each owner's list at its size, fill it in order."""
-    cdef dict result = {member_id: {} for member_id in g.member_ids}
+    cdef list dicts = [{} for _ in range(g.n_members)]
     cdef int32_t t, o, j
     cdef int64_t p, base, count, max_count = 0
     for t in range(g.n_topics):
@@ -210,22 +223,65 @@ cdef dict _asg_result(_AsgGroup g):
         for j in range(g.soff[t], g.soff[t + 1]):
             o = g.subs[j]
             if counts[o] > 0:
-                result[g.member_ids[o]][topic] = lists[o]
+                (<dict>dicts[o])[topic] = lists[o]
                 lists[o] = None
                 counts[o] = 0
-    return result
+    return dict(zip(g.member_ids, dicts))
+
+
+cdef tuple _asg_prepare(name, members, topics, current):
+    """_pure's prepare, with the per-member work in C: a subscription object met before
+    in this call (the same object, or an equal frozenset) is not checked again."""
+    if type(topics) is not dict or type(current) is not dict or type(members) not in (list, tuple) \
+            or name not in ASSIGNORS:
+        return _asg_pure.prepare(name, members, topics, current)  # the general case, and its errors
+    cdef dict checked_topics = {}
+    for topic, count in (<dict>topics).items():
+        if type(topic) is not str or type(count) is not int or count < 0 or count > _asg_pure.MAX_PARTITIONS:
+            return _asg_pure.prepare(name, members, topics, current)
+        checked_topics[topic] = count
+    cdef list member_ids = []
+    cdef list subscriptions = []
+    cdef set seen = set()
+    cdef dict known = {}  # subscription object -> its checked frozenset
+    cdef Py_ssize_t n = len(members)
+    for entry in members:
+        if type(entry) is not tuple or len(<tuple>entry) != 3:
+            return _asg_pure.prepare(name, members, topics, current)
+        member_id, rack, subscribed = <tuple>entry
+        if type(member_id) is not str or member_id in seen or (rack is not None and type(rack) is not str):
+            return _asg_pure.prepare(name, members, topics, current)
+        checked = known.get(subscribed) if type(subscribed) is frozenset else None
+        if checked is None:
+            if type(subscribed) not in (frozenset, set, tuple, list):
+                return _asg_pure.prepare(name, members, topics, current)
+            for topic in subscribed:
+                if type(topic) is not str:
+                    return _asg_pure.prepare(name, members, topics, current)
+            checked = subscribed if type(subscribed) is frozenset else frozenset(subscribed)
+            if type(subscribed) is frozenset:
+                known[subscribed] = checked
+        seen.add(member_id)
+        member_ids.append(member_id)
+        subscriptions.append(checked)
+    return member_ids, None, subscriptions, checked_topics
 
 
 def compute_assignment(name, members, topics, current):
     """See fastcoord.core.assignors.compute_assignment."""
-    member_ids, _racks, subscriptions, topics = _asg_pure.prepare(name, members, topics, current)
+    member_ids, instance_ids, subscriptions, topics = _asg_prepare(name, members, topics, current)
     if name == "range":
-        return _asg_range(member_ids, subscriptions, topics)
+        return _asg_range(member_ids, instance_ids, subscriptions, topics)
     cdef _AsgGroup g = _asg_convert(member_ids, subscriptions, topics, current)
     if g.n_members == 0:
         return {}
     first = subscriptions[0]
-    if all(s == first for s in subscriptions):
+    cdef bint homogeneous = True
+    for subscribed in subscriptions:
+        if subscribed is not first and subscribed != first:
+            homogeneous = False
+            break
+    if homogeneous:
         _asg_homogeneous(g)
     else:
         _asg_heterogeneous(g)
@@ -289,6 +345,8 @@ cdef struct asg_balancer:
     int64_t* sizes
     int32_t* order
     asg_member_key* keys
+    int32_t* tally       # counting sort's buckets, tally_cap of them
+    int64_t tally_cap
     int32_t n
     int32_t least_end
     int32_t next_least
@@ -300,13 +358,36 @@ cdef struct asg_balancer:
 
 
 cdef int64_t _asg_init(asg_balancer* b, const int32_t* members, int32_t n) noexcept nogil:
+    """Order `members` (ascending indices) by load, then index; reset the ranges. Loads
+    usually span a few values: a counting sort by load then keeps the index order (it is
+    stable); a wide span goes through qsort on (load, index)."""
     cdef int32_t j
+    cdef int64_t lo = b.sizes[members[0]], hi = lo, v, span, at
     for j in range(n):
-        b.keys[j].size = b.sizes[members[j]]
-        b.keys[j].member = members[j]
-    qsort(b.keys, n, sizeof(asg_member_key), _asg_cmp_member)
-    for j in range(n):
-        b.order[j] = b.keys[j].member
+        v = b.sizes[members[j]]
+        lo = v if v < lo else lo
+        hi = v if v > hi else hi
+    span = hi - lo + 1
+    if span <= b.tally_cap:
+        for v in range(span):
+            b.tally[v] = 0
+        for j in range(n):
+            b.tally[b.sizes[members[j]] - lo] += 1
+        at = 0
+        for v in range(span):
+            at += b.tally[v]
+            b.tally[v] = <int32_t>(at - b.tally[v])
+        for j in range(n):
+            v = b.sizes[members[j]] - lo
+            b.order[b.tally[v]] = members[j]
+            b.tally[v] += 1
+    else:
+        for j in range(n):
+            b.keys[j].size = b.sizes[members[j]]
+            b.keys[j].member = members[j]
+        qsort(b.keys, n, sizeof(asg_member_key), _asg_cmp_member)
+        for j in range(n):
+            b.order[j] = b.keys[j].member
     b.n = n
     b.least_end = 0
     b.least_level = b.sizes[b.order[0]] - 1
@@ -438,6 +519,8 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
     keys_arr = np.zeros(max(g.n_members, 1) * sizeof(asg_member_key), dtype=np.uint8)
     cdef unsigned char[::1] keys_view = keys_arr
     b.keys = <asg_member_key*>&keys_view[0]
+    b.tally_cap = min(4 * <int64_t>g.n_members + 64, _asg_tally_limit)
+    b.tally = g._buffer(b.tally_cap, 0)
     tkeys_arr = np.zeros(max(g.n_topics, 1) * sizeof(asg_topic_key), dtype=np.uint8)
     cdef unsigned char[::1] tkeys_view = tkeys_arr
     cdef asg_topic_key* tkeys = <asg_topic_key*>&tkeys_view[0]
@@ -476,15 +559,19 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
 
 # -- range --------------------------------------------------------------------------
 
-cdef dict _asg_range(list member_ids, list subscriptions, dict topics):
-    """_pure's _range: per topic, its subscribers in member id order take consecutive
+cdef dict _asg_range(list member_ids, instance_ids, list subscriptions, dict topics):
+    """_pure's _range: per topic, its subscribers in range order take consecutive
     ranges. Only ranges are computed: no per-partition work but the output lists."""
-    cdef dict result = {member_id: {} for member_id in member_ids}
-    by_id = sorted(range(len(member_ids)), key=lambda i: _asg_pure.member_sort_key(member_ids[i]))
+    by_id = _asg_pure.range_order(member_ids, instance_ids)
     cdef _AsgGroup g = _asg_convert([member_ids[i] for i in by_id], [subscriptions[i] for i in by_id],
                                     topics, {})
+    cdef list dicts = [{} for _ in range(g.n_members)]
     cdef int32_t t, j, n, rank
-    cdef int64_t count, min_quota, extra, begin, stop
+    cdef int64_t count, min_quota, extra, begin, stop, p, max_count = 0
+    for t in range(g.n_topics):
+        max_count = max(max_count, g.toff[t + 1] - g.toff[t])
+    cdef list ints = list(range(max_count))
+    cdef object item
     for t in range(g.n_topics):
         n = g.soff[t + 1] - g.soff[t]
         count = g.toff[t + 1] - g.toff[t]
@@ -495,6 +582,15 @@ cdef dict _asg_range(list member_ids, list subscriptions, dict topics):
         for rank in range(n):
             stop = begin + min_quota + (1 if rank < extra else 0)
             if stop > begin:
-                result[g.member_ids[g.subs[g.soff[t] + rank]]][topic] = list(range(begin, stop))
+                partitions = PyList_New(stop - begin)
+                for p in range(begin, stop):
+                    item = ints[p]
+                    Py_INCREF(item)
+                    PyList_SET_ITEM(partitions, p - begin, item)
+                (<dict>dicts[g.subs[g.soff[t] + rank]])[topic] = partitions
             begin = stop
-    return result
+    # back to the given member order
+    cdef list in_order = [None] * g.n_members
+    for rank in range(g.n_members):
+        in_order[<Py_ssize_t>by_id[rank]] = dicts[rank]
+    return dict(zip(member_ids, in_order))
