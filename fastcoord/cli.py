@@ -276,6 +276,10 @@ def _serve(args) -> int:
               f"    e.g. python -c \"from kafka import KafkaConsumer; "
               f"c = KafkaConsumer('{topic}', bootstrap_servers='{bootstrap}', "
               f"group_id='demo'); c.poll(5000); print(c.assignment())\"\n"
+              f"    or, with the consumer group protocol (KIP-848): python -c \"from "
+              f"confluent_kafka import Consumer; c = Consumer({{'bootstrap.servers': "
+              f"'{bootstrap}', 'group.id': 'demo848', 'group.protocol': 'consumer'}}); "
+              f"c.subscribe(['{topic}']); c.poll(5); print(c.assignment())\"\n"
               f"  Ctrl-C (SIGINT) or SIGTERM stops it cleanly", flush=True)
 
     request_log = None

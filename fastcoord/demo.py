@@ -3,7 +3,8 @@
 Groups of members join (with the member-id round trip), the leader assigns,
 everyone syncs; then simulated minutes of heartbeats (batched, the hot path), a
 crashed member that the session timeout removes, a clean leave, and the
-rebalances both cause. Deterministic: a ManualClock and counter-based member ids.
+rebalances both cause; then a group on the consumer group protocol (KIP-848).
+Deterministic: a ManualClock and counter-based member ids.
 """
 from __future__ import annotations
 
@@ -158,4 +159,65 @@ def run_demo(groups: int = 2000, members: int = 10, seconds: int = 60, impl=None
     for listing in coord.list_groups():
         states[listing.state] = states.get(listing.state, 0) + 1
     print(f"  groups by state: {states}")
-    return 0 if states.get("Stable") == groups else 1
+    consumer_ok = consumer_protocol_demo(coord)
+    return 0 if states.get("Stable") == groups and consumer_ok else 1
+
+
+def consumer_protocol_demo(coord: GroupCoordinator) -> bool:
+    """The consumer group protocol (KIP-848) on the same coordinator: members join with
+    epoch 0, the server-side assignor assigns, a join and a leave reconcile member by
+    member (revocation before assignment), a static member comes back."""
+    print("consumer group protocol (KIP-848): group 'orders-848', topic orders (12 partitions)")
+    coord.set_topics({"orders": 12})
+    epochs: Dict[str, int] = {}
+    owned: Dict[str, dict] = {}
+    static = {"m-c": "instance-c"}
+
+    def beat(member: str, epoch: int, **kw) -> None:
+        out = []
+        coord.consumer_group_heartbeat("orders-848", member, epoch, callback=out.append,
+                                       instance_id=static.get(member), **kw)
+        result = out[0]
+        if result.error != Errors.NONE:
+            raise RuntimeError(f"{member}: {result.error.name} {result.error_message}")
+        epochs[member] = result.member_epoch
+        if result.assignment is not None:
+            owned[member] = result.assignment
+
+    def settle_all() -> int:
+        rounds = 0
+        while coord.consumer_group_describe(["orders-848"])[0].state != "Stable":
+            rounds += 1
+            for member in list(epochs):
+                beat(member, epochs[member], owned_partitions=owned.get(member, {}))
+            coord.advance_time(5_000)
+        return rounds
+
+    def show(event: str) -> None:
+        d = coord.consumer_group_describe(["orders-848"])[0]
+        parts = ", ".join(f"{m.member_id}@{m.member_epoch}={m.assignment.get('orders', [])}"
+                          for m in d.members)
+        print(f"  {event}: {d.state}, group epoch {d.group_epoch}: {parts}")
+
+    for member in ("m-a", "m-b"):
+        beat(member, 0, rebalance_timeout_ms=60_000, subscribed_topic_names=["orders"],
+             owned_partitions={})
+    rounds = settle_all()
+    show(f"two members joined, stable after {rounds} heartbeat round(s)")
+    beat("m-c", 0, rebalance_timeout_ms=60_000, subscribed_topic_names=["orders"],
+         owned_partitions={})
+    show("m-c (static) joined: the others first revoke, then m-c is assigned")
+    rounds = settle_all()
+    show(f"reconciled in {rounds} round(s)")
+    beat("m-c", -2)
+    epochs.pop("m-c")
+    show("m-c left for a restart (epoch -2): its partitions wait for it")
+    beat("m-c", 0, rebalance_timeout_ms=60_000, subscribed_topic_names=["orders"],
+         owned_partitions={})
+    settle_all()
+    show("m-c came back with its instance id: the same partitions, no rebalance")
+    beat("m-a", -1)
+    epochs.pop("m-a")
+    rounds = settle_all()
+    show(f"m-a left: reconciled in {rounds} round(s)")
+    return coord.consumer_group_describe(["orders-848"])[0].state == "Stable"
