@@ -25,8 +25,10 @@ import pyarrow as pa
 from .trace import IngestStats, from_rows, validate
 
 _API_EVENTS = {"JoinGroup": "join", "SyncGroup": "sync", "Heartbeat": "heartbeat",
-               "LeaveGroup": "leave", "OffsetCommit": "commit"}
-_KEY_EVENTS = {11: "join", 14: "sync", 12: "heartbeat", 13: "leave", 8: "commit"}
+               "LeaveGroup": "leave", "OffsetCommit": "commit",
+               "ConsumerGroupHeartbeat": "consumer_heartbeat"}
+_KEY_EVENTS = {11: "join", 14: "sync", 12: "heartbeat", 13: "leave", 8: "commit",
+               68: "consumer_heartbeat"}
 
 
 def _lines(source) -> Iterable[str]:
@@ -131,11 +133,12 @@ def from_kafka_log(source) -> Tuple[pa.Table, IngestStats]:
         if event == "leave" and member is None and req.get("members"):
             first = req["members"][0]
             member, instance = first.get("memberId"), first.get("groupInstanceId")
-        if event == "join" and not member and resp.get("memberId"):
+        if event in ("join", "consumer_heartbeat") and not member and resp.get("memberId"):
             member = resp["memberId"]        # the id the broker gave this first join
         row = {"seq": len(rows), "time_ms": t, "group_id": req.get("groupId"),
                "member_id": member, "instance_id": instance, "event": event,
-               "generation": req.get("generationId", req.get("generationIdOrMemberEpoch")),
+               "generation": req.get("generationId", req.get("generationIdOrMemberEpoch",
+                                                             req.get("memberEpoch"))),
                "client_id": header.get("clientId"), "error": resp.get("errorCode")}
         if event == "join":
             row["session_timeout_ms"] = req.get("sessionTimeoutMs")

@@ -523,6 +523,11 @@ class ShardReplay:
             if pa.types.is_dictionary(field.type):
                 # one dictionary for the pieces' (_unified), made once for every reader
                 table = table.set_column(at, field, pa.chunked_array([_unified(table.column(at))]))
+        other = np.frombuffer(_event_kinds(table.column("event")), np.uint8) == _OTHER
+        if other.any():
+            # rows of no classic event (consumer_heartbeat: the consumer group protocol's,
+            # which this replay of the classic protocol does not play): left out, unanswered
+            table = table.filter(pa.array(~other))
         self._sorted = table
         n = table.num_rows
         if not n:

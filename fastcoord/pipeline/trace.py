@@ -8,11 +8,12 @@
 | member_id            | string         | the client's identity for this incarnation: the member id the  |
 |                      |                | coordinator gave it ("" allowed on a first join)               |
 | instance_id          | string, null   | group.instance.id of a static member, null for dynamic ones    |
-| event                | string         | join, sync, heartbeat, leave, commit                           |
+| event                | string         | join, sync, heartbeat, leave, commit, consumer_heartbeat       |
 | session_timeout_ms   | int32, null    | join only                                                      |
 | rebalance_timeout_ms | int32, null    | join only (null: the session timeout)                          |
 | generation           | int32, null    | the generation the client sent (informational: replay uses the |
-|                      |                | generation its own coordinator answered)                       |
+|                      |                | generation its own coordinator answered); a consumer_heartbeat: |
+|                      |                | its member epoch                                               |
 | protocol_type        | string, null   | join only ("consumer")                                         |
 | protocols            | list<string>   | join only: assignor names in preference order                  |
 | client_id            | string, null   | the client.id                                                  |
@@ -33,7 +34,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-EVENTS = ("join", "sync", "heartbeat", "leave", "commit")
+# consumer_heartbeat: a ConsumerGroupHeartbeat (KIP-848), carried in traces; the replay
+# of the classic protocol passes over it (the consumer protocol's what-if is its own)
+EVENTS = ("join", "sync", "heartbeat", "leave", "commit", "consumer_heartbeat")
 
 TRACE_SCHEMA = pa.schema([
     ("seq", pa.int64()),

@@ -73,3 +73,31 @@ def test_fastcoord_request_log_adapter():
     assert stats.malformed == 2 and stats.unknown_event == 1 and stats.rows_ok == 5
     out = replay_local(table)
     assert [r["error"] for r in out["responses"].to_pylist()] == [79, 0, 0, 0, 0]
+
+
+def test_consumer_protocol_heartbeats_are_carried_and_passed_over_by_the_replay():
+    """ConsumerGroupHeartbeats (KIP-848) are trace rows of their own (event
+    consumer_heartbeat, the member epoch as the generation), from either log; the
+    classic replay passes over them: the classic rows' answers are unchanged."""
+    kafka_line = (
+        '[2024-05-01 10:00:05,000] DEBUG Completed request:{"requestHeader":{"requestApiKey":68,'
+        '"requestApiVersion":1,"correlationId":9,"clientId":"c2"},"request":{"groupId":"cg",'
+        '"memberId":"m-848","memberEpoch":3,"instanceId":null,"rackId":null,'
+        '"rebalanceTimeoutMs":-1,"subscribedTopicNames":null,"subscribedTopicRegex":null,'
+        '"serverAssignor":null,"topicPartitions":null},"response":{"errorCode":0,'
+        '"memberId":"m-848","memberEpoch":3,"heartbeatIntervalMs":5000}} (kafka.request.logger)')
+    table, stats = from_kafka_log(KAFKA_LINES[:6] + [kafka_line])
+    rows = table.to_pylist()
+    assert rows[-1]["event"] == "consumer_heartbeat"
+    assert (rows[-1]["group_id"], rows[-1]["member_id"], rows[-1]["generation"]) == ("cg", "m-848", 3)
+    assert stats.unknown_event == 0
+    answers = [r["error"] for r in replay_local(table)["responses"].to_pylist()
+               if r["error"] is not None]
+    assert answers[:6] == [79, 0, 0, 0, 0, 0]
+
+    ours = json.dumps({"ts": 200.0, "api": "ConsumerGroupHeartbeat", "version": 1,
+                       "client": "c2", "host": "127.0.0.1", "group": "cg", "member": "m-848",
+                       "generation": 3, "error": 0, "latency_ms": 0.1})
+    table, stats = from_fastcoord_log([ours])
+    [row] = table.to_pylist()
+    assert (row["event"], row["generation"], stats.unknown_event) == ("consumer_heartbeat", 3, 0)
