@@ -440,3 +440,41 @@ def test_a_restarted_coordinator_keeps_every_member_epoch_and_partition(impl, tm
     finally:
         again.close()
         store.close()
+
+
+def test_an_emptied_consumer_group_and_a_deleted_one_come_back_as_they_were(impl, tmp_path):
+    """The store's half of retention and deletion: an emptied consumer group comes back
+    Empty with its offsets and the time it was emptied (written_ms, from which its
+    offsets retention counts); a deleted one (its tombstone) comes back not at all,
+    its offsets gone with it."""
+    config = CoordinatorConfig(num_shards=1)
+    store = DurableStore(tmp_path, num_shards=1, fsync="always", wall_clock_ms=Clock(777))
+    coord = GroupCoordinator(config, clock=ManualClock(0), store=store, impl=impl)
+    load_into(coord, store)
+    coord.set_topics({"foo": 2})
+    for gid in ("kept", "deleted"):
+        r = _answered(_hb(coord, gid, "m", 0, rebalance_timeout_ms=30_000,
+                          subscribed_topic_names=["foo"], owned_partitions={}))
+        assert r.error == NONE
+        assert coord.commit_offsets(gid, "m", r.member_epoch, {("foo", 0): 42}) == {
+            ("foo", 0): NONE}
+        assert _answered(_hb(coord, gid, "m", -1)).error == NONE      # leaves: Empty
+    assert coord.delete_groups(["deleted"]) == {"deleted": NONE}
+    coord.close()
+    store.close()
+
+    store = DurableStore(tmp_path, num_shards=1)
+    groups, offsets = store.load_shard(0)
+    assert set(groups) == {"kept"} and set(offsets) == {"kept"}
+    assert groups["kept"]["members"] == {} and groups["kept"]["written_ms"] == 777
+    again = GroupCoordinator(config, clock=ManualClock(0), store=store, impl=impl)
+    load_into(again, store)
+    try:
+        kept, deleted = again.consumer_group_describe(["kept", "deleted"])
+        assert (kept.error, kept.state, kept.members) == (NONE, "Empty", [])
+        assert deleted.error == Errors.GROUP_ID_NOT_FOUND
+        assert again.fetch_offsets("kept", [("foo", 0)])[1][("foo", 0)].offset == 42
+        assert again.fetch_offsets("deleted", [("foo", 0)])[1][("foo", 0)].offset == -1
+    finally:
+        again.close()
+        store.close()
