@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import struct
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -21,12 +21,11 @@ from fastcoord.core.store import InMemoryStore
 from fastcoord.storage import DurableStore, load_into
 from fastcoord.storage import log as log_module
 from fastcoord.storage._pure import logscan as pure
-from fastcoord.storage.log import ShardState, scan_segment
 from fastcoord.storage.records import (
     CONSUMER_GROUP, FRAME_SIZE, HEAD_SIZE, OFFSETS, decode_consumer_record,
-    encode_consumer_group, encode_group_tombstone, frame,
+    encode_consumer_group, frame,
 )
-from helpers.cgrecords import consumer_records, member, random_consumer_record
+from helpers.cgrecords import consumer_records, random_consumer_record
 from helpers.storage import Waiter, store_group_sync, store_offsets_sync
 
 NONE = Errors.NONE
@@ -280,7 +279,6 @@ def test_the_log_folds_as_fold_consumer_record_does_and_compaction_keeps_it(seed
     apply_ops(memory, ops)
     want = ({gid: rec for gid, rec in memory.groups.items()},
             {gid: offs for gid, offs in memory.offsets.items() if offs})
-    import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         store = DurableStore(tmp, num_shards=1, fsync="interval", segment_bytes=1024,
                              compact_after_segments=None)
