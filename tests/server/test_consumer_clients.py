@@ -107,6 +107,7 @@ def _epochs(server, group: str):
                                          for m in g.members}
 
 
+@pytest.mark.slow
 def test_a_restart_of_serve_keeps_the_groups_members_and_partitions(tmp_path):
     """`fastcoord serve --data-dir` killed by PID (SIGKILL) and started again on the same
     port within the session timeout: the consumer group is loaded from the store, its
