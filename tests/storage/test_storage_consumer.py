@@ -9,6 +9,8 @@ import os
 import random
 import struct
 import tempfile
+import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -383,7 +385,6 @@ def _hb(coord, gid, member_id, epoch, **kw):
 
 
 def _answered(out, timeout=10.0):
-    import time
     deadline = time.monotonic() + timeout
     while not out:
         assert time.monotonic() < deadline, "no answer from the coordinator"
@@ -476,3 +477,45 @@ def test_an_emptied_consumer_group_and_a_deleted_one_come_back_as_they_were(impl
     finally:
         again.close()
         store.close()
+
+
+def test_a_heartbeat_is_answered_only_after_its_record_is_fsynced(impl, tmp_path):
+    """The fsync is held back: the joining member's answer waits for it; a failed fsync
+    answers the store's error (NOT_COORDINATOR) and the record is cut off the log."""
+    store = DurableStore(tmp_path, num_shards=1, fsync="always")
+    gate = threading.Event()
+    fail = []
+    real_fsync = store._fsync
+
+    def held_fsync(fd):
+        gate.wait(10)
+        if fail:
+            raise OSError(5, "injected EIO")
+        real_fsync(fd)
+
+    store._fsync = held_fsync
+    coord = GroupCoordinator(CoordinatorConfig(num_shards=1), clock=ManualClock(0),
+                             store=store, impl=impl)
+    coord.set_topics({"foo": 2})
+    try:
+        out = _hb(coord, "g", "m", 0, rebalance_timeout_ms=30_000,
+                  subscribed_topic_names=["foo"], owned_partitions={})
+        time.sleep(0.1)
+        assert out == []
+        gate.set()
+        assert _answered(out).error == NONE
+        gate.clear()
+        fail.append(True)
+        out = _hb(coord, "g", "m2", 0, rebalance_timeout_ms=30_000,
+                  subscribed_topic_names=["foo"], owned_partitions={})
+        time.sleep(0.1)
+        assert out == []
+        gate.set()
+        assert _answered(out).error == Errors.NOT_COORDINATOR
+    finally:
+        fail.clear()
+        gate.set()
+        coord.close()
+        store.close()
+    groups, _ = DurableStore(tmp_path, num_shards=1).load_shard(0)
+    assert list(groups["g"]["members"]) == ["m"]
