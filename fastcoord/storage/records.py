@@ -66,6 +66,9 @@ members that changed (or every member: the full flag). A store keeps their fold
             2 True, 3 i64, 4 str, 5 bytes, 6 list / 7 tuple (u32 n, n values), 8 dict
             (u32 n, n x (str key, value)); nested at most MAX_DEPTH deep
 
+    Every count is checked against the bytes left (times its items' least size) before
+    anything is built for it: a hostile count fails the record, it allocates nothing.
+
 type 5, TOPIC_ID: a declared topic's id (Kafka's topic UUID), kept in a file of its
 own beside the shard logs (`DurableStore.topic_ids_path`), never in a shard log: the
 head's key is the topic name, then
