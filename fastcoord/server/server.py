@@ -538,7 +538,8 @@ class LoopStore:
     """The durable store as the coordinator sees it from the server: every completion
     (fired on a writer thread once the write is on disk) is handed to the event loop
     thread, so the coordinator callbacks it triggers (the leader's SyncGroup answer,
-    each OffsetCommit answer) run on the loop like everything else."""
+    each OffsetCommit answer, a consumer group's heartbeat answer) run on the loop like
+    everything else."""
 
     def __init__(self, store) -> None:
         self.store = store
@@ -561,6 +562,9 @@ class LoopStore:
 
     def store_offsets(self, group_id: str, offsets, done) -> None:
         self.store.store_offsets(group_id, offsets, self._on_loop(done))
+
+    def store_consumer_group(self, group_id: str, record, done) -> None:
+        self.store.store_consumer_group(group_id, record, self._on_loop(done))
 
     def delete_offsets(self, group_id: str, partitions, done) -> None:
         self.store.delete_offsets(group_id, partitions, self._on_loop(done))

@@ -18,7 +18,7 @@ from .log import (
     find_frame_after, fsync_dir, list_segments, remove_compaction_leftovers, segment_path,
 )
 from .records import (
-    FrameError, decode_topic_ids, encode_group, encode_group_tombstone,
+    FrameError, decode_topic_ids, encode_consumer_group, encode_group, encode_group_tombstone,
     encode_offset_tombstones, encode_offsets, encode_topic_ids,
 )
 
@@ -559,6 +559,13 @@ class DurableStore:
         else:
             self._submit(group_id, lambda: encode_group(group_id, record, now), done)
 
+    def store_consumer_group(self, group_id: str, record: dict, done: Done) -> None:
+        """Write a consumer group's changes (consumer_record's dict: the group's fields
+        and the members that changed, or every member when `full`); a load folds them
+        (fold_consumer_record). `done(error)` once durable."""
+        now = self.wall_clock_ms()
+        self._submit(group_id, lambda: encode_consumer_group(group_id, record, now), done)
+
     def store_offsets(self, group_id: str, offsets: dict, done: Done) -> None:
         """Write committed offsets {(topic, partition): OffsetAndMetadata}; `done(error)`
         once durable."""
@@ -712,8 +719,9 @@ class DurableStore:
                 if (rec is not None or offsets) and last + retention <= now:
                     expired += 1
                     continue
-            if rec is not None:
-                out.append(encode_group(gid, rec, group_ms))
+            if rec is not None:           # (a consumer group's: its fold, one full record)
+                encode = encode_consumer_group if rec.get("consumer") else encode_group
+                out.append(encode(gid, rec, group_ms))
             if offsets:
                 items = list(offsets.items())
                 for i in range(0, len(items), OFFSETS_PER_COMPACTED_RECORD):

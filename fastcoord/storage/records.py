@@ -45,6 +45,30 @@ type 4, OFFSET_TOMBSTONES: deletes single offsets
 
     u32 n_topics | n_topics x str | u32 n_entries | n_entries x (u32 topic_index, i32 partition)
 
+type 6, CONSUMER_GROUP: a consumer group's record (KIP-848; the dict
+`fastcoord.core.consumer_records.consumer_record` builds), the group's fields and the
+members that changed (or every member: the full flag). A store keeps their fold
+(`fold_consumer`); a GROUP record or a group tombstone ends it, and it ends a GROUP.
+
+    u8 full | i32 group_epoch | i32 assignment_epoch
+    u32 n x (str topic, i32 partitions)                   metadata
+    u32 n x (str regex, u32 k, k x str topic)             resolved regexes
+    u32 n_members, per member: str member_id | u8 present (0: removed), and if present
+        optstr instance_id | optstr rack_id | optstr client_id | optstr client_host |
+        i32 rebalance_timeout_ms | optstr server_assignor | u32 k, k x str topic_names |
+        optstr topic_regex | u8 state | i32 member_epoch | i32 previous_epoch |
+        parts assigned | parts revoking | parts target | extras
+    extras                                                the group's other fields
+
+    parts:  u32 n x (str topic, u32 k, k x i32 partition)
+    extras: u32 n x (str key, value): any other field of a plain value (a member's
+            classic-protocol fields, say), a tagged value: u8 tag, then 0 None, 1 False,
+            2 True, 3 i64, 4 str, 5 bytes, 6 list / 7 tuple (u32 n, n values), 8 dict
+            (u32 n, n x (str key, value)); nested at most MAX_DEPTH deep
+
+    Every count is checked against the bytes left (times its items' least size) before
+    anything is built for it: a hostile count fails the record, it allocates nothing.
+
 type 5, TOPIC_ID: a declared topic's id (Kafka's topic UUID), kept in a file of its
 own beside the shard logs (`DurableStore.topic_ids_path`), never in a shard log: the
 head's key is the topic name, then
@@ -68,15 +92,17 @@ __all__ = [
     "OFFSETS", "GROUP", "GROUP_TOMBSTONE", "OFFSET_TOMBSTONES", "MAX_PAYLOAD",
     "frame", "encode_offsets", "encode_group", "encode_group_tombstone",
     "encode_offset_tombstones", "decode_group_record", "FrameError", "TOPIC_ID",
-    "encode_topic_ids", "decode_topic_ids",
+    "encode_topic_ids", "decode_topic_ids", "CONSUMER_GROUP", "encode_consumer_group",
+    "decode_consumer_record", "fold_consumer",
 ]
 
 OFFSETS = 1
 GROUP = 2
 GROUP_TOMBSTONE = 3
 OFFSET_TOMBSTONES = 4
-RECORD_TYPES = (OFFSETS, GROUP, GROUP_TOMBSTONE, OFFSET_TOMBSTONES)
 TOPIC_ID = 5                              # only in the topic-ids file, never a shard log
+CONSUMER_GROUP = 6
+RECORD_TYPES = (OFFSETS, GROUP, GROUP_TOMBSTONE, OFFSET_TOMBSTONES, CONSUMER_GROUP)
 
 FRAME = struct.Struct("<II")              # crc32c, length
 FRAME_SIZE = FRAME.size
@@ -196,6 +222,119 @@ def encode_group_tombstone(group_id: str, write_ms: int) -> bytes:
     return frame(_head(GROUP_TOMBSTONE, write_ms, group_id))
 
 
+# -- consumer groups (type 6) -------------------------------------------------------------
+_CG_FIELDS = ("consumer", "full", "group_epoch", "assignment_epoch", "metadata", "resolved",
+              "members")
+_CG_SKIP = _CG_FIELDS + ("written_ms",)       # (written_ms: added by a load, never kept)
+_MEMBER_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms",
+                  "server_assignor", "topic_names", "topic_regex", "state", "member_epoch",
+                  "previous_epoch", "assigned", "revoking", "target")
+MAX_DEPTH = 8                                 # nesting of an extra field's value
+(T_NONE, T_FALSE, T_TRUE, T_INT, T_STR, T_BYTES, T_LIST, T_TUPLE, T_DICT) = range(9)
+_I64 = struct.Struct("<q")
+_EPOCHS = struct.Struct("<Bii")
+_MEMBER_MID = struct.Struct("<Bii")           # state, member_epoch, previous_epoch
+
+
+def _strs(values) -> List[bytes]:
+    values = list(values)
+    return [_pack_u32(len(values))] + [_s(v) for v in values]
+
+
+def _parts(parts: dict) -> List[bytes]:
+    out = [_pack_u32(len(parts))]
+    for topic, ps in parts.items():
+        ps = list(ps)
+        out += [_s(topic), _pack_u32(len(ps)), struct.pack(f"<{len(ps)}i", *ps)]
+    return out
+
+
+def _value(value, depth: int = 0) -> bytes:
+    """An extra field's plain value, tagged."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"a value nested deeper than {MAX_DEPTH}")
+    if value is None:
+        return b"\x00"
+    if value is True or value is False:
+        return b"\x02" if value else b"\x01"
+    if isinstance(value, int):
+        return bytes([T_INT]) + _I64.pack(value)
+    if isinstance(value, str):
+        return bytes([T_STR]) + _s(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes([T_BYTES]) + _b(value)
+    if isinstance(value, (list, tuple)):
+        return b"".join([bytes([T_TUPLE if isinstance(value, tuple) else T_LIST]),
+                         _pack_u32(len(value)), *(_value(v, depth + 1) for v in value)])
+    if isinstance(value, dict):
+        return b"".join([bytes([T_DICT]), _extras(value, (), depth + 1)])
+    raise TypeError(f"cannot store a {type(value).__name__} in a consumer group record")
+
+
+def _extras(record: dict, known, depth: int = 0) -> bytes:
+    """The fields of `record` not in `known`: u32 n, n x (str key, value)."""
+    keys = [k for k in record if k not in known]
+    parts = [_pack_u32(len(keys))]
+    for key in keys:
+        if not isinstance(key, str):
+            raise TypeError(f"a record's field name must be a str, got {type(key).__name__}")
+        parts += [_s(key), _value(record[key], depth)]
+    return b"".join(parts)
+
+
+def _member(member_id: str, m: Optional[dict]) -> List[bytes]:
+    if m is None:
+        return [_s(member_id), b"\x00"]
+    return [_s(member_id), b"\x01", _os(m["instance_id"]), _os(m["rack_id"]),
+            _os(m["client_id"]), _os(m["client_host"]), I32.pack(m["rebalance_timeout_ms"]),
+            _os(m["server_assignor"]), *_strs(m["topic_names"]), _os(m["topic_regex"]),
+            _MEMBER_MID.pack(m["state"], m["member_epoch"], m["previous_epoch"]),
+            *_parts(m["assigned"]), *_parts(m["revoking"]), *_parts(m["target"]),
+            _extras(m, _MEMBER_FIELDS)]
+
+
+def encode_consumer_group(group_id: str, record: dict, write_ms: int) -> bytes:
+    """One CONSUMER_GROUP frame for a consumer_record dict."""
+    parts = [_head(CONSUMER_GROUP, write_ms, group_id),
+             _EPOCHS.pack(bool(record.get("full")), record["group_epoch"],
+                          record["assignment_epoch"])]
+    metadata = record.get("metadata") or {}
+    parts.append(_pack_u32(len(metadata)))
+    for topic, n in metadata.items():
+        parts += [_s(topic), I32.pack(n)]
+    resolved = record.get("resolved") or {}
+    parts.append(_pack_u32(len(resolved)))
+    for regex, topics in resolved.items():
+        parts += [_s(regex), *_strs(topics)]
+    members = record["members"]
+    parts.append(_pack_u32(len(members)))
+    for member_id, m in members.items():
+        parts += _member(member_id, m)
+    parts.append(_extras(record, _CG_SKIP))
+    return frame(b"".join(parts))
+
+
+def fold_consumer(previous, record: dict) -> dict:
+    """`record` (a decoded CONSUMER_GROUP, owned by the caller) applied over `previous`
+    (the group's folded record, a GROUP record, or anything else for none): what
+    fold_consumer_record gives, made in place, so a long run of partial records costs
+    each its own members only. `previous`'s members dict is taken over."""
+    if not record["full"] and isinstance(previous, dict) and previous.get("consumer"):
+        members = previous["members"]
+        for member_id, m in record["members"].items():
+            if m is None:
+                members.pop(member_id, None)
+            else:
+                members[member_id] = m
+        record["members"] = members
+    else:
+        members = record["members"]
+        for member_id in [k for k, m in members.items() if m is None]:
+            del members[member_id]
+    record["full"] = True
+    return record
+
+
 def encode_topic_ids(ids: Dict[str, bytes], write_ms: int) -> bytes:
     """TOPIC_ID frames, one per `{topic name: 16-byte UUID}` entry, in name order."""
     parts = []
@@ -232,6 +371,21 @@ class _Reader:
     def i32(self) -> int:
         (value,) = I32.unpack_from(self.data, self._take(4))
         return value
+
+    def u8(self) -> int:
+        return self.data[self._take(1)]
+
+    def i64(self) -> int:
+        (value,) = _I64.unpack_from(self.data, self._take(8))
+        return value
+
+    def count(self, least: int) -> int:
+        """A u32 count of items of at least `least` bytes each, checked against the bytes
+        left (before anything is built for them)."""
+        n = self.u32()
+        if n * least > self.end - self.pos:
+            raise FrameError("a count runs past the record")
+        return n
 
     def raw(self) -> Optional[bytes]:
         n = self.u32()
@@ -274,6 +428,94 @@ def decode_group_record(data, pos: int, end: int) -> dict:
     if r.pos != end:
         raise FrameError("group record does not fill the record")
     record["members"] = members
+    return record
+
+
+def _read_parts(r: _Reader) -> dict:
+    parts = {}
+    for _ in range(r.count(8)):
+        topic = r.str()
+        n = r.count(4)
+        start = r._take(4 * n)
+        parts[topic] = list(struct.unpack_from(f"<{n}i", r.data, start))
+    return parts
+
+
+def _read_strs(r: _Reader) -> list:
+    return [r.str() for _ in range(r.count(4))]
+
+
+def _read_value(r: _Reader, depth: int):
+    if depth > MAX_DEPTH:
+        raise FrameError(f"a value nested deeper than {MAX_DEPTH}")
+    tag = r.u8()
+    if tag == T_NONE:
+        return None
+    if tag == T_FALSE or tag == T_TRUE:
+        return tag == T_TRUE
+    if tag == T_INT:
+        return r.i64()
+    if tag == T_STR:
+        return r.str()
+    if tag == T_BYTES:
+        value = r.raw()
+        if value is None:
+            raise FrameError("a bytes value is null")
+        return value
+    if tag == T_LIST or tag == T_TUPLE:
+        items = [_read_value(r, depth + 1) for _ in range(r.count(1))]
+        return tuple(items) if tag == T_TUPLE else items
+    if tag == T_DICT:
+        return _read_extras(r, {}, (), depth + 1)
+    raise FrameError(f"unknown value tag {tag}")
+
+
+def _read_extras(r: _Reader, into: dict, known, depth: int = 0) -> dict:
+    """Extra fields into `into`; one named as a known field is corrupt (never written)."""
+    for _ in range(r.count(5)):
+        key = r.str()
+        if key in known:
+            raise FrameError(f"an extra field named {key!r}")
+        into[key] = _read_value(r, depth)
+    return into
+
+
+def _read_member(r: _Reader) -> dict:
+    m = {"instance_id": r.ostr(), "rack_id": r.ostr(), "client_id": r.ostr(),
+         "client_host": r.ostr(), "rebalance_timeout_ms": r.i32(),
+         "server_assignor": r.ostr(), "topic_names": _read_strs(r),
+         "topic_regex": r.ostr(), "state": r.u8(), "member_epoch": r.i32(),
+         "previous_epoch": r.i32(), "assigned": _read_parts(r), "revoking": _read_parts(r),
+         "target": _read_parts(r)}
+    return _read_extras(r, m, _MEMBER_FIELDS)
+
+
+def decode_consumer_record(data, pos: int, end: int) -> dict:
+    """The consumer_record dict of a CONSUMER_GROUP body [pos, end) (after the head); the
+    fields must fill it exactly."""
+    r = _Reader(data, pos, end)
+    full = r.u8()
+    if full > 1:
+        raise FrameError(f"bad full flag {full}")
+    record = {"consumer": True, "full": bool(full), "group_epoch": r.i32(),
+              "assignment_epoch": r.i32()}
+    metadata = {}
+    for _ in range(r.count(8)):
+        topic = r.str()
+        metadata[topic] = r.i32()
+    record["metadata"] = metadata
+    record["resolved"] = {r.str(): _read_strs(r) for _ in range(r.count(8))}
+    members = {}
+    for _ in range(r.count(5)):
+        member_id = r.str()
+        present = r.u8()
+        if present > 1:
+            raise FrameError(f"bad member flag {present}")
+        members[member_id] = _read_member(r) if present else None
+    record["members"] = members
+    _read_extras(r, record, _CG_SKIP)
+    if r.pos != end:
+        raise FrameError("consumer group record does not fill the record")
     return record
 
 

@@ -286,6 +286,16 @@ def exact_cover(clients: List[ClientProc], partitions: Iterable[Tuple[str, int]]
     return sorted(seen) == sorted(partitions)
 
 
+def stop_all(clients: List[ClientProc], server: ServerProc) -> None:
+    """Close the clients, stop the server: it must exit cleanly, with no traceback logged."""
+    for c in clients:
+        c.close(timeout=5)
+        c.cleanup()
+    code = server.stop()
+    assert code == 0, f"server exit status {code}:\n{server.log()[-3000:]}"
+    assert "Traceback" not in server.log(), server.log()[-3000:]
+
+
 def describe(clients: List[ClientProc]) -> str:
     return "; ".join(f"{c.name}: {sorted(c.assignment) if c.assignment is not None else None}"
                      for c in clients)

@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from helpers.server import ClientProc, ServerProc, describe, exact_cover, wait_until
+from helpers.server import (
+    ClientProc, ServerProc, describe, exact_cover, stop_all, wait_until,
+)
 
 pytestmark = pytest.mark.clients
 
@@ -36,12 +38,7 @@ def cluster(tmp_path):
     try:
         yield spawn
     finally:
-        for c in clients:
-            c.close(timeout=5)
-            c.cleanup()
-        code = server.stop()
-        assert code == 0, f"server exit status {code}:\n{server.log()[-3000:]}"
-        assert "Traceback" not in server.log(), server.log()[-3000:]
+        stop_all(clients, server)
 
 
 def _covered(clients, timeout=BOUND) -> None:
@@ -134,8 +131,59 @@ def test_a_static_member_restarted_within_its_session_keeps_its_partitions(tmp_p
         assert a2.assignment == mine
         assert b.assignment == theirs and len(b.history) == changes_of_b, b.history
     finally:
-        for c in clients:
-            c.close(timeout=5)
-            c.cleanup()
-        code = server.stop()
-        assert code == 0, f"server exit status {code}:\n{server.log()[-3000:]}"
+        stop_all(clients, server)
+
+
+def _epochs(server, group: str):
+    """(group epoch, {client id: (member id, member epoch)}) from ConsumerGroupDescribe
+    on the wire."""
+    from helpers.server import RawConn
+    conn = RawConn(server.port)
+    try:
+        (g,) = conn.call(69, 0, {"group_ids": [group],
+                                  "include_authorized_operations": False}).groups
+    finally:
+        conn.close()
+    return g.error_code, g.group_epoch, {m.client_id: (m.member_id, m.member_epoch)
+                                         for m in g.members}
+
+
+@pytest.mark.slow
+def test_a_restart_of_serve_keeps_the_groups_members_and_partitions(tmp_path):
+    """`fastcoord serve --data-dir` killed by PID (SIGKILL) and started again on the same
+    port within the session timeout: the consumer group is loaded from the store, its
+    members keep their ids, epochs and partitions, and the consumers see no revocation
+    (their assignment never changes)."""
+    flags = SERVER_FLAGS + ["--group-consumer-session-timeout-ms", "20000"]
+    server = ServerProc(tmp_path / "server-1.log", *flags, topics=[f"{TOPIC}:6"])
+    clients = []
+    try:
+        for name in ("cg-a", "cg-b", "cg-c"):
+            clients.append(ClientProc("confluent", server.bootstrap, "cg", TOPIC, name, tmp_path,
+                                      group_protocol="consumer"))
+            _covered(clients)                # the group epoch grows with each join
+        a, b, c = clients
+        clients[2].close()                   # and with a leave
+        clients.pop()
+        _covered([a, b])
+        assert wait_until(lambda: _epochs(server, "cg")[2].keys() == {"cg-a", "cg-b"}, BOUND)
+        before = _epochs(server, "cg")
+        held = {x.name: x.assignment for x in (a, b)}
+        changes = {x.name: len(x.history) for x in (a, b)}
+        port = server.port
+        server.proc.kill()                   # SIGKILL by PID: nothing is flushed at exit
+        server.proc.wait(timeout=10)
+        server.stop()
+        server = ServerProc(tmp_path / "server-2.log", *flags, "--port", str(port),
+                            topics=[f"{TOPIC}:6"])
+        assert server.port == port
+        assert _epochs(server, "cg") == before
+        # the consumers heartbeat on, keeping what they hold: no revocation, no new epoch
+        time.sleep(3.0)
+        assert {x.name: x.assignment for x in (a, b)} == held
+        assert {x.name: len(x.history) for x in (a, b)} == changes, \
+            [(x.name, x.history) for x in (a, b)]
+        assert _epochs(server, "cg") == before
+        assert not a.poll_errors and not b.poll_errors, (a.poll_errors, b.poll_errors)
+    finally:
+        stop_all(clients, server)

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from helpers.server import (
-    HEARTBEAT_MS, SESSION_MS, ClientProc, ServerProc, describe, exact_cover, wait_until,
+    HEARTBEAT_MS, SESSION_MS, ClientProc, ServerProc, describe, exact_cover, stop_all,
+    wait_until,
 )
 
 pytestmark = pytest.mark.clients
@@ -36,12 +37,7 @@ def cluster(tmp_path):
     try:
         yield spawn
     finally:
-        for c in clients:
-            c.close(timeout=5)
-            c.cleanup()
-        code = server.stop()
-        assert code == 0, f"server exit status {code}:\n{server.log()[-3000:]}"
-        assert "Traceback" not in server.log(), server.log()[-3000:]
+        stop_all(clients, server)
 
 
 def _covered(clients, timeout=REBALANCE_BOUND, *, all_busy=True) -> None:

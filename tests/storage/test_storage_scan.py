@@ -15,9 +15,11 @@ import fastcoord
 from fastcoord import OffsetAndMetadata
 from fastcoord.storage._pure import logscan as pure
 from fastcoord.storage.records import (
-    encode_group, encode_group_tombstone, encode_offset_tombstones, encode_offsets, frame,
+    encode_consumer_group, encode_group, encode_group_tombstone, encode_offset_tombstones,
+    encode_offsets, frame,
 )
 from fastcoord.storage.log import complete_frame, find_frame_after
+from helpers.cgrecords import random_consumer_record
 
 GROUPS = ["g", "h", "grp-é", ""]
 TOPICS = ["t", "u", "tópico"]
@@ -32,7 +34,7 @@ def partition(rng: random.Random) -> int:
 def random_record(rng: random.Random) -> bytes:
     gid = rng.choice(GROUPS)
     kind = rng.choice(["offsets", "offsets", "offsets", "group", "tombstone", "offset-tombstones",
-                       "odd"])
+                       "consumer", "consumer", "odd"])
     if kind == "offsets":
         offsets = {(rng.choice(TOPICS), partition(rng)):
                    OffsetAndMetadata(rng.randrange(-2**63, 2**63),
@@ -54,13 +56,15 @@ def random_record(rng: random.Random) -> bytes:
                                   "members": members}, 5)
     if kind == "tombstone":
         return encode_group_tombstone(gid, rng.randrange(100))
+    if kind == "consumer":
+        return encode_consumer_group(gid, random_consumer_record(rng), rng.randrange(100))
     if kind == "offset-tombstones":
         return encode_offset_tombstones(
             gid, [(rng.choice(TOPICS), partition(rng)) for _ in range(rng.randrange(3))], 9)
     # a framed payload that does not decode: an unknown type, a body of random bytes, a
     # group id not UTF-8 or past the record
     glen = rng.choice([1, 1, 1, 200])
-    return frame(bytes([rng.choice([0, 1, 1, 2, 4, 9])]) + rng.randbytes(8)
+    return frame(bytes([rng.choice([0, 1, 1, 2, 4, 5, 6, 6, 9])]) + rng.randbytes(8)
                  + glen.to_bytes(4, "little") + rng.choice([b"g", b"\xff"])
                  + rng.randbytes(rng.randrange(0, 40)))
 

@@ -2,8 +2,8 @@
 """Scanning a shard log's bytes in C (native twin of fastcoord.storage._pure.logscan).
 
 `check` walks a segment's frames, checks each CRC (the crc32c package on the frame's
-bytes) and decodes each record (offsets and group records in C loops; offset tombstones,
-rare, with the Python decoder), keeping the valid ones in a Records object; `apply`
+bytes) and decodes each record (offsets, group and consumer group records in C loops;
+offset tombstones, rare, with the Python decoder), keeping the valid ones in a Records object; `apply`
 applies the records of every segment checked, a group at a time, newest first, so that
 only the newest value per key is ever built. `find_frame_after` looks for the next valid
 frame after a bad one: the header checks run in a C loop without the GIL, and only a
@@ -25,7 +25,9 @@ import struct
 from crc32c import crc32c as _crc32c
 
 from fastcoord.core.results import OffsetAndMetadata
-from fastcoord.storage.records import FrameError, decode_offset_tombstones
+from fastcoord.storage.records import (
+    FrameError, MAX_DEPTH, _CG_SKIP, _MEMBER_FIELDS, decode_offset_tombstones, fold_consumer,
+)
 
 cdef enum:
     FRAME_SIZE = 8
@@ -37,6 +39,16 @@ cdef enum:
     GROUP = 2
     GROUP_TOMBSTONE = 3
     OFFSET_TOMBSTONES = 4
+    CONSUMER_GROUP = 6
+    T_NONE = 0
+    T_FALSE = 1
+    T_TRUE = 2
+    T_INT = 3
+    T_STR = 4
+    T_BYTES = 5
+    T_LIST = 6
+    T_TUPLE = 7
+    T_DICT = 8
 
 cdef uint32_t NONE_LEN = 0xFFFFFFFF
 cdef object _DECODE_ERRORS = (struct.error, FrameError, UnicodeDecodeError, IndexError)
@@ -67,7 +79,7 @@ cdef inline bint _plausible(const uint8_t* p, Py_ssize_t q, Py_ssize_t n) noexce
         return False
     kind = p[q + FRAME_SIZE]
     glen = _u32(p + q + FRAME_SIZE + 9)
-    return 1 <= kind <= 4 and glen <= length - HEAD_SIZE
+    return (1 <= kind <= 4 or kind == CONSUMER_GROUP) and glen <= length - HEAD_SIZE
 
 
 cdef inline uint32_t _crc_of(object mv, Py_ssize_t start, Py_ssize_t end) except? 0:
@@ -116,7 +128,8 @@ cdef class _Record:
     cdef int kind
     cdef str gid
     cdef object ms
-    cdef object value          # GROUP: the record dict; OFFSET_TOMBSTONES: [(topic, partition)]
+    cdef object value          # GROUP, CONSUMER_GROUP: the record dict;
+                               # OFFSET_TOMBSTONES: [(topic, partition)]
     cdef list topics           # OFFSETS: its topic table, as _TopicIds
     cdef list metadata         # None when every entry's metadata is ""
     cdef const uint8_t* cols
@@ -333,6 +346,20 @@ cdef class _Fields:
     cdef int32_t i32(self) except? -1:
         return <int32_t>_u32(self.p + self.take(4))
 
+    cdef int u8(self) except -1:
+        return self.p[self.take(1)]
+
+    cdef int64_t i64(self) except? -1:
+        return <int64_t>_u64(self.p + self.take(8))
+
+    cdef uint32_t count(self, Py_ssize_t least) except? 0xFFFFFFFF:
+        """A u32 count of items of at least `least` bytes each, checked against the bytes
+        left (before anything is built for them)."""
+        cdef uint32_t n = self.u32()
+        if <uint64_t>n * <uint64_t>least > <uint64_t>(self.end - self.pos):
+            raise FrameError("a count runs past the record")
+        return n
+
     cdef object raw(self, bint text):
         """A string (text) or bytes field; None for length 0xFFFFFFFF."""
         cdef uint32_t n = self.u32()
@@ -377,6 +404,121 @@ cdef dict _group_record(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end):
     if r.pos != end:
         raise FrameError("group record does not fill the record")
     record["members"] = members
+    return record
+
+
+# -- consumer group records (the pure twin's decode_consumer_record, in C) ----------------
+cdef dict _cg_parts(_Fields r):
+    cdef uint32_t i, j, n, count = r.count(8)
+    cdef Py_ssize_t start
+    parts = {}
+    for i in range(count):
+        topic = r.text()
+        n = r.count(4)
+        start = r.take(4 * <Py_ssize_t>n)
+        parts[topic] = [PyLong_FromLong(<int32_t>_u32(r.p + start + 4 * j)) for j in range(n)]
+    return parts
+
+
+cdef list _cg_strs(_Fields r):
+    cdef uint32_t i, count = r.count(4)
+    return [r.text() for i in range(count)]
+
+
+cdef object _cg_value(_Fields r, int depth):
+    cdef int tag
+    cdef uint32_t i, count
+    if depth > MAX_DEPTH:
+        raise FrameError(f"a value nested deeper than {MAX_DEPTH}")
+    tag = r.u8()
+    if tag == T_NONE:
+        return None
+    if tag == T_FALSE or tag == T_TRUE:
+        return tag == T_TRUE
+    if tag == T_INT:
+        return PyLong_FromLongLong(r.i64())
+    if tag == T_STR:
+        return r.text()
+    if tag == T_BYTES:
+        value = r.raw(False)
+        if value is None:
+            raise FrameError("a bytes value is null")
+        return value
+    if tag == T_LIST or tag == T_TUPLE:
+        count = r.count(1)
+        items = [_cg_value(r, depth + 1) for i in range(count)]
+        return tuple(items) if tag == T_TUPLE else items
+    if tag == T_DICT:
+        return _cg_extras(r, {}, (), depth + 1)
+    raise FrameError(f"unknown value tag {tag}")
+
+
+cdef dict _cg_extras(_Fields r, dict into, tuple known, int depth):
+    cdef uint32_t i, count = r.count(5)
+    for i in range(count):
+        key = r.text()
+        if key in known:
+            raise FrameError(f"an extra field named {key!r}")
+        into[key] = _cg_value(r, depth)
+    return into
+
+
+cdef dict _cg_member(_Fields r):
+    m = {}
+    m["instance_id"] = r.raw(True)
+    m["rack_id"] = r.raw(True)
+    m["client_id"] = r.raw(True)
+    m["client_host"] = r.raw(True)
+    m["rebalance_timeout_ms"] = r.i32()
+    m["server_assignor"] = r.raw(True)
+    m["topic_names"] = _cg_strs(r)
+    m["topic_regex"] = r.raw(True)
+    m["state"] = r.u8()
+    m["member_epoch"] = r.i32()
+    m["previous_epoch"] = r.i32()
+    m["assigned"] = _cg_parts(r)
+    m["revoking"] = _cg_parts(r)
+    m["target"] = _cg_parts(r)
+    return _cg_extras(r, m, _MEMBER_FIELDS, 0)
+
+
+cdef dict _consumer_record(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end):
+    cdef _Fields r = _Fields()
+    cdef uint32_t i, count
+    cdef int full, present
+    r.p = p
+    r.pos = pos
+    r.end = end
+    full = r.u8()
+    if full > 1:
+        raise FrameError(f"bad full flag {full}")
+    record = {"consumer": True, "full": full == 1}
+    record["group_epoch"] = r.i32()
+    record["assignment_epoch"] = r.i32()
+    metadata = {}
+    count = r.count(8)
+    for i in range(count):
+        topic = r.text()
+        metadata[topic] = r.i32()
+    record["metadata"] = metadata
+    resolved = {}
+    count = r.count(8)
+    for i in range(count):
+        regex = r.text()
+        resolved[regex] = _cg_strs(r)
+    record["resolved"] = resolved
+    members = {}
+    count = r.count(5)
+    for i in range(count):
+        member_id = r.text()
+        present = r.u8()
+        if present > 1:
+            raise FrameError(f"bad member flag {present}")
+        members[member_id] = _cg_member(r) if present else None
+    record["members"] = members
+    _cg_extras(r, record, _CG_SKIP, 0)
+    if r.pos != end:
+        raise FrameError("consumer group record does not fill the record")
     return record
 
 
@@ -519,6 +661,9 @@ def check(data, Records out):
             elif kind == OFFSET_TOMBSTONES:
                 rec.value = decode_offset_tombstones(data, gend, end)
                 entries += 1
+            elif kind == CONSUMER_GROUP:
+                rec.value = _consumer_record(p, gend, end)
+                entries += 1
             else:
                 reason = f"unknown record type {kind}"
                 break
@@ -570,10 +715,32 @@ cdef _apply_newest_first(list recs, _Keys keys, dict groups, dict offsets, dict 
         _apply_group(gid, grecs, keys, groups, offsets, group_ms, offsets_ms, tombstone)
 
 
+cdef object _consumer_fold(list grecs, Py_ssize_t newest, previous):
+    """The group's record after its newest record, grecs[newest], a consumer group's:
+    the consumer records back to the last that starts afresh (a full one, or one after
+    a GROUP record or a tombstone; else `previous`, an earlier apply's), folded oldest
+    first."""
+    cdef _Record rec
+    cdef Py_ssize_t j = newest, k
+    while j >= 0:
+        rec = <_Record>grecs[j]
+        if rec.kind == GROUP or rec.kind == GROUP_TOMBSTONE:
+            break
+        if rec.kind == CONSUMER_GROUP and rec.value["full"]:
+            break
+        j -= 1
+    value = previous if j < 0 else None
+    for k in range(max(j, 0), newest + 1):
+        rec = <_Record>grecs[k]
+        if rec.kind == CONSUMER_GROUP:
+            value = fold_consumer(value, rec.value)
+    return value
+
+
 cdef _apply_group(str gid, list grecs, _Keys keys, dict groups, dict offsets, dict group_ms,
                   dict offsets_ms, tombstone):
     """One group's records (in log order), applied newest first: the newest group record
-    or tombstone wins; a tombstone hides the group's older offsets records; per offset
+    (a consumer group's: the fold of its run, _consumer_fold) or tombstone wins; a tombstone hides the group's older offsets records; per offset
     key the newest set or delete wins; the group's offsets exist afterwards if any key
     is set, or (empty) if its newest offsets-or-offset-tombstones record sets offsets
     (an offset tombstones record that leaves them empty removes them)."""
@@ -586,10 +753,13 @@ cdef _apply_group(str gid, list grecs, _Keys keys, dict groups, dict offsets, di
     newest_ms = None
     for i in range(len(grecs) - 1, -1, -1):
         rec = <_Record>grecs[i]
-        if rec.kind == GROUP or rec.kind == GROUP_TOMBSTONE:
+        if rec.kind == GROUP or rec.kind == GROUP_TOMBSTONE or rec.kind == CONSUMER_GROUP:
             if not named:
                 named = True
-                groups[gid] = rec.value if rec.kind == GROUP else tombstone
+                if rec.kind == CONSUMER_GROUP:
+                    groups[gid] = _consumer_fold(grecs, i, groups.get(gid))
+                else:
+                    groups[gid] = rec.value if rec.kind == GROUP else tombstone
                 group_ms[gid] = rec.ms
             if rec.kind == GROUP_TOMBSTONE:
                 dead = True

@@ -19,9 +19,9 @@ from typing import Optional, Tuple
 from crc32c import crc32c
 
 from ..records import (
-    FRAME, FRAME_SIZE, GROUP, GROUP_TOMBSTONE, HEAD, HEAD_SIZE, MAX_PAYLOAD, MIN_PAYLOAD,
-    OFFSET_TOMBSTONES, OFFSETS, FrameError, decode_group_record, decode_offset_tombstones,
-    decode_offsets,
+    CONSUMER_GROUP, FRAME, FRAME_SIZE, GROUP, GROUP_TOMBSTONE, HEAD, HEAD_SIZE, MAX_PAYLOAD,
+    MIN_PAYLOAD, OFFSET_TOMBSTONES, OFFSETS, RECORD_TYPES, FrameError, decode_consumer_record,
+    decode_group_record, decode_offset_tombstones, decode_offsets, fold_consumer,
 )
 
 __all__ = ["Records", "check", "apply", "scan", "find_frame_after", "plausible_frame"]
@@ -86,6 +86,9 @@ def check(data, out: Records) -> Tuple[int, Optional[str], int, int]:
             elif kind == OFFSET_TOMBSTONES:
                 value = decode_offset_tombstones(data, gend, end)
                 entries += 1
+            elif kind == CONSUMER_GROUP:
+                value = decode_consumer_record(data, gend, end)
+                entries += 1
             else:
                 return pos, f"unknown record type {kind}", records, entries
         except _DECODE_ERRORS as exc:
@@ -110,6 +113,9 @@ def apply(recs: Records, groups: dict, offsets: dict, group_ms: dict, offsets_ms
             offsets_ms[gid] = write_ms
         elif kind == GROUP:
             groups[gid] = value
+            group_ms[gid] = write_ms
+        elif kind == CONSUMER_GROUP:
+            groups[gid] = fold_consumer(groups.get(gid), value)
             group_ms[gid] = write_ms
         elif kind == GROUP_TOMBSTONE:
             groups[gid] = tombstone
@@ -139,9 +145,12 @@ def scan(data, groups: dict, offsets: dict, group_ms: dict, offsets_ms: dict, to
 
 # A plausible frame header at the position the look-ahead starts: the length's top
 # byte and the group length's top byte below 0x10 (both < 2**28 = MAX_PAYLOAD) and a
-# known record type. The regular expression engine walks the bytes; Python looks only
+# known record type (1 to 4, 6). The regular expression engine walks the bytes; Python looks only
 # at the positions it finds.
-_PLAUSIBLE = re.compile(rb"(?=[\x00-\xff]{7}[\x00-\x0f][\x01-\x04][\x00-\xff]{11}[\x00-\x0f])")
+_PLAUSIBLE = re.compile(rb"(?=[\x00-\xff]{7}[\x00-\x0f][\x01-\x04\x06][\x00-\xff]{11}[\x00-\x0f])")
+
+
+_KINDS = frozenset(RECORD_TYPES)
 
 
 def plausible_frame(data, q: int, n: int) -> bool:
@@ -153,7 +162,7 @@ def plausible_frame(data, q: int, n: int) -> bool:
     if length < MIN_PAYLOAD or length > MAX_PAYLOAD or q + FRAME_SIZE + length > n:
         return False
     kind, _, glen = HEAD.unpack_from(data, q + FRAME_SIZE)
-    return 1 <= kind <= 4 and glen <= length - HEAD_SIZE
+    return kind in _KINDS and glen <= length - HEAD_SIZE
 
 
 def find_frame_after(data, pos: int) -> Optional[int]:
