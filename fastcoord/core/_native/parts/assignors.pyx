@@ -10,8 +10,6 @@ partition; the result's dicts and lists are built at the end.
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport qsort
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
-from cpython.list cimport PyList_New, PyList_SET_ITEM
-from cpython.ref cimport Py_INCREF
 
 from collections.abc import Mapping as _AsgMapping
 
@@ -188,7 +186,8 @@ cdef int _asg_read_current(_AsgGroup g, list subscriptions, dict tindex, current
 
 cdef dict _asg_result(_AsgGroup g):
     """{member: {topic: sorted partitions}} from the owner array: per topic, count each
-    owner's partitions, make each owner's list at its size, fill it in order."""
+    owner's partitions, give each owner with some a list, fill the lists in partition
+    order (appends: no list is filled by hand, its references left to CPython)."""
     cdef list dicts = [{} for _ in range(g.n_members)]
     cdef int32_t t, o, j
     cdef int64_t p, base, count, max_count = 0
@@ -196,9 +195,7 @@ cdef dict _asg_result(_AsgGroup g):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
     cdef list ints = list(range(max_count))
     cdef int32_t* counts = g._buffer(g.n_members, 0)
-    cdef int32_t* filled = g._buffer(g.n_members, 0)
     cdef list lists = [None] * g.n_members
-    cdef object item
     for t in range(g.n_topics):
         base = g.toff[t]
         count = g.toff[t + 1] - base
@@ -210,15 +207,11 @@ cdef dict _asg_result(_AsgGroup g):
         for j in range(g.soff[t], g.soff[t + 1]):
             o = g.subs[j]
             if counts[o] > 0:
-                lists[o] = PyList_New(counts[o])
-                filled[o] = 0
+                lists[o] = []
         for p in range(count):
             o = g.owner[base + p]
             if o >= 0:
-                item = ints[p]
-                Py_INCREF(item)
-                PyList_SET_ITEM(lists[o], filled[o], item)
-                filled[o] += 1
+                (<list>lists[o]).append(ints[p])
         topic = g.topic_names[t]
         for j in range(g.soff[t], g.soff[t + 1]):
             o = g.subs[j]
@@ -582,12 +575,7 @@ cdef dict _asg_range(list member_ids, instance_ids, list subscriptions, dict top
         for rank in range(n):
             stop = begin + min_quota + (1 if rank < extra else 0)
             if stop > begin:
-                partitions = PyList_New(stop - begin)
-                for p in range(begin, stop):
-                    item = ints[p]
-                    Py_INCREF(item)
-                    PyList_SET_ITEM(partitions, p - begin, item)
-                (<dict>dicts[g.subs[g.soff[t] + rank]])[topic] = partitions
+                (<dict>dicts[g.subs[g.soff[t] + rank]])[topic] = ints[begin:stop]
             begin = stop
     # back to the given member order
     cdef list in_order = [None] * g.n_members
