@@ -163,9 +163,15 @@ def test_committed_offset_reads_back_over_every_offset_fetch_version(server):
         assert conn.call(8, 7, commit).topics[0].partitions[0].error_code == 0
         # v0 read ZooKeeper's offsets in Kafka 3.x: not this one (test_server_legacy_versions)
         for version in range(1, SUPPORTED_VERSIONS[9][1] + 1):
-            response = conn.call(9, version, _sample(9, version) | {"group_id": "wire-read"})
-            part = response.topics[0].partitions[0]
-            assert (part.committed_offset, part.metadata, part.error_code) == (5, "m", 0)
+            if version >= 8:        # v8+: a list of groups, each with its topics
+                request = {"groups": [{"group_id": "wire-read", "member_id": None,
+                                       "member_epoch": -1, "topics": None}],
+                           "require_stable": False}
+                part = conn.call(9, version, request).groups[0].topics[0].partitions[0]
+            else:
+                response = conn.call(9, version, _sample(9, version) | {"group_id": "wire-read"})
+                part = response.topics[0].partitions[0]
+            assert (part.committed_offset, part.metadata, part.error_code) == (5, "m", 0), version
     finally:
         conn.close()
 
