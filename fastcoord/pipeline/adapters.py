@@ -3,15 +3,19 @@ cannot be parsed is counted as malformed (with an example), never dropped silent
 and never fatal.
 
 - `from_fastcoord_log`: the JSON lines `fastcoord serve` writes (requestlog.py): ts,
-  api, version, client, host, group, member, generation, error, latency_ms. The log
+  api, version, client, host, group, member, generation, error, latency_ms. A line is
+  written when its answer goes out: the request's time is ts - latency_ms. The log
   does not carry the member id a first join was given; a join with member "" takes
   the id of the next request from the same (group, client, host) that has one.
 - `from_kafka_log`: Apache Kafka's `kafka.request.logger` lines at DEBUG:
   "... Completed request:{"requestHeader":{"requestApiKey":11,...,"clientId":...},
   "request":{...},"response":{...},...}". JoinGroup (11), SyncGroup (14),
   Heartbeat (12), LeaveGroup (13) and OffsetCommit (8) become events; other APIs are
-  counted as unknown_event. The time is the log line's timestamp when it has one
-  ("[2024-05-01 10:00:00,123]"), else the request's "startTimeMs".
+  counted as unknown_event, ConsumerGroupHeartbeat (68) is carried. A line is written
+  once its answer is sent: the request's time is the line's timestamp
+  ("[2024-05-01 10:00:00,123]") less its "totalTimeMs" (else "startTimeMs"), so a
+  parked join sits at its arrival, before the heartbeats that completed while it
+  waited (the replay orders rows by time).
 """
 from __future__ import annotations
 
@@ -67,7 +71,10 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
             stats.note("unknown_event", line.strip())
             continue
         try:
-            t = int(round(float(ts) * 1000))
+            # `ts` is written as the answer goes out: the request arrived `latency_ms`
+            # before (a parked join's wait included), and that is when it happened
+            latency = rec.get("latency_ms") or 0.0
+            t = int(round(float(ts) * 1000 - float(latency)))
         except (TypeError, ValueError):
             stats.rows_in += 1
             stats.note("malformed", line.strip())
@@ -115,8 +122,12 @@ def from_kafka_log(source) -> Tuple[pa.Table, IngestStats]:
             resp = rec.get("response") or {}
             m = _TS.search(line[:at])
             if m:
+                # Kafka's request logger writes the line once the answer is sent
+                # (RequestChannel.updateRequestMetrics): the request arrived
+                # totalTimeMs before the line's time
                 dt = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
-                t = int(dt.replace(tzinfo=timezone.utc).timestamp() * 1000)
+                done = dt.replace(tzinfo=timezone.utc).timestamp() * 1000
+                t = int(round(done - float(rec.get("totalTimeMs") or 0.0)))
             else:
                 t = int(rec["startTimeMs"])
         except (ValueError, KeyError, TypeError, AttributeError):

@@ -101,3 +101,36 @@ def test_consumer_protocol_heartbeats_are_carried_and_passed_over_by_the_replay(
     table, stats = from_fastcoord_log([ours])
     [row] = table.to_pylist()
     assert (row["event"], row["generation"], stats.unknown_event) == ("consumer_heartbeat", 3, 0)
+
+
+def test_requests_are_placed_at_their_arrival_not_their_completion():
+    """Kafka's request logger writes a line when the answer is sent: a JoinGroup parked
+    for 6 s completes after the heartbeats of that time. The trace must hold it at its
+    arrival (line time - totalTimeMs), or its member's later requests replay against
+    a generation that does not exist yet."""
+    def kafka(stamp, key, req, resp, total):
+        return (f'[2024-05-01 10:00:{stamp}] DEBUG Completed request:'
+                + json.dumps({"requestHeader": {"requestApiKey": key, "requestApiVersion": 5,
+                                                "correlationId": 1, "clientId": "c1"},
+                              "request": req, "response": resp, "totalTimeMs": total})
+                + " (kafka.request.logger)")
+    join = {"groupId": "g", "sessionTimeoutMs": 10000, "rebalanceTimeoutMs": 30000,
+            "memberId": "c1-a", "groupInstanceId": None, "protocolType": "consumer",
+            "protocols": [{"name": "range", "metadata": "AAE="}]}
+    lines = [
+        # arrived at 00.013, parked by the initial rebalance delay, answered at 03.013
+        kafka("03,013", 11, join, {"errorCode": 0, "generationId": 1, "memberId": "c1-a",
+                                   "leader": "c1-a"}, 3000.0),
+        kafka("03,020", 14, {"groupId": "g", "generationId": 1, "memberId": "c1-a",
+                             "groupInstanceId": None, "assignments": []},
+              {"errorCode": 0}, 2.0),
+    ]
+    table, _ = from_kafka_log(lines)
+    rows = table.to_pylist()
+    assert [r["time_ms"] % 60_000 for r in rows] == [13, 3018]
+
+    fc = [json.dumps({"ts": 103.013, "api": "JoinGroup", "version": 5, "client": "c1",
+                      "host": "h", "group": "g", "member": "m-1", "generation": None,
+                      "error": 0, "latency_ms": 3000.0})]
+    table, _ = from_fastcoord_log(fc)
+    assert table.to_pylist()[0]["time_ms"] == 100_013
