@@ -88,6 +88,9 @@ class MemberTable:
         self.active = True
         self.on_deadline = None                # set by the group logic: f(slot)
         self.version_fallback = None           # set by the coordinator: f(group_id)
+        # set by the group logic: f(group_id, member_id, generation_id, instance_id), the
+        # heartbeat of a consumer group (whose classic members the table does not hold)
+        self.consumer_fallback = None
         self._shards = bytearray(num_shards)
         self._slots: list = []                 # slot -> _Slot or None
         self._slot_gens: list = []             # slot -> generation (bumped when freed)
@@ -263,6 +266,12 @@ class MemberTable:
             return E_NONE if shard_state == SHARD_LOADING else E_NOT_COORDINATOR
         if rec is None:
             return E_UNKNOWN
+        # -- mixed groups: a consumer group's classic members are the group logic's --
+        group = rec.group
+        if group is not None and group.consumer is not None \
+                and self.consumer_fallback is not None:
+            return self.consumer_fallback(group_id, member_id, generation_id, group_instance_id)
+        # -- end mixed groups --
         if group_instance_id is not None and rec.group is None:
             return E_UNKNOWN        # (a record the group logic has not yet given its group)
         with rec:
