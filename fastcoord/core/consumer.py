@@ -395,6 +395,11 @@ class ConsumerLogic:
             updated.topic_regex = topic_regex or None
         updated.client_id = client_id
         updated.client_host = client_host
+        if updated.classic is not None:
+            # it now speaks the consumer protocol (a classic static member's successor):
+            # no classic metadata, join or sync deadline
+            updated.classic = None
+            self._cancel_timers(updated)
 
         self.update_member(group, member, updated, replaced, owned)
         self.logic.table.touch(updated.slot)
@@ -613,7 +618,8 @@ class ConsumerLogic:
         if (member.state, member.member_epoch, member.assigned, member.revoking) != previous:
             cg.dirty.add(member.member_id)
             group.version = self.logic.next_version()
-            if member.state == UNREVOKED_PARTITIONS:
+            # (a member of the classic protocol has its join and sync deadlines instead)
+            if member.state == UNREVOKED_PARTITIONS and member.classic is None:
                 self._schedule_rebalance_timeout(group, member)
             else:
                 self._cancel_rebalance_timeout(member)
@@ -916,14 +922,15 @@ def static_member(cg, member_id, instance_id, joining, classic=False):
     """Kafka's getOrMaybeSubscribeStaticConsumerGroupMember: (the member with
     `instance_id`, the member it replaces or None). A join takes over the instance id
     from its current member (a new incarnation, its partitions kept), which must have
-    left for now (epoch -2) unless the joiner uses the `classic` protocol; anything
-    else must be that current member."""
+    left for now (epoch -2) when both use the consumer protocol (the joiner unless
+    `classic`); anything else must be that current member."""
     current_id = cg.static.get(instance_id)
     existing = None if current_id is None else cg.members[current_id]
     if joining:
         if existing is None:
             return cg.members.get(member_id) or ConsumerMember(member_id), None
-        if not classic and existing.member_epoch != STATIC_LEAVE_EPOCH:
+        if not classic and existing.classic is None \
+                and existing.member_epoch != STATIC_LEAVE_EPOCH:
             raise _Refused(Errors.UNRELEASED_INSTANCE_ID,
                            f"Static member {member_id} with instance id {instance_id} "
                            "cannot join the group because the instance id is owned "

@@ -271,12 +271,9 @@ class MixedGroups:
             return JoinGroupResult(Errors.MEMBER_ID_REQUIRED, member_id=member_id)
         replaced = None
         if instance_id is None:
-            member = cg.members.get(member_id)
-            if member is None:
-                member = ConsumerMember(member_id)
-            elif member.classic is None:
-                raise _Refused(Errors.UNKNOWN_MEMBER_ID,
-                               f"Member {member_id} does not use the classic protocol.")
+            # (as Kafka: any id joins, and a consumer-protocol member's id turns it into
+            # a member of the classic protocol)
+            member = cg.members.get(member_id) or ConsumerMember(member_id)
         else:
             # (a new incarnation of a static member takes its place and partitions)
             member, replaced = static_member(cg, member_id, instance_id, is_unknown,

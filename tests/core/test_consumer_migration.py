@@ -199,6 +199,28 @@ def test_upgrade_refuses_another_protocol_type_a_too_big_group_and_bad_bytes(imp
     assert bad.heartbeat("g", r.member_id, r.generation_id) in (E.NONE, E.REBALANCE_IN_PROGRESS)
 
 
+def test_a_static_member_restarts_with_the_consumer_protocol_keeping_its_partitions(impl):
+    # (a classic static member is replaced at once: only two consumer-protocol members
+    # need the old one to have left, epoch -2)
+    coord = make(impl)
+    answers = [cjoin(coord, "", instance_id=i) for i in ("i1", "i2")]
+    coord.advance_time(1)
+    r1, r2 = answers[0][0], answers[1][0]
+    leader = r1 if r1.leader_id == r1.member_id else r2
+    plan = {r1.member_id: encode_assignment({"t": [0, 1, 2]}),
+            r2.member_id: encode_assignment({"t": [3, 4, 5]})}
+    for r in (r1, r2):
+        csync(coord, r.generation_id, r.member_id, plan if r is leader else None,
+              instance_id=r.member_id and ("i1" if r is r1 else "i2"))
+    assert coord.group_summary("g").state == "Stable"
+    r = cg_join(coord, "c1", instance_id="i1")
+    assert r.error == E.NONE and r.assignment == {"t": [0, 1, 2]}
+    _, members = described(coord)
+    assert set(members) == {"c1", r2.member_id} and not members["c1"].classic
+    # the old incarnation is fenced
+    assert coord.heartbeat("g", r1.member_id, r1.generation_id, "i1") == E.FENCED_INSTANCE_ID
+
+
 # ---------------------------------------------------------------------------------------
 # classic members in a consumer group (testClassicGroup*ToConsumerGroup*)
 # ---------------------------------------------------------------------------------------
@@ -266,8 +288,9 @@ def test_new_classic_member_joins_a_consumer_group(impl):
     assert cjoin(coord, "", protocol_type="connect")[0].error == E.INCONSISTENT_GROUP_PROTOCOL
     assert cjoin(coord, "", protocols=[("roundrobin", sub())])[0].error == \
         E.INCONSISTENT_GROUP_PROTOCOL
-    # a member of the consumer protocol cannot join as a classic one
-    assert cjoin(coord, "c1")[0].error == E.UNKNOWN_MEMBER_ID
+    # a consumer-protocol member's id joining with JoinGroup turns it classic (Kafka)
+    assert cjoin(coord, "c1")[0].error == E.NONE
+    assert described(coord)[1]["c1"].classic
 
 
 def test_classic_offsets_in_a_consumer_group_are_checked_by_generation(impl):
