@@ -395,15 +395,20 @@ def test_last_consumer_member_fenced_by_session_timeout_downgrades(impl):
     assert set(coord.member_ids("g")) == {m1, m2}
 
 
-@pytest.mark.parametrize("policy", ["upgrade", "disabled"])
-def test_no_downgrade_unless_the_policy_allows(impl, policy):
-    coord = make(impl, group_consumer_migration_policy="bidirectional")
-    m1, m2 = mixed_group(coord)
-    coord._logic.consumers.config = coord._logic.consumers.mixed.config = \
-        CoordinatorConfig(group_consumer_migration_policy=policy)
-    assert chb(coord, "c1", -1).error == E.NONE
-    assert group_type(coord) == "consumer"
-    assert set(described(coord)[1]) == {m1, m2}
+@pytest.mark.parametrize("policy, downgraded", [("bidirectional", True), ("downgrade", True),
+                                                ("upgrade", False), ("disabled", False)])
+def test_downgrade_follows_the_migration_policy(impl, policy, downgraded, caplog):
+    coord = make(impl, group_consumer_migration_policy=policy)
+    cg_join(coord, "c1")                # (a mixed group without an upgrade)
+    m1, m2 = cjoin(coord, "")[0].member_id, cjoin(coord, "")[0].member_id
+    with caplog.at_level("INFO", logger="fastcoord.coordinator"):
+        assert chb(coord, "c1", -1).error == E.NONE
+    assert group_type(coord) == ("classic" if downgraded else "consumer")
+    if downgraded:
+        assert set(coord.member_ids("g")) == {m1, m2}
+    else:
+        assert set(described(coord)[1]) == {m1, m2}
+        assert "the online downgrade is disabled" in caplog.text
 
 
 def test_no_downgrade_over_the_classic_max_size(impl):
@@ -646,3 +651,51 @@ def test_rolling_restart_from_consumer_to_classic(impl):
     assert len(coord.member_ids("g")) == 3
     offsets = coord.fetch_offsets("g")[1]
     assert sorted(p for (t, p) in offsets) == list(range(TOPICS["t"]))
+
+
+# ---------------------------------------------------------------------------------------
+# the member table hands over a consumer group's heartbeats, and only those
+# ---------------------------------------------------------------------------------------
+def test_the_table_asks_the_group_logic_only_for_consumer_groups(impl):
+    coord = make(impl)
+    (m1, gen), _ = classic_group(coord, [[0, 1, 2], [3, 4, 5]])
+    asked = []
+    table = coord.member_table
+    mixed = table.consumer_fallback
+
+    def fallback(*args):
+        asked.append(args)
+        return mixed(*args)
+
+    table.consumer_fallback = fallback
+    assert coord.heartbeat("g", m1, gen) == E.NONE
+    assert coord.heartbeat("g", "stranger", gen) == E.UNKNOWN_MEMBER_ID
+    assert coord.heartbeat("g", m1, gen, "nobody") == E.UNKNOWN_MEMBER_ID
+    assert asked == []                  # a classic group: the table answers alone
+    cg_join(coord, "c1")
+    assert coord.heartbeat("g", m1, gen) == E.REBALANCE_IN_PROGRESS
+    assert coord.heartbeat("g", "c1", 1, "nobody") == E.UNKNOWN_MEMBER_ID
+    assert asked == [("g", m1, gen, None), ("g", "c1", 1, "nobody")]
+
+
+def test_a_classic_join_in_a_consumer_group_is_answered_once_stored(impl):
+    from fastcoord.core.store import DeferredStore
+    store = DeferredStore()
+    coord = make(impl, store=store)
+    chb_out = []
+    coord.consumer_group_heartbeat("g", "c1", 0, rebalance_timeout_ms=REBALANCE,
+                                   subscribed_topic_names=["t"], owned_partitions={},
+                                   callback=chb_out.append)
+    store.complete_all()
+    assert chb_out and chb_out[0].error == E.NONE
+    joined = cjoin(coord, "")
+    assert joined == []                 # its member is written first
+    record = store.pending[-1][2]
+    [(member_id, m)] = [(k, v) for k, v in record["members"].items() if k != "c1"]
+    assert m["classic"]["session_timeout_ms"] == SESSION
+    store.complete_all()
+    assert joined and joined[0].error == E.NONE and joined[0].member_id == member_id
+    # a failed write answers its error
+    again = cjoin(coord, "", protocols=[("range", sub(("t", "u")))])
+    store.complete_all(E.NOT_COORDINATOR)
+    assert again and again[0].error == E.NOT_COORDINATOR
