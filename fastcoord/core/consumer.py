@@ -826,7 +826,7 @@ class ConsumerLogic:
         still revoking gets its rebalance timeout again. Caller holds the group's lock."""
         for member in group.consumer.members.values():
             self.logic.table.touch(member.slot)
-            if member.state == UNREVOKED_PARTITIONS:
+            if member.state == UNREVOKED_PARTITIONS and member.classic is None:
                 self._schedule_rebalance_timeout(group, member)
 
     # ======================================================================
