@@ -699,3 +699,41 @@ def test_a_classic_join_in_a_consumer_group_is_answered_once_stored(impl):
     again = cjoin(coord, "", protocols=[("range", sub(("t", "u")))])
     store.complete_all(E.NOT_COORDINATOR)
     assert again and again[0].error == E.NOT_COORDINATOR
+
+
+def test_heartbeats_from_other_threads_while_the_group_converts(impl):
+    """Classic heartbeats race upgrades and downgrades (the table reads the group's kind
+    without its lock, the group logic re-checks under it): every answer is one a
+    heartbeat may get, nothing raises, nothing deadlocks."""
+    import threading
+    coord = make(impl)
+    current = dict(classic_group(coord, [[0, 1, 2], [3, 4, 5]]))   # member id -> generation
+    allowed = {E.NONE, E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID}
+    seen, errors, stop = set(), [], threading.Event()
+
+    def beat():
+        try:
+            while not stop.is_set():
+                for member_id, gen in list(current.items()):
+                    seen.add(coord.heartbeat("g", member_id, gen))
+        except Exception as exc:        # (reported below, with the test's failure)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=beat) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(30):
+            assert cg_join(coord, "c1").error == E.NONE
+            assert group_type(coord) == "consumer"
+            members = described(coord)[1]
+            current.update((m, members[m].member_epoch) for m in current)
+            assert chb(coord, "c1", -1).error == E.NONE
+            assert group_type(coord) == "classic"
+            current.update((m, coord.group_summary("g").generation) for m in current)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert seen <= allowed and E.REBALANCE_IN_PROGRESS in seen
