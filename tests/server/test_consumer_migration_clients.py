@@ -22,9 +22,11 @@ def cluster(tmp_path):
     server = ServerProc(tmp_path / "server.log", *SERVER_FLAGS, topics=[f"{TOPIC}:6"])
     clients = []
 
-    def spawn(name: str, protocol: str) -> ClientProc:
+    def spawn(name: str, protocol: str, instance_id=None) -> ClientProc:
         options = {"group_protocol": "consumer"} if protocol == "consumer" \
             else {"assignor": "range"}
+        if instance_id is not None:
+            options["instance_id"] = instance_id
         client = ClientProc("confluent", server.bootstrap, "mig", TOPIC, name, tmp_path,
                             **options)
         clients.append(client)
@@ -57,16 +59,17 @@ def _group_type(server) -> str:
     return types.get("mig", "").lower()
 
 
-def _rolling_restart(cluster, start: str, end: str) -> None:
+def _rolling_restart(cluster, start: str, end: str, static: bool = False) -> None:
     server = cluster.server
-    clients = [cluster(f"{start}-{i}", start) for i in range(3)]
+    instance = (lambda i: f"instance-{i}") if static else (lambda i: None)
+    clients = [cluster(f"{start}-{i}", start, instance(i)) for i in range(3)]
     _covered(server, clients)
     offsets = {tp: 100 + p for p, tp in enumerate(PARTITIONS)}
     for c in clients:
         c.commit({tp: offsets[tp] for tp in c.assignment})
     for i in range(3):
         clients[i].close()
-        clients[i] = cluster(f"{end}-{i}", end)
+        clients[i] = cluster(f"{end}-{i}", end, instance(i))
         _covered(server, clients)
         # a group with both kinds of member is a consumer group (a mixed one)
         assert _group_type(server) == ("consumer" if i < 2 else end)
@@ -80,3 +83,12 @@ def test_rolling_restart_from_classic_to_consumer(cluster):
 
 def test_rolling_restart_from_consumer_to_classic(cluster):
     _rolling_restart(cluster, "consumer", "classic")
+
+
+def test_static_members_restart_from_classic_to_consumer(cluster):
+    """A static member's successor of the other protocol takes over its instance id."""
+    _rolling_restart(cluster, "classic", "consumer", static=True)
+
+
+def test_static_members_restart_from_consumer_to_classic(cluster):
+    _rolling_restart(cluster, "consumer", "classic", static=True)
