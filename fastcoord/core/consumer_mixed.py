@@ -103,7 +103,7 @@ class MixedGroups:
         logic = self.logic
         consumers = self.consumers
         logic.make_consumer_group(group)
-        self.complete_classic_operations(group)
+        self.end_classic_operations(group)
         cg = group.consumer
         cg.group_epoch = cg.assignment_epoch = generation
         topics = consumers.topics
@@ -139,9 +139,9 @@ class MixedGroups:
     def _drop_classic_side(self, group) -> None:
         """Empty the classic side of an upgrading group: parked joins and syncs are
         answered REBALANCE_IN_PROGRESS (Kafka completes them so), members and pending
-        members leave the member table, the state is Empty again. The join and sync
-        operations still watched complete as nothing (on_complete_join skips a consumer
-        group). Caller holds the group's lock."""
+        members leave the member table, the state is Empty again (the join and sync
+        operations are dropped next: end_classic_operations). Caller holds the group's
+        lock."""
         logic = self.logic
         for member in list(group.members.values()):
             logic._invoke_join(member, group, JoinGroupResult(
@@ -160,12 +160,13 @@ class MixedGroups:
         group.state = EMPTY             # (no transition: the classic side just ends)
         group.rec.state = EMPTY
 
-    def complete_classic_operations(self, group) -> None:
-        """Let the upgraded group's watched join and sync operations finish now, as
-        nothing. Caller holds the group's lock (reentrant)."""
+    def end_classic_operations(self, group) -> None:
+        """The upgraded group's join and sync operations are dropped with their timers,
+        uncompleted: the rounds they timed are over (an initial join's delay must not
+        end a later round, after a downgrade). Caller holds the group's lock."""
         purgatory = self.logic.purgatory
-        purgatory.check_and_complete(("join", group.group_id))
-        purgatory.check_and_complete(("sync", group.group_id))
+        purgatory.cancel_for_key(("join", group.group_id))
+        purgatory.cancel_for_key(("sync", group.group_id))
 
     # ======================================================================
     # downgrade: a consumer group becomes a classic group

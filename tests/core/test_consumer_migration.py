@@ -165,6 +165,29 @@ def test_upgrade_follows_the_migration_policy(impl, policy, upgraded, caplog):
         assert coord.heartbeat("g", m1, gen) == E.NONE             # the group untouched
 
 
+def test_the_classic_rounds_of_an_upgraded_group_end_with_it(impl):
+    """The initial join round still under way when a group upgrades is over: after a
+    downgrade, its old timer does not end the new round early."""
+    coord = make(impl, group_initial_rebalance_delay_ms=3000)
+    first = [cjoin(coord, "") for _ in range(2)]        # parked: the initial delay
+    assert first == [[], []]
+    coord.advance_time(100)
+    assert cg_join(coord, "c1").error == E.NONE
+    assert [a[0].error for a in first] == [E.REBALANCE_IN_PROGRESS] * 2
+    m1, m2 = \
+        [m for m in described(coord)[1] if m != "c1"]
+    coord.advance_time(100)
+    assert chb(coord, "c1", -1).error == E.NONE         # downgraded, rebalancing
+    assert coord.group_summary("g").state == "PreparingRebalance"
+    rejoined = cjoin(coord, m1)
+    coord.advance_time(3000)                            # past the first round's delay
+    coord.heartbeat("g", m2, coord.group_summary("g").generation)
+    assert rejoined == []                               # still waiting for m2
+    assert set(coord.member_ids("g")) == {m1, m2}
+    other = cjoin(coord, m2)
+    assert rejoined and other and rejoined[0].error == other[0].error == E.NONE
+
+
 def test_upgrade_refuses_another_protocol_type_a_too_big_group_and_bad_bytes(impl):
     coord = make(impl)
     for mid in ("", ""):
