@@ -28,6 +28,8 @@ from typing import Dict, FrozenSet, List, Optional
 
 import re2
 
+from fastcoord.core.consumer_embedded import (ClassicMetadata, encode_assignment,
+                                              encode_subscription)
 from fastcoord.core.consumer_records import consumer_record, fill_member
 from fastcoord.core.errors import Errors
 from fastcoord.core.results import (
@@ -37,8 +39,8 @@ from fastcoord.core.results import (
 
 log = logging.getLogger("fastcoord.coordinator")
 
-__all__ = ["ConsumerGroupState", "ConsumerLogic", "ConsumerMember", "LEAVE_EPOCH",
-           "STATIC_LEAVE_EPOCH"]
+__all__ = ["ClassicMetadata", "ConsumerGroupState", "ConsumerLogic", "ConsumerMember",
+           "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH"]
 
 LEAVE_EPOCH = -1            # a member leaves the group
 STATIC_LEAVE_EPOCH = -2     # a static member leaves for now, its partitions kept
@@ -63,13 +65,14 @@ def kafka_uuid() -> str:
 
 
 class ConsumerMember:
-    """One consumer-protocol member (Kafka's ConsumerGroupMember). `assigned` and
-    `revoking` map a topic name to a frozenset of partitions, never empty sets."""
+    """One member of a consumer group (Kafka's ConsumerGroupMember). `assigned` and
+    `revoking` map a topic name to a frozenset of partitions, never empty sets. A member
+    that uses the classic protocol (core/consumer_mixed.py) has `classic` set."""
 
     __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host",
                  "rebalance_timeout_ms", "server_assignor", "topic_names", "topic_regex",
                  "state", "member_epoch", "previous_epoch", "assigned", "revoking",
-                 "slot", "rebalance_timer")
+                 "slot", "rebalance_timer", "classic", "join_timer", "sync_timer")
 
     def __init__(self, member_id: str) -> None:
         self.member_id = member_id
@@ -88,6 +91,11 @@ class ConsumerMember:
         self.revoking: Dict[str, FrozenSet[int]] = {}
         self.slot = -1                  # the member table slot holding its session deadline
         self.rebalance_timer = None     # the timer handle of its revocation deadline
+        self.classic: Optional[ClassicMetadata] = None      # None: the consumer protocol
+        # A classic member's deadlines to rejoin (after it was told to) and to sync
+        # (after its join was answered): timer handles, or None
+        self.join_timer = None
+        self.sync_timer = None
 
     def copy(self, member_id: Optional[str] = None) -> "ConsumerMember":
         other = ConsumerMember(self.member_id if member_id is None else member_id)
@@ -229,6 +237,10 @@ class ConsumerLogic:
         self.assignors = tuple(self.config.group_consumer_assignors)
         self.topics: Dict[str, int] = {}
         self.topics_version = 0
+        # Members of the classic protocol inside consumer groups, and the conversions
+        # between the two kinds of group (Kafka 4's mixed groups)
+        from fastcoord.core.consumer_mixed import MixedGroups
+        self.mixed = MixedGroups(self)
 
     # ======================================================================
     # topics (what the assignors see)
@@ -316,9 +328,10 @@ class ConsumerLogic:
         return group
 
     def _group_for_heartbeat(self, group_id, member_epoch):
-        """Kafka's getOrMaybeCreateConsumerGroup: a join (epoch 0) creates the group, or
-        takes over an empty classic group (its offsets stay); anything else needs a
-        consumer group."""
+        """Kafka's getOrMaybeCreateConsumerGroup: a join (epoch 0) creates the group,
+        takes over an empty classic group (its offsets stay), or converts a classic group
+        with members when the migration policy allows (MixedGroups.upgrade); anything
+        else needs a consumer group."""
         logic = self.logic
         if member_epoch != 0:
             return self._consumer_group(group_id)
@@ -327,10 +340,15 @@ class ConsumerLogic:
             group = logic._create_group(group_id)
         with group.rec:
             if group.consumer is None:
-                if group.members or group.pending:
-                    raise _Refused(Errors.GROUP_ID_NOT_FOUND,
-                                   f"Group {group_id} is not a consumer group.")
-                logic.make_consumer_group(group)
+                if group.members:
+                    self.mixed.upgrade(group)
+                else:
+                    # (Kafka's classic group is empty without members: the members
+                    # pending a second join are dropped with it)
+                    for slot in group.pending.values():
+                        logic._release_slot(slot)
+                    group.pending.clear()
+                    logic.make_consumer_group(group)
         return group
 
     def _heartbeat(self, group, member_id, member_epoch, instance_id, rack_id,
@@ -357,29 +375,9 @@ class ConsumerLogic:
             elif not joining:
                 _check_member_epoch(member, member_epoch, owned)
         else:
-            current_id = cg.static.get(instance_id)
-            existing = None if current_id is None else cg.members[current_id]
-            if joining:
-                if existing is None:
-                    member = cg.members.get(member_id) or ConsumerMember(member_id)
-                else:
-                    if existing.member_epoch != STATIC_LEAVE_EPOCH:
-                        raise _Refused(Errors.UNRELEASED_INSTANCE_ID,
-                                       f"Static member {member_id} with instance id {instance_id} "
-                                       "cannot join the group because the instance id is owned "
-                                       f"by {existing.member_id} member.")
-                    member = existing.copy(member_id)
-                    member.member_epoch = member.previous_epoch = 0
-                    replaced = existing
-            else:
-                if existing is None:
-                    raise _Refused(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-                if existing.member_id != member_id:
-                    raise _Refused(Errors.FENCED_INSTANCE_ID,
-                                   f"Static member {member_id} with instance id {instance_id} "
-                                   f"was fenced by member {existing.member_id}.")
-                _check_member_epoch(existing, member_epoch, owned)
-                member = existing
+            member, replaced = static_member(cg, member_id, instance_id, joining)
+            if not joining:
+                _check_member_epoch(member, member_epoch, owned)
 
         # 1. the member, updated with what the request says (None: unchanged)
         updated = member.copy()
@@ -397,7 +395,33 @@ class ConsumerLogic:
             updated.topic_regex = topic_regex or None
         updated.client_id = client_id
         updated.client_host = client_host
+        if updated.classic is not None:
+            # it now speaks the consumer protocol (a classic static member's successor):
+            # no classic metadata, join or sync deadline
+            updated.classic = None
+            self._cancel_timers(updated)
 
+        self.update_member(group, member, updated, replaced, owned)
+        self.logic.table.touch(updated.slot)
+        full = joining or (rebalance_timeout_ms != -1 and topic_names is not None
+                           and owned is not None)
+        # The assignment goes out on a full request (a join, or one after an error: every
+        # field set) or when it changed since the member's last answer
+        assignment = _sorted_lists(updated.assigned) \
+            if full or updated.assigned != member.assigned else None
+        return ConsumerGroupHeartbeatResult(
+            Errors.NONE, None, updated.member_id, updated.member_epoch,
+            self.config.group_consumer_heartbeat_interval_ms, assignment)
+
+    def update_member(self, group, member, updated, replaced, owned) -> None:
+        """Put `updated` in place of `member` (or of `replaced`, the static member it takes
+        over), bump the group epoch when the subscriptions or the subscribed topics
+        changed, recompute the target assignment when the epoch moved past it, and
+        move the member one reconciliation step towards its target, `owned` being what
+        it says it owns (Kafka's steps 1 to 3 of a heartbeat, and of a classic member's
+        JoinGroup). Caller holds the group's lock."""
+        cg = group.consumer
+        # 1. the member; the group epoch bumped when the subscriptions changed
         bump = cg.group_epoch == 0
         if updated.topic_names != member.topic_names:
             bump = True
@@ -417,16 +441,6 @@ class ConsumerLogic:
 
         # 3. one reconciliation step towards the member's target
         self._reconcile(group, updated, owned)
-        self.logic.table.touch(updated.slot)
-        full = joining or (rebalance_timeout_ms != -1 and topic_names is not None
-                           and owned is not None)
-        # The assignment goes out on a full request (a join, or one after an error: every
-        # field set) or when it changed since the member's last answer
-        assignment = _sorted_lists(updated.assigned) \
-            if full or updated.assigned != member.assigned else None
-        return ConsumerGroupHeartbeatResult(
-            Errors.NONE, None, updated.member_id, updated.member_epoch,
-            self.config.group_consumer_heartbeat_interval_ms, assignment)
 
     def _new_member_id(self, client_id: str) -> str:
         factory = self.member_id_factory
@@ -439,7 +453,8 @@ class ConsumerLogic:
         logic = self.logic
         changed = replaced is not None or updated.slot < 0 or not _same_metadata(member, updated)
         if replaced is not None:
-            self._cancel_rebalance_timeout(replaced)
+            self._cancel_timers(replaced)
+            updated.join_timer = updated.sync_timer = None
             del cg.members[replaced.member_id]
             target = cg.target.pop(replaced.member_id, None)
             if target is not None:
@@ -603,7 +618,8 @@ class ConsumerLogic:
         if (member.state, member.member_epoch, member.assigned, member.revoking) != previous:
             cg.dirty.add(member.member_id)
             group.version = self.logic.next_version()
-            if member.state == UNREVOKED_PARTITIONS:
+            # (a member of the classic protocol has its join and sync deadlines instead)
+            if member.state == UNREVOKED_PARTITIONS and member.classic is None:
                 self._schedule_rebalance_timeout(group, member)
             else:
                 self._cancel_rebalance_timeout(member)
@@ -648,10 +664,19 @@ class ConsumerLogic:
         return ConsumerGroupHeartbeatResult(Errors.NONE, None, member_id, member_epoch)
 
     def fence(self, group, member) -> None:
-        """Remove a member and bump the group epoch (Kafka's consumerGroupFenceMember).
-        Caller holds the group's lock."""
+        """Remove a member and bump the group epoch (Kafka's consumerGroupFenceMember);
+        or, when every other member uses the classic protocol and the migration policy
+        allows, make the group a classic one without it (MixedGroups.maybe_downgrade:
+        `group.consumer` is None after). Caller holds the group's lock."""
+        if self.mixed.maybe_downgrade(group, (member.member_id,)):
+            return
+        self.remove(group, member)
+
+    def remove(self, group, member, bump: bool = True) -> None:
+        """Remove a member and bump the group epoch (unless not `bump`: the caller bumps
+        it once for several). Caller holds the group's lock."""
         cg = group.consumer
-        self._cancel_rebalance_timeout(member)
+        self._cancel_timers(member)
         cg.release(member)
         del cg.members[member.member_id]
         cg.target.pop(member.member_id, None)
@@ -662,7 +687,8 @@ class ConsumerLogic:
             member.slot = -1
         cg.dirty.add(member.member_id)
         self._refresh_metadata(cg)
-        cg.group_epoch += 1
+        if bump:
+            cg.group_epoch += 1
         group.version = self.logic.next_version()
         if not cg.members:
             group.empty_since_ms = self.logic.commit_time_ms()
@@ -705,19 +731,29 @@ class ConsumerLogic:
             member.rebalance_timer = None
             handle.cancel()
 
+    def _cancel_timers(self, member) -> None:
+        """Every deadline of the member: revocation, and a classic member's join and sync."""
+        self._cancel_rebalance_timeout(member)
+        for handle in (member.join_timer, member.sync_timer):
+            if handle is not None:
+                handle.cancel()
+        member.join_timer = member.sync_timer = None
+
     # ======================================================================
     # durability: the group's changes go to the store before the answer
     # ======================================================================
-    def _persist(self, group, result, callback) -> None:
+    def _persist(self, group, result, callback, on_error=None) -> None:
         """Give the store what changed in the group (a record of the changed members
         and the group's epochs; everything after a failed write), then answer
         `callback` once the store confirms, as Kafka answers once its records are
-        committed. A store without `store_consumer_group` keeps no consumer group
-        state: the answer goes at once. Caller holds the group's lock."""
+        committed; a failed write answers `on_error(error)` (default: a heartbeat's
+        error). A store without `store_consumer_group` keeps no consumer group state,
+        and a group that became classic (its record was written as such): the answer
+        goes at once. Caller holds the group's lock."""
         cg = group.consumer
         logic = self.logic
         write = getattr(logic.store, "store_consumer_group", None)
-        if write is None or not (cg.dirty or cg.dirty_all):
+        if write is None or cg is None or not (cg.dirty or cg.dirty_all):
             if callback is not None:
                 logic._emit_one(callback, result)
             return
@@ -734,9 +770,13 @@ class ConsumerLogic:
                     if group.consumer is cg:
                         cg.dirty_all = True
             if callback is not None:
-                callback(result if error == Errors.NONE
-                         else ConsumerGroupHeartbeatResult(error, "the write of the group's "
-                                                                  "state failed"))
+                if error == Errors.NONE:
+                    callback(result)
+                elif on_error is not None:
+                    callback(on_error(error))
+                else:
+                    callback(ConsumerGroupHeartbeatResult(error, "the write of the group's "
+                                                                 "state failed"))
 
         logic._emit(write, group_id, record, stored)
 
@@ -757,7 +797,12 @@ class ConsumerLogic:
         for member_id, m in record["members"].items():
             member = ConsumerMember(member_id)
             fill_member(member, m)
-            member.slot = logic.table.alloc(group.rec, member_id, session, now + session, True)
+            if member.classic is not None:
+                member_session = member.classic.session_timeout_ms
+            else:
+                member_session = session
+            member.slot = logic.table.alloc(group.rec, member_id, member_session,
+                                            now + member_session, True)
             logic.owners[member.slot] = (group, member_id)
             cg.members[member_id] = member
             if member.instance_id is not None:
@@ -781,7 +826,7 @@ class ConsumerLogic:
         still revoking gets its rebalance timeout again. Caller holds the group's lock."""
         for member in group.consumer.members.values():
             self.logic.table.touch(member.slot)
-            if member.state == UNREVOKED_PARTITIONS:
+            if member.state == UNREVOKED_PARTITIONS and member.classic is None:
                 self._schedule_rebalance_timeout(group, member)
 
     # ======================================================================
@@ -805,7 +850,8 @@ class ConsumerLogic:
                     m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
                     m.client_host, sorted(m.topic_names), m.topic_regex,
                     _sorted_lists(m.assigned),
-                    {t: sorted(ps) for t, ps in cg.target.get(m.member_id, {}).items() if ps})
+                    {t: sorted(ps) for t, ps in cg.target.get(m.member_id, {}).items() if ps},
+                    m.classic is not None)
                     for m in cg.members.values()]
                 out.append(ConsumerGroupDescription(
                     Errors.NONE, group_id, cg.state_name(), cg.group_epoch,
@@ -830,7 +876,7 @@ class ConsumerLogic:
         Caller holds the group's lock."""
         cg = group.consumer
         for member in cg.members.values():
-            self._cancel_rebalance_timeout(member)
+            self._cancel_timers(member)
             if member.slot >= 0:
                 self.logic._release_slot(member.slot)
                 member.slot = -1
@@ -848,11 +894,9 @@ class ConsumerLogic:
         member = cg.members.get(member_id)
         if member is None:
             return Errors.UNKNOWN_MEMBER_ID
-        if api_version is not None and api_version < 9:
+        if member.classic is None and api_version is not None and api_version < 9:
             return Errors.UNSUPPORTED_VERSION
-        if member_epoch != member.member_epoch:
-            return Errors.STALE_MEMBER_EPOCH
-        return Errors.NONE
+        return _check_offsets_epoch(member, member_epoch)
 
     def validate_offset_fetch(self, group, member_id, member_epoch) -> Errors:
         """Kafka's ConsumerGroup.validateOffsetFetch: an admin's fetch (no member id,
@@ -862,9 +906,45 @@ class ConsumerLogic:
         member = group.consumer.members.get(member_id)
         if member is None:
             return Errors.UNKNOWN_MEMBER_ID
-        if member_epoch != member.member_epoch:
-            return Errors.STALE_MEMBER_EPOCH
+        return _check_offsets_epoch(member, member_epoch)
+
+
+def _check_offsets_epoch(member, epoch) -> Errors:
+    """Kafka's validateMemberEpoch: an epoch not the member's is stale; for a member
+    of the classic protocol (whose epoch is its generation) an illegal generation."""
+    if epoch == member.member_epoch:
         return Errors.NONE
+    return Errors.ILLEGAL_GENERATION if member.classic is not None \
+        else Errors.STALE_MEMBER_EPOCH
+
+
+def static_member(cg, member_id, instance_id, joining, classic=False):
+    """Kafka's getOrMaybeSubscribeStaticConsumerGroupMember: (the member with
+    `instance_id`, the member it replaces or None). A join takes over the instance id
+    from its current member (a new incarnation, its partitions kept), which must have
+    left for now (epoch -2) when both use the consumer protocol (the joiner unless
+    `classic`); anything else must be that current member."""
+    current_id = cg.static.get(instance_id)
+    existing = None if current_id is None else cg.members[current_id]
+    if joining:
+        if existing is None:
+            return cg.members.get(member_id) or ConsumerMember(member_id), None
+        if not classic and existing.classic is None \
+                and existing.member_epoch != STATIC_LEAVE_EPOCH:
+            raise _Refused(Errors.UNRELEASED_INSTANCE_ID,
+                           f"Static member {member_id} with instance id {instance_id} "
+                           "cannot join the group because the instance id is owned "
+                           f"by {existing.member_id} member.")
+        member = existing.copy(member_id)
+        member.member_epoch = member.previous_epoch = 0
+        return member, existing
+    if existing is None:
+        raise _Refused(Errors.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+    if existing.member_id != member_id:
+        raise _Refused(Errors.FENCED_INSTANCE_ID,
+                       f"Static member {member_id} with instance id {instance_id} "
+                       f"was fenced by member {existing.member_id}.")
+    return existing, None
 
 
 def _check_member_epoch(member, epoch, owned) -> None:
@@ -885,7 +965,7 @@ def _check_member_epoch(member, epoch, owned) -> None:
 
 
 _METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms",
-                    "server_assignor", "topic_names", "topic_regex")
+                    "server_assignor", "topic_names", "topic_regex", "classic")
 
 
 def _same_metadata(a: ConsumerMember, b: ConsumerMember) -> bool:
@@ -902,38 +982,3 @@ def _set_epoch(member, epoch: int) -> None:
     if epoch != member.member_epoch:
         member.previous_epoch = member.member_epoch
         member.member_epoch = epoch
-
-
-# -- the classic consumer protocol's embedded encoding (Kafka's ConsumerProtocol, v3) --------
-
-def _str16(text: str) -> bytes:
-    data = text.encode("utf-8")
-    return len(data).to_bytes(2, "big") + data
-
-
-def _partitions_array(parts) -> bytes:
-    out = [len(parts).to_bytes(4, "big")]
-    for topic in sorted(parts):
-        ps = sorted(parts[topic])
-        out.append(_str16(topic))
-        out.append(len(ps).to_bytes(4, "big"))
-        out.extend(p.to_bytes(4, "big", signed=True) for p in ps)
-    return b"".join(out)
-
-
-def encode_subscription(topics, rack_id: Optional[str], owned=None, generation: int = -1) -> bytes:
-    """A ConsumerProtocolSubscription v3: topics, null user data, owned partitions,
-    generation, rack."""
-    out = [(3).to_bytes(2, "big"), len(topics).to_bytes(4, "big")]
-    out.extend(_str16(t) for t in topics)
-    out.append((-1).to_bytes(4, "big", signed=True))            # user data: null
-    out.append(_partitions_array(owned or {}))
-    out.append(generation.to_bytes(4, "big", signed=True))
-    out.append((-1).to_bytes(2, "big", signed=True) if rack_id is None else _str16(rack_id))
-    return b"".join(out)
-
-
-def encode_assignment(parts) -> bytes:
-    """A ConsumerProtocolAssignment v3: the partitions, null user data."""
-    return b"".join([(3).to_bytes(2, "big"), _partitions_array(parts),
-                     (-1).to_bytes(4, "big", signed=True)])

@@ -5,11 +5,14 @@ the group's epochs, subscribed topics' metadata and resolved regexes whole, and 
 members that changed (None for one removed), or every member (`full`). A store keeps
 the fold of those records (`fold_consumer_record`), a full record, which is what the
 coordinator loads back (ConsumerLogic.load). Plain values only: str, int, bool, None,
-lists and dicts, so any store can encode them.
+bytes, lists and dicts, so any store can encode them (bytes only in a classic member's
+"classic": the subscriptions of its JoinGroup's protocols).
 """
 from __future__ import annotations
 
 from typing import Optional
+
+from fastcoord.core.consumer_embedded import ClassicMetadata
 
 __all__ = ["consumer_record", "fold_consumer_record", "fill_member", "member_record"]
 
@@ -29,7 +32,17 @@ def member_record(cg, m) -> dict:
             "topic_regex": m.topic_regex, "state": m.state, "member_epoch": m.member_epoch,
             "previous_epoch": m.previous_epoch, "assigned": _lists(m.assigned),
             "revoking": _lists(m.revoking),
-            "target": {t: sorted(ps) for t, ps in cg.target.get(m.member_id, {}).items() if ps}}
+            "target": {t: sorted(ps) for t, ps in cg.target.get(m.member_id, {}).items() if ps},
+            "classic": _classic_record(m.classic)}
+
+
+def _classic_record(classic) -> Optional[dict]:
+    """A member of the classic protocol's metadata (None for a consumer-protocol
+    member): its session timeout and its protocols as [name, subscription bytes]."""
+    if classic is None:
+        return None
+    return {"session_timeout_ms": classic.session_timeout_ms,
+            "protocols": [[name, bytes(meta)] for name, meta in classic.protocols]}
 
 
 def fill_member(member, m: dict) -> None:
@@ -47,6 +60,11 @@ def fill_member(member, m: dict) -> None:
     member.previous_epoch = m["previous_epoch"]
     member.assigned = _sets(m["assigned"])
     member.revoking = _sets(m["revoking"])
+    classic = m.get("classic")      # (absent in a record written before mixed groups)
+    if classic is not None:
+        member.classic = ClassicMetadata(
+            classic["session_timeout_ms"],
+            tuple((name, bytes(meta)) for name, meta in classic["protocols"]))
 
 
 def consumer_record(cg, changed: Optional[set]) -> dict:

@@ -333,6 +333,9 @@ class GroupLogic:
         self._op_base = purgatory_mod.DelayedOperation
         self.table = members_mod.MemberTable(clock, self.timer, config.num_shards)
         self.table.on_deadline = self._on_session_deadline
+        # The table answers no classic member of a consumer group (a mixed group): their
+        # heartbeats come back here (core/consumer_mixed.py)
+        self.table.consumer_fallback = self.consumers.mixed.heartbeat
         self.owners: Dict[int, Tuple[Group, str]] = {}   # table slot -> (group, member id)
         self._outboxes = _Outboxes()
         # The creating thread's outbox, held directly: most calls come from that thread
@@ -492,10 +495,12 @@ class GroupLogic:
         try:
             if group.consumer is not None:
                 if group.consumer.members:
-                    # A classic member joining a consumer group in use: Kafka's mixed
-                    # groups (online migration) are not built yet
-                    self._emit_one(callback, _join_error(
-                        self.table, E.INCONSISTENT_GROUP_PROTOCOL, member_id))
+                    # A classic member joining a consumer group in use: it becomes (or
+                    # is) a member of the mixed group (core/consumer_mixed.py)
+                    self.consumers.mixed.join(group, member_id, protocol_type, protocols,
+                                              session_timeout_ms, rebalance_timeout_ms,
+                                              instance_id, require_known_member_id,
+                                              client_id, client_host, callback)
                     return
                 self._make_classic_group(group)
             if not self._accept_joining_member(group, member_id):
@@ -711,6 +716,42 @@ class GroupLogic:
             self._prepare_rebalance(group)
         # PR: the member simply waits in the join with its new id.
 
+    def adopt_classic_members(self, group: Group, members, generation: int, assignment_of,
+                              rebalance: bool) -> None:
+        """The classic side of a consumer group's downgrade (Kafka's convertToClassicGroup
+        and ClassicGroup.fromConsumerGroup; core/consumer_mixed.py): `members`
+        [(member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
+        session_timeout_ms, protocols)], which share a protocol, become the group's
+        members, Stable at `generation`, the first the leader, each assigned
+        `assignment_of(member_id, its subscription for the protocol chosen)`; the
+        group's record is written, and a rebalance starts when `rebalance`. Caller
+        holds the group's lock and has dropped the consumer state."""
+        group.consumer = None
+        now = self.clock.now_ms()
+        for member_id, instance_id, client_id, client_host, rebalance_ms, session_ms, \
+                protocols in members:
+            slot = self.table.alloc(group.rec, member_id, session_ms, now + session_ms, False)
+            member = Member(member_id, instance_id, client_id, client_host, rebalance_ms,
+                            session_ms, CONSUMER_PROTOCOL, protocols, slot)
+            self.owners[slot] = (group, member_id)
+            group.add(member, None)
+        group.protocol_type = CONSUMER_PROTOCOL
+        group.generation = generation
+        group.rec.generation = generation
+        group.protocol_name = group.select_protocol()
+        assignment = {}
+        for member in group.members.values():
+            member.assignment = assignment_of(member.member_id,
+                                              member.metadata(group.protocol_name))
+            assignment[member.member_id] = member.assignment
+        group.state = STABLE           # (no transition: the classic side starts here)
+        group.rec.state = STABLE
+        group.version = next(_EPOCHS)
+        self._emit(self.store.store_group, group.group_id, self._record(group, assignment),
+                   _log_store_error(group.group_id))
+        if rebalance:
+            self._prepare_rebalance(group)
+
     # ======================================================================
     # rebalance: DelayedJoin / InitialDelayedJoin / DelayedSync
     # ======================================================================
@@ -740,6 +781,8 @@ class GroupLogic:
 
     def on_complete_join(self, group: Group) -> None:
         with group.rec:
+            if group.consumer is not None:
+                return      # upgraded to a consumer group meanwhile: the round is over
             for member in [m for m in group.members.values()
                            if not m.awaiting_join and m.instance_id is None]:
                 self._forget_member(group, member)
@@ -837,6 +880,14 @@ class GroupLogic:
         rec = group.rec
         rec.acquire()
         try:
+            if group.consumer is not None:
+                # a classic member of a mixed group (an empty consumer group has none)
+                if group.consumer.members:
+                    self.consumers.mixed.sync(group, generation_id, member_id, instance_id,
+                                              protocol_type, protocol_name, callback)
+                else:
+                    self._emit_one(callback, SyncGroupResult(E.UNKNOWN_MEMBER_ID))
+                return
             if group.state == DEAD:
                 error = E.COORDINATOR_NOT_AVAILABLE
             else:
@@ -972,6 +1023,8 @@ class GroupLogic:
         with group.rec:
             if group.state == DEAD:
                 return LeaveGroupResult(E.COORDINATOR_NOT_AVAILABLE, [])
+            if group.consumer is not None:
+                return self.consumers.mixed.leave(group, members)
             for member_id, instance_id in members:
                 if member_id == "":
                     current = group.static.get(instance_id) if instance_id is not None else None

@@ -109,6 +109,7 @@ class ConsumerGroupMemberDescription(NamedTuple):
     subscribed_topic_regex: Optional[str]
     assignment: Dict[str, List[int]]
     target_assignment: Dict[str, List[int]]
+    classic: bool = False       # the member uses the classic protocol (a mixed group)
 
 
 class ConsumerGroupDescription(NamedTuple):

@@ -155,8 +155,9 @@ def test_unknown_group_and_member(impl):
     assert hb(coord, "g", "stranger", -1).error == E.UNKNOWN_MEMBER_ID
 
 
-def test_heartbeat_to_a_classic_group_in_use_is_refused(impl):
-    coord, _ = make(impl)
+def test_heartbeat_to_a_classic_group_in_use_is_refused_without_upgrades(impl):
+    # (with upgrades allowed, the join converts it: tests/core/test_consumer_migration.py)
+    coord, _ = make(impl, group_consumer_migration_policy="downgrade")
     answers = []
     coord.join_group("g", "", "consumer", [("range", b"")], session_timeout_ms=10_000,
                      require_known_member_id=False, callback=answers.append)

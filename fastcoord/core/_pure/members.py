@@ -88,6 +88,9 @@ class MemberTable:
         self.active = True
         self.on_deadline = None                # set by the group logic: f(slot)
         self.version_fallback = None           # set by the coordinator: f(group_id)
+        # set by the group logic: f(group_id, member_id, generation_id, instance_id), the
+        # heartbeat of a consumer group (whose classic members the table does not hold)
+        self.consumer_fallback = None
         self._shards = bytearray(num_shards)
         self._slots: list = []                 # slot -> _Slot or None
         self._slot_gens: list = []             # slot -> generation (bumped when freed)
@@ -275,12 +278,13 @@ class MemberTable:
                 # incarnation): fenced.
                 current = rec.group.static.get(group_instance_id)
                 if current is None:
-                    return E_UNKNOWN
+                    return self._missed(rec, group_id, member_id, generation_id,
+                                        group_instance_id)
                 if current != member_id:
                     return E_FENCED
             slot = rec.slots.get(member_id)
             if slot is None:
-                return E_UNKNOWN
+                return self._missed(rec, group_id, member_id, generation_id, group_instance_id)
             if generation_id != rec.generation:
                 return E_ILLEGAL_GENERATION
             if state == EMPTY:
@@ -288,6 +292,18 @@ class MemberTable:
             s = self._slots[slot]
             self._refresh(slot, s, self.clock.now_ms() + s.session_timeout_ms)
             return E_REBALANCING if state == PR else E_NONE
+
+    def _missed(self, rec, group_id, member_id, generation_id, group_instance_id):
+        """A heartbeat of a member the table does not hold: unknown, unless the group is
+        a consumer group, whose members (classic ones of a mixed group among them) the
+        group logic answers for (`consumer_fallback`). Caller holds `rec`'s lock."""
+        # -- mixed groups --
+        group = rec.group
+        if group is not None and group.consumer is not None \
+                and self.consumer_fallback is not None:
+            return self.consumer_fallback(group_id, member_id, generation_id, group_instance_id)
+        # -- end mixed groups --
+        return E_UNKNOWN
 
     def heartbeat_batch(self, handles, generation_ids):
         handles, generation_ids = check_batch(handles, generation_ids)

@@ -124,6 +124,7 @@ cdef class MemberTable(TimerSink):
     cdef public Timer timer
     cdef public object on_deadline
     cdef public object version_fallback   # group_version's checked path: f(group_id)
+    cdef public object consumer_fallback  # a consumer group's heartbeat (mixed groups)
 
     cdef Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil
     cdef int64_t now(self) except? -1

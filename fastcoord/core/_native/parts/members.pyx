@@ -211,6 +211,7 @@ cdef class MemberTable(TimerSink):
         self.timer = timer
         self.on_deadline = None
         self.version_fallback = None
+        self.consumer_fallback = None
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -615,6 +616,12 @@ cdef class MemberTable(TimerSink):
         if rec_p is NULL:
             return E_UNKNOWN
         rec = <GroupRecord>rec_p
+        # -- mixed groups: a consumer group's classic members are the group logic's (the
+        # map never holds them, so this is off the classic hot path) --
+        if rec.group is not None and rec.group.consumer is not None \
+                and self.consumer_fallback is not None:
+            return self.consumer_fallback(group_id, member_id, generation_id, group_instance_id)
+        # -- end mixed groups --
         if group_instance_id is not None and rec.group is None:
             return E_UNKNOWN        # (a record the group logic has not yet given its group)
         core = rec.core
