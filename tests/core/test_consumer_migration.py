@@ -732,13 +732,14 @@ def test_heartbeats_from_other_threads_while_the_group_converts(impl):
     coord = make(impl)
     current = dict(classic_group(coord, [[0, 1, 2], [3, 4, 5]]))   # member id -> generation
     allowed = {E.NONE, E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID}
-    seen, errors, stop = set(), [], threading.Event()
+    seen, errors, stop, beats = set(), [], threading.Event(), [0]
 
     def beat():
         try:
             while not stop.is_set():
                 for member_id, gen in list(current.items()):
                     seen.add(coord.heartbeat("g", member_id, gen))
+                    beats[0] += 1
         except Exception as exc:        # (reported below, with the test's failure)
             errors.append(exc)
 
@@ -759,4 +760,6 @@ def test_heartbeats_from_other_threads_while_the_group_converts(impl):
         for t in threads:
             t.join(10)
     assert not errors and not any(t.is_alive() for t in threads)
-    assert seen <= allowed and E.REBALANCE_IN_PROGRESS in seen
+    # (which answers the threads saw depends on how they were scheduled against the
+    # conversions: only that each is a possible one, and that they ran, is certain)
+    assert seen <= allowed and beats[0] > 0
