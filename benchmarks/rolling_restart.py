@@ -3,7 +3,7 @@ protocol against the consumer group protocol (KIP-848), on one coordinator per v
 
     python benchmarks/rolling_restart.py [bench_results] [--members 100] [--partitions 1000]
                                          [--down-ms 5000] [--phases spread|lockstep]
-                                         [--ack immediate|next]
+                                         [--ack immediate|next] [--reaction-ms 0]
 
 A group of `members` simulated clients consumes one topic of `partitions` partitions. The
 clients restart one at a time: stop, stay down `down-ms`, start again; the next stops as
@@ -91,7 +91,8 @@ class Simulation:
     (reaction delay 0)."""
 
     def __init__(self, config: CoordinatorConfig, members: int, partitions: int,
-                 heartbeat_ms: int, phases: str, impl: Optional[str] = None) -> None:
+                 heartbeat_ms: int, phases: str, reaction_ms: int = 0,
+                 impl: Optional[str] = None) -> None:
         self.clock = ManualClock()
         ids = itertools.count()
         self.coord = GroupCoordinator(config, clock=self.clock, impl=impl,
@@ -99,6 +100,7 @@ class Simulation:
         self.members = members
         self.partitions = partitions
         self.heartbeat_ms = heartbeat_ms
+        self.reaction_ms = reaction_ms
         # member i heartbeats at phase_i + k * interval (a fixed grid, see the .md)
         self.phase = [0 if phases == "lockstep" else i * heartbeat_ms // members
                       for i in range(members)]
@@ -122,6 +124,11 @@ class Simulation:
 
     def at(self, when: int, action: Callable[[], None]) -> None:
         heapq.heappush(self.events, (when, next(self.seq), action))
+
+    def react(self, action: Callable[[], None]) -> None:
+        """A client's reaction to an answer: `reaction_ms` after it (its poll loop's delay
+        and the round trip), 0 by default."""
+        self.at(self.now() + self.reaction_ms, action)
 
     def next_grid(self, client: int, after: int) -> int:
         """The first heartbeat time of `client`'s grid strictly after `after`."""
@@ -255,7 +262,7 @@ class ClassicEager(Simulation):
         self.coord.join_group(
             GROUP, self.member_id[c], "consumer", self.protocols, session_timeout_ms=SESSION_MS,
             rebalance_timeout_ms=REBALANCE_TIMEOUT_MS, client_id=f"client-{c:03}",
-            callback=lambda r: self.at(self.now(), lambda: self.joined(c, inc, r)))
+            callback=lambda r: self.react(lambda: self.joined(c, inc, r)))
 
     def joined(self, c: int, inc: int, result) -> None:
         if inc != self.incarnation[c]:
@@ -272,7 +279,7 @@ class ClassicEager(Simulation):
         self.generation[c] = result.generation_id
         self.requests += 1
         self.coord.sync_group(GROUP, result.generation_id, self.member_id[c], plan,
-                              callback=lambda r: self.at(self.now(), lambda: self.synced(c, inc, r)))
+                              callback=lambda r: self.react(lambda: self.synced(c, inc, r)))
 
     def synced(self, c: int, inc: int, result) -> None:
         if inc != self.incarnation[c]:
@@ -297,7 +304,8 @@ class ClassicEager(Simulation):
         self.requests += 1
         error = self.coord.heartbeat(GROUP, self.member_id[c], self.generation[c])
         if error == Errors.REBALANCE_IN_PROGRESS:
-            self.join(c)
+            self.joining[c] = True      # (no heartbeat until it has joined)
+            self.react(lambda: self.join(c) if inc == self.incarnation[c] else None)
             return
         assert error == Errors.NONE, error
         self.schedule_heartbeat(c)
@@ -324,6 +332,7 @@ class ConsumerProtocol(Simulation):
         self.coord.set_topics({TOPIC: self.partitions})
         self.client_ids = itertools.count()
         self.epoch = [0] * self.members
+        self.inflight = [False] * self.members      # an answer not yet handled
 
     def group_epoch(self) -> int:
         return self.coord.consumer_group_describe([GROUP])[0].group_epoch
@@ -353,6 +362,7 @@ class ConsumerProtocol(Simulation):
                                             instance_id=self.instance(c), callback=out.append)
         assert out and out[0].error == Errors.NONE, out
         self.up[c] = False
+        self.inflight[c] = False
         self.epoch[c] = leave
         self.incarnation[c] += 1
 
@@ -365,21 +375,28 @@ class ConsumerProtocol(Simulation):
                   owned_partitions={}) if first else \
             dict(owned_partitions={TOPIC: sorted(self.owned[c])})
         self.requests += 1
+        self.inflight[c] = True
         self.coord.consumer_group_heartbeat(
             GROUP, self.member_id[c], self.epoch[c], instance_id=self.instance(c),
-            callback=lambda r: self.at(self.now(), lambda: self.answered(c, inc, r)), **kw)
+            callback=lambda r: self.react(lambda: self.answered(c, inc, r)), **kw)
         if inc == self.incarnation[c]:
             self.at(self.next_grid(c, self.now()), lambda: self.tick(c, inc))
 
     def tick(self, c: int, inc: int) -> None:
-        if inc == self.incarnation[c]:
-            self.incarnation[c] += 1        # (this tick's successor is scheduled by send)
-            self.send(c)
+        if inc != self.incarnation[c]:
+            return
+        if self.inflight[c]:
+            # one heartbeat in flight at a time, as the Java client: skip this grid point
+            self.at(self.next_grid(c, self.now()), lambda: self.tick(c, inc))
+            return
+        self.incarnation[c] += 1        # (this tick's successor is scheduled by send)
+        self.send(c)
 
     def answered(self, c: int, inc: int, result) -> None:
         if not self.up[c] or self.member_id[c] != result.member_id:
             return
         assert result.error == Errors.NONE, result
+        self.inflight[c] = False
         self.epoch[c] = result.member_epoch
         if result.assignment is None:
             return
@@ -412,14 +429,16 @@ def variants(ack: str) -> Dict[str, Callable[..., Simulation]]:
 
 
 def run(members: int = 100, partitions: int = 1_000, down_ms: int = 5_000,
-        phases: str = "spread", ack: str = "immediate", only=None, impl=None) -> dict:
+        phases: str = "spread", ack: str = "immediate", reaction_ms: int = 0, only=None,
+        impl=None) -> dict:
     """Every variant (or those named in `only`) on the `impl` twin: {name: figures}."""
     out = {}
     for name, make in variants(ack).items():
         if only is not None and name not in only:
             continue
         t = time.perf_counter()
-        sim = make(members=members, partitions=partitions, phases=phases, impl=impl)
+        sim = make(members=members, partitions=partitions, phases=phases,
+                   reaction_ms=reaction_ms, impl=impl)
         figures = sim.rolling_restart(down_ms)
         figures["wall_s"] = round(time.perf_counter() - t, 2)
         out[name] = figures
@@ -450,9 +469,9 @@ SENSITIVITY = [
      "Every member learns of a rebalance at the same instant, so with no latency an eager "
      "rebalance completes at once and only the stopped member's partitions wait (for the "
      "next heartbeat). This is eager's best case and an artefact of reaction time 0: "
-     "every JoinGroup/SyncGroup round trip and every commit on revocation, which the "
-     "simulation leaves out, would add to the gap of every partition in eager, and "
-     "only to the moved ones in the consumer protocol."),
+     "every JoinGroup/SyncGroup round trip and every commit on revocation adds to the "
+     "gap of every partition in eager, and only to the moved ones in the consumer "
+     "protocol (the last section: lockstep with a reaction of 100 ms)."),
     ("consumer protocol: a reconciliation acknowledged at the next heartbeat, not at once",
      dict(ack="next"), CONSUMER,
      "A revoked partition is released to the coordinator one heartbeat later: the gaps "
@@ -460,6 +479,15 @@ SENSITIVITY = [
     ("down 30 s instead of 5 s", dict(down_ms=30_000), None,
      "A static member's partitions wait for it the whole time it is down; a dynamic "
      "member's are handed over at once, so its figures do not depend on the down time."),
+    ("every client reacts to an answer 100 ms after it", dict(reaction_ms=100), None,
+     "A poll loop's delay plus a round trip: an eager rebalance's gaps grow by a join's "
+     "and a sync's reaction, for every partition."),
+    ("lockstep phases and a reaction of 100 ms", dict(phases="lockstep", reaction_ms=100),
+     None,
+     "Eager's best case (every member learns of a rebalance at once) with a realistic "
+     "reaction: each rebalance still leaves every partition unconsumed for a JoinGroup's "
+     "and a SyncGroup's reaction (2 x 100 ms x every partition), several times what the "
+     "consumer protocol costs."),
 ]
 
 NOTES = """\
@@ -470,8 +498,11 @@ NOTES = """\
   delays only the group's first formation, which is not measured). The consumer
   variants set `group_consumer_heartbeat_interval_ms` (and its minimum, for 3 s).
 - **Clients are simulated** in `benchmarks/rolling_restart.py` and react to every answer
-  with **no delay** (reaction time 0, no network latency, no processing time, no offset
-  commit on revocation): every figure below is what the protocol itself costs.
+  with **no delay** in the main table (reaction time 0, no network latency, no
+  processing time, no offset commit on revocation): what the protocol itself costs. The
+  reaction rows delay every client's reaction to an answer by 100 ms instead (a
+  consumer protocol client then has one heartbeat in flight at a time, as the Java
+  client: a grid point that finds one in flight is skipped).
 - **Heartbeat timing**: client `i` heartbeats on a fixed grid, at `i * interval / N + k *
   interval` (phases spread evenly over the interval), whatever else happens: the timer
   is not restarted by a rebalance or by an extra heartbeat. A real fleet's phases drift
@@ -547,9 +578,10 @@ def main(argv=None) -> int:
     ap.add_argument("--down-ms", type=int, default=5_000)
     ap.add_argument("--phases", choices=("spread", "lockstep"), default="spread")
     ap.add_argument("--ack", choices=("immediate", "next"), default="immediate")
+    ap.add_argument("--reaction-ms", type=int, default=0)
     a = ap.parse_args(argv)
     params = dict(members=a.members, partitions=a.partitions, down_ms=a.down_ms,
-                  phases=a.phases, ack=a.ack)
+                  phases=a.phases, ack=a.ack, reaction_ms=a.reaction_ms)
     results = run(**params)
     print("\n".join(table(results)))
     if a.out:

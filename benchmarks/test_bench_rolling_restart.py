@@ -76,3 +76,21 @@ def test_consumer_static_gets_its_partitions_back_without_rebalance(small):
         assert figures["gaps"] == partitions
         assert figures["longest_gap_ms"] == down_ms
         assert figures["unavailable_partition_s"] == partitions * down_ms / 1000
+
+
+def test_a_reaction_delay_reaches_every_eager_partition(small):
+    """Lockstep heartbeats: eager's best case. With no reaction time only the stopped
+    member's share waits; with 100 ms, every partition waits a join's and a sync's
+    reaction at each rebalance, while a static member's wait grows by one reaction."""
+    members, partitions, down_ms = SMALL["members"], SMALL["partitions"], SMALL["down_ms"]
+    names = ["classic-eager-range", "consumer-static-5s"]
+    instant = rolling_restart.run(**SMALL, phases="lockstep", only=names)
+    slow = rolling_restart.run(**SMALL, phases="lockstep", reaction_ms=100, only=names)
+    share_s = partitions // members * rolling_restart.CLASSIC_HEARTBEAT_MS / 1000
+    assert instant["classic-eager-range"]["unavailable_partition_s"] == members * share_s
+    eager = slow["classic-eager-range"]["unavailable_partition_s"]
+    # each of a restart's two rebalances: the running members' partitions wait a
+    # join's and a sync's reaction
+    running = partitions - partitions // members
+    assert eager >= members * 2 * running * 2 * 0.1
+    assert slow["consumer-static-5s"]["longest_gap_ms"] == down_ms + 100
