@@ -12,6 +12,8 @@ PLOT_TITLES = {
     "scaling-heartbeats": "Heartbeats/s against member count (scalar and batch, native, pure, C floors)",
     "scaling-threads": "heartbeat_batch: 1 vs 2 threads",
     "scaling-rebalance": "Rebalance time against group size (10 to 10,000 members)",
+    "scaling-assignors": "Uniform assignor (KIP-848): one full computation against member count, "
+                         "per partition count (native and pure)",
 }
 
 

@@ -10,6 +10,9 @@
   scaling-rebalance.png    rebalance time (all joins, the rebalance, all syncs, on a
                            ManualClock) against group size, 10..10,000 members
   scaling.json             the numbers plotted
+  scaling-assignors.png    the uniform assignor's full computation against member count,
+                           per partition count (benchmarks/assignor_scaling.py; its
+                           numbers in scaling-assignors.json)
 
 Times are medians of a few runs on whatever machine this is (a shared 2-core VM for
 the committed ones): informational, compare shapes and ratios, not absolute values.
@@ -172,12 +175,18 @@ def plot(data, folder: pathlib.Path):
            for impl, pts in data["rebalance"]["series"].items()])
 
 
-def main(argv=None) -> int:
+def folder_and_quick(argv):
+    """(the output folder, created; whether --quick) from a plot script's arguments."""
     argv = list(sys.argv[1:] if argv is None else argv)
     quick = "--quick" in argv
     argv = [a for a in argv if a != "--quick"]
     folder = pathlib.Path(argv[0] if argv else "bench_results")
     folder.mkdir(parents=True, exist_ok=True)
+    return folder, quick
+
+
+def main(argv=None) -> int:
+    folder, quick = folder_and_quick(argv)
     if quick:
         sizes, pure_max, rb_sizes = [100, 1_000], 1_000, [10, 100]
     else:
@@ -185,6 +194,8 @@ def main(argv=None) -> int:
             [10, 100, 1_000, 10_000]
     data = {"heartbeats": heartbeats(sizes, pure_max), "rebalance": rebalance(rb_sizes)}
     plot(data, folder)
+    import assignor_scaling
+    assignor_scaling.run(folder, quick)
     (folder / "scaling.json").write_text(json.dumps(data, indent=1, default=str) + "\n")
     for name, pts in data["heartbeats"]["series"].items():
         print(f"{name:40s} " + "  ".join(f"{k}: {v / 1e6:.3f} M/s" for k, v in pts.items()))

@@ -48,7 +48,8 @@ def heterogeneous(members, seed=42):
 def run(benchmark, impl, group, name, members, topics, current=None):
     current = current or {}
     benchmark.group = group
-    benchmark.extra_info.update(peer=impl, members=len(members), partitions=sum(topics.values()))
+    benchmark.extra_info.update(peer=impl, ops=1, members=len(members),
+                                partitions=sum(topics.values()))
     result = benchmark.pedantic(compute_assignment, args=(name, members, topics, current),
                                 kwargs={"impl": impl}, rounds=ROUNDS[impl], iterations=1)
     other = "pure" if impl == "native" else "native"
