@@ -461,12 +461,12 @@ def test_downgrade_gives_each_member_its_target_assignment(impl):
     coord = make(impl)
     cg_join(coord, "c1", instance_id="i1")
     r = cjoin(coord, "", require_known=True)[0]
-    j = cjoin(coord, r.member_id)[0]
+    cjoin(coord, r.member_id)
     for _ in range(5):                         # c1 revokes, the classic member rejoins
         d, members = described(coord)
         chb(coord, "c1", members["c1"].member_epoch,
             owned_partitions={"t": members["c1"].assignment.get("t", [])})
-        j = cjoin(coord, r.member_id)[0]
+        cjoin(coord, r.member_id)
     d, members = described(coord)
     target = members[r.member_id].target_assignment
     new = cjoin(coord, "", instance_id="i1")[0]
@@ -507,7 +507,7 @@ def test_classic_members_survive_a_reload(impl):
 def range_assign(members, partitions):
     """The classic leader's range assignment of "t": {member id: [partitions]}."""
     ids = sorted(members)
-    n, per, extra = len(ids), partitions // len(ids), partitions % len(ids)
+    per, extra = partitions // len(ids), partitions % len(ids)
     out, start = {}, 0
     for i, mid in enumerate(ids):
         count = per + (1 if i < extra else 0)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import fastcoord
-from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
+from fastcoord import CoordinatorConfig, GroupCoordinator, ManualClock
 
 pytestmark = pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE,
                                 reason="needs the native core to compare against")
