@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.server import ClientProc, ServerProc, describe, exact_cover, wait_until
+from helpers.server import ClientProc, ServerProc, describe, exact_cover, stop_all, wait_until
 # (the consumer-protocol tests' topic and short consumer-protocol timeouts)
 from test_consumer_clients import PARTITIONS, SERVER_FLAGS as CONSUMER_FLAGS, TOPIC
 
@@ -36,12 +36,7 @@ def cluster(tmp_path):
     try:
         yield spawn
     finally:
-        for c in clients:
-            c.close(timeout=5)
-            c.cleanup()
-        code = server.stop()
-        assert code == 0, f"server exit status {code}:\n{server.log()[-3000:]}"
-        assert "Traceback" not in server.log(), server.log()[-3000:]
+        stop_all(clients, server)
 
 
 def _covered(server, clients, timeout=BOUND) -> None:
