@@ -80,7 +80,7 @@ cdef enum:
     CONSUMER_HEARTBEAT_KEY = 68   # ConsumerGroupHeartbeat (KIP-848)
     MAX_EVENTS = 256
     MAX_RESPONSE = 1 << 20        # a (ConsumerGroup)Heartbeat response is small: more is garbage
-    SAMPLE_MAX = 64
+    SAMPLE_MAX = 1024            # a ConsumerGroupHeartbeat error carries its message
     IN_START = 4096
     SEND_BURST_MAX = 32         # open-loop sends between two looks at the responses
     FAILURE_MAX = 256
