@@ -38,6 +38,7 @@ Load generator: setup in asyncio, the measurement by its C engine
 half a microsecond of its own CPU per heartbeat in the closed loop), or by the asyncio
 engine with FASTCOORD_BENCH_LOADGEN_ENGINE=python (it saturates its core near
 100,000/s, and its latencies then include its own queueing). extra_info: engine,
+per_server_cpu_s (heartbeats answered per CPU second of the server), setup_s,
 loadgen_cpu_s and server_cpu_s (CPU seconds of the load generator's thread and of the
 server process over the measured call, warm-up and drain included: server_cpu_s /
 duration is the server's core utilisation), loadgen_runq_wait_s and server_runq_wait_s (seconds each
@@ -186,14 +187,16 @@ def _loaded(request, tmp_path_factory, *server_args, request_log: bool = False,
     if _pinned():
         os.sched_setaffinity(0, {1})
     loop = uvloop.new_event_loop() if uvloop is not None else asyncio.new_event_loop()
-    gen = Loadgen("127.0.0.1", server.port, connections=size["connections"],
-                  members=size["members"], groups=size["groups"], pipeline=8,
-                  setup_timeout_s=300, protocol=protocol)
+    gen = None
     try:
+        gen = Loadgen("127.0.0.1", server.port, connections=size["connections"],
+                      members=size["members"], groups=size["groups"], pipeline=8,
+                      setup_timeout_s=300, protocol=protocol)
         loop.run_until_complete(gen.__aenter__())
         yield gen, loop, size, quick, server
     finally:
-        loop.run_until_complete(gen.__aexit__(None, None, None))
+        if gen is not None:
+            loop.run_until_complete(gen.__aexit__(None, None, None))
         loop.close()
         if affinity is not None:
             os.sched_setaffinity(0, affinity)
@@ -270,6 +273,11 @@ def _measure(benchmark, loaded, peer, case, pipeline, rate, quick_rate):
         "loadgen_runq_wait_s": round(sum(r["loadgen_runq_wait_s"] or 0 for r in results)
                                      / rounds, 3),
         "server_runq_wait_s": round(server_wait / rounds, 3),
+        # heartbeats per CPU second of the server (warm-up and drain in the CPU too): its
+        # cost per heartbeat, less at the mercy of a shared machine than the rate
+        "per_server_cpu_s": round(sum(r["heartbeats"] for r in results) / server_cpu)
+        if server_cpu else None,
+        "setup_s": round(gen.setup_s, 1),
         "rounds": rounds,
     })
     print(f"\n{case}: {benchmark.extra_info}")

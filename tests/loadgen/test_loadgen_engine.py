@@ -377,8 +377,8 @@ def loaded(request, tmp_path_factory):
     loop = _new_loop(request.param)
     server = ServerProc(tmp_path_factory.mktemp("server") / "server.log", "--store", "memory",
                         "--no-request-log", topics=())
-    gen = Loadgen("127.0.0.1", server.port, pipeline=8, setup_timeout_s=60, **SIZE)
-    with loadgen_on(server, loop, gen):
+    with loadgen_on(server, loop, lambda port: Loadgen("127.0.0.1", port, pipeline=8,
+                                                       setup_timeout_s=60, **SIZE)) as gen:
         yield gen, loop, server
 
 

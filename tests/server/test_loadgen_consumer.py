@@ -41,9 +41,9 @@ def loaded(request, tmp_path_factory):
     topics = [f"loadgen:{PARTITIONS}"] if request.param == "topic" else []
     loop = asyncio.new_event_loop()
     server = _server(tmp_path_factory.mktemp("server"), topics)
-    gen = Loadgen("127.0.0.1", server.port, pipeline=8, setup_timeout_s=60,
-                  protocol="consumer", **SIZE)
-    with loadgen_on(server, loop, gen):
+    with loadgen_on(server, loop, lambda port: Loadgen(
+            "127.0.0.1", port, pipeline=8, setup_timeout_s=60, protocol="consumer",
+            **SIZE)) as gen:
         yield gen, loop, server, bool(topics)
 
 
@@ -146,9 +146,9 @@ def test_a_wrong_error_offset_fails_loudly(tmp_path, engine):
     cross-check of an error response disagrees and the measurement fails."""
     loop = asyncio.new_event_loop()
     server = _server(tmp_path, [f"loadgen:{PARTITIONS}"])
-    gen = Loadgen("127.0.0.1", server.port, connections=2, members=8, groups=2,
-                  pipeline=2, setup_timeout_s=30, protocol="consumer")
-    with loadgen_on(server, loop, gen):
+    with loadgen_on(server, loop, lambda port: Loadgen(
+            "127.0.0.1", port, connections=2, members=8, groups=2, pipeline=2,
+            setup_timeout_s=30, protocol="consumer")) as gen:
         assert gen.error_offset == 9              # correlation id, tags, throttle
         _with_stale_frames(gen)
         gen.error_offset = 8
