@@ -286,6 +286,7 @@ class Loadgen:
         self.owned: Dict[str, list] = {}          # consumer: member id -> its assignment
         self.member_group: Dict[str, str] = {}
         self.rejoins = 0
+        self.setup_rounds = 0           # consumer: heartbeat rounds until Stable
         self.rate: Optional[float] = None
         # group names unique to this run: a second run against the same server does not
         # join (and wait on) the groups of the first, whose members never left
@@ -513,6 +514,7 @@ class Loadgen:
             members.append((conn, mid))
         await asyncio.gather(*(self._consumer_join(conn, mid) for conn, mid in members))
         for _ in range(SETTLE_ROUNDS):
+            self.setup_rounds += 1
             changed = await asyncio.gather(*(self._consumer_beat(conn, mid, False)
                                              for conn, mid in members))
             if any(changed):
@@ -732,6 +734,7 @@ class Loadgen:
             "errors": {str(k): v for k, v in sorted(self.errors.items())},
             "setup_s": round(self.setup_s, 3),
             "setup_rejoins": self.rejoins,
+            "setup_rounds": self.setup_rounds,
             # CPU time of the load generator's thread over the run (warm-up, measured
             # window and drain): its own cost next to the heartbeats it sent
             "loadgen_cpu_s": round(self.cpu_s, 3),

@@ -61,6 +61,7 @@ def test_setup_leaves_every_group_stable(loaded):
     the group's epoch; with the topic declared its partitions are each owned once, as
     the members' last answers said."""
     gen, _, server, declared = loaded
+    assert gen.setup_rounds >= 1 and gen.rejoins == 0
     groups = sorted(set(gen.member_group.values()))
     assert len(groups) == SIZE["groups"]
     described = _describe(server.port, groups)
