@@ -19,7 +19,13 @@ SyncGroup, kio-encoded), then measures Heartbeat requests:
                     per-read path), for closed-p1 and open-100000 in the same run;
                     "native, request log": a third server with its request log on
                     (the serve default: a JSON line per request, written to a file),
-                    for closed-p1, open-50000 and open-100000.
+                    for closed-p1, open-50000 and open-100000;
+                    "native, consumer protocol": a fourth server whose members
+                    are KIP-848 ones (`fastcoord loadgen --protocol consumer`: joined
+                    with ConsumerGroupHeartbeat v1, heartbeated until their groups are
+                    Stable, with the topic declared, CONSUMER_PARTITIONS partitions),
+                    measured on steady ConsumerGroupHeartbeats (member id + epoch),
+                    for closed-p1, closed-p8 and open-100000 beside the classic rows.
   server-reader     wire.HeartbeatReader in this process, no network: one read of 16
   (no log,          heartbeats per call, answered by a heartbeat that returns 0 at
    request log)     once; with the request log, its lines go to a real RequestLog
@@ -32,6 +38,7 @@ Load generator: setup in asyncio, the measurement by its C engine
 half a microsecond of its own CPU per heartbeat in the closed loop), or by the asyncio
 engine with FASTCOORD_BENCH_LOADGEN_ENGINE=python (it saturates its core near
 100,000/s, and its latencies then include its own queueing). extra_info: engine,
+per_server_cpu_s (heartbeats answered per CPU second of the server), setup_s,
 loadgen_cpu_s and server_cpu_s (CPU seconds of the load generator's thread and of the
 server process over the measured call, warm-up and drain included: server_cpu_s /
 duration is the server's core utilisation), loadgen_runq_wait_s and server_runq_wait_s (seconds each
@@ -74,6 +81,8 @@ CASES = [("closed-p1", 1, None, None), ("closed-p8", 8, None, None),
          ("open-10000", 8, 10_000, 1_000), ("open-25000", 8, 25_000, 2_000),
          ("open-50000", 8, 50_000, 3_000), ("open-75000", 8, 75_000, 3_500),
          ("open-100000", 8, 100_000, 4_000)]
+CONSUMER_CASES = [c for c in CASES if c[0] in ("closed-p1", "closed-p8", "open-100000")]
+CONSUMER_PARTITIONS = 100      # per group of 100 members (full size): one each
 # "auto": the C engine where it is built (it is on Linux), else the asyncio one
 ENGINE = os.environ.get("FASTCOORD_BENCH_LOADGEN_ENGINE", "auto")
 try:
@@ -157,7 +166,19 @@ def loaded_request_log(request, tmp_path_factory):
     yield from _loaded(request, tmp_path_factory, request_log=True)
 
 
-def _loaded(request, tmp_path_factory, *server_args, request_log: bool = False):
+@pytest.fixture(scope="module")
+def loaded_consumer(request, tmp_path_factory):
+    """The same with consumer-protocol (KIP-848) members. The server's consumer session
+    timeout is raised: the members must outlive the setup and the pauses between cases,
+    which the 45 s default need not."""
+    yield from _loaded(request, tmp_path_factory, "--topic", f"loadgen:{CONSUMER_PARTITIONS}",
+                       "--group-consumer-session-timeout-ms", "300000",
+                       "--group-consumer-max-session-timeout-ms", "600000",
+                       protocol="consumer")
+
+
+def _loaded(request, tmp_path_factory, *server_args, request_log: bool = False,
+            protocol: str = "classic"):
     quick = request.config.getoption("benchmark_disable")
     size = QUICK if quick else FULL
     server = _Server(tmp_path_factory.mktemp("server") / "server.log", *server_args,
@@ -166,14 +187,16 @@ def _loaded(request, tmp_path_factory, *server_args, request_log: bool = False):
     if _pinned():
         os.sched_setaffinity(0, {1})
     loop = uvloop.new_event_loop() if uvloop is not None else asyncio.new_event_loop()
-    gen = Loadgen("127.0.0.1", server.port, connections=size["connections"],
-                  members=size["members"], groups=size["groups"], pipeline=8,
-                  setup_timeout_s=300)
+    gen = None
     try:
+        gen = Loadgen("127.0.0.1", server.port, connections=size["connections"],
+                      members=size["members"], groups=size["groups"], pipeline=8,
+                      setup_timeout_s=300, protocol=protocol)
         loop.run_until_complete(gen.__aenter__())
         yield gen, loop, size, quick, server
     finally:
-        loop.run_until_complete(gen.__aexit__(None, None, None))
+        if gen is not None:
+            loop.run_until_complete(gen.__aexit__(None, None, None))
         loop.close()
         if affinity is not None:
             os.sched_setaffinity(0, affinity)
@@ -203,6 +226,14 @@ def test_server_heartbeats_with_the_request_log(benchmark, loaded_request_log, c
              quick_rate)
 
 
+@pytest.mark.parametrize("case,pipeline,rate,quick_rate", CONSUMER_CASES,
+                         ids=[c[0] for c in CONSUMER_CASES])
+def test_server_consumer_heartbeats(benchmark, loaded_consumer, case, pipeline, rate,
+                                    quick_rate):
+    _measure(benchmark, loaded_consumer, "native, consumer protocol", case, pipeline, rate,
+             quick_rate)
+
+
 def _measure(benchmark, loaded, peer, case, pipeline, rate, quick_rate):
     gen, loop, size, quick, server = loaded
     gen.pipeline = pipeline
@@ -219,7 +250,7 @@ def _measure(benchmark, loaded, peer, case, pipeline, rate, quick_rate):
         rounds=rounds, iterations=1)
     server_cpu, server_wait = server.cpu_s() - server_cpu, server.runq_wait_s() - server_wait
     for summary in results:
-        assert summary["heartbeats"] > 0
+        assert summary["heartbeats"] == summary["sent"] > 0       # all answered
         assert summary["errors"] == {}, summary   # every member stays in its generation
 
     def median(key):
@@ -242,6 +273,11 @@ def _measure(benchmark, loaded, peer, case, pipeline, rate, quick_rate):
         "loadgen_runq_wait_s": round(sum(r["loadgen_runq_wait_s"] or 0 for r in results)
                                      / rounds, 3),
         "server_runq_wait_s": round(server_wait / rounds, 3),
+        # heartbeats per CPU second of the server (warm-up and drain in the CPU too): its
+        # cost per heartbeat, less at the mercy of a shared machine than the rate
+        "per_server_cpu_s": round(sum(r["heartbeats"] for r in results) / server_cpu)
+        if server_cpu else None,
+        "setup_s": round(gen.setup_s, 1),
         "rounds": rounds,
     })
     print(f"\n{case}: {benchmark.extra_info}")

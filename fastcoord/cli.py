@@ -311,8 +311,18 @@ def _add_loadgen_parser(sub) -> None:
     lg.add_argument("--rate", type=float, default=0.0,
                     help="open loop: this many heartbeats/s in all (0: closed loop, as fast "
                          "as the server answers)")
-    lg.add_argument("--heartbeat-version", type=int, default=4, choices=range(5))
-    lg.add_argument("--session-timeout-ms", type=int, default=300_000)
+    lg.add_argument("--protocol", choices=["classic", "consumer"], default="classic",
+                    help="the members' group protocol: classic (JoinGroup/SyncGroup, then "
+                         "Heartbeats) or consumer (KIP-848: ConsumerGroupHeartbeats until "
+                         "the groups are Stable, then steady ConsumerGroupHeartbeats)")
+    lg.add_argument("--topic", default="loadgen",
+                    help="the topic the members subscribe to (declare it to the server, "
+                         "--topic NAME:PARTITIONS, for members to get partitions)")
+    lg.add_argument("--heartbeat-version", type=int, default=4, choices=range(5),
+                    help="the classic Heartbeat's version (consumer: always v1)")
+    lg.add_argument("--session-timeout-ms", type=int, default=300_000,
+                    help="classic: the session and rebalance timeouts; consumer: the "
+                         "rebalance timeout (the session timeout is the server's)")
     lg.add_argument("--setup-timeout-s", type=float, default=600.0)
     lg.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                     help="asyncio's own event loop or uvloop (auto: uvloop when installed)")

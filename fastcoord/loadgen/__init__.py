@@ -8,11 +8,23 @@ flight on every connection, each connection cycling through its members. It meas
 heartbeats answered per second and the latency of each (send to response, in the
 client) and returns / prints a JSON summary with p50/p99/p999.
 
+With `protocol="consumer"` the members are Kafka 4's consumer group protocol's
+(KIP-848) instead: each joins with a ConsumerGroupHeartbeat v1 (its member id made
+here, unique to the run, subscribed to `topic`), then every member heartbeats, echoing
+its assignment back as its owned partitions, round after round until a round changes
+no member's epoch or assignment and a steady heartbeat (member id and epoch, every
+optional field null) answers NONE for every member: the groups are Stable. The
+measured requests are those steady heartbeats. The server's consumer session timeout
+(`--group-consumer-session-timeout-ms`, 45 s by default) must outlast any pause between
+setup and measurement, or the members are gone.
+
 Heartbeat frames are encoded by kio once per member; only the correlation id is
 patched per request (Kafka's header layout: size, api key, api version, correlation
 id). The response's correlation id and error code are read at their fixed offsets;
 some responses are also decoded by kio and compared (every 1024th with the asyncio
-engine; the first one, and the first with an error, with the C engine).
+engine; the first one, and the first with an error, with the C engine). Both engines
+count and time the heartbeats sent in the measured window (`sent`), every one of which
+must be answered in the drain after it (`heartbeats`).
 
 Two engines run the measurement (setup is always asyncio):
 
@@ -30,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import datetime
 import gc
 import json
 import struct
@@ -56,7 +69,11 @@ DRAIN_S = 10.0                   # in-flight heartbeats must be answered this so
 
 JOIN, SYNC, HEARTBEAT = 11, 14, 12
 JOIN_VERSION, SYNC_VERSION = 7, 5
+CONSUMER_HEARTBEAT, CONSUMER_HEARTBEAT_VERSION = 68, 1
+PROTOCOLS = ("classic", "consumer")
 MEMBER_ID_REQUIRED, REBALANCE_IN_PROGRESS, COORDINATOR_LOAD_IN_PROGRESS = 79, 27, 14
+UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 25, 110
+SETTLE_ROUNDS = 100             # consumer protocol: heartbeat rounds before giving up
 _I32 = struct.Struct(">i")
 _H16 = struct.Struct(">h")
 _SIZE = struct.Struct(">i")
@@ -75,6 +92,15 @@ _ASSIGNMENT = _H16.pack(0) + _I32.pack(0) + _I32.pack(-1)
 
 class LoadgenError(RuntimeError):
     pass
+
+
+def _topic_partitions(assignment) -> list:
+    """A ConsumerGroupHeartbeat answer's assignment as the owned partitions a request
+    carries (by topic id, as given)."""
+    if assignment is None:
+        return []
+    return [{"topic_id": tp.topic_id, "partitions": list(tp.partitions)}
+            for tp in assignment.topic_partitions]
 
 
 def _runq_wait_s(path: str = "/proc/thread-self/schedstat") -> Optional[float]:
@@ -116,7 +142,8 @@ class _Conn(asyncio.Protocol):
         self.members: List[str] = []        # the member ids whose heartbeats it sends
         self.frames: List[tuple] = []       # theirs: (prefix, suffix) around the correlation id
         self._next = 0
-        self._sent: collections.deque = collections.deque()   # (correlation id, send time)
+        # (correlation id, send time, sent in the measured window)
+        self._sent: collections.deque = collections.deque()
         self.inflight = 0
 
     def connection_made(self, transport) -> None:
@@ -155,10 +182,11 @@ class _Conn(asyncio.Protocol):
             pos = start + size
             (corr,) = _I32.unpack_from(buf, start)
             if self.beating and self._sent and corr == self._sent[0][0]:
-                _, sent_at = self._sent.popleft()
+                _, sent_at, measured = self._sent.popleft()
                 self.inflight -= 1
                 (err,) = _H16.unpack_from(buf, start + gen.error_offset)
-                gen.record(now - sent_at, err)
+                if measured:
+                    gen.record(now - sent_at, err)
                 if gen.checked % 1024 == 0:
                     gen.check(bytes(buf[start:pos]), err)
                 gen.checked += 1
@@ -186,6 +214,9 @@ class _Conn(asyncio.Protocol):
         corr = self._corr
         sent = self._sent
         now = time.perf_counter()
+        measured = self.gen.measuring
+        if measured:
+            self.gen.sent += n
         out = []
         for _ in range(n):
             corr += 1
@@ -193,7 +224,7 @@ class _Conn(asyncio.Protocol):
             out.append(prefix)
             out.append(_I32.pack(corr))
             out.append(suffix)
-            sent.append((corr, now))
+            sent.append((corr, now, measured))
             nxt += 1
             if nxt == count:
                 nxt = 0
@@ -210,7 +241,10 @@ class Loadgen:
     def __init__(self, host: str = "127.0.0.1", port: int = 9092, *, connections: int = 100,
                  members: int = 1000, groups: int = 100, pipeline: int = 4,
                  heartbeat_version: int = 4, session_timeout_ms: int = 300_000,
-                 setup_timeout_s: float = 600.0, topic: str = "loadgen") -> None:
+                 setup_timeout_s: float = 600.0, topic: str = "loadgen",
+                 protocol: str = "classic") -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be 'classic' or 'consumer', got {protocol!r}")
         if connections < 1 or members < 1 or groups < 1 or pipeline < 1:
             raise ValueError("connections, members, groups and pipeline must be >= 1")
         if members < connections:
@@ -227,21 +261,32 @@ class Loadgen:
         self.session_timeout_ms = session_timeout_ms
         self.setup_timeout_s = setup_timeout_s
         self.topic = topic
-        flexible = heartbeat_version >= 4
+        self.protocol = protocol
+        # the measured request: classic Heartbeat (of `heartbeat_version`), or
+        # ConsumerGroupHeartbeat v1
+        if protocol == "consumer":
+            self.api_key, self.api_version = CONSUMER_HEARTBEAT, CONSUMER_HEARTBEAT_VERSION
+            flexible = has_throttle = True        # flexible from v0
+        else:
+            self.api_key, self.api_version = HEARTBEAT, heartbeat_version
+            flexible, has_throttle = heartbeat_version >= 4, heartbeat_version >= 1
         # response: correlation id, [header tags], [throttle_time_ms], error_code
-        self.error_offset = 4 + (1 if flexible else 0) + (4 if heartbeat_version >= 1 else 0)
+        self.error_offset = 4 + (1 if flexible else 0) + (4 if has_throttle else 0)
         self.conns: List[_Conn] = []
         self.measuring = False
         self.stopping = False
         self.latencies: List[float] = []
         self.errors: Dict[int, int] = collections.Counter()
         self.answered = 0
+        self.sent = 0                 # heartbeats sent in the measured window
         self.checked = 0
         self.lost = 0
         self._failure: Optional[BaseException] = None
-        self.generation: Dict[str, int] = {}      # member id -> generation
+        self.generation: Dict[str, int] = {}      # member id -> generation (member epoch)
+        self.owned: Dict[str, list] = {}          # consumer: member id -> its assignment
         self.member_group: Dict[str, str] = {}
         self.rejoins = 0
+        self.setup_rounds = 0           # consumer: heartbeat rounds until Stable
         self.rate: Optional[float] = None
         # group names unique to this run: a second run against the same server does not
         # join (and wait on) the groups of the first, whose members never left
@@ -257,14 +302,14 @@ class Loadgen:
 
     # -- bookkeeping -------------------------------------------------------------------------
     def record(self, latency: float, err: int) -> None:
-        if self.measuring:
-            self.latencies.append(latency)
-            self.answered += 1
-            if err:
-                self.errors[err] += 1
+        """The answer to a heartbeat sent in the measured window."""
+        self.latencies.append(latency)
+        self.answered += 1
+        if err:
+            self.errors[err] += 1
 
     def check(self, frame: bytes, err: int) -> None:
-        _, resp = decode_response(HEARTBEAT, self.hb_version, frame)
+        _, resp = decode_response(self.api_key, self.api_version, frame)
         if int(resp.error_code) != err:
             self.fail(LoadgenError(f"error code read at offset {self.error_offset} ({err}) "
                                    f"differs from kio's ({int(resp.error_code)})"))
@@ -351,6 +396,16 @@ class Loadgen:
         raise LoadgenError(f"member of {group} never completed a rebalance")
 
     async def setup(self) -> None:
+        """Make every member (of the protocol asked for) and encode its heartbeat."""
+        if self.protocol == "consumer":
+            await self._setup_consumer()
+        else:
+            await self._setup_classic()
+        # each connection's heartbeat frames, encoded once by kio
+        for conn in self.conns:
+            conn.frames = [self.heartbeat_frame(mid) for mid in conn.members]
+
+    async def _setup_classic(self) -> None:
         """Every group's members join together (groups in waves, so that a group's
         initial rebalance delay sees all of them), then all members are checked with one
         heartbeat each: whoever sees a rebalance rejoins, until every member is in a
@@ -375,19 +430,100 @@ class Loadgen:
                                    for conn, mid in stale))
         else:
             raise LoadgenError("groups did not settle")
-        # each connection's heartbeat frames, encoded once by kio
-        for conn in self.conns:
-            conn.frames = [self.heartbeat_frame(mid) for mid in conn.members]
 
     def heartbeat_frame(self, member_id: str, generation: Optional[int] = None) -> tuple:
-        """The member's Heartbeat request as (prefix, suffix) around the correlation id
-        (size, api key, api version | correlation id | the rest), in its generation
-        unless another is given."""
-        data = encode_request(HEARTBEAT, self.hb_version, 0, {
-            "group_id": self.member_group[member_id],
-            "generation_id": self.generation[member_id] if generation is None else generation,
-            "member_id": member_id, "group_instance_id": None}, client_id="fastcoord-loadgen")
+        """The member's Heartbeat (or steady ConsumerGroupHeartbeat) request as (prefix,
+        suffix) around the correlation id (size, api key, api version | correlation id |
+        the rest), in its generation (member epoch) unless another is given."""
+        if generation is None:
+            generation = self.generation[member_id]
+        if self.protocol == "consumer":
+            body = self._steady_body(member_id, generation)
+        else:
+            body = {"group_id": self.member_group[member_id], "generation_id": generation,
+                    "member_id": member_id, "group_instance_id": None}
+        data = encode_request(self.api_key, self.api_version, 0, body,
+                              client_id="fastcoord-loadgen")
         return data[:8], data[12:]
+
+    # -- setup, consumer group protocol ----------------------------------------------------
+    def _steady_body(self, member_id: str, epoch: int) -> dict:
+        """A heartbeat that changes nothing: member id and epoch, every optional field
+        null (rebalance timeout -1: kio's default)."""
+        return {"group_id": self.member_group[member_id], "member_id": member_id,
+                "member_epoch": epoch, "topic_partitions": None}
+
+    async def _consumer_call(self, conn: _Conn, member_id: str, body: dict):
+        """One ConsumerGroupHeartbeat, retried while the group's shard is loading."""
+        for _ in range(100):
+            resp = await conn.call(CONSUMER_HEARTBEAT, CONSUMER_HEARTBEAT_VERSION, body)
+            if int(resp.error_code) != COORDINATOR_LOAD_IN_PROGRESS:
+                return resp
+            await asyncio.sleep(0.05)
+        raise LoadgenError(f"ConsumerGroupHeartbeat {member_id}: coordinator still loading")
+
+    async def _consumer_join(self, conn: _Conn, member_id: str) -> None:
+        """Join (epoch 0, subscribed to the topic, owning nothing); record the epoch and
+        assignment answered."""
+        resp = await self._consumer_call(conn, member_id, {
+            "group_id": self.member_group[member_id], "member_id": member_id,
+            "member_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout": datetime.timedelta(milliseconds=self.session_timeout_ms),
+            "subscribed_topic_names": [self.topic], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []})
+        err = int(resp.error_code)
+        if err:
+            raise LoadgenError(f"ConsumerGroupHeartbeat join of {member_id}: error {err} "
+                               f"({resp.error_message})")
+        self.generation[member_id] = resp.member_epoch
+        self.owned[member_id] = _topic_partitions(resp.assignment)
+
+    async def _consumer_beat(self, conn: _Conn, member_id: str, steady: bool) -> bool:
+        """One heartbeat of the member, owning its assignment (or a steady one): True if
+        its epoch or assignment changed (or it had to rejoin)."""
+        epoch = self.generation[member_id]
+        body = self._steady_body(member_id, epoch)
+        if not steady:
+            body["topic_partitions"] = self.owned[member_id]
+        resp = await self._consumer_call(conn, member_id, body)
+        err = int(resp.error_code)
+        if err in (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH):
+            self.rejoins += 1                   # (a session that timed out): join again
+            await self._consumer_join(conn, member_id)
+            return True
+        if err:
+            raise LoadgenError(f"ConsumerGroupHeartbeat {member_id} (epoch {epoch}): "
+                               f"error {err} ({resp.error_message})")
+        changed = resp.member_epoch != epoch
+        self.generation[member_id] = resp.member_epoch
+        if resp.assignment is not None:
+            owned = _topic_partitions(resp.assignment)
+            changed = changed or owned != self.owned[member_id]
+            self.owned[member_id] = owned
+        return changed
+
+    async def _setup_consumer(self) -> None:
+        """Every member joins (all at once: a join does not wait for the others), then
+        heartbeat rounds until the groups are Stable (see the module docstring)."""
+        members = []
+        for m in range(self.members):
+            mid = f"loadgen-{self.run_id}-m{m}"
+            self.member_group[mid] = f"loadgen-{self.run_id}-{m % self.groups}"
+            conn = self.conns[m % self.connections]
+            conn.members.append(mid)
+            members.append((conn, mid))
+        await asyncio.gather(*(self._consumer_join(conn, mid) for conn, mid in members))
+        for _ in range(SETTLE_ROUNDS):
+            self.setup_rounds += 1
+            changed = await asyncio.gather(*(self._consumer_beat(conn, mid, False)
+                                             for conn, mid in members))
+            if any(changed):
+                continue
+            changed = await asyncio.gather(*(self._consumer_beat(conn, mid, True)
+                                             for conn, mid in members))
+            if not any(changed):
+                return
+        raise LoadgenError(f"consumer groups not Stable after {SETTLE_ROUNDS} rounds")
 
     async def _check_generations(self) -> list:
         stale = []
@@ -421,6 +557,7 @@ class Loadgen:
         self.latencies = []
         self.errors = collections.Counter()
         self.answered = 0
+        self.sent = 0
         self.unsent = 0
         self.rate = rate
         cpu = time.thread_time()
@@ -467,6 +604,7 @@ class Loadgen:
             raise LoadgenError(f"C engine: {result['failure']}")
         self.latencies = result["latencies"]
         self.answered = result["answered"]
+        self.sent = result["sent"]
         self.elapsed = result["elapsed_s"]
         self.unsent = result["unsent"]
         self.errors = collections.Counter(result["errors"])
@@ -580,10 +718,15 @@ class Loadgen:
         pct = (lambda q: round(float(np.percentile(lat, q)), 3)) if len(lat) else (lambda q: None)
         return {
             "connections": self.connections, "members": self.members, "groups": self.groups,
-            "pipeline": self.pipeline, "heartbeat_version": self.hb_version,
+            "pipeline": self.pipeline, "protocol": self.protocol,
+            # of the request measured: Heartbeat's, or ConsumerGroupHeartbeat's
+            "heartbeat_version": self.api_version,
             "engine": self.engine,
             "mode": "closed loop" if self.rate is None else f"open loop at {self.rate:g}/s",
             "unsent": self.unsent,
+            # heartbeats sent in the measured window, and those answered (after the
+            # drain: all of them, or the run fails)
+            "sent": self.sent,
             "duration_s": round(self.elapsed, 3), "heartbeats": self.answered,
             "heartbeats_per_s": round(self.answered / self.elapsed, 1) if self.elapsed else 0.0,
             "p50_ms": pct(50), "p99_ms": pct(99), "p999_ms": pct(99.9),
@@ -591,6 +734,7 @@ class Loadgen:
             "errors": {str(k): v for k, v in sorted(self.errors.items())},
             "setup_s": round(self.setup_s, 3),
             "setup_rejoins": self.rejoins,
+            "setup_rounds": self.setup_rounds,
             # CPU time of the load generator's thread over the run (warm-up, measured
             # window and drain): its own cost next to the heartbeats it sent
             "loadgen_cpu_s": round(self.cpu_s, 3),
@@ -606,13 +750,13 @@ async def run_loadgen(host: str = "127.0.0.1", port: int = 9092, *, connections:
                       pipeline: int = 4, warmup_s: float = 1.0, rate: Optional[float] = None,
                       heartbeat_version: int = 4, session_timeout_ms: int = 300_000,
                       setup_timeout_s: float = 600.0, topic: str = "loadgen",
-                      engine: Optional[str] = None) -> dict:
+                      engine: Optional[str] = None, protocol: str = "classic") -> dict:
     """Set up, run one measurement and return its summary (see the module docstring)."""
     engine = resolve_engine(engine)          # before the setup, which takes a while
     async with Loadgen(host, port, connections=connections, members=members, groups=groups,
                        pipeline=pipeline, heartbeat_version=heartbeat_version,
                        session_timeout_ms=session_timeout_ms, setup_timeout_s=setup_timeout_s,
-                       topic=topic) as gen:
+                       topic=topic, protocol=protocol) as gen:
         return await gen.measure(duration_s, warmup_s, rate, engine)
 
 
@@ -626,7 +770,7 @@ def main(args) -> int:
             warmup_s=args.warmup_s, rate=args.rate or None,
             heartbeat_version=args.heartbeat_version,
             session_timeout_ms=args.session_timeout_ms, setup_timeout_s=args.setup_timeout_s,
-            engine=args.engine))
+            topic=args.topic, engine=args.engine, protocol=args.protocol))
     except (OSError, LoadgenError, ValueError, asyncio.TimeoutError) as exc:
         print(f"fastcoord loadgen: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -45,8 +45,18 @@ ILLEGAL_GENERATION = 22
 
 # -- a stand-in server -------------------------------------------------------------------
 
-def heartbeat_response(version: int, correlation: int, error: int) -> bytes:
-    """The layout fastcoord serve answers with (see _response in wire.pyx)."""
+CONSUMER_HEARTBEAT = 68
+
+
+def heartbeat_response(version: int, correlation: int, error: int, api_key: int = 12) -> bytes:
+    """The layout fastcoord serve answers with (see _response in wire.pyx); for a
+    ConsumerGroupHeartbeat (flexible at every version), that of Kafka's schema."""
+    if api_key == CONSUMER_HEARTBEAT:
+        # header: correlation id, tags | throttle, error, error message (null), member id
+        # "m", member epoch, heartbeat interval, assignment (null), tags
+        body = (struct.pack(">ibih", correlation, 0, 0, error) + b"\0\x02m"
+                + struct.pack(">iibb", 7, 5000, -1, 0))
+        return struct.pack(">i", len(body)) + body
     body = struct.pack(">i", correlation)
     if version >= 4:
         body += b"\0"                               # header tagged fields
@@ -58,9 +68,10 @@ def heartbeat_response(version: int, correlation: int, error: int) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-def heartbeat_frame(version: int, pad: int = 40) -> bytes:
-    """A frame the engine accepts: a Heartbeat header, correlation id 0, `pad` bytes."""
-    body = struct.pack(">hhi", 12, version, 0) + b"m" * pad
+def heartbeat_frame(version: int, pad: int = 40, api_key: int = 12) -> bytes:
+    """A frame the engine accepts: a (ConsumerGroup)Heartbeat header, correlation id 0,
+    `pad` bytes."""
+    body = struct.pack(">hhi", api_key, version, 0) + b"m" * pad
     return struct.pack(">i", len(body)) + body
 
 
@@ -125,7 +136,7 @@ class FakeBroker:
                     return
                 if not body:
                     return
-                _, version, corr = struct.unpack_from(">hhi", body)
+                api_key, version, corr = struct.unpack_from(">hhi", body)
                 served += 1
                 self.requests += 1
                 if index == 0 and self.close_after is not None and served > self.close_after:
@@ -134,7 +145,7 @@ class FakeBroker:
                     continue
                 if index == 0 and self.corrupt_after is not None and served > self.corrupt_after:
                     corr += 1000
-                reply = heartbeat_response(version, corr, self.error(corr))
+                reply = heartbeat_response(version, corr, self.error(corr), api_key)
                 try:
                     if self.dribble:                       # one byte per segment
                         for i in range(len(reply)):
@@ -254,6 +265,25 @@ def test_error_codes_counted(broker_factory, version):
 
 
 @needs_engine
+@pytest.mark.parametrize("version", [0, 1])
+def test_consumer_group_heartbeats_counted(broker_factory, version):
+    """ConsumerGroupHeartbeat frames: the error code read where Kafka's layout puts it
+    (after the flexible header's tag byte and the throttle time), half of them
+    FENCED_MEMBER_EPOCH; the responses are longer than a Heartbeat's."""
+    fenced = 110
+    broker = broker_factory(error=lambda corr: fenced if corr % 2 else 0)
+    socks = broker.connect(3)
+    frame = heartbeat_frame(version, api_key=CONSUMER_HEARTBEAT)
+    result = _run(socks, [[frame]] * 3, pipeline=4)
+    _assert_clean(result)
+    assert (result["api_key"], result["heartbeat_version"]) == (CONSUMER_HEARTBEAT, version)
+    assert set(result["errors"]) == {fenced}
+    assert abs(result["errors"][fenced] - result["answered"] / 2) <= len(socks)
+    assert (result["error_sample_response"]
+            == heartbeat_response(version, 1, fenced, CONSUMER_HEARTBEAT)[4:])
+
+
+@needs_engine
 def test_partial_writes_wait_for_epollout(broker_factory):
     """Frames far larger than the socket buffers, and a server that starts reading late:
     send() takes part of the output and the rest goes out on EPOLLOUT."""
@@ -290,6 +320,11 @@ def test_connection_failure_is_reported(broker_factory, misbehaviour, version, c
     ([[struct.pack(">ihhi", 8, 11, 4, 0)]], "not a Heartbeat"),
     ([[heartbeat_frame(4), heartbeat_frame(3)]], "not a Heartbeat v4"),
     ([[heartbeat_frame(5)]], "not a Heartbeat"),
+    ([[heartbeat_frame(2, api_key=CONSUMER_HEARTBEAT)]], "not a Heartbeat"),
+    ([[heartbeat_frame(1, api_key=CONSUMER_HEARTBEAT), heartbeat_frame(1)]],
+     "not a ConsumerGroupHeartbeat v1"),
+    ([[heartbeat_frame(1), heartbeat_frame(1, api_key=CONSUMER_HEARTBEAT)]],
+     "not a Heartbeat v1"),
 ])
 def test_bad_frames_rejected(broker_factory, frames, message):
     broker = broker_factory()
@@ -315,6 +350,7 @@ def test_bad_arguments_rejected(broker_factory):
 
 # -- Loadgen against a real server -------------------------------------------------------
 
+from helpers.loadgen import loadgen_on  # noqa: E402
 from helpers.server import ROOT, ServerProc  # noqa: E402
 
 try:
@@ -341,16 +377,9 @@ def loaded(request, tmp_path_factory):
     loop = _new_loop(request.param)
     server = ServerProc(tmp_path_factory.mktemp("server") / "server.log", "--store", "memory",
                         "--no-request-log", topics=())
-    gen = Loadgen("127.0.0.1", server.port, pipeline=8, setup_timeout_s=60, **SIZE)
-    try:
-        loop.run_until_complete(gen.__aenter__())
+    with loadgen_on(server, loop, lambda port: Loadgen("127.0.0.1", port, pipeline=8,
+                                                       setup_timeout_s=60, **SIZE)) as gen:
         yield gen, loop, server
-    finally:
-        try:
-            loop.run_until_complete(gen.__aexit__(None, None, None))
-            loop.close()
-        finally:
-            assert server.stop() == 0, server.log()
 
 
 @needs_server
@@ -362,7 +391,7 @@ def test_loadgen_engines(loaded, engine, rate):
     assert summary["engine"] == engine
     assert summary["errors"] == {}, summary
     assert summary["unsent"] == 0
-    assert summary["heartbeats"] == len(gen.latencies) > 0
+    assert summary["heartbeats"] == summary["sent"] == len(gen.latencies) > 0
     assert 0 < summary["p50_ms"] <= summary["p99_ms"] <= summary["p999_ms"] <= summary["max_ms"]
     if rate is not None:
         assert 0.8 * rate * 0.5 <= summary["heartbeats"] <= 1.2 * rate * 0.5

@@ -1,6 +1,7 @@
 # cython: language_level=3, freethreading_compatible=True
-"""The load generator's measurement engine: Heartbeat requests on many connections,
-paced, sent, received and timed in one C loop with the GIL released.
+"""The load generator's measurement engine: Heartbeat (or ConsumerGroupHeartbeat)
+requests on many connections, paced, sent, received and timed in one C loop with the
+GIL released.
 
 `run_heartbeats(fds, frames, ...)` takes connections that are already set up (their
 members joined and synced by fastcoord/loadgen.py, in asyncio) and, for each,
@@ -22,7 +23,7 @@ portable) version.
 - Responses on a connection come in request order (Kafka's guarantee), so a FIFO per
   connection of (correlation id, send time) matches each response with its request;
   the response's correlation id is checked and its error code read at the fixed
-  offset of the Heartbeat version in use.
+  offset of the API and version in use.
 
 Only requests sent inside the measured window are counted and timed (by their send
 time, so the window is exact whatever the loop was doing at its edges). A connection
@@ -76,9 +77,10 @@ cdef extern from "Python.h":
 
 cdef enum:
     HEARTBEAT_KEY = 12
+    CONSUMER_HEARTBEAT_KEY = 68   # ConsumerGroupHeartbeat (KIP-848)
     MAX_EVENTS = 256
-    MAX_RESPONSE = 1 << 20        # a Heartbeat response is 10-16 bytes: more is garbage
-    SAMPLE_MAX = 64
+    MAX_RESPONSE = 1 << 20        # a (ConsumerGroup)Heartbeat response is small: more is garbage
+    SAMPLE_MAX = 1024            # a ConsumerGroupHeartbeat error carries its message
     IN_START = 4096
     SEND_BURST_MAX = 32         # open-loop sends between two looks at the responses
     FAILURE_MAX = 256
@@ -499,22 +501,31 @@ cdef int _loop(Run* r) noexcept nogil:
             ppoll(&pfd, 1, &ts, NULL)
 
 
-cdef int _response_layout(Run* r, int version) except -1:
-    """Where the error code sits (see _response in wire.pyx): v0 correlation id,
-    error; v1-3 + throttle before the error; v4 + a header tag byte after the
-    correlation id and a body tag byte at the end."""
-    r.flexible = version >= 4
-    r.error_offset = 4 + (1 if r.flexible else 0) + (4 if version >= 1 else 0)
+cdef int _response_layout(Run* r, int api_key, int version) except -1:
+    """Where the error code sits (see _response in wire.pyx): Heartbeat v0 correlation
+    id, error; v1-3 + throttle before the error; v4 + a header tag byte after the
+    correlation id and a body tag byte at the end. ConsumerGroupHeartbeat (flexible from
+    v0) is laid out as Heartbeat v4 up to its error code; what follows is longer."""
+    r.flexible = version >= 4 or api_key == CONSUMER_HEARTBEAT_KEY
+    r.error_offset = 4 + (1 if r.flexible else 0) + (4 if version >= 1 or r.flexible else 0)
     r.min_size = r.error_offset + 2 + (1 if r.flexible else 0)
     return 0
 
 
-cdef Py_ssize_t _copy_frames(Run* r, list frames) except -1:
+cdef bint _heartbeat_kind(int api_key, int version) noexcept:
+    """The requests the engine sends: Heartbeat v0-4, ConsumerGroupHeartbeat v0-1."""
+    if api_key == HEARTBEAT_KEY:
+        return 0 <= version <= 4
+    return api_key == CONSUMER_HEARTBEAT_KEY and 0 <= version <= 1
+
+
+cdef Py_ssize_t _copy_frames(Run* r, list frames, int* api_key) except -1:
     """Copy every frame into one arena (the loop must not touch Python objects) and
-    check that each is a Heartbeat request of one version; return that version."""
+    check that they are all Heartbeat requests, or all ConsumerGroupHeartbeat requests,
+    of one version; return that version (and the api key in `api_key`)."""
     cdef Py_ssize_t total = 0, count = 0, i, f = 0, off = 0, n
     cdef const uint8_t* b
-    cdef int version = -1, v
+    cdef int version = -1, v, key
     cdef Conn* c
     for conn_frames in frames:
         if not isinstance(conn_frames, list) or not conn_frames:
@@ -539,11 +550,16 @@ cdef Py_ssize_t _copy_frames(Run* r, list frames) except -1:
             if n < 12 or read_i32(b) != n - 4:
                 raise ValueError(f"connection {i}: a frame of {n} bytes whose size field "
                                  f"says {read_i32(b) if n >= 4 else None}")
+            key = read_i16(b + 4)
             v = read_i16(b + 6)
-            if read_i16(b + 4) != HEARTBEAT_KEY or not 0 <= v <= 4 or (version >= 0 and v != version):
-                raise ValueError(f"connection {i}: not a Heartbeat v{version if version >= 0 else '0-4'} "
-                                 f"request (api key {read_i16(b + 4)}, version {v})")
+            if not _heartbeat_kind(key, v) or (version >= 0 and (key != api_key[0] or v != version)):
+                what = ("Heartbeat v0-4 or ConsumerGroupHeartbeat v0-1" if version < 0 else
+                        f"{'Heartbeat' if api_key[0] == HEARTBEAT_KEY else 'ConsumerGroupHeartbeat'}"
+                        f" v{version}")
+                raise ValueError(f"connection {i}: not a {what} request "
+                                 f"(api key {key}, version {v})")
             version = v
+            api_key[0] = key
             memcpy(r.arena + off, b, n)
             r.frame_off[f] = off
             r.frame_len[f] = n
@@ -578,9 +594,9 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
 
     Heartbeats on the connected sockets `fds` (the caller's: left open, and nothing
     else may read or write them meanwhile), `frames[i]` being connection i's encoded
-    Heartbeat requests (bytes, one per member, all of one version; bytes 8..12, the
-    correlation id, are replaced). Closed loop when `rate` is None, else open loop at
-    `rate` heartbeats/s in all (see the module docstring). Returns a dict: answered,
+    Heartbeat or ConsumerGroupHeartbeat requests (bytes, one per member, all of one API
+    and version; bytes 8..12, the correlation id, are replaced). Closed loop when `rate`
+    is None, else open loop at `rate` heartbeats/s in all (see the module docstring). Returns a dict: answered,
     sent, elapsed_s, unsent, errors ({code: count}), latencies (numpy float64 seconds,
     one per measured response, in arrival order), failure (None or the reason the run
     stopped early; the connections are then in an unknown state), failed_connection,
@@ -590,7 +606,7 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
     CPU in user space and in the kernel, polling included)."""
     cdef Run r
     cdef Py_ssize_t i, nconn
-    cdef int version, status
+    cdef int version, status, api_key = -1
     cdef double user0, sys0, user1, sys1
     cdef double rate_value = 0.0
     cdef epoll_event ev
@@ -624,8 +640,8 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
         if (r.conns == NULL or r.fifo_corr == NULL or r.fifo_ns == NULL or r.errors == NULL
                 or r.lat == NULL):
             raise MemoryError()
-        version = _copy_frames(&r, frames)
-        _response_layout(&r, version)
+        version = _copy_frames(&r, frames, &api_key)
+        _response_layout(&r, api_key, version)
         r.epfd = epoll_create1(EPOLL_CLOEXEC)
         if r.epfd < 0:
             raise OSError(errno, f"epoll_create1: {strerror(errno).decode()}")
@@ -670,6 +686,7 @@ def run_heartbeats(fds, frames, *, int pipeline=1, rate=None, double duration_s=
             "failure": (<char*>r.failure).decode("utf-8", "replace") if status else None,
             "failed_connection": r.failed_conn if status and r.failed_conn >= 0 else None,
             "unanswered": r.total_inflight,
+            "api_key": api_key,
             "heartbeat_version": version,
             "sample_response": PyBytes_FromStringAndSize(r.sample, r.sample_len)
                                if r.sample_len else None,
