@@ -285,9 +285,13 @@ def test_a_segment_rolling_during_a_compaction_leaves_it_alone(tmp_path):
     that must not take the running compaction's new file for a crash's leftover. (It
     did: the compaction then failed at its rename, and with nothing left to roll, the
     shard kept its closed segments: the flaky background-compaction test above.)"""
-    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=3)
+    # No background compaction while the segments are written (one could run first,
+    # leaving this compaction a single segment on a loaded machine); then the threshold
+    # a roll consults, for the roll made inside the compaction below
+    store = DurableStore(tmp_path, num_shards=1, segment_bytes=1024, compact_after_segments=None)
     for i in range(60):
         assert store_offsets_sync(store, "g", {("t", i % 3): OffsetAndMetadata(i)}) == NONE
+    store.compact_after_segments = 3
     lg = store._log(0)
 
     def another_roll_meanwhile(at, shard):
