@@ -146,6 +146,13 @@ class RequestLog:
         self._write("Heartbeat", version, client_id, conn, group_id, member_id, generation,
                     error, seconds)
 
+    def record_consumer_heartbeat(self, conn, version: int, client_id, group_id, member_id,
+                                  member_epoch: int, seconds: float) -> None:
+        """A steady ConsumerGroupHeartbeat answered by the server's fast path (error 0):
+        the same line `record` makes."""
+        self._write(API_NAMES[CONSUMER_GROUP_HEARTBEAT], version, client_id, conn, group_id,
+                    member_id, member_epoch, 0, seconds)
+
     def write_lines(self, lines: bytes) -> None:
         """Whole lines formatted elsewhere (the heartbeat fast paths), in one write."""
         self._append(lines)

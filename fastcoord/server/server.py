@@ -47,6 +47,8 @@ _SMALL_FRAME = 64 * 1024
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
+_CONSUMER_HEARTBEAT_KEY = 68
+_CONSUMER_HEARTBEAT = _CONSUMER_HEARTBEAT_KEY.to_bytes(2, "big")     # a frame's first bytes
 
 
 @dataclass
@@ -379,6 +381,8 @@ class Connection(asyncio.Protocol):
         if self.session.raw_sasl:
             self._raw_sasl_token(frame)
             return
+        if frame[:2] == _CONSUMER_HEARTBEAT and self._consumer_steady(frame):
+            return
         try:
             request = decode_request(frame, apis.versions)
         except UnsupportedRequest as exc:
@@ -415,6 +419,47 @@ class Connection(asyncio.Protocol):
                            API_NAMES[request.api_key], request.api_version,
                            request.correlation_id, type(exc).__name__, exc, exc_info=True)
             self.close()
+
+    def _consumer_steady(self, frame: bytes) -> bool:
+        """A settled member's steady ConsumerGroupHeartbeat answered without kio or the
+        group logic (the wire twin's consumer_heartbeat_frame over the member table's
+        consumer_steady), where the heartbeat fast path would apply (_fast_path: no ACL,
+        no SASL pending, the client id known): whether it was. Otherwise nothing
+        happened and the general path answers it."""
+        if self._fast_path() is None:
+            return False
+        server = self.server
+        apis = server.apis
+        session = self.session
+        span = apis.versions.get(_CONSUMER_HEARTBEAT_KEY)
+        if span is None:
+            return False
+        lo, hi = span
+        started = time.perf_counter()
+        answered = server.consumer_heartbeat_frame(
+            frame, lo, hi, apis.coord.member_table.consumer_steady, session.client_id or "",
+            session.client_host)
+        if answered is None:
+            return False
+        data, version, client_id, group_id, member_id, epoch = answered
+        counters = apis.counters
+        counters["requests"] += 1
+        counters["consumer_heartbeats"] += 1
+        counters["consumer_heartbeats_fast_path"] += 1
+        reply = _Reply(self, None, None)    # (its place in the answers' order)
+        self._pending.append(reply)
+        reply.data = data
+        self._held += len(data)
+        seconds = time.perf_counter() - started
+        server.latencies.append(seconds)
+        self._flush()
+        if server.request_log is not None:
+            try:
+                server.request_log.record_consumer_heartbeat(
+                    self, version, client_id, group_id, member_id, epoch, seconds)
+            except Exception:
+                rate_log.error("request-log", "writing the request log failed", exc_info=True)
+        return True
 
     def _raw_sasl_token(self, token: bytes) -> None:
         """After a v0 SaslHandshake the client sends the PLAIN token as a bare frame
@@ -607,6 +652,7 @@ class CoordinatorServer:
         self.lane = None                     # the heartbeat lane (start(); Linux, fast path on)
         self.heartbeat_versions = (0, -1)    # the advertised Heartbeat versions (start())
         self._wire = wire
+        self.consumer_heartbeat_frame = wire.consumer_heartbeat_frame
         self.timer = Timer(self.clock, impl=config.impl)
         self.fetch_purgatory = Purgatory("fetch", self.timer)
         self.connections: Set[Connection] = set()
@@ -762,6 +808,10 @@ class CoordinatorServer:
                                  "Heartbeat requests answered by the wire fast path."),
                                 ("heartbeats_read_path", "heartbeats_read_path",
                                  "Of those, the ones answered a whole read at a time."),
+                                ("consumer_heartbeats_fast_path",
+                                 "consumer_heartbeats_fast_path",
+                                 "Steady ConsumerGroupHeartbeat requests answered by the "
+                                 "wire fast path."),
                                 ("joins", "joins", "JoinGroup requests.")):
             lines += [f"# HELP fastcoord_{name}_total {text}",
                       f"# TYPE fastcoord_{name}_total counter",

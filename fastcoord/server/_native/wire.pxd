@@ -18,6 +18,16 @@ cdef struct Heartbeat:
     Field instance
 
 
+# A ConsumerGroupHeartbeat request in the steady form (wire.pyx's _parse_steady).
+cdef struct Steady:
+    int version
+    int32_t correlation
+    int32_t epoch
+    Field client
+    Field group
+    Field member
+
+
 cdef class HeartbeatReader:
     cdef object heartbeat           # the coordinator's heartbeat(group, member, generation, instance)
     cdef Py_ssize_t max_frame

@@ -21,7 +21,7 @@ from cpython.unicode cimport PyUnicode_AsUTF8, PyUnicode_DecodeUTF8
 from libc.stdio cimport snprintf
 from libc.stdint cimport int16_t, int32_t, uint8_t
 from libc.stdlib cimport free
-from libc.string cimport strlen
+from libc.string cimport memcpy, strlen
 
 from fastcoord.server._native.bigendian cimport read_i16, read_i32, write_i32
 from fastcoord.server._native.buffers cimport grow
@@ -395,3 +395,107 @@ cdef class HeartbeatReader:
                 write(PyBytes_FromStringAndSize(self.scratch, used))
             self.flush_log()
         return pos
+
+
+# -- ConsumerGroupHeartbeat (KIP-848): a settled member's steady heartbeat -------------------
+cdef enum:
+    CONSUMER_HEARTBEAT_KEY = 68
+    NULL_ENTITY = 0xFF          # a null nullable struct (the response's assignment): int8 -1
+
+
+cdef Py_ssize_t _parse_steady(const uint8_t* f, Py_ssize_t size, int min_version,
+                              int max_version, Steady* cg) noexcept nogil:
+    """The frame f[0:size] (no length prefix) if it is a ConsumerGroupHeartbeat v0/v1
+    in the steady form a settled member sends: every optional field null,
+    rebalance_timeout_ms -1, one-byte compact lengths, no tagged fields, nothing left
+    over: 0. Otherwise -1, the general path's (kio's) to decode."""
+    cdef Py_ssize_t p, nulls
+    if size < 8 or read_i16(f) != CONSUMER_HEARTBEAT_KEY:
+        return -1
+    cg.version = read_i16(f + 2)
+    if cg.version < min_version or cg.version > max_version or cg.version > 1:
+        return -1
+    cg.correlation = read_i32(f + 4)
+    p = _str16(f, 8, size, True, &cg.client)
+    if p < 0 or p >= size or f[p] != 0:          # header tagged fields
+        return -1
+    p = _compact(f, p + 1, size, False, &cg.group)
+    if p < 0:
+        return -1
+    p = _compact(f, p, size, False, &cg.member)
+    if p < 0 or p + 4 > size:
+        return -1
+    cg.epoch = read_i32(f + p)
+    p += 4
+    if p + 6 > size or f[p] != 0 or f[p + 1] != 0:      # instance id, rack id: null
+        return -1
+    if read_i32(f + p + 2) != -1:                       # rebalance_timeout_ms
+        return -1
+    p += 6
+    # subscribed topic names, [v1: regex,] server assignor, topic partitions: null;
+    # then the body's tagged fields: none
+    nulls = 5 if cg.version >= 1 else 4
+    if p + nulls != size:
+        return -1
+    while p < size:
+        if f[p] != 0:
+            return -1
+        p += 1
+    return 0
+
+
+cdef Py_ssize_t _encode_steady(char* r, const uint8_t* f, Steady* cg, int32_t epoch,
+                               int32_t interval) noexcept nogil:
+    """The response to the steady heartbeat `cg` of frame `f` into r: throttle 0, error 0,
+    null message, its member id (the request's bytes), `epoch`, `interval`, null
+    assignment, no tagged fields (byte for byte what kio encodes). Its length."""
+    cdef Py_ssize_t n = cg.member.length, p = 9
+    write_i32(r + 4, cg.correlation)
+    r[8] = 0                                      # header tagged fields
+    write_i32(r + p, 0)                           # throttle
+    r[p + 4] = 0                                  # error code (int16)
+    r[p + 5] = 0
+    r[p + 6] = 0                                  # error message: null
+    r[p + 7] = <char>(n + 1)                      # member id (n < 127: one-byte length)
+    p += 8
+    memcpy(r + p, f + cg.member.start, n)
+    p += n
+    write_i32(r + p, epoch)
+    write_i32(r + p + 4, interval)
+    r[p + 8] = <char>NULL_ENTITY                  # assignment: null
+    r[p + 9] = 0                                  # body tagged fields
+    p += 10
+    write_i32(r, <int32_t>(p - 4))
+    return p
+
+
+def consumer_heartbeat_frame(bytes frame, int min_version, int max_version, steady,
+                             str client_id, str client_host):
+    """consumer_heartbeat_frame(frame, min_version, max_version, steady, client_id, client_host) -> tuple | None
+
+    A ConsumerGroupHeartbeat frame (without its length prefix) in the steady form,
+    answered by `steady(group_id, member_id, member_epoch, client_id, client_host)`
+    (the member table's consumer_steady: the settled member's cached answer, or None):
+    (response frame, version, header client id, group id, member id, member epoch).
+    None when the frame is not in that form, an id is not valid UTF-8, or `steady`
+    declines, having changed nothing: the general path (kio, apis.py) answers it."""
+    cdef const uint8_t* f = <const uint8_t*>PyBytes_AS_STRING(frame)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(frame)
+    cdef Steady cg
+    cdef char* r
+    cdef bytes response
+    if _parse_steady(f, size, min_version, max_version, &cg) < 0:
+        return None
+    try:
+        group_id = _text(f, cg.group)
+        member_id = _text(f, cg.member)
+        header_client = _text(f, cg.client)
+    except UnicodeDecodeError:
+        return None
+    result = steady(group_id, member_id, cg.epoch, client_id, client_host)
+    if result is None:
+        return None
+    response = PyBytes_FromStringAndSize(NULL, 27 + cg.member.length)
+    r = PyBytes_AS_STRING(response)
+    _encode_steady(r, f, &cg, result.member_epoch, result.heartbeat_interval_ms)
+    return response, cg.version, header_client, group_id, member_id, cg.epoch

@@ -116,3 +116,75 @@ class HeartbeatReader:
     def flush_log(self) -> None:
         """Nothing to do: each call hands its lines to `log` itself (the native twin
         buffers across the calls of its C-level `answer`)."""
+
+
+# -- ConsumerGroupHeartbeat (KIP-848): a settled member's steady heartbeat -------------------
+CONSUMER_HEARTBEAT_KEY = 68
+_STEADY_HEAD = struct.Struct(">hhih")           # api key, version, correlation, client length
+_I32 = struct.Struct(">i")
+
+
+def consumer_heartbeat_frame(frame: bytes, min_version: int, max_version: int, steady,
+                             client_id: str, client_host: str):
+    """A ConsumerGroupHeartbeat frame (without its length prefix) in the steady form
+    (every optional field null, rebalance_timeout_ms -1, one-byte compact lengths, no
+    tagged fields), answered by `steady(group_id, member_id, member_epoch, client_id,
+    client_host)` (the member table's consumer_steady): (response frame, version,
+    header client id, group id, member id, member epoch). None when the frame is not in
+    that form, an id is not valid UTF-8, or `steady` declines, having changed nothing:
+    the general path (kio, apis.py) answers it. wire.pyx does the same in C."""
+    if not isinstance(frame, bytes):
+        raise TypeError(f"frame must be bytes, got {type(frame).__name__}")
+    parsed = _parse_steady(frame, min_version, max_version)
+    if parsed is None:
+        return None
+    version, correlation, header_client, group_id, member_id, member_raw, epoch = parsed
+    result = steady(group_id, member_id, epoch, client_id, client_host)
+    if result is None:
+        return None
+    body = b"".join([
+        _I32.pack(correlation), b"\x00",                     # header: no tagged fields
+        _I32.pack(0), b"\x00\x00", b"\x00",                  # throttle, error, null message
+        bytes([len(member_raw) + 1]), member_raw,            # member id
+        _I32.pack(result.member_epoch), _I32.pack(result.heartbeat_interval_ms),
+        b"\xff", b"\x00"])                                   # null assignment, no tags
+    return _I32.pack(len(body)) + body, version, header_client, group_id, member_id, epoch
+
+
+def _parse_steady(frame: bytes, min_version: int, max_version: int):
+    """(version, correlation, client id, group id, member id, member id bytes, epoch) of
+    a steady-form ConsumerGroupHeartbeat, or None."""
+    try:
+        api_key, version, correlation, n = _STEADY_HEAD.unpack_from(frame, 0)
+        if api_key != CONSUMER_HEARTBEAT_KEY or not min_version <= version <= min(max_version, 1):
+            return None
+        pos = 10
+        client = None
+        if n >= 0:
+            client = frame[pos:pos + n].decode("utf-8")
+            pos += n
+            if pos > len(frame):
+                return None
+        elif n != -1:
+            return None
+        if frame[pos] != 0:                     # header tagged fields
+            return None
+        ids = []
+        pos += 1
+        for _ in range(2):                      # group id, member id: compact, not null
+            length = frame[pos] - 1
+            if not 0 <= length < 127 or pos + 1 + length > len(frame):
+                return None
+            ids.append(frame[pos + 1:pos + 1 + length])
+            pos += 1 + length
+        (epoch,) = _I32.unpack_from(frame, pos)
+        pos += 4
+        if frame[pos:pos + 2] != b"\x00\x00" or _I32.unpack_from(frame, pos + 2)[0] != -1:
+            return None                         # instance id, rack id null; timeout -1
+        pos += 6
+        if frame[pos:] != bytes(5 if version >= 1 else 4):     # the rest null, no tags
+            return None
+        return (version, correlation, client, ids[0].decode("utf-8"), ids[1].decode("utf-8"),
+                ids[1], epoch)
+    except (struct.error, IndexError, UnicodeDecodeError):
+        return None
