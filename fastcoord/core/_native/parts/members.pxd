@@ -41,6 +41,17 @@ ctypedef struct Slot:
     int32_t cepoch              # the member epoch its steady heartbeat is settled at; 0: none
 
 
+# A settled consumer member's cached answer and the client id and host it holds for
+# (strong references; NULL while not settled): beside the slots, in chunks of their
+# size, allocated on first use, so classic members' slots stay as they were. Raw
+# pointers, not a list of tuples: a steady heartbeat then compares the client strings
+# by identity and touches no Python object but the result it returns.
+ctypedef struct CSlot:
+    PyObject* result
+    PyObject* client_id
+    PyObject* client_host
+
+
 cdef enum:
     SLOT_CHUNK_BITS = 12
     SLOT_CHUNK = 4096           # slots per chunk
@@ -135,10 +146,12 @@ cdef class MemberTable(TimerSink):
     cdef public object on_deadline
     cdef public object version_fallback   # group_version's checked path: f(group_id)
     cdef public object consumer_fallback  # consumer_group_heartbeat's checked path
-    cdef list cresults              # slot -> (result, client_id, client_host) while settled
+    cdef CSlot** cchunks            # the CSlot chunks beside `chunks` (NULL until used)
     cdef int64_t ctopics            # the consumer logic's topics version (set_topics)
 
     cdef Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil
+    cdef CSlot* cslot_ptr(self, Py_ssize_t slot) noexcept nogil
+    cdef void consumer_clear(self, Py_ssize_t slot) noexcept
     cdef int64_t now(self) except? -1
     cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer)
     cdef int map_insert(self, Py_ssize_t slot) except -1

@@ -192,6 +192,9 @@ cdef class MemberTable(TimerSink):
         if num_shards <= 0:
             raise ValueError(f"num_shards must be > 0, got {num_shards}")
         self.chunks = <Slot**>PyMem_RawCalloc(MAX_CHUNKS, sizeof(Slot*))
+        self.cchunks = <CSlot**>PyMem_RawCalloc(MAX_CHUNKS, sizeof(CSlot*))
+        if self.cchunks is NULL:
+            raise MemoryError()
         self.shards = <uint8_t*>PyMem_RawCalloc(num_shards, 1)
         if self.chunks is NULL or self.shards is NULL:
             raise MemoryError()
@@ -207,7 +210,6 @@ cdef class MemberTable(TimerSink):
         self.num_shards = num_shards
         self.free_slots = []
         self.slot_recs = []
-        self.cresults = []
         self.free_cores = []
         self.groups = {}
         self.active = True
@@ -220,11 +222,18 @@ cdef class MemberTable(TimerSink):
         self.ctopics = 0
 
     def __dealloc__(self):
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, j
         if self.chunks is not NULL:
             for i in range(self.nchunks):
                 PyMem_RawFree(self.chunks[i])
             PyMem_RawFree(self.chunks)
+        if self.cchunks is not NULL:
+            for i in range(MAX_CHUNKS):
+                if self.cchunks[i] is not NULL:
+                    for j in range(SLOT_CHUNK):
+                        self.consumer_clear((i << SLOT_CHUNK_BITS) + j)
+                    PyMem_RawFree(self.cchunks[i])
+            PyMem_RawFree(self.cchunks)
         if self.shards is not NULL:
             PyMem_RawFree(self.shards)
         if self.map is not NULL:
@@ -236,6 +245,27 @@ cdef class MemberTable(TimerSink):
 
     cdef inline Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil:
         return &self.chunks[slot >> SLOT_CHUNK_BITS][slot & (SLOT_CHUNK - 1)]
+
+    cdef inline CSlot* cslot_ptr(self, Py_ssize_t slot) noexcept nogil:
+        """The slot's CSlot, or NULL when its chunk was never used."""
+        cdef CSlot* chunk = self.cchunks[slot >> SLOT_CHUNK_BITS]
+        if chunk is NULL:
+            return NULL
+        return &chunk[slot & (SLOT_CHUNK - 1)]
+
+    cdef void consumer_clear(self, Py_ssize_t slot) noexcept:
+        """Unsettle: drop the slot's cached answer (its settled epoch is the caller's)."""
+        cdef CSlot* c = self.cslot_ptr(slot)
+        cdef PyObject* result
+        cdef PyObject* client_id
+        cdef PyObject* client_host
+        if c is NULL or c.result is NULL:
+            return
+        result, client_id, client_host = c.result, c.client_id, c.client_host
+        c.result = c.client_id = c.client_host = NULL
+        Py_DECREF(<object>result)
+        Py_DECREF(<object>client_id)
+        Py_DECREF(<object>client_host)
 
     cdef int64_t now(self) except? -1:
         """clock.now_ms() without a Python call for the two clocks fastcoord ships."""
@@ -411,7 +441,6 @@ cdef class MemberTable(TimerSink):
                 self.nchunks += 1
             self.nslots += 1
             self.slot_recs.append(None)
-            self.cresults.append(None)
         s = self.slot_ptr(slot)
         s.core = rec.core
         s.deadline = deadline_ms
@@ -448,7 +477,7 @@ cdef class MemberTable(TimerSink):
         s.consumer = 0
         s.cepoch = 0
         self.slot_recs[slot] = None
-        self.cresults[slot] = None
+        self.consumer_clear(slot)
         self.free_slots.append(slot)
 
     def rename(self, Py_ssize_t slot, str old_id, str new_id):
@@ -558,15 +587,28 @@ cdef class MemberTable(TimerSink):
         """The member's steady heartbeat at `member_epoch` (> 0), from `client_id` at
         `client_host`, is answered `result` while its group is quiet at that epoch. The
         caller holds the group's lock."""
+        cdef Py_ssize_t chunk = slot >> SLOT_CHUNK_BITS
+        cdef CSlot* c
         if member_epoch <= 0:
             raise ValueError(f"member_epoch must be > 0, got {member_epoch}")
-        self.cresults[slot] = (result, client_id, client_host)
+        if self.cchunks[chunk] is NULL:
+            self.cchunks[chunk] = <CSlot*>PyMem_RawCalloc(SLOT_CHUNK, sizeof(CSlot))
+            if self.cchunks[chunk] is NULL:
+                raise MemoryError()
+        self.consumer_clear(slot)
+        c = self.cslot_ptr(slot)
+        Py_INCREF(result)
+        Py_INCREF(client_id)
+        Py_INCREF(client_host)
+        c.result = <PyObject*>result
+        c.client_id = <PyObject*>client_id
+        c.client_host = <PyObject*>client_host
         self.slot_ptr(slot).cepoch = member_epoch
 
     def consumer_unsettle(self, Py_ssize_t slot):
         """The member's next heartbeat runs the slow path. The caller holds the lock."""
         self.slot_ptr(slot).cepoch = 0
-        self.cresults[slot] = None
+        self.consumer_clear(slot)
 
     def consumer_quiet(self, GroupRecord rec, int32_t group_epoch, int64_t topics_version):
         """The group is quiet at `group_epoch` (0: not quiet) with its metadata computed
@@ -587,7 +629,7 @@ cdef class MemberTable(TimerSink):
         cdef GroupCore* core
         cdef long epoch
         cdef uint32_t gen
-        cdef tuple cached
+        cdef CSlot* c
         if not (type(group_id) is str and type(member_id) is str and type(member_epoch) is int
                 and type(client_id) is str and type(client_host) is str and self.active):
             return None
@@ -611,12 +653,12 @@ cdef class MemberTable(TimerSink):
             if (s.core is not core or s.gen != gen or not s.consumer or s.cepoch != epoch
                     or core.cquiet != epoch or core.ctopics != self.ctopics):
                 return None
-            cached = <tuple>self.cresults[slot]
-            if not (id_equal(<PyObject*>cached[1], client_id)
-                    and id_equal(<PyObject*>cached[2], client_host)):
+            c = self.cslot_ptr(slot)
+            if c is NULL or c.result is NULL or not (id_equal(c.client_id, client_id)
+                                                    and id_equal(c.client_host, client_host)):
                 return None     # a new client id or host: the slow path records it
             self.refresh(slot, s, self.now() + s.session_timeout)
-            return cached[0]
+            return <object>c.result
         finally:
             pthread_mutex_unlock(&core.mu)
 
