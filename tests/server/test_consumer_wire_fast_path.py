@@ -14,7 +14,7 @@ from fastcoord import Errors
 from fastcoord._twins import module
 from fastcoord.core.results import ConsumerGroupHeartbeatResult
 from fastcoord.server.protocol import encode_request, encode_response
-from helpers.server import RawConn, ServerProc, metrics_url, scrape
+from helpers.server import ClientProc, RawConn, ServerProc, metrics_url, scrape, wait_until
 
 IMPLS = ["native", "pure"] if fastcoord.NATIVE_AVAILABLE else ["pure"]
 
@@ -165,3 +165,23 @@ def test_a_served_member_is_answered_by_the_fast_path(tmp_path, impl):
                      (0, "raw", "wm-1", epoch, 0), (1, "raw", "wm-1", epoch, 0),
                      (1, "raw", "wm-1", epoch, 0), (0, "raw", "wm-1", epoch, 0),
                      (1, "raw", "wm-1", epoch + 1, int(Errors.FENCED_MEMBER_EPOCH))]
+
+
+@pytest.mark.clients
+def test_a_confluent_kafka_consumers_steady_heartbeats_take_the_fast_path(tmp_path):
+    """librdkafka (group.protocol=consumer) sends its steady heartbeats in the steady
+    form: once it holds its partitions, the fast path answers them."""
+    server = ServerProc(tmp_path / "server.log", "--metrics-port", "0",
+                        "--group-consumer-min-heartbeat-interval-ms", "100",
+                        "--group-consumer-heartbeat-interval-ms", "200", topics=["orders:6"])
+    client = ClientProc("confluent", server.bootstrap, "cg", "orders", "c1", tmp_path,
+                        group_protocol="consumer")
+    url = metrics_url(server)
+    try:
+        assert wait_until(lambda: scrape(url)["fastcoord_consumer_heartbeats_fast_path_total"]
+                          >= 5, 20.0), server.log()
+    finally:
+        client.close(timeout=5)
+        client.cleanup()
+        assert server.stop() == 0
+    assert "Traceback" not in server.log(), server.log()
