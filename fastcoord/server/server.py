@@ -22,7 +22,7 @@ import signal
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Set
+from typing import Dict, Optional, Set, Tuple
 
 from kio.schema.index import api_key_map
 
@@ -119,6 +119,9 @@ class Connection(asyncio.Protocol):
         self._waiting_since = 0.0
         self._reserved = 0
         self._log_host: Optional[bytes] = None  # peer address as JSON, with a request log
+        # (client id, client host) while the fast paths serve it: what a steady
+        # ConsumerGroupHeartbeat's settled member must have come from
+        self._ident: Optional[Tuple[str, str]] = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -184,7 +187,7 @@ class Connection(asyncio.Protocol):
             # Nothing is buffered or waiting to go out before this read, so answering
             # its leading heartbeats at once keeps the responses in request order.
             try:
-                used = reader(data, self._write, self._log_host)
+                used = reader(data, self._write, self._log_host, self._ident)
             except Exception:
                 log.exception("%s: the heartbeat fast path failed; closing", self.peer)
                 self.close()
@@ -217,7 +220,7 @@ class Connection(asyncio.Protocol):
         self._lane_fd = self._fd
         self._sync_reading()
         try:
-            lane.add(self._fd, self, self._log_host)
+            lane.add(self._fd, self, self._log_host, self._ident)
         except (OSError, ValueError):
             log.exception("%s: could not enter the heartbeat lane", self.peer)
             self._lane_fd = -1
@@ -343,6 +346,9 @@ class Connection(asyncio.Protocol):
     def _set_reader(self, fast) -> None:
         server = self.server
         self._reader = server.heartbeat_reader if fast is not None else None
+        session = self.session
+        self._ident = (session.client_id or "", session.client_host) \
+            if fast is not None else None
 
     def _heartbeat_run(self, fast, buf: bytearray, pos: int, limit: int) -> int:
         server = self.server
@@ -700,9 +706,11 @@ class CoordinatorServer:
                               topic_ids=self.topic_ids)
         self.heartbeat_versions = lo, hi = self.apis.versions[HEARTBEAT_KEY]
         if cfg.heartbeat_fast_path:
+            consumer_lo, consumer_hi = self.apis.versions.get(_CONSUMER_HEARTBEAT_KEY, (0, -1))
             self.heartbeat_reader = self._wire.HeartbeatReader(
                 self.coord.heartbeat, cfg.max_frame_bytes, lo, hi, self.latencies,
-                self.request_log.write_lines if self.request_log is not None else None)
+                self.request_log.write_lines if self.request_log is not None else None,
+                self.coord.member_table.consumer_steady, consumer_lo, consumer_hi)
             if cfg.heartbeat_lane:
                 self.lane = self._make_lane()
         self._tick()
@@ -765,12 +773,17 @@ class CoordinatorServer:
     def counters(self) -> Dict[str, int]:
         """The request counters: the APIs' own plus the per-read fast path's
         (heartbeats_read_path: answered a whole read at a time, a part of
-        heartbeats_fast_path)."""
+        heartbeats_fast_path; its steady consumer heartbeats count in
+        consumer_heartbeats_fast_path)."""
         counters = dict(self.apis.counters)
-        fast = self.heartbeat_reader.answered if self.heartbeat_reader is not None else 0
+        reader = self.heartbeat_reader
+        fast = reader.answered if reader is not None else 0
         for key in ("requests", "heartbeats", "heartbeats_fast_path"):
             counters[key] += fast
         counters["heartbeats_read_path"] = fast
+        consumers = reader.consumer_answered if reader is not None else 0
+        for key in ("requests", "consumer_heartbeats", "consumer_heartbeats_fast_path"):
+            counters[key] += consumers
         return counters
 
     def status_line(self) -> str:

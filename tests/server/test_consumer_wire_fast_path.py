@@ -125,9 +125,10 @@ def _join_body(version: int, **fields) -> dict:
 @pytest.mark.parametrize("impl", IMPLS)
 def test_a_served_member_is_answered_by_the_fast_path(tmp_path, impl):
     """A real `fastcoord serve`: a member joins, reports what it owns, then heartbeats
-    steadily; those answers come from the fast path (its counter), are what the general
-    path answers, and get their request-log lines. A classic Heartbeat naming the member
-    is UNKNOWN_MEMBER_ID."""
+    steadily; those answers come from the fast paths (the per-read reader, then the
+    heartbeat lane), are what the general path answers, and get their request-log lines.
+    A classic Heartbeat naming the member is UNKNOWN_MEMBER_ID; a stale epoch leaves
+    the lane for the general path."""
     server = ServerProc(tmp_path / "server.log", "--store", "memory", "--metrics-port", "0",
                         "--impl", impl, topics=["orders:4"])
     conn = RawConn(server.port)
@@ -140,15 +141,19 @@ def test_a_served_member_is_answered_by_the_fast_path(tmp_path, impl):
         acked = conn.call(68, 1, steady_body(1, member_id="wm-1", member_epoch=epoch,
                                              topic_partitions=owned))
         assert acked.error_code == 0 and acked.member_epoch == epoch
-        before = scrape(metrics_url(server))["fastcoord_consumer_heartbeats_fast_path_total"]
+        samples = scrape(metrics_url(server))
+        before = samples["fastcoord_consumer_heartbeats_fast_path_total"]
+        lane_before = samples["fastcoord_lane_reads_total"]
         for version in (0, 1, 1, 0):
             corr = conn.send(68, version, steady_body(version, member_id="wm-1",
                                                       member_epoch=epoch))
             frame = conn.recv_frame()
             assert frame == kio_answer(version, corr, "wm-1", epoch, 5000)[4:]
             conn.sent.pop(corr)
-        after = scrape(metrics_url(server))["fastcoord_consumer_heartbeats_fast_path_total"]
-        assert after - before == 4
+        samples = scrape(metrics_url(server))
+        assert samples["fastcoord_consumer_heartbeats_fast_path_total"] - before == 4
+        # a read of steady heartbeats only: the next ones are the heartbeat lane's
+        assert samples["fastcoord_lane_reads_total"] - lane_before >= 3
         classic = conn.call(12, 4, {"group_id": "g", "generation_id": epoch,
                                     "member_id": "wm-1", "group_instance_id": None})
         assert classic.error_code == int(Errors.UNKNOWN_MEMBER_ID)
@@ -185,3 +190,33 @@ def test_a_confluent_kafka_consumers_steady_heartbeats_take_the_fast_path(tmp_pa
         client.cleanup()
         assert server.stop() == 0
     assert "Traceback" not in server.log(), server.log()
+
+
+def test_the_per_read_reader_answers_steady_consumer_heartbeats(wire):
+    """A read of classic and steady consumer heartbeats: answered in order in one write,
+    each consumer answer kio's bytes, counted apart; without the connection's ident,
+    or at a frame `steady` declines, the reader stops there."""
+    classic = encode_request(12, 4, 1, {"group_id": "g", "generation_id": 1,
+                                        "member_id": "c", "group_instance_id": None})
+    steady_frames = [encode_request(68, v, 2 + v, steady_body(v, member_epoch=7))
+                     for v in (0, 1)]
+    data = classic + steady_frames[0] + steady_frames[1] + classic
+    beats = []
+
+    def heartbeat(group_id, member_id, generation, instance_id):
+        beats.append(member_id)
+        return 0
+
+    reader = wire.HeartbeatReader(heartbeat, 1 << 20, 0, 4, None, None, Steady(), 0, 1)
+    written = []
+    assert reader(data, written.append, None, ("session-client", "h")) == len(data)
+    assert written == [encode_response(12, 4, 1, {"error_code": 0})
+                       + kio_answer(0, 2, "m-1", 7, 5000) + kio_answer(1, 3, "m-1", 7, 5000)
+                       + encode_response(12, 4, 1, {"error_code": 0})]
+    assert (reader.answered, reader.consumer_answered, beats) == (2, 2, ["c", "c"])
+    assert reader(data, written.append, None, None) == len(classic)     # no ident
+    declining = wire.HeartbeatReader(heartbeat, 1 << 20, 0, 4, None, None,
+                                     Steady(answer=False), 0, 1)
+    assert declining(data, written.append, None, ("c", "h")) == len(classic)
+    with pytest.raises(TypeError, match="ident"):
+        reader(data, written.append, None, ("c",))

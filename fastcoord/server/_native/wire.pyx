@@ -267,13 +267,20 @@ cdef class HeartbeatReader:
     per `flush_log()` for callers of the C-level `answer`."""
 
     def __cinit__(self, heartbeat, Py_ssize_t max_frame, int min_version, int max_version,
-                  latencies=None, log=None):
+                  latencies=None, log=None, steady=None, int consumer_min=0,
+                  int consumer_max=-1):
         if not callable(heartbeat):
             raise TypeError(f"heartbeat must be callable, got {type(heartbeat).__name__}")
         if max_frame < 8:
             raise ValueError(f"max_frame must be at least 8, got {max_frame}")
         if log is not None and not callable(log):
             raise TypeError(f"log must be callable or None, got {type(log).__name__}")
+        if steady is not None and not callable(steady):
+            raise TypeError(f"steady must be callable or None, got {type(steady).__name__}")
+        self.steady = steady
+        self.consumer_min = consumer_min
+        self.consumer_max = consumer_max
+        self.consumer_answered = 0
         self.log = log
         self.log_buf = NULL
         self.log_len = 0
@@ -292,14 +299,16 @@ cdef class HeartbeatReader:
         free(self.log_buf)
 
     cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used,
-                           object host, double started) except -1:
+                           object host, double started, object ident) except -1:
         """Answer the leading heartbeats of f[0:end] (read at `started`, monotonic
         seconds) into the scratch buffer and return the bytes consumed. `*used` is the
         length of the responses in scratch, kept up to date per answer, so that when a
         heartbeat call raises, the caller can still send the answers before it (they are
         counted and timed here either way). With a log and `host` (bytes), each
-        answer's log line is buffered (flush_log)."""
-        cdef Py_ssize_t pos = 0, next_pos, answered = 0
+        answer's log line is buffered (flush_log). With `ident` (the connection's
+        (client id, client host)) and `steady`, a settled member's steady
+        ConsumerGroupHeartbeat is answered too (consumer_heartbeat_frame's)."""
+        cdef Py_ssize_t pos = 0, next_pos, answered = 0, consumers = 0
         cdef Heartbeat hb
         cdef int error
         cdef bint logging = self.log is not None and host is not None
@@ -313,7 +322,17 @@ cdef class HeartbeatReader:
                 next_pos = _parse(f, pos, end, self.max_frame, self.min_version,
                                   self.max_version, &hb)
                 if next_pos < 0:
-                    break
+                    if ident is None or self.steady is None:
+                        break
+                    next_pos = self._answer_steady(f, pos, end, used, <tuple>ident, &hb)
+                    if next_pos < 0:
+                        break                     # the general path's to judge
+                    consumers += 1
+                    pos = next_pos
+                    if logging:
+                        self._log_line(ts, ts_len, f, &hb, <bytes>host, 0,
+                                       monotonic_s() - started, b"ConsumerGroupHeartbeat")
+                    continue
                 error = _answer(f, &hb, self.heartbeat, None)
                 if error == DECLINED:
                     break                         # the general path's to judge
@@ -325,18 +344,59 @@ cdef class HeartbeatReader:
                 pos = next_pos
                 if logging:
                     self._log_line(ts, ts_len, f, &hb, <bytes>host, error,
-                                   monotonic_s() - started)
+                                   monotonic_s() - started, b"Heartbeat")
         finally:
-            if answered:
+            if answered or consumers:
                 self.answered += answered
+                self.consumer_answered += consumers
                 if self.latencies is not None:
                     seconds = monotonic_s() - started
-                    for _ in range(answered):
+                    for _ in range(answered + consumers):
                         self.latencies.append(seconds)
         return pos
 
+    cdef Py_ssize_t _answer_steady(self, const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
+                                   Py_ssize_t* used, tuple ident, Heartbeat* hb) except -2:
+        """The frame at f[pos] answered into scratch if it is a settled member's steady
+        ConsumerGroupHeartbeat (consumer_heartbeat_frame's rules): the position after
+        it, `hb` holding its ids (as spans of f) for the request log. Otherwise -1,
+        nothing done."""
+        cdef int32_t size
+        cdef Steady cg
+        cdef const uint8_t* frame = f + pos + 4
+        if end - pos < 4:
+            return -1
+        size = read_i32(f + pos)
+        if size < 8 or size > self.max_frame or end - pos - 4 < size:
+            return -1
+        if _parse_steady(frame, size, self.consumer_min, self.consumer_max, &cg) < 0:
+            return -1
+        try:
+            group_id = _text(frame, cg.group)
+            member_id = _text(frame, cg.member)
+        except UnicodeDecodeError:
+            return -1
+        result = self.steady(group_id, member_id, cg.epoch, ident[0], ident[1])
+        if result is None:
+            return -1
+        if used[0] + 27 + cg.member.length > self.scratch_cap and \
+                grow(&self.scratch, &self.scratch_cap, used[0] + 27 + cg.member.length) < 0:
+            raise MemoryError()
+        used[0] += _encode_steady(self.scratch + used[0], frame, &cg, result.member_epoch,
+                                  result.heartbeat_interval_ms)
+        hb.version = cg.version
+        hb.generation = cg.epoch
+        hb.client = cg.client
+        hb.group = cg.group
+        hb.member = cg.member
+        hb.client.start += pos + 4          # (spans of f, as _parse leaves them)
+        hb.group.start += pos + 4
+        hb.member.start += pos + 4
+        return pos + 4 + size
+
     cdef int _log_line(self, const char* ts, Py_ssize_t ts_len, const uint8_t* f,
-                       const Heartbeat* hb, bytes host, int error, double seconds) except -1:
+                       const Heartbeat* hb, bytes host, int error, double seconds,
+                       const char* api) except -1:
         """The request-log line of the heartbeat `hb` of frame buffer `f`, answered with
         `error` in `seconds`, into log_buf: the fields and text RequestLog writes for it
         (ts is the read's, formatted once; latency_ms is rounded to the microsecond)."""
@@ -353,7 +413,9 @@ cdef class HeartbeatReader:
         p = self.log_buf + self.log_len
         p = _put_literal(p, b'{"ts":')
         p = put_text(p, ts, ts_len)
-        p = _put_literal(p, b',"api":"Heartbeat","version":')
+        p = _put_literal(p, b',"api":"')
+        p = _put_literal(p, api)
+        p = _put_literal(p, b'","version":')
         p = put_int(p, hb.version)
         p = _put_literal(p, b',"client":')
         p = _put_id(p, f, hb.client)
@@ -382,13 +444,14 @@ cdef class HeartbeatReader:
             self.log_len = 0
             self.log(lines)
 
-    def __call__(self, bytes data, write, host=None):
+    def __call__(self, bytes data, write, host=None, ident=None):
         cdef Py_ssize_t used = 0, pos
         if host is not None and type(host) is not bytes:
             raise TypeError(f"host must be bytes (JSON text) or None, got {type(host).__name__}")
+        check_ident(ident)
         try:
             pos = self.answer(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
-                              &used, host, monotonic_s())
+                              &used, host, monotonic_s(), ident)
         finally:
             # What was answered goes out even when a later heartbeat call raised.
             if used:
@@ -499,3 +562,11 @@ def consumer_heartbeat_frame(bytes frame, int min_version, int max_version, stea
     r = PyBytes_AS_STRING(response)
     _encode_steady(r, f, &cg, result.member_epoch, result.heartbeat_interval_ms)
     return response, cg.version, header_client, group_id, member_id, cg.epoch
+
+
+def check_ident(ident):
+    """A connection's (client id, client host) for the steady consumer heartbeats, or None."""
+    if ident is not None and not (type(ident) is tuple and len(ident) == 2
+                                  and type(ident[0]) is str and type(ident[1]) is str):
+        raise TypeError(f"ident must be a (client_id, client_host) tuple of str or None, "
+                        f"got {ident!r}")
