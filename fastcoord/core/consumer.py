@@ -250,6 +250,7 @@ class ConsumerLogic:
         subscription metadata (and re-resolves its regexes) at its next heartbeat."""
         self.topics = dict(topics)
         self.topics_version += 1
+        self.logic.table.consumer_topics(self.topics_version)   # no group is quiet now
 
     # ======================================================================
     # ConsumerGroupHeartbeat
@@ -268,19 +269,27 @@ class ConsumerLogic:
             if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 group = self._consumer_group(group_id)
                 with group.rec:
-                    result = self._leave(group, member_id, member_epoch, instance_id)
-                    self._persist(group, result, callback)
+                    result = None
+                    try:
+                        result = self._leave(group, member_id, member_epoch, instance_id)
+                        self._persist(group, result, callback)
+                    finally:
+                        self._publish(group, result)
                     return
             else:
                 group = self._group_for_heartbeat(group_id, member_epoch)
                 with group.rec:
                     if group.consumer is None or logic._get_group(group_id) is not group:
                         raise _Refused(Errors.COORDINATOR_NOT_AVAILABLE, "")   # raced away
-                    result = self._heartbeat(
-                        group, member_id, member_epoch, instance_id, rack_id,
-                        rebalance_timeout_ms, topic_names, topic_regex, server_assignor,
-                        owned, client_id, client_host)
-                    self._persist(group, result, callback)
+                    result = None
+                    try:
+                        result = self._heartbeat(
+                            group, member_id, member_epoch, instance_id, rack_id,
+                            rebalance_timeout_ms, topic_names, topic_regex, server_assignor,
+                            owned, client_id, client_host)
+                        self._persist(group, result, callback)
+                    finally:
+                        self._publish(group, result)
                     return
         except _Refused as refused:
             result = ConsumerGroupHeartbeatResult(refused.error, refused.message or None)
@@ -461,6 +470,7 @@ class ConsumerLogic:
                 cg.target[updated.member_id] = target
             logic.owners[replaced.slot] = (group, updated.member_id)
             updated.slot = replaced.slot
+            logic.table.consumer_bind(updated.slot, updated.member_id)
             updated.rebalance_timer = None
             cg.release(replaced)
             log.info("consumer group %s: static member %s (instance %s) replaced by %s",
@@ -470,11 +480,16 @@ class ConsumerLogic:
             session = self.config.group_consumer_session_timeout_ms
             updated.slot = logic.table.alloc(group.rec, updated.member_id, session,
                                              logic.clock.now_ms() + session, True)
+            logic.table.consumer_bind(updated.slot, updated.member_id)
             logic.owners[updated.slot] = (group, updated.member_id)
             log.info("consumer group %s: member %s joins", group.group_id, updated.member_id)
         elif member is not updated:
             cg.release(member)
         cg.members[updated.member_id] = updated
+        old_instance = member.instance_id
+        if old_instance is not None and old_instance != updated.instance_id \
+                and cg.static.get(old_instance) == member.member_id:
+            del cg.static[old_instance]     # (a member that joined again as another instance)
         if updated.instance_id is not None:
             cg.static[updated.instance_id] = updated.member_id
         cg.own(updated)
@@ -752,6 +767,7 @@ class ConsumerLogic:
         goes at once. Caller holds the group's lock."""
         cg = group.consumer
         logic = self.logic
+        self._publish_quiet(group)
         write = getattr(logic.store, "store_consumer_group", None)
         if write is None or cg is None or not (cg.dirty or cg.dirty_all):
             if callback is not None:
@@ -769,6 +785,7 @@ class ConsumerLogic:
                 with group.rec:
                     if group.consumer is cg:
                         cg.dirty_all = True
+                        logic.table.consumer_quiet(group.rec, 0, -1)    # the next writes all
             if callback is not None:
                 if error == Errors.NONE:
                     callback(result)
@@ -779,6 +796,48 @@ class ConsumerLogic:
                                                                  "state failed"))
 
         logic._emit(write, group_id, record, stored)
+
+    # ======================================================================
+    # the member table's fast path (MemberTable.consumer_heartbeat)
+    # ======================================================================
+    def _publish(self, group, result) -> None:
+        """After a heartbeat (answered or refused), tell the member table what it may
+        answer alone: the group's quiet point, and whether the member of `result` is
+        settled. Caller holds the group's lock."""
+        if group.consumer is None:
+            return
+        self._publish_quiet(group)
+        member = None if result is None else group.consumer.members.get(result.member_id)
+        if member is not None and member.slot >= 0:
+            self._settle(group, member)
+
+    def _publish_quiet(self, group) -> None:
+        """The group is quiet at its epoch when its target is that epoch's and no regex
+        waits to be resolved: a settled member's steady heartbeat then changes nothing
+        but its session (a topics change is the table's topics version; a failed write
+        unquiets the group where it is seen). Caller holds the group's lock."""
+        cg = group.consumer
+        quiet = cg.members and cg.group_epoch == cg.assignment_epoch and not cg.regex_refresh
+        self.logic.table.consumer_quiet(group.rec, cg.group_epoch if quiet else 0,
+                                        cg.topics_version)
+
+    def _settle(self, group, member) -> None:
+        """A consumer-protocol member STABLE at its group's epoch (== the assignment
+        epoch) is settled: its steady heartbeat's answer is cached in the table; any
+        other is not."""
+        cg = group.consumer
+        epoch = member.member_epoch
+        table = self.logic.table
+        # (a member on the classic protocol is never settled: a ConsumerGroupHeartbeat
+        # naming it moves it to the consumer protocol, the slow path's work)
+        if member.state == STABLE and epoch > 0 and member.classic is None \
+                and epoch == cg.group_epoch == cg.assignment_epoch:
+            table.consumer_settle(member.slot, epoch, ConsumerGroupHeartbeatResult(
+                Errors.NONE, None, member.member_id, epoch,
+                self.config.group_consumer_heartbeat_interval_ms, None),
+                member.client_id, member.client_host)
+        else:
+            table.consumer_unsettle(member.slot)
 
     def load(self, group, record: dict) -> None:
         """Install a consumer group read back from the store (consumer_record's fold).
@@ -803,6 +862,7 @@ class ConsumerLogic:
                 member_session = session
             member.slot = logic.table.alloc(group.rec, member_id, member_session,
                                             now + member_session, True)
+            logic.table.consumer_bind(member.slot, member_id)
             logic.owners[member.slot] = (group, member_id)
             cg.members[member_id] = member
             if member.instance_id is not None:

@@ -258,6 +258,11 @@ class GroupCoordinator:
         # other case to the checked path below (the class's group_version)
         self.group_version = table.group_version
         table.version_fallback = self._group_version_checked
+        # consumer_group_heartbeat too: the table answers a settled member's steady
+        # heartbeat (docs/consumer-protocol.md) and hands every other case to the class's
+        # method, the checked path
+        self.consumer_group_heartbeat = table.consumer_heartbeat
+        table.consumer_fallback = self._consumer_heartbeat_checked
         self._reaper: Optional[threading.Thread] = None
         self._stop = threading.Event()
         wheel = _twins.module(self.impl, "core.timer")
@@ -507,7 +512,20 @@ class GroupCoordinator:
         """Kafka's ConsumerGroupHeartbeat (docs/api.md): `member_epoch` 0 joins, -1
         leaves, -2 leaves a static member's place for now; None leaves an optional field
         unchanged. `callback(ConsumerGroupHeartbeatResult)` runs once, inside the call
-        or when the store confirms a write."""
+        or when the store confirms a write. An instance holds this bound to its member
+        table, which answers a settled member's steady heartbeat itself (no Python frame
+        in the native twin) and hands every other case here."""
+        self._consumer_heartbeat_checked(group_id, member_id, member_epoch, instance_id,
+                                         rack_id, rebalance_timeout_ms, subscribed_topic_names,
+                                         subscribed_topic_regex, server_assignor,
+                                         owned_partitions, client_id, client_host, callback)
+
+    def _consumer_heartbeat_checked(self, group_id, member_id, member_epoch, instance_id,
+                                    rack_id, rebalance_timeout_ms, subscribed_topic_names,
+                                    subscribed_topic_regex, server_assignor, owned_partitions,
+                                    client_id, client_host, callback) -> None:
+        # (consumer_group_heartbeat's every case, the slow path; an instance's member
+        # table answers a settled member's steady heartbeat and hands the rest here)
         _check_str("group_id", group_id)
         _check_str("member_id", member_id)
         _check_int("member_epoch", member_epoch)

@@ -335,7 +335,7 @@ class GroupLogic:
         self.table.on_deadline = self._on_session_deadline
         # The table answers no classic member of a consumer group (a mixed group): their
         # heartbeats come back here (core/consumer_mixed.py)
-        self.table.consumer_fallback = self.consumers.mixed.heartbeat
+        self.table.mixed_heartbeat = self.consumers.mixed.heartbeat
         self.owners: Dict[int, Tuple[Group, str]] = {}   # table slot -> (group, member id)
         self._outboxes = _Outboxes()
         # The creating thread's outbox, held directly: most calls come from that thread

@@ -101,9 +101,10 @@ class KafkaApis:
             68: self.consumer_group_heartbeat, 69: self.consumer_group_describe,
         }
         # heartbeats_fast_path: the heartbeats (counted in `heartbeats` too) that the
-        # server's wire fast path answered
+        # server's wire fast path answered; consumer_heartbeats_fast_path likewise
         self.counters: Dict[str, int] = {"requests": 0, "heartbeats": 0, "joins": 0,
-                                         "heartbeats_fast_path": 0, "consumer_heartbeats": 0}
+                                         "heartbeats_fast_path": 0, "consumer_heartbeats": 0,
+                                         "consumer_heartbeats_fast_path": 0}
 
     # -- dispatch ------------------------------------------------------------------------
     @staticmethod

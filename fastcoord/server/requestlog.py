@@ -50,10 +50,13 @@ _LINE = ('{{"ts":{:.6f},"api":{},"version":{},"client":{},"host":{},"group":{},"
 
 
 def heartbeat_line(ts: float, version: int, client_id, host_json: str, group_id: str,
-                   member_id: str, generation: int, error: int, seconds: float) -> str:
-    """The request-log line of an answered Heartbeat (`host_json`: the peer's address
-    as JSON text): what RequestLog writes for it, and what the fast paths format."""
-    return _LINE.format(ts, '"Heartbeat"', version, _json_str(client_id), host_json,
+                   member_id: str, generation: int, error: int, seconds: float,
+                   api: str = "Heartbeat") -> str:
+    """The request-log line of an answered Heartbeat, or `api` (a steady
+    ConsumerGroupHeartbeat: `generation` its member epoch) (`host_json`: the peer's
+    address as JSON text): what RequestLog writes for it, and what the fast paths
+    format."""
+    return _LINE.format(ts, _encode_str(api), version, _json_str(client_id), host_json,
                         _encode_str(group_id), _encode_str(member_id), generation, error,
                         seconds * 1000.0)
 
@@ -145,6 +148,13 @@ class RequestLog:
         """A heartbeat answered by the server's fast path: the same line `record` makes."""
         self._write("Heartbeat", version, client_id, conn, group_id, member_id, generation,
                     error, seconds)
+
+    def record_consumer_heartbeat(self, conn, version: int, client_id, group_id, member_id,
+                                  member_epoch: int, seconds: float) -> None:
+        """A steady ConsumerGroupHeartbeat answered by the server's fast path (error 0):
+        the same line `record` makes."""
+        self._write(API_NAMES[CONSUMER_GROUP_HEARTBEAT], version, client_id, conn, group_id,
+                    member_id, member_epoch, 0, seconds)
 
     def write_lines(self, lines: bytes) -> None:
         """Whole lines formatted elsewhere (the heartbeat fast paths), in one write."""

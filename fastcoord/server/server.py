@@ -22,7 +22,7 @@ import signal
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Set
+from typing import Dict, Optional, Set, Tuple
 
 from kio.schema.index import api_key_map
 
@@ -47,6 +47,8 @@ _SMALL_FRAME = 64 * 1024
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
+_CONSUMER_HEARTBEAT_KEY = 68
+_CONSUMER_HEARTBEAT = _CONSUMER_HEARTBEAT_KEY.to_bytes(2, "big")     # a frame's first bytes
 
 
 @dataclass
@@ -117,6 +119,9 @@ class Connection(asyncio.Protocol):
         self._waiting_since = 0.0
         self._reserved = 0
         self._log_host: Optional[bytes] = None  # peer address as JSON, with a request log
+        # (client id, client host) while the fast paths serve it: what a steady
+        # ConsumerGroupHeartbeat's settled member must have come from
+        self._ident: Optional[Tuple[str, str]] = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -182,7 +187,7 @@ class Connection(asyncio.Protocol):
             # Nothing is buffered or waiting to go out before this read, so answering
             # its leading heartbeats at once keeps the responses in request order.
             try:
-                used = reader(data, self._write, self._log_host)
+                used = reader(data, self._write, self._log_host, self._ident)
             except Exception:
                 log.exception("%s: the heartbeat fast path failed; closing", self.peer)
                 self.close()
@@ -215,7 +220,7 @@ class Connection(asyncio.Protocol):
         self._lane_fd = self._fd
         self._sync_reading()
         try:
-            lane.add(self._fd, self, self._log_host)
+            lane.add(self._fd, self, self._log_host, self._ident)
         except (OSError, ValueError):
             log.exception("%s: could not enter the heartbeat lane", self.peer)
             self._lane_fd = -1
@@ -341,6 +346,9 @@ class Connection(asyncio.Protocol):
     def _set_reader(self, fast) -> None:
         server = self.server
         self._reader = server.heartbeat_reader if fast is not None else None
+        session = self.session
+        self._ident = (session.client_id or "", session.client_host) \
+            if fast is not None else None
 
     def _heartbeat_run(self, fast, buf: bytearray, pos: int, limit: int) -> int:
         server = self.server
@@ -379,6 +387,8 @@ class Connection(asyncio.Protocol):
         if self.session.raw_sasl:
             self._raw_sasl_token(frame)
             return
+        if frame[:2] == _CONSUMER_HEARTBEAT and self._consumer_steady(frame):
+            return
         try:
             request = decode_request(frame, apis.versions)
         except UnsupportedRequest as exc:
@@ -415,6 +425,47 @@ class Connection(asyncio.Protocol):
                            API_NAMES[request.api_key], request.api_version,
                            request.correlation_id, type(exc).__name__, exc, exc_info=True)
             self.close()
+
+    def _consumer_steady(self, frame: bytes) -> bool:
+        """A settled member's steady ConsumerGroupHeartbeat answered without kio or the
+        group logic (the wire twin's consumer_heartbeat_frame over the member table's
+        consumer_steady), where the heartbeat fast path would apply (_fast_path: no ACL,
+        no SASL pending, the client id known): whether it was. Otherwise nothing
+        happened and the general path answers it."""
+        if self._fast_path() is None:
+            return False
+        server = self.server
+        apis = server.apis
+        session = self.session
+        span = apis.versions.get(_CONSUMER_HEARTBEAT_KEY)
+        if span is None:
+            return False
+        lo, hi = span
+        started = time.perf_counter()
+        answered = server.consumer_heartbeat_frame(
+            frame, lo, hi, apis.coord.member_table.consumer_steady, session.client_id or "",
+            session.client_host)
+        if answered is None:
+            return False
+        data, version, client_id, group_id, member_id, epoch = answered
+        counters = apis.counters
+        counters["requests"] += 1
+        counters["consumer_heartbeats"] += 1
+        counters["consumer_heartbeats_fast_path"] += 1
+        reply = _Reply(self, None, None)    # (its place in the answers' order)
+        self._pending.append(reply)
+        reply.data = data
+        self._held += len(data)
+        seconds = time.perf_counter() - started
+        server.latencies.append(seconds)
+        self._flush()
+        if server.request_log is not None:
+            try:
+                server.request_log.record_consumer_heartbeat(
+                    self, version, client_id, group_id, member_id, epoch, seconds)
+            except Exception:
+                rate_log.error("request-log", "writing the request log failed", exc_info=True)
+        return True
 
     def _raw_sasl_token(self, token: bytes) -> None:
         """After a v0 SaslHandshake the client sends the PLAIN token as a bare frame
@@ -611,6 +662,7 @@ class CoordinatorServer:
         self.lane = None                     # the heartbeat lane (start(); Linux, fast path on)
         self.heartbeat_versions = (0, -1)    # the advertised Heartbeat versions (start())
         self._wire = wire
+        self.consumer_heartbeat_frame = wire.consumer_heartbeat_frame
         self.timer = Timer(self.clock, impl=config.impl)
         self.fetch_purgatory = Purgatory("fetch", self.timer)
         self.connections: Set[Connection] = set()
@@ -658,9 +710,11 @@ class CoordinatorServer:
                               topic_ids=self.topic_ids)
         self.heartbeat_versions = lo, hi = self.apis.versions[HEARTBEAT_KEY]
         if cfg.heartbeat_fast_path:
+            consumer_lo, consumer_hi = self.apis.versions.get(_CONSUMER_HEARTBEAT_KEY, (0, -1))
             self.heartbeat_reader = self._wire.HeartbeatReader(
                 self.coord.heartbeat, cfg.max_frame_bytes, lo, hi, self.latencies,
-                self.request_log.write_lines if self.request_log is not None else None)
+                self.request_log.write_lines if self.request_log is not None else None,
+                self.coord.member_table.consumer_steady, consumer_lo, consumer_hi)
             if cfg.heartbeat_lane:
                 self.lane = self._make_lane()
         self._tick()
@@ -724,12 +778,17 @@ class CoordinatorServer:
     def counters(self) -> Dict[str, int]:
         """The request counters: the APIs' own plus the per-read fast path's
         (heartbeats_read_path: answered a whole read at a time, a part of
-        heartbeats_fast_path)."""
+        heartbeats_fast_path; its steady consumer heartbeats count in
+        consumer_heartbeats_fast_path)."""
         counters = dict(self.apis.counters)
-        fast = self.heartbeat_reader.answered if self.heartbeat_reader is not None else 0
+        reader = self.heartbeat_reader
+        fast = reader.answered if reader is not None else 0
         for key in ("requests", "heartbeats", "heartbeats_fast_path"):
             counters[key] += fast
         counters["heartbeats_read_path"] = fast
+        consumers = reader.consumer_answered if reader is not None else 0
+        for key in ("requests", "consumer_heartbeats", "consumer_heartbeats_fast_path"):
+            counters[key] += consumers
         return counters
 
     def status_line(self) -> str:
@@ -779,7 +838,10 @@ class CoordinatorServer:
                                  "Of those, the ones answered a whole read at a time."),
                                 ("joins", "joins", "JoinGroup requests."),
                                 ("consumer_heartbeats", "consumer_heartbeats",
-                                 "ConsumerGroupHeartbeat requests (KIP-848).")):
+                                 "ConsumerGroupHeartbeat requests (KIP-848)."),
+                                ("consumer_heartbeats_fast_path",
+                                 "consumer_heartbeats_fast_path",
+                                 "Of those, the steady ones answered by the wire fast path.")):
             lines += [f"# HELP fastcoord_{name}_total {text}",
                       f"# TYPE fastcoord_{name}_total counter",
                       f"fastcoord_{name}_total {counters[key]}"]

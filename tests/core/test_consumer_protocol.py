@@ -669,3 +669,14 @@ def test_the_answer_waits_for_the_store(impl):
     assert store.pending[0][2]["full"] is True
     store.complete_all()
     assert sorted(store.groups["g"]["members"]) == ["m1", "m2"]
+
+
+def test_a_member_that_rejoins_as_another_instance_frees_its_old_instance_id(impl):
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 2})
+    join(coord, "g", "m1", ["foo"], instance_id="i-old")
+    assert join(coord, "g", "m1", ["foo"], instance_id="i-new").error == E.NONE
+    assert hb(coord, "g", "m1", -1, instance_id="i-new").error == E.NONE
+    # the old instance id names no member any more: a new member may take it
+    assert join(coord, "g", "m2", ["foo"], instance_id="i-old").error == E.NONE
+    assert [m.instance_id for m in coord.consumer_group_describe(["g"])[0].members] == ["i-old"]

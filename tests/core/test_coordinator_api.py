@@ -349,7 +349,8 @@ def test_set_time_if_idle_before_heartbeats_and_commits_changes_nothing(impl, mi
     assert idle > 200 and len({e[1] for e in lazy if e[0] == "idle"}) > 100
 
 
-HOT_PATHS = ("heartbeat", "heartbeat_batch", "heartbeat_handle", "member_handle")
+HOT_PATHS = ("heartbeat", "heartbeat_batch", "heartbeat_handle", "member_handle",
+             "consumer_group_heartbeat")
 
 
 def test_hot_paths_are_declared_on_the_class(impl):

@@ -14,6 +14,7 @@ handle can never reach the slot's next member.
 """
 from __future__ import annotations
 
+import logging
 import threading
 
 import numpy as np
@@ -35,13 +36,16 @@ E_NOT_COORDINATOR = Errors.NOT_COORDINATOR
 E_INVALID_GROUP = Errors.INVALID_GROUP_ID
 E_FENCED = Errors.FENCED_INSTANCE_ID
 
+log = logging.getLogger("fastcoord.coordinator")
+
 
 class GroupRecord:
     """What the heartbeat path needs of a group: its reentrant lock (this object is the
     lock: `with rec:`), state and generation (mirrored by the group logic), its shard,
     and member id -> slot for members that have joined (pending ones are not here)."""
 
-    __slots__ = ("group_id", "state", "generation", "shard", "slots", "group", "_lock")
+    __slots__ = ("group_id", "state", "generation", "shard", "slots", "group", "_lock",
+                 "cquiet", "ctopics")
 
     def __init__(self, group_id: str, shard: int) -> None:
         self.group_id = group_id
@@ -51,6 +55,11 @@ class GroupRecord:
         self.slots: dict = {}
         self.group = None
         self._lock = threading.RLock()
+        # A consumer group's quiet point (MemberTable.consumer_quiet): the group epoch at
+        # which nothing is pending for it (0: something is), and the topics version its
+        # metadata was computed from
+        self.cquiet = 0
+        self.ctopics = -1
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         return self._lock.acquire(blocking, timeout)
@@ -69,7 +78,8 @@ class GroupRecord:
 class _Slot:
     """One member's heartbeat state."""
 
-    __slots__ = ("rec", "joined", "session_timeout_ms", "deadline_ms", "armed_ms")
+    __slots__ = ("rec", "joined", "session_timeout_ms", "deadline_ms", "armed_ms",
+                 "consumer_id", "cepoch", "cached")
 
     def __init__(self, rec, joined, session_timeout_ms, deadline_ms):
         self.rec = rec
@@ -77,6 +87,9 @@ class _Slot:
         self.session_timeout_ms = session_timeout_ms
         self.deadline_ms = deadline_ms
         self.armed_ms = _NOT_ARMED     # deadline of the live wheel entry, or _NOT_ARMED
+        self.consumer_id = None        # a consumer-protocol member's id (consumer_bind)
+        self.cepoch = 0                # the member epoch it is settled at; 0: none
+        self.cached = None             # (result, client_id, client_host) while settled
 
 
 class MemberTable:
@@ -89,8 +102,12 @@ class MemberTable:
         self.on_deadline = None                # set by the group logic: f(slot)
         self.version_fallback = None           # set by the coordinator: f(group_id)
         # set by the group logic: f(group_id, member_id, generation_id, instance_id), the
-        # heartbeat of a consumer group (whose classic members the table does not hold)
-        self.consumer_fallback = None
+        # classic heartbeat of a consumer group (whose classic members the table does
+        # not hold: mixed groups)
+        self.mixed_heartbeat = None
+        self.consumer_fallback = None          # set by the coordinator: its checked path
+        self._consumers: dict = {}             # (group id, member id) -> consumer slot
+        self._ctopics = 0                      # the consumer logic's topics version
         self._shards = bytearray(num_shards)
         self._slots: list = []                 # slot -> _Slot or None
         self._slot_gens: list = []             # slot -> generation (bumped when freed)
@@ -155,6 +172,7 @@ class MemberTable:
             return
         if member_id is not None and s.rec.slots.get(member_id) == slot:
             del s.rec.slots[member_id]
+        self._consumer_unbind(slot, s)
         self._slots[slot] = None       # its wheel entry, if any, is now stale
         with self._alloc_lock:
             self._slot_gens[slot] = (self._slot_gens[slot] + 1) & 0x7FFFFFFF
@@ -231,6 +249,112 @@ class MemberTable:
                 return rec.group.version
         return self.version_fallback(group_id)
 
+    # -- consumer-protocol members (KIP-848) ----------------------------------------
+    # A consumer member's slot stays pending for the classic paths (a classic Heartbeat
+    # naming it answers UNKNOWN_MEMBER_ID, as Kafka's); consumer_heartbeat finds it by
+    # (group id, member id). The slow path (core/consumer.py) publishes what
+    # consumer_heartbeat may answer alone: each member's settled epoch and cached
+    # answer, and its group's quiet point.
+    def consumer_bind(self, slot: int, member_id: str) -> None:
+        """The consumer member of `slot` is findable by consumer heartbeats under
+        `member_id` (a static member's replacement re-binds its slot), unsettled. The
+        caller holds the group's lock."""
+        s = self._slots[slot]
+        self._consumer_unbind(slot, s)
+        s.consumer_id = member_id
+        self._consumers[(s.rec.group_id, member_id)] = slot
+
+    def _consumer_unbind(self, slot: int, s: _Slot) -> None:
+        s.cepoch = 0
+        s.cached = None
+        if s.consumer_id is not None:
+            key = (s.rec.group_id, s.consumer_id)
+            if self._consumers.get(key) == slot:
+                del self._consumers[key]
+            s.consumer_id = None
+
+    def consumer_settle(self, slot: int, member_epoch: int, result, client_id: str,
+                        client_host: str) -> None:
+        """The member's steady heartbeat at `member_epoch` (> 0), from `client_id` at
+        `client_host`, is answered `result` while its group is quiet at that epoch."""
+        if member_epoch <= 0:
+            raise ValueError(f"member_epoch must be > 0, got {member_epoch}")
+        s = self._slots[slot]
+        s.cached = (result, client_id, client_host)
+        s.cepoch = member_epoch
+
+    def consumer_unsettle(self, slot: int) -> None:
+        """The member's next heartbeat runs the slow path."""
+        s = self._slots[slot]
+        s.cepoch = 0
+        s.cached = None
+
+    def consumer_quiet(self, rec, group_epoch: int, topics_version: int) -> None:
+        """The group is quiet at `group_epoch` (0: not quiet) with its metadata computed
+        from `topics_version`."""
+        rec.cquiet = group_epoch
+        rec.ctopics = topics_version
+
+    def consumer_topics(self, topics_version: int) -> None:
+        """set_topics moved the topics version: no group is quiet at the old one."""
+        self._ctopics = topics_version
+
+    def consumer_steady(self, group_id, member_id, member_epoch, client_id, client_host):
+        """The cached answer of a settled member's steady heartbeat (its session
+        refreshed), or None, having changed nothing: the slow path's to answer."""
+        if not (type(group_id) is str and type(member_id) is str and type(member_epoch) is int
+                and type(client_id) is str and type(client_host) is str and self.active
+                and 0 < member_epoch <= 0x7FFFFFFF):
+            return None
+        slot = self._consumers.get((group_id, member_id))
+        if slot is None:
+            return None
+        s = self._slots[slot]
+        if s is None:
+            return None
+        rec = s.rec
+        if self._shards[rec.shard] != SHARD_ACTIVE:
+            return None
+        with rec:
+            # Re-checked under the group's lock, under which the slow path publishes.
+            if (self._slots[slot] is not s or s.consumer_id != member_id
+                    or s.cepoch != member_epoch or rec.cquiet != member_epoch
+                    or rec.ctopics != self._ctopics):
+                return None
+            result, cached_client, cached_host = s.cached
+            if client_id != cached_client or client_host != cached_host:
+                return None     # a new client id or host: the slow path records it
+            self._refresh(slot, s, self.clock.now_ms() + s.session_timeout_ms)
+            return result
+
+    def consumer_heartbeat(self, group_id, member_id, member_epoch, *, instance_id=None,
+                           rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
+                           subscribed_topic_regex=None, server_assignor=None,
+                           owned_partitions=None, client_id="", client_host="", callback):
+        """GroupCoordinator.consumer_group_heartbeat, bound to it: a settled member's
+        steady heartbeat (every optional field None, rebalance_timeout_ms -1, at its
+        settled epoch, in an active shard) is answered here, its session refreshed and
+        `callback` given the slow path's answer, cached; every other case, and any
+        other argument, goes to `consumer_fallback` (every argument, in order), the
+        coordinator's checked path."""
+        result = None
+        if (instance_id is None and rack_id is None and subscribed_topic_names is None
+                and subscribed_topic_regex is None and server_assignor is None
+                and owned_partitions is None and type(rebalance_timeout_ms) is int
+                and rebalance_timeout_ms == -1 and callable(callback)):
+            result = self.consumer_steady(group_id, member_id, member_epoch, client_id,
+                                          client_host)
+        if result is None:
+            self.consumer_fallback(group_id, member_id, member_epoch, instance_id, rack_id,
+                                   rebalance_timeout_ms, subscribed_topic_names,
+                                   subscribed_topic_regex, server_assignor, owned_partitions,
+                                   client_id, client_host, callback)
+            return
+        try:
+            callback(result)
+        except Exception:
+            log.exception("a coordinator callback raised; the group state is unaffected")
+
     # -- handles ----------------------------------------------------------------
     def handle(self, slot: int) -> int:
         return slot | (self._slot_gens[slot] << 32)
@@ -296,12 +420,12 @@ class MemberTable:
     def _missed(self, rec, group_id, member_id, generation_id, group_instance_id):
         """A heartbeat of a member the table does not hold: unknown, unless the group is
         a consumer group, whose members (classic ones of a mixed group among them) the
-        group logic answers for (`consumer_fallback`). Caller holds `rec`'s lock."""
+        group logic answers for (`mixed_heartbeat`). Caller holds `rec`'s lock."""
         # -- mixed groups --
         group = rec.group
         if group is not None and group.consumer is not None \
-                and self.consumer_fallback is not None:
-            return self.consumer_fallback(group_id, member_id, generation_id, group_instance_id)
+                and self.mixed_heartbeat is not None:
+            return self.mixed_heartbeat(group_id, member_id, generation_id, group_instance_id)
         # -- end mixed groups --
         return E_UNKNOWN
 

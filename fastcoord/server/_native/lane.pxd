@@ -9,6 +9,7 @@ cdef class HeartbeatLane:
     cdef object on_return           # on_return(key, rest, unsent, error)
     cdef dict conns                 # fd -> its owner's key, for every socket in the lane
     cdef dict hosts                 # fd -> its peer address as JSON text (request log)
+    cdef dict idents                # fd -> its (client id, client host), or None
     cdef double* last_read          # by fd: monotonic time of the last read in the lane
     cdef char* active               # by fd: 1 while in the lane (conns' keys, for C)
     cdef Py_ssize_t fd_cap          # the length of last_read and active

@@ -45,6 +45,8 @@ from fastcoord.server._native.wire cimport HeartbeatReader
 
 import os
 
+from fastcoord.server._native.wire import check_ident
+
 __all__ = ["HeartbeatLane"]
 
 cdef enum:
@@ -67,6 +69,7 @@ cdef class HeartbeatLane:
         self.on_return = on_return
         self.conns = {}
         self.hosts = {}
+        self.idents = {}
         self.last_read = NULL
         self.active = NULL
         self.fd_cap = 0
@@ -102,10 +105,12 @@ cdef class HeartbeatLane:
             raise ValueError("the lane is closed")
         return 0
 
-    def add(self, int fd, key, host=None):
-        """add(fd, key, host=None): serve socket `fd` (non-blocking, its owner's reading
-        paused); `key` is what on_return gets when it leaves; `host` (bytes: the peer's
-        address as JSON text) goes in its request-log lines when the reader logs."""
+    def add(self, int fd, key, host=None, ident=None):
+        """add(fd, key, host=None, ident=None): serve socket `fd` (non-blocking, its
+        owner's reading paused); `key` is what on_return gets when it leaves; `host`
+        (bytes: the peer's address as JSON text) goes in its request-log lines when the
+        reader logs; `ident`, the connection's (client id, client host), lets the reader
+        answer its steady ConsumerGroupHeartbeats."""
         cdef epoll_event ev
         cdef double* grown
         cdef char* grown_active
@@ -117,6 +122,7 @@ cdef class HeartbeatLane:
             raise ValueError(f"fd {fd} is already in the lane")
         if host is not None and type(host) is not bytes:
             raise TypeError(f"host must be bytes (JSON text) or None, got {type(host).__name__}")
+        check_ident(ident)
         if fd >= self.fd_cap:
             cap = max(fd + 1, 2 * self.fd_cap, 1024)
             grown = <double*>PyMem_Realloc(self.last_read, cap * sizeof(double))
@@ -135,6 +141,7 @@ cdef class HeartbeatLane:
             raise OSError(errno, f"adding fd {fd} to the lane: {os.strerror(errno)}")
         self.conns[fd] = key
         self.hosts[fd] = host
+        self.idents[fd] = ident
         self.active[fd] = 1
         self.last_read[fd] = monotonic_s()
 
@@ -150,6 +157,7 @@ cdef class HeartbeatLane:
         epoll_ctl(self.epfd, EPOLL_CTL_DEL, fd, &ev)   # fails only if already closed
         self.active[fd] = 0
         del self.hosts[fd]
+        del self.idents[fd]
         return self.conns.pop(fd)
 
     def last_active(self, int fd):
@@ -253,7 +261,7 @@ cdef class HeartbeatLane:
         try:
             pos = self.reader.answer(<const uint8_t*>self.buf, got, &used,
                                      self.hosts[fd] if self.reader.log is not None else None,
-                                     now)
+                                     now, self.idents[fd])
         except Exception as exc:
             error = exc                       # the answers before it still go out
             pos = got                         # and nothing of this read is handed on
@@ -283,6 +291,7 @@ cdef class HeartbeatLane:
         """close(): stop serving every connection (no on_return) and free the epoll set."""
         self.conns.clear()
         self.hosts.clear()
+        self.idents.clear()
         if self.epfd >= 0:
             close(self.epfd)
             self.epfd = -1

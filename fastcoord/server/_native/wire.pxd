@@ -18,6 +18,16 @@ cdef struct Heartbeat:
     Field instance
 
 
+# A ConsumerGroupHeartbeat request in the steady form (wire.pyx's _parse_steady).
+cdef struct Steady:
+    int version
+    int32_t correlation
+    int32_t epoch
+    Field client
+    Field group
+    Field member
+
+
 cdef class HeartbeatReader:
     cdef object heartbeat           # the coordinator's heartbeat(group, member, generation, instance)
     cdef Py_ssize_t max_frame
@@ -31,8 +41,15 @@ cdef class HeartbeatReader:
     cdef char* log_buf              # request-log lines not yet handed to log
     cdef Py_ssize_t log_len
     cdef Py_ssize_t log_cap
+    cdef object steady              # the member table's consumer_steady, or None
+    cdef int consumer_min           # the ConsumerGroupHeartbeat versions it answers
+    cdef int consumer_max
+    cdef readonly long long consumer_answered
 
     cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used,
-                           object host, double started) except -1
+                           object host, double started, object ident) except -1
+    cdef Py_ssize_t _answer_steady(self, const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
+                                   Py_ssize_t* used, tuple ident, Heartbeat* hb) except -2
     cdef int _log_line(self, const char* ts, Py_ssize_t ts_len, const uint8_t* f,
-                       const Heartbeat* hb, bytes host, int error, double seconds) except -1
+                       const Heartbeat* hb, bytes host, int error, double seconds,
+                       const char* api) except -1

@@ -19,3 +19,9 @@ class HeartbeatReader:
     def __call__(self, data: bytes, write: Callable[[bytes], object],
                  host: Optional[bytes] = ...) -> int: ...
     def flush_log(self) -> None: ...
+
+
+def consumer_heartbeat_frame(
+        frame: bytes, min_version: int, max_version: int,
+        steady: Callable[[str, str, int, str, str], object], client_id: str,
+        client_host: str) -> Optional[Tuple[bytes, int, Optional[str], str, str, int]]: ...

@@ -21,7 +21,7 @@ from cpython.unicode cimport PyUnicode_AsUTF8, PyUnicode_DecodeUTF8
 from libc.stdio cimport snprintf
 from libc.stdint cimport int16_t, int32_t, uint8_t
 from libc.stdlib cimport free
-from libc.string cimport strlen
+from libc.string cimport memcpy, strlen
 
 from fastcoord.server._native.bigendian cimport read_i16, read_i32, write_i32
 from fastcoord.server._native.buffers cimport grow
@@ -267,13 +267,20 @@ cdef class HeartbeatReader:
     per `flush_log()` for callers of the C-level `answer`."""
 
     def __cinit__(self, heartbeat, Py_ssize_t max_frame, int min_version, int max_version,
-                  latencies=None, log=None):
+                  latencies=None, log=None, steady=None, int consumer_min=0,
+                  int consumer_max=-1):
         if not callable(heartbeat):
             raise TypeError(f"heartbeat must be callable, got {type(heartbeat).__name__}")
         if max_frame < 8:
             raise ValueError(f"max_frame must be at least 8, got {max_frame}")
         if log is not None and not callable(log):
             raise TypeError(f"log must be callable or None, got {type(log).__name__}")
+        if steady is not None and not callable(steady):
+            raise TypeError(f"steady must be callable or None, got {type(steady).__name__}")
+        self.steady = steady
+        self.consumer_min = consumer_min
+        self.consumer_max = consumer_max
+        self.consumer_answered = 0
         self.log = log
         self.log_buf = NULL
         self.log_len = 0
@@ -292,14 +299,16 @@ cdef class HeartbeatReader:
         free(self.log_buf)
 
     cdef Py_ssize_t answer(self, const uint8_t* f, Py_ssize_t end, Py_ssize_t* used,
-                           object host, double started) except -1:
+                           object host, double started, object ident) except -1:
         """Answer the leading heartbeats of f[0:end] (read at `started`, monotonic
         seconds) into the scratch buffer and return the bytes consumed. `*used` is the
         length of the responses in scratch, kept up to date per answer, so that when a
         heartbeat call raises, the caller can still send the answers before it (they are
         counted and timed here either way). With a log and `host` (bytes), each
-        answer's log line is buffered (flush_log)."""
-        cdef Py_ssize_t pos = 0, next_pos, answered = 0
+        answer's log line is buffered (flush_log). With `ident` (the connection's
+        (client id, client host)) and `steady`, a settled member's steady
+        ConsumerGroupHeartbeat is answered too (consumer_heartbeat_frame's)."""
+        cdef Py_ssize_t pos = 0, next_pos, answered = 0, consumers = 0
         cdef Heartbeat hb
         cdef int error
         cdef bint logging = self.log is not None and host is not None
@@ -313,7 +322,17 @@ cdef class HeartbeatReader:
                 next_pos = _parse(f, pos, end, self.max_frame, self.min_version,
                                   self.max_version, &hb)
                 if next_pos < 0:
-                    break
+                    if ident is None or self.steady is None:
+                        break
+                    next_pos = self._answer_steady(f, pos, end, used, <tuple>ident, &hb)
+                    if next_pos < 0:
+                        break                     # the general path's to judge
+                    consumers += 1
+                    pos = next_pos
+                    if logging:
+                        self._log_line(ts, ts_len, f, &hb, <bytes>host, 0,
+                                       monotonic_s() - started, b"ConsumerGroupHeartbeat")
+                    continue
                 error = _answer(f, &hb, self.heartbeat, None)
                 if error == DECLINED:
                     break                         # the general path's to judge
@@ -325,18 +344,59 @@ cdef class HeartbeatReader:
                 pos = next_pos
                 if logging:
                     self._log_line(ts, ts_len, f, &hb, <bytes>host, error,
-                                   monotonic_s() - started)
+                                   monotonic_s() - started, b"Heartbeat")
         finally:
-            if answered:
+            if answered or consumers:
                 self.answered += answered
+                self.consumer_answered += consumers
                 if self.latencies is not None:
                     seconds = monotonic_s() - started
-                    for _ in range(answered):
+                    for _ in range(answered + consumers):
                         self.latencies.append(seconds)
         return pos
 
+    cdef Py_ssize_t _answer_steady(self, const uint8_t* f, Py_ssize_t pos, Py_ssize_t end,
+                                   Py_ssize_t* used, tuple ident, Heartbeat* hb) except -2:
+        """The frame at f[pos] answered into scratch if it is a settled member's steady
+        ConsumerGroupHeartbeat (consumer_heartbeat_frame's rules): the position after
+        it, `hb` holding its ids (as spans of f) for the request log. Otherwise -1,
+        nothing done."""
+        cdef int32_t size
+        cdef Steady cg
+        cdef const uint8_t* frame = f + pos + 4
+        if end - pos < 4:
+            return -1
+        size = read_i32(f + pos)
+        if size < 8 or size > self.max_frame or end - pos - 4 < size:
+            return -1
+        if _parse_steady(frame, size, self.consumer_min, self.consumer_max, &cg) < 0:
+            return -1
+        try:
+            group_id = _text(frame, cg.group)
+            member_id = _text(frame, cg.member)
+        except UnicodeDecodeError:
+            return -1
+        result = self.steady(group_id, member_id, cg.epoch, ident[0], ident[1])
+        if result is None:
+            return -1
+        if used[0] + 27 + cg.member.length > self.scratch_cap and \
+                grow(&self.scratch, &self.scratch_cap, used[0] + 27 + cg.member.length) < 0:
+            raise MemoryError()
+        used[0] += _encode_steady(self.scratch + used[0], frame, &cg, result.member_epoch,
+                                  result.heartbeat_interval_ms)
+        hb.version = cg.version
+        hb.generation = cg.epoch
+        hb.client = cg.client
+        hb.group = cg.group
+        hb.member = cg.member
+        hb.client.start += pos + 4          # (spans of f, as _parse leaves them)
+        hb.group.start += pos + 4
+        hb.member.start += pos + 4
+        return pos + 4 + size
+
     cdef int _log_line(self, const char* ts, Py_ssize_t ts_len, const uint8_t* f,
-                       const Heartbeat* hb, bytes host, int error, double seconds) except -1:
+                       const Heartbeat* hb, bytes host, int error, double seconds,
+                       const char* api) except -1:
         """The request-log line of the heartbeat `hb` of frame buffer `f`, answered with
         `error` in `seconds`, into log_buf: the fields and text RequestLog writes for it
         (ts is the read's, formatted once; latency_ms is rounded to the microsecond)."""
@@ -353,7 +413,9 @@ cdef class HeartbeatReader:
         p = self.log_buf + self.log_len
         p = _put_literal(p, b'{"ts":')
         p = put_text(p, ts, ts_len)
-        p = _put_literal(p, b',"api":"Heartbeat","version":')
+        p = _put_literal(p, b',"api":"')
+        p = _put_literal(p, api)
+        p = _put_literal(p, b'","version":')
         p = put_int(p, hb.version)
         p = _put_literal(p, b',"client":')
         p = _put_id(p, f, hb.client)
@@ -382,16 +444,129 @@ cdef class HeartbeatReader:
             self.log_len = 0
             self.log(lines)
 
-    def __call__(self, bytes data, write, host=None):
+    def __call__(self, bytes data, write, host=None, ident=None):
         cdef Py_ssize_t used = 0, pos
         if host is not None and type(host) is not bytes:
             raise TypeError(f"host must be bytes (JSON text) or None, got {type(host).__name__}")
+        check_ident(ident)
         try:
             pos = self.answer(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data),
-                              &used, host, monotonic_s())
+                              &used, host, monotonic_s(), ident)
         finally:
             # What was answered goes out even when a later heartbeat call raised.
             if used:
                 write(PyBytes_FromStringAndSize(self.scratch, used))
             self.flush_log()
         return pos
+
+
+# -- ConsumerGroupHeartbeat (KIP-848): a settled member's steady heartbeat -------------------
+cdef enum:
+    CONSUMER_HEARTBEAT_KEY = 68
+    NULL_ENTITY = 0xFF          # a null nullable struct (the response's assignment): int8 -1
+
+
+cdef Py_ssize_t _parse_steady(const uint8_t* f, Py_ssize_t size, int min_version,
+                              int max_version, Steady* cg) noexcept nogil:
+    """The frame f[0:size] (no length prefix) if it is a ConsumerGroupHeartbeat v0/v1
+    in the steady form a settled member sends: every optional field null,
+    rebalance_timeout_ms -1, one-byte compact lengths, no tagged fields, nothing left
+    over: 0. Otherwise -1, the general path's (kio's) to decode."""
+    cdef Py_ssize_t p, nulls
+    if size < 8 or read_i16(f) != CONSUMER_HEARTBEAT_KEY:
+        return -1
+    cg.version = read_i16(f + 2)
+    if cg.version < min_version or cg.version > max_version or cg.version > 1:
+        return -1
+    cg.correlation = read_i32(f + 4)
+    p = _str16(f, 8, size, True, &cg.client)
+    if p < 0 or p >= size or f[p] != 0:          # header tagged fields
+        return -1
+    p = _compact(f, p + 1, size, False, &cg.group)
+    if p < 0:
+        return -1
+    p = _compact(f, p, size, False, &cg.member)
+    if p < 0 or p + 4 > size:
+        return -1
+    cg.epoch = read_i32(f + p)
+    p += 4
+    if p + 6 > size or f[p] != 0 or f[p + 1] != 0:      # instance id, rack id: null
+        return -1
+    if read_i32(f + p + 2) != -1:                       # rebalance_timeout_ms
+        return -1
+    p += 6
+    # subscribed topic names, [v1: regex,] server assignor, topic partitions: null;
+    # then the body's tagged fields: none
+    nulls = 5 if cg.version >= 1 else 4
+    if p + nulls != size:
+        return -1
+    while p < size:
+        if f[p] != 0:
+            return -1
+        p += 1
+    return 0
+
+
+cdef Py_ssize_t _encode_steady(char* r, const uint8_t* f, Steady* cg, int32_t epoch,
+                               int32_t interval) noexcept nogil:
+    """The response to the steady heartbeat `cg` of frame `f` into r: throttle 0, error 0,
+    null message, its member id (the request's bytes), `epoch`, `interval`, null
+    assignment, no tagged fields (byte for byte what kio encodes). Its length."""
+    cdef Py_ssize_t n = cg.member.length, p = 9
+    write_i32(r + 4, cg.correlation)
+    r[8] = 0                                      # header tagged fields
+    write_i32(r + p, 0)                           # throttle
+    r[p + 4] = 0                                  # error code (int16)
+    r[p + 5] = 0
+    r[p + 6] = 0                                  # error message: null
+    r[p + 7] = <char>(n + 1)                      # member id (n < 127: one-byte length)
+    p += 8
+    memcpy(r + p, f + cg.member.start, n)
+    p += n
+    write_i32(r + p, epoch)
+    write_i32(r + p + 4, interval)
+    r[p + 8] = <char>NULL_ENTITY                  # assignment: null
+    r[p + 9] = 0                                  # body tagged fields
+    p += 10
+    write_i32(r, <int32_t>(p - 4))
+    return p
+
+
+def consumer_heartbeat_frame(bytes frame, int min_version, int max_version, steady,
+                             str client_id, str client_host):
+    """consumer_heartbeat_frame(frame, min_version, max_version, steady, client_id, client_host) -> tuple | None
+
+    A ConsumerGroupHeartbeat frame (without its length prefix) in the steady form,
+    answered by `steady(group_id, member_id, member_epoch, client_id, client_host)`
+    (the member table's consumer_steady: the settled member's cached answer, or None):
+    (response frame, version, header client id, group id, member id, member epoch).
+    None when the frame is not in that form, an id is not valid UTF-8, or `steady`
+    declines, having changed nothing: the general path (kio, apis.py) answers it."""
+    cdef const uint8_t* f = <const uint8_t*>PyBytes_AS_STRING(frame)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(frame)
+    cdef Steady cg
+    cdef char* r
+    cdef bytes response
+    if _parse_steady(f, size, min_version, max_version, &cg) < 0:
+        return None
+    try:
+        group_id = _text(f, cg.group)
+        member_id = _text(f, cg.member)
+        header_client = _text(f, cg.client)
+    except UnicodeDecodeError:
+        return None
+    result = steady(group_id, member_id, cg.epoch, client_id, client_host)
+    if result is None:
+        return None
+    response = PyBytes_FromStringAndSize(NULL, 27 + cg.member.length)
+    r = PyBytes_AS_STRING(response)
+    _encode_steady(r, f, &cg, result.member_epoch, result.heartbeat_interval_ms)
+    return response, cg.version, header_client, group_id, member_id, cg.epoch
+
+
+def check_ident(ident):
+    """A connection's (client id, client host) for the steady consumer heartbeats, or None."""
+    if ident is not None and not (type(ident) is tuple and len(ident) == 2
+                                  and type(ident[0]) is str and type(ident[1]) is str):
+        raise TypeError(f"ident must be a (client_id, client_host) tuple of str or None, "
+                        f"got {ident!r}")

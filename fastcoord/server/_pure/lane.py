@@ -14,6 +14,8 @@ import select
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from .wire import check_ident
+
 __all__ = ["HeartbeatLane"]
 
 if not hasattr(select, "epoll"):
@@ -38,6 +40,7 @@ class HeartbeatLane:
         self.on_return = on_return
         self.conns: Dict[int, Any] = {}             # fd -> its owner's key
         self.hosts: Dict[int, Optional[bytes]] = {}  # fd -> peer address, JSON (request log)
+        self.idents: Dict[int, Any] = {}            # fd -> (client id, client host) or None
         self.last_read: Dict[int, float] = {}       # fd -> time.monotonic() of its last read
         self.reads = 0
         self.polls = 0          # batches served (epoll waits that found some)
@@ -59,10 +62,12 @@ class HeartbeatLane:
             raise ValueError("the lane is closed")
         return self._epoll
 
-    def add(self, fd: int, key: Any, host: Optional[bytes] = None) -> None:
+    def add(self, fd: int, key: Any, host: Optional[bytes] = None, ident=None) -> None:
         """Serve socket `fd` (non-blocking, its owner's reading paused); `key` is what
         on_return gets when it leaves; `host` (bytes: the peer's address as JSON text)
-        goes in its request-log lines when the reader logs."""
+        goes in its request-log lines when the reader logs; `ident`, the connection's
+        (client id, client host), lets the reader answer its steady
+        ConsumerGroupHeartbeats."""
         epoll = self._open()
         if type(fd) is not int:
             raise TypeError(f"fd must be an int, got {type(fd).__name__}")
@@ -72,9 +77,11 @@ class HeartbeatLane:
             raise ValueError(f"fd {fd} is already in the lane")
         if host is not None and type(host) is not bytes:
             raise TypeError(f"host must be bytes (JSON text) or None, got {type(host).__name__}")
+        check_ident(ident)
         epoll.register(fd, select.EPOLLIN | select.EPOLLET)
         self.conns[fd] = key
         self.hosts[fd] = host
+        self.idents[fd] = ident
         self.last_read[fd] = time.monotonic()
 
     def remove(self, fd: int) -> bool:
@@ -91,6 +98,7 @@ class HeartbeatLane:
             pass                                    # already closed: the kernel dropped it
         del self.last_read[fd]
         del self.hosts[fd]
+        del self.idents[fd]
         return self.conns.pop(fd)
 
     def last_active(self, fd: int) -> float:
@@ -167,7 +175,7 @@ class HeartbeatLane:
         answers: List[bytes] = []
         error: Optional[BaseException] = None
         try:
-            pos = self.reader(data, answers.append, self.hosts[fd])
+            pos = self.reader(data, answers.append, self.hosts[fd], self.idents[fd])
         except Exception as exc:        # the answers before it still go out
             error = exc
             pos = len(data)             # and nothing of this read is handed on
@@ -197,6 +205,7 @@ class HeartbeatLane:
         self.conns.clear()
         self.last_read.clear()
         self.hosts.clear()
+        self.idents.clear()
         if self._epoll is not None:
             self._epoll.close()
             self._epoll = None

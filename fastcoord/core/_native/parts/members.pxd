@@ -17,9 +17,17 @@ ctypedef struct GroupCore:
     int32_t generation
     int32_t shard
     int32_t live                # 1 while a GroupRecord owns it
+    # A consumer group's quiet point (consumer.py publishes it): the group epoch at which
+    # nothing is pending for the group (target at the group epoch, no regex to resolve),
+    # 0 when something is, and the topics version its metadata was computed from. A
+    # member settled at this epoch, with the table's topics version still this one, may
+    # be answered by consumer_heartbeat alone. A group epoch bump re-publishes it: one
+    # store, whatever the group's size.
+    int32_t cquiet
+    int64_t ctopics
 
 
-# One member's heartbeat state: 40 bytes, in chunks that never move. Its wheel entry is
+# One member's heartbeat state: 48 bytes, in chunks that never move. Its wheel entry is
 # tagged with slot | gen << 32 and never cancelled: an entry whose slot was freed (gen
 # moved) or re-armed elsewhere (armed moved) is recognised as stale when it fires.
 ctypedef struct Slot:
@@ -29,6 +37,19 @@ ctypedef struct Slot:
     int64_t armed               # deadline of the slot's live wheel entry, -1 if none
     int32_t session_timeout
     uint32_t gen                # bumped when freed: stale handles and entries miss
+    int32_t consumer            # 1: a consumer-protocol member (classic paths never see it)
+    int32_t cepoch              # the member epoch its steady heartbeat is settled at; 0: none
+
+
+# A settled consumer member's cached answer and the client id and host it holds for
+# (strong references; NULL while not settled): beside the slots, in chunks of their
+# size, allocated on first use, so classic members' slots stay as they were. Raw
+# pointers, not a list of tuples: a steady heartbeat then compares the client strings
+# by identity and touches no Python object but the result it returns.
+ctypedef struct CSlot:
+    PyObject* result
+    PyObject* client_id
+    PyObject* client_host
 
 
 cdef enum:
@@ -124,11 +145,16 @@ cdef class MemberTable(TimerSink):
     cdef public Timer timer
     cdef public object on_deadline
     cdef public object version_fallback   # group_version's checked path: f(group_id)
-    cdef public object consumer_fallback  # a consumer group's heartbeat (mixed groups)
+    cdef public object mixed_heartbeat    # a consumer group's classic heartbeat (mixed groups)
+    cdef public object consumer_fallback  # consumer_group_heartbeat's checked path
+    cdef CSlot** cchunks            # the CSlot chunks beside `chunks` (NULL until used)
+    cdef int64_t ctopics            # the consumer logic's topics version (set_topics)
 
     cdef Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil
+    cdef CSlot* cslot_ptr(self, Py_ssize_t slot) noexcept nogil
+    cdef void consumer_clear(self, Py_ssize_t slot) noexcept
     cdef int64_t now(self) except? -1
-    cdef Py_ssize_t map_find(self, object group_id, object member_id)
+    cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer)
     cdef int map_insert(self, Py_ssize_t slot) except -1
     cdef void map_delete(self, Py_ssize_t slot) noexcept
     cdef int map_resize(self, Py_ssize_t cap) except -1
@@ -142,6 +168,8 @@ cdef class MemberTable(TimerSink):
                            int64_t now) noexcept nogil
     cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1
     cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1
+    cdef object c_consumer_steady(self, object group_id, object member_id, object member_epoch,
+                                  object client_id, object client_host)
     cpdef int shard_state(self, int shard) except -1
     cpdef object make_result(self, type cls, tuple values)
     cpdef unsigned long current_thread(self)

@@ -17,6 +17,7 @@ from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t,
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 cimport numpy as cnp
 
+import logging
 import numpy as np
 
 from fastcoord.core._native.tuples cimport fc_tuple_new
@@ -86,6 +87,7 @@ def _check_constants():
 
 _check_constants()
 
+cdef object _coord_log = logging.getLogger("fastcoord.coordinator")
 cdef object E_NONE = Errors.NONE
 cdef object E_NOT_AVAILABLE = Errors.COORDINATOR_NOT_AVAILABLE
 cdef object E_NOT_COORDINATOR = Errors.NOT_COORDINATOR
@@ -121,6 +123,8 @@ cdef class GroupRecord:
         self.core.shard = shard
         self.shard = shard
         self.core.live = 1
+        self.core.cquiet = 0
+        self.core.ctopics = -1
         Py_INCREF(group_id)
         self.core.group_id = <PyObject*>group_id
         self.group_id = group_id
@@ -188,6 +192,9 @@ cdef class MemberTable(TimerSink):
         if num_shards <= 0:
             raise ValueError(f"num_shards must be > 0, got {num_shards}")
         self.chunks = <Slot**>PyMem_RawCalloc(MAX_CHUNKS, sizeof(Slot*))
+        self.cchunks = <CSlot**>PyMem_RawCalloc(MAX_CHUNKS, sizeof(CSlot*))
+        if self.cchunks is NULL:
+            raise MemoryError()
         self.shards = <uint8_t*>PyMem_RawCalloc(num_shards, 1)
         if self.chunks is NULL or self.shards is NULL:
             raise MemoryError()
@@ -211,14 +218,23 @@ cdef class MemberTable(TimerSink):
         self.timer = timer
         self.on_deadline = None
         self.version_fallback = None
+        self.mixed_heartbeat = None
         self.consumer_fallback = None
+        self.ctopics = 0
 
     def __dealloc__(self):
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i, j
         if self.chunks is not NULL:
             for i in range(self.nchunks):
                 PyMem_RawFree(self.chunks[i])
             PyMem_RawFree(self.chunks)
+        if self.cchunks is not NULL:
+            for i in range(MAX_CHUNKS):
+                if self.cchunks[i] is not NULL:
+                    for j in range(SLOT_CHUNK):
+                        self.consumer_clear((i << SLOT_CHUNK_BITS) + j)
+                    PyMem_RawFree(self.cchunks[i])
+            PyMem_RawFree(self.cchunks)
         if self.shards is not NULL:
             PyMem_RawFree(self.shards)
         if self.map is not NULL:
@@ -231,6 +247,27 @@ cdef class MemberTable(TimerSink):
     cdef inline Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil:
         return &self.chunks[slot >> SLOT_CHUNK_BITS][slot & (SLOT_CHUNK - 1)]
 
+    cdef inline CSlot* cslot_ptr(self, Py_ssize_t slot) noexcept nogil:
+        """The slot's CSlot, or NULL when its chunk was never used."""
+        cdef CSlot* chunk = self.cchunks[slot >> SLOT_CHUNK_BITS]
+        if chunk is NULL:
+            return NULL
+        return &chunk[slot & (SLOT_CHUNK - 1)]
+
+    cdef void consumer_clear(self, Py_ssize_t slot) noexcept:
+        """Unsettle: drop the slot's cached answer (its settled epoch is the caller's)."""
+        cdef CSlot* c = self.cslot_ptr(slot)
+        cdef PyObject* result
+        cdef PyObject* client_id
+        cdef PyObject* client_host
+        if c is NULL or c.result is NULL:
+            return
+        result, client_id, client_host = c.result, c.client_id, c.client_host
+        c.result = c.client_id = c.client_host = NULL
+        Py_DECREF(<object>result)
+        Py_DECREF(<object>client_id)
+        Py_DECREF(<object>client_host)
+
     cdef int64_t now(self) except? -1:
         """clock.now_ms() without a Python call for the two clocks fastcoord ships."""
         cdef timespec ts
@@ -242,7 +279,9 @@ cdef class MemberTable(TimerSink):
         return self.now_ms()
 
     # -- the (group id, member id) -> slot map ------------------------------------------
-    cdef Py_ssize_t map_find(self, object group_id, object member_id):
+    cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer):
+        """The slot of (group id, member id) among classic members (consumer 0) or
+        consumer-protocol members (consumer 1), or -1."""
         cdef uint64_t h = fc_mix(id_hash(group_id), id_hash(member_id))
         cdef uint64_t tag = h >> 32, e
         cdef Py_ssize_t mask = self.map_cap - 1, i = <Py_ssize_t>(h & <uint64_t>mask), slot
@@ -254,7 +293,8 @@ cdef class MemberTable(TimerSink):
             if e != MAP_DELETED and (e >> 32) == tag:
                 slot = <Py_ssize_t><uint32_t>e - 2
                 s = self.slot_ptr(slot)
-                if id_equal(s.member_id, member_id) and id_equal(s.core.group_id, group_id):
+                if s.consumer == consumer and id_equal(s.member_id, member_id) \
+                        and id_equal(s.core.group_id, group_id):
                     return slot
             i = (i + 1) & mask
 
@@ -335,7 +375,7 @@ cdef class MemberTable(TimerSink):
             return
         self.map_delete(slot)
         rec = <GroupRecord>self.slot_recs[slot]
-        if rec.slots.get(<object>mid) == slot:
+        if not s.consumer and rec.slots.get(<object>mid) == slot:
             del rec.slots[<object>mid]
         s.member_id = NULL
         Py_DECREF(<object>mid)
@@ -408,6 +448,8 @@ cdef class MemberTable(TimerSink):
         s.armed = -1
         s.session_timeout = session_timeout_ms
         s.member_id = NULL
+        s.consumer = 0
+        s.cepoch = 0
         self.slot_recs[slot] = rec
         if not pending:
             self.bind_member(slot, member_id)
@@ -433,7 +475,10 @@ cdef class MemberTable(TimerSink):
         s.armed = -1                         # its wheel entry, if any, is now stale
         s.core = NULL
         s.gen = (s.gen + 1) & 0x7FFFFFFF
+        s.consumer = 0
+        s.cepoch = 0
         self.slot_recs[slot] = None
+        self.consumer_clear(slot)
         self.free_slots.append(slot)
 
     def rename(self, Py_ssize_t slot, str old_id, str new_id):
@@ -515,6 +560,144 @@ cdef class MemberTable(TimerSink):
                     return rec.group.version
         return self.version_fallback(group_id)
 
+    # -- consumer-protocol members (KIP-848) ------------------------------------------------
+    # A consumer member's slot is in the map under its (group id, member id), marked
+    # `consumer`: the classic paths (heartbeat, heartbeat_batch, member_handle,
+    # commit_handle) never see it, as Kafka answers a classic Heartbeat naming a
+    # consumer member UNKNOWN_MEMBER_ID. The slow path (core/consumer.py) publishes
+    # what consumer_heartbeat may answer alone: each member's settled epoch and cached
+    # answer, and its group's quiet point (GroupCore.cquiet, ctopics).
+    def consumer_bind(self, Py_ssize_t slot, str member_id):
+        """The consumer member of `slot` (allocated pending) is findable by consumer
+        heartbeats under `member_id` (a static member's replacement re-binds its slot to
+        the new id), unsettled. The caller holds the group's lock."""
+        cdef Slot* s = self.slot_ptr(slot)
+        cdef PyObject* old = s.member_id
+        self.consumer_unsettle(slot)
+        if old is not NULL:
+            self.map_delete(slot)
+            s.member_id = NULL
+            Py_DECREF(<object>old)
+        s.consumer = 1
+        Py_INCREF(member_id)
+        s.member_id = <PyObject*>member_id
+        self.map_insert(slot)
+
+    def consumer_settle(self, Py_ssize_t slot, int32_t member_epoch, result, str client_id,
+                        str client_host):
+        """The member's steady heartbeat at `member_epoch` (> 0), from `client_id` at
+        `client_host`, is answered `result` while its group is quiet at that epoch. The
+        caller holds the group's lock."""
+        cdef Py_ssize_t chunk = slot >> SLOT_CHUNK_BITS
+        cdef CSlot* c
+        if member_epoch <= 0:
+            raise ValueError(f"member_epoch must be > 0, got {member_epoch}")
+        if self.cchunks[chunk] is NULL:
+            self.cchunks[chunk] = <CSlot*>PyMem_RawCalloc(SLOT_CHUNK, sizeof(CSlot))
+            if self.cchunks[chunk] is NULL:
+                raise MemoryError()
+        self.consumer_clear(slot)
+        c = self.cslot_ptr(slot)
+        Py_INCREF(result)
+        Py_INCREF(client_id)
+        Py_INCREF(client_host)
+        c.result = <PyObject*>result
+        c.client_id = <PyObject*>client_id
+        c.client_host = <PyObject*>client_host
+        self.slot_ptr(slot).cepoch = member_epoch
+
+    def consumer_unsettle(self, Py_ssize_t slot):
+        """The member's next heartbeat runs the slow path. The caller holds the lock."""
+        self.slot_ptr(slot).cepoch = 0
+        self.consumer_clear(slot)
+
+    def consumer_quiet(self, GroupRecord rec, int32_t group_epoch, int64_t topics_version):
+        """The group is quiet at `group_epoch` (0: not quiet) with its metadata computed
+        from `topics_version`. The caller holds the group's lock."""
+        rec.core.cquiet = group_epoch
+        rec.core.ctopics = topics_version
+
+    def consumer_topics(self, int64_t topics_version):
+        """set_topics moved the topics version: no group is quiet at the old one."""
+        self.ctopics = topics_version
+
+    cdef object c_consumer_steady(self, object group_id, object member_id, object member_epoch,
+                                  object client_id, object client_host):
+        """The cached answer of a settled member's steady heartbeat (its session
+        refreshed), or None, having changed nothing: the slow path's to answer."""
+        cdef Py_ssize_t slot
+        cdef Slot* s
+        cdef GroupCore* core
+        cdef long epoch
+        cdef uint32_t gen
+        cdef CSlot* c
+        if not (type(group_id) is str and type(member_id) is str and type(member_epoch) is int
+                and type(client_id) is str and type(client_host) is str and self.active):
+            return None
+        try:
+            epoch = member_epoch
+        except OverflowError:
+            return None
+        if epoch <= 0 or epoch > 0x7FFFFFFF:
+            return None
+        slot = self.map_find(group_id, member_id, 1)
+        if slot < 0:
+            return None
+        s = self.slot_ptr(slot)
+        core = s.core
+        gen = s.gen
+        if self.shards[core.shard] != SHARD_ACTIVE:
+            return None
+        lock_with_gil(core)
+        try:
+            # Re-checked under the group's lock, under which the slow path publishes.
+            if (s.core is not core or s.gen != gen or not s.consumer or s.cepoch != epoch
+                    or core.cquiet != epoch or core.ctopics != self.ctopics):
+                return None
+            c = self.cslot_ptr(slot)
+            if c is NULL or c.result is NULL or not (id_equal(c.client_id, client_id)
+                                                    and id_equal(c.client_host, client_host)):
+                return None     # a new client id or host: the slow path records it
+            self.refresh(slot, s, self.now() + s.session_timeout)
+            return <object>c.result
+        finally:
+            pthread_mutex_unlock(&core.mu)
+
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
+    def consumer_heartbeat(self, group_id, member_id, member_epoch, *, instance_id=None,
+                           rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
+                           subscribed_topic_regex=None, server_assignor=None,
+                           owned_partitions=None, client_id="", client_host="", callback):
+        """GroupCoordinator.consumer_group_heartbeat, bound to it: a settled member's
+        steady heartbeat (every optional field None, rebalance_timeout_ms -1, at its
+        settled epoch, in an active shard) is answered here, its session refreshed and
+        `callback` given the slow path's answer, cached; every other case, and any
+        other argument, goes to `consumer_fallback` (every argument, in order), the
+        coordinator's checked path."""
+        cdef object result = None
+        if (instance_id is None and rack_id is None and subscribed_topic_names is None
+                and subscribed_topic_regex is None and server_assignor is None
+                and owned_partitions is None and type(rebalance_timeout_ms) is int
+                and rebalance_timeout_ms == -1 and callable(callback)):
+            result = self.c_consumer_steady(group_id, member_id, member_epoch, client_id,
+                                            client_host)
+        if result is None:
+            self.consumer_fallback(group_id, member_id, member_epoch, instance_id, rack_id,
+                                   rebalance_timeout_ms, subscribed_topic_names,
+                                   subscribed_topic_regex, server_assignor, owned_partitions,
+                                   client_id, client_host, callback)
+            return
+        try:
+            callback(result)
+        except Exception:
+            _coord_log.exception("a coordinator callback raised; the group state is unaffected")
+
+    def consumer_steady(self, group_id, member_id, member_epoch, client_id, client_host):
+        """consumer_heartbeat's fast case alone, for a server's wire path: the settled
+        member's cached answer (its session refreshed), or None, having changed
+        nothing (the server's general path then answers)."""
+        return self.c_consumer_steady(group_id, member_id, member_epoch, client_id, client_host)
+
     # -- handles ----------------------------------------------------------------------------
     def handle(self, Py_ssize_t slot):
         return <int64_t>slot | (<int64_t>self.slot_ptr(slot).gen << 32)
@@ -526,7 +709,7 @@ cdef class MemberTable(TimerSink):
             raise TypeError(f"group_id must be a str, got {type(group_id).__name__}")
         if type(member_id) is not str:
             raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
-        slot = self.map_find(group_id, member_id)
+        slot = self.map_find(group_id, member_id, 0)
         return -1 if slot < 0 else self.handle(slot)
 
     # -- the hot path -----------------------------------------------------------------------------
@@ -552,7 +735,7 @@ cdef class MemberTable(TimerSink):
                             f"got {type(group_instance_id).__name__}")
         if not self.active or len(<str>group_id) == 0:
             return self._heartbeat_by_dict(group_id, member_id, generation_id, group_instance_id)
-        slot = self.map_find(group_id, member_id)
+        slot = self.map_find(group_id, member_id, 0)
         if slot < 0:        # unknown group or member, or a pending member: the full path
             return self._heartbeat_by_dict(group_id, member_id, generation_id, group_instance_id)
         s = self.slot_ptr(slot)
@@ -566,7 +749,7 @@ cdef class MemberTable(TimerSink):
             gen_fits = False
         lock_with_gil(core)
         try:
-            if s.core is not core or s.member_id is NULL:
+            if s.core is not core or s.member_id is NULL or s.consumer:
                 # Freed while we waited for the lock: answer as if it were never found.
                 pthread_mutex_unlock(&core.mu)
                 core = NULL
@@ -619,8 +802,8 @@ cdef class MemberTable(TimerSink):
         # -- mixed groups: a consumer group's classic members are the group logic's (the
         # map never holds them, so this is off the classic hot path) --
         if rec.group is not None and rec.group.consumer is not None \
-                and self.consumer_fallback is not None:
-            return self.consumer_fallback(group_id, member_id, generation_id, group_instance_id)
+                and self.mixed_heartbeat is not None:
+            return self.mixed_heartbeat(group_id, member_id, generation_id, group_instance_id)
         # -- end mixed groups --
         if group_instance_id is not None and rec.group is None:
             return E_UNKNOWN        # (a record the group logic has not yet given its group)
@@ -732,7 +915,7 @@ cdef class MemberTable(TimerSink):
         lock_with_gil(core)
         try:
             # Re-checked under the group's lock, as the heartbeat does.
-            if s.core is not core or s.gen != gen or s.member_id is NULL:
+            if s.core is not core or s.gen != gen or s.member_id is NULL or s.consumer:
                 return -1
             if g != core.generation or (core.state != STABLE and core.state != PR):
                 return -1
@@ -800,7 +983,7 @@ cdef class MemberTable(TimerSink):
             state = core.state
             if state == DEAD:
                 op[i] = C_NOT_AVAILABLE
-            elif s.member_id is NULL:
+            elif s.member_id is NULL or s.consumer:     # pending, or not a classic member
                 op[i] = C_UNKNOWN
             elif gp[i] != core.generation:
                 op[i] = C_ILLEGAL_GENERATION

@@ -1,0 +1,113 @@
+"""The steady ConsumerGroupHeartbeat (KIP-848), native vs pure: 100k settled members in
+10k groups, in random order, through the Python API (the member table's fast path),
+and the same requests through the checked slow path (core/consumer.py) for reference.
+
+`make test` runs each once on small sizes (--benchmark-disable); `make bench` runs
+them for real on the sizes the issue names.
+"""
+from __future__ import annotations
+
+import collections
+import gc
+
+import numpy as np
+import pytest
+
+import fastcoord
+from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
+
+IMPLS = ["native", "pure"] if fastcoord.NATIVE_AVAILABLE else ["pure"]
+PARTITIONS = 10
+
+
+def quick(request) -> bool:
+    return bool(request.config.getoption("benchmark_disable"))
+
+
+def settled(impl, groups, per_group):
+    """A coordinator whose `groups` consumer groups of `per_group` members are all
+    Stable, every member at its group's epoch: (coord, [(group, member, epoch)])."""
+    coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl)
+    coord.set_topics({"t": PARTITIONS})
+    out: list = []
+    hb = coord.consumer_group_heartbeat
+    members = []
+    for g in range(groups):
+        gid = f"group-{g}"
+        epochs, owned = {}, {}
+        for i in range(per_group):
+            mid = f"{gid}-member-{i}"
+            hb(gid, mid, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t"],
+               owned_partitions={}, callback=out.append)
+            epochs[mid], owned[mid] = out[-1].member_epoch, out[-1].assignment
+        while True:         # report what each owns until every one is reconciled
+            for mid in epochs:
+                hb(gid, mid, epochs[mid], owned_partitions=owned[mid], callback=out.append)
+                r = out[-1]
+                assert r.error == Errors.NONE, r
+                epochs[mid] = r.member_epoch
+                if r.assignment is not None:
+                    owned[mid] = r.assignment
+            out.clear()
+            if coord.consumer_group_describe([gid])[0].state == "Stable":
+                break
+        members.extend((gid, mid, epoch) for mid, epoch in epochs.items())
+    return coord, members
+
+
+_cache: dict = {}
+
+
+def stable(impl, groups, per_group):
+    key = (impl, groups, per_group)
+    if key not in _cache:
+        _cache.clear()
+        gc.collect()
+        _cache[key] = settled(impl, groups, per_group)
+    return _cache[key]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_consumer_heartbeat_steady(benchmark, request, impl):
+    """coord.consumer_group_heartbeat(g, m, epoch, callback=cb) of settled members,
+    100k members in 10k groups, random order: the member table answers each (no
+    Python frame in native)."""
+    groups, per = (100, 10) if quick(request) else (10_000, 10)
+    coord, members = stable(impl, groups, per)
+    calls = [members[i] for i in np.random.default_rng(1).permutation(len(members))]
+    hb = coord.consumer_group_heartbeat
+    last = collections.deque(maxlen=1)
+    cb = last.append
+
+    def run():
+        for g, m, epoch in calls:
+            hb(g, m, epoch, callback=cb)
+
+    benchmark.group = "consumer-heartbeat-steady-100k-random"
+    benchmark.extra_info.update(ops=len(calls), peer=impl)
+    benchmark.pedantic(run, rounds=5 if impl == "native" else 3, iterations=1)
+    g, m, epoch = calls[-1]
+    assert last[0] == (Errors.NONE, None, m, epoch, 5000, None)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_consumer_heartbeat_steady_slow_path(benchmark, request, impl):
+    """The same steady heartbeats through the checked slow path (the class's method,
+    core/consumer.py), for reference: 10k of them."""
+    groups, per = (100, 10) if quick(request) else (10_000, 10)
+    coord, members = stable(impl, groups, per)
+    order = np.random.default_rng(2).permutation(len(members))[:10_000]
+    calls = [members[i] for i in order]
+    slow = GroupCoordinator.consumer_group_heartbeat
+    last = collections.deque(maxlen=1)
+    cb = last.append
+
+    def run():
+        for g, m, epoch in calls:
+            slow(coord, g, m, epoch, callback=cb)
+
+    benchmark.group = "consumer-heartbeat-slow-path-random"
+    benchmark.extra_info.update(ops=len(calls), peer=impl)
+    benchmark.pedantic(run, rounds=3, iterations=1)
+    g, m, epoch = calls[-1]
+    assert last[0] == (Errors.NONE, None, m, epoch, 5000, None)
