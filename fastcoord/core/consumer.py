@@ -817,6 +817,9 @@ class ConsumerLogic:
         but its session (a topics change is the table's topics version; a failed write
         unquiets the group where it is seen). Caller holds the group's lock."""
         cg = group.consumer
+        if cg is None:          # (classic again, a downgrade: no consumer member is settled)
+            self.logic.table.consumer_quiet(group.rec, 0, -1)
+            return
         quiet = cg.members and cg.group_epoch == cg.assignment_epoch and not cg.regex_refresh
         self.logic.table.consumer_quiet(group.rec, cg.group_epoch if quiet else 0,
                                         cg.topics_version)

@@ -684,13 +684,13 @@ def test_the_table_asks_the_group_logic_only_for_consumer_groups(impl):
     (m1, gen), _ = classic_group(coord, [[0, 1, 2], [3, 4, 5]])
     asked = []
     table = coord.member_table
-    mixed = table.consumer_fallback
+    mixed = table.mixed_heartbeat
 
     def fallback(*args):
         asked.append(args)
         return mixed(*args)
 
-    table.consumer_fallback = fallback
+    table.mixed_heartbeat = fallback
     assert coord.heartbeat("g", m1, gen) == E.NONE
     assert coord.heartbeat("g", "stranger", gen) == E.UNKNOWN_MEMBER_ID
     assert coord.heartbeat("g", m1, gen, "nobody") == E.UNKNOWN_MEMBER_ID
