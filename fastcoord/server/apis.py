@@ -308,7 +308,8 @@ class KafkaApis:
             for tp in body.topic_partitions:
                 name = self.topic_ids.name_of(tp.topic_id)
                 if name is not None:
-                    owned.setdefault(name, []).extend(tp.partitions)
+                    # (a negative id names no partition: no member owns one)
+                    owned.setdefault(name, []).extend(p for p in tp.partitions if p >= 0)
 
         def answered(result) -> None:
             if result.error != Errors.NONE:

@@ -434,3 +434,19 @@ def test_a_member_joins_commits_is_described_listed_and_leaves_over_the_wire(tmp
     beats = [(r["member"], r["generation"]) for r in lines
              if r["api"] == "ConsumerGroupHeartbeat"]
     assert beats == [("wm-1", 0), ("wm-1", -1)]
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_owned_partition_ids_out_of_range_own_nothing(version):
+    """A hostile or broken client's owned partitions with negative ids: the real
+    coordinator is asked with them left out (no partition has such an id, as no
+    member owns one), and the request gets its one answer, no error."""
+    apis = _apis(GroupCoordinator(CoordinatorConfig()))
+    apis.coord.set_topics(TOPICS)
+    ids = apis.topic_ids.as_dict()
+    joined = _call(apis, 68, version, _join_body(version))
+    assert joined.error_code == 0
+    answer = _call(apis, 68, version, _join_body(
+        version, member_id=joined.member_id, member_epoch=joined.member_epoch,
+        topic_partitions=[{"topic_id": ids["orders"], "partitions": [-1, 0, -2**31]}]))
+    assert answer.error_code == 0 and answer.member_epoch == joined.member_epoch
