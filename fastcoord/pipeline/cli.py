@@ -51,6 +51,26 @@ def _stage(command: str, text: str) -> None:
     print(f"fastcoord {command}: {text}", file=sys.stderr, flush=True)
 
 
+def _convert(args) -> int:
+    """trace convert: a request log -> trace. A log that is not there, or of which no
+    line is a request of the format given, is an error naming the file or its first
+    line (not an empty trace)."""
+    from . import adapters, trace      # (run has checked the spark extra is there)
+    if not os.path.isfile(args.log):
+        print(f"fastcoord trace convert: {args.log}: no such file", file=sys.stderr)
+        return 2
+    fn = adapters.from_kafka_log if args.format == "kafka" else adapters.from_fastcoord_log
+    table, stats = fn(args.log)
+    if stats.rows_in and not stats.rows_ok and stats.malformed:
+        first = stats.examples[0].split(": ", 1)[-1] if stats.examples else ""
+        print(f"fastcoord trace convert: {args.log}: no line is a {args.format} request-log "
+              f"line (is --format right?); the first: {first[:120]!r}", file=sys.stderr)
+        return 2
+    trace.write_trace(table, args.out)
+    print(json.dumps(stats.as_dict(), indent=2))
+    return 0
+
+
 def add_parsers(sub) -> None:
     trace = sub.add_parser("trace", help="make or convert coordinator traces (Parquet)")
     tsub = trace.add_subparsers(dest="trace_command", required=True)
@@ -144,7 +164,7 @@ def _spark_session(master: str, conf: Optional[Dict[str, str]] = None):
 
 def run(args) -> int:
     try:
-        from . import adapters, gen, replay, trace
+        from . import adapters, gen, replay, trace  # noqa: F401  (adapters: the extra's check)
         if args.command == "whatif":
             from . import whatif  # noqa: F401
         if args.command == "report":
@@ -177,11 +197,7 @@ def run(args) -> int:
             trace.write_trace(table, args.out)
             print(f"fastcoord trace gen: {table.num_rows} events -> {args.out}")
             return 0
-        fn = adapters.from_kafka_log if args.format == "kafka" else adapters.from_fastcoord_log
-        table, stats = fn(args.log)
-        trace.write_trace(table, args.out)
-        print(json.dumps(stats.as_dict(), indent=2))
-        return 0
+        return _convert(args)
     os.makedirs(args.out, exist_ok=True)
     _forget_ingest(args.out)
     if args.master == "none":

@@ -134,3 +134,22 @@ def test_requests_are_placed_at_their_arrival_not_their_completion():
                       "error": 0, "latency_ms": 3000.0})]
     table, _ = from_fastcoord_log(fc)
     assert table.to_pylist()[0]["time_ms"] == 100_013
+
+
+def test_convert_refuses_a_missing_log_and_one_of_another_format(tmp_path, capsys):
+    """A person's mistakes get one line and a non-zero exit: a log that is not there (a
+    raw FileNotFoundError traceback before), a log in which no line is of the format
+    asked for (exit 0 and an empty trace before)."""
+    from fastcoord.cli import main
+    out = str(tmp_path / "t.parquet")
+    assert main(["trace", "convert", str(tmp_path / "nope.log"), out]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("nope.log: no such file") and "Traceback" not in err
+    log = tmp_path / "kafka.log"
+    log.write_text("\n".join(KAFKA_LINES[:3]) + "\n")
+    assert main(["trace", "convert", str(log), out]) == 2      # (--format fastcoord)
+    err = capsys.readouterr().err
+    assert "no line is a fastcoord request-log line (is --format right?)" in err
+    assert "Completed request" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "t.parquet").exists()
+    assert main(["trace", "convert", "--format", "kafka", str(log), out]) == 0
