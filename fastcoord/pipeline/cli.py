@@ -241,16 +241,29 @@ INGEST_FILE = "ingest.json"
 
 
 def _readable_trace(args) -> bool:
-    """Whether the trace's Parquet footers read (no Spark is started for a trace that
-    is missing or is not Parquet); else the reason, said on stderr."""
+    """Whether the trace's Parquet footers read and name the columns every row needs
+    (no Spark is started for a trace that is missing, not Parquet or without them);
+    else the reason, said on stderr."""
     import pyarrow as pa
 
     from .ingest import trace_units
+    from .trace import REQUIRED
     try:
-        trace_units(args.trace)
+        units = trace_units(args.trace)
     except (OSError, pa.ArrowInvalid) as exc:
         print(f"fastcoord {args.command}: cannot read the trace {args.trace}: {exc}",
               file=sys.stderr)
+        return False
+    # A file without a column every row needs would replay as every row malformed
+    missing = {}
+    for unit in units:
+        for name in REQUIRED:
+            if name not in unit.columns:
+                missing.setdefault(name, unit.path)
+    if missing:
+        print(f"fastcoord {args.command}: the trace {args.trace} has no "
+              f"{', '.join(sorted(missing))} column (in {sorted(set(missing.values()))[0]}); "
+              f"a trace needs {', '.join(REQUIRED)} (docs/pipeline.md)", file=sys.stderr)
         return False
     return True
 

@@ -1,0 +1,24 @@
+"""Mistakes a person makes with the pipeline's commands get one line and a non-zero
+exit, before any work (issue: errors a person can act on)."""
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+import pyarrow.parquet as pq  # noqa: E402
+
+from fastcoord.cli import main  # noqa: E402
+from fastcoord.pipeline.gen import generate  # noqa: E402
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+def test_a_trace_without_a_required_column_is_named(tmp_path, capsys, command):
+    """A trace without member_id replayed as every row malformed, exit 0 ("0 events
+    (N malformed)"); now the missing column is named and nothing runs."""
+    table = generate(groups=2, members=2, duration_s=30, seed=1).drop_columns(["member_id"])
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(table, path)
+    out = tmp_path / "out"
+    assert main([command, path, "--out", str(out), "--master", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "has no member_id column" in err and "a trace needs time_ms, group_id" in err
+    assert not (out / "responses").exists()
