@@ -18,7 +18,7 @@ COMMANDS = ("trace", "replay", "whatif", "report")
 
 
 def _durations(text: str) -> list:
-    """'10s,30s,45s' -> [10000, 30000, 45000] (ms, s, m suffixes; bare numbers are ms)."""
+    """'10s,30s,45s' -> [10000, 30000, 45000] (ms, s or m: a unit is required)."""
     from .duration import parse_duration
     try:
         values = [parse_duration(v) for v in text.split(",")]
@@ -35,6 +35,25 @@ def _optional_durations(text: str) -> list:
     for part in text.split(","):
         out.extend([None] if part.strip() == "trace" else _durations(part))
     return out
+
+
+def _refused_by_kafka(args) -> str:
+    """What a broker would refuse of the grid, said in one line ('' if nothing): a
+    session timeout outside group.min/max.session.timeout.ms (Kafka's defaults, the
+    simulated coordinator's), a heartbeat interval not below every session timeout."""
+    from fastcoord.core.config import CoordinatorConfig
+    config = CoordinatorConfig()
+    lo, hi = config.group_min_session_timeout_ms, config.group_max_session_timeout_ms
+    for session in args.session_timeout:
+        if not lo <= session <= hi:
+            return (f"a session timeout of {session} ms is outside the broker's bounds "
+                    f"[{lo} ms, {hi} ms] (group.min/max.session.timeout.ms): Kafka refuses "
+                    "its joins with INVALID_SESSION_TIMEOUT")
+    for interval in args.heartbeat_interval:
+        if interval is not None and interval >= min(args.session_timeout):
+            return (f"a heartbeat interval of {interval} ms is not below the session timeout "
+                    f"of {min(args.session_timeout)} ms (Kafka's clients refuse that)")
+    return ""
 
 
 def _statics(text: str) -> list:
@@ -297,6 +316,10 @@ def _run_whatif(args) -> int:
     from . import trace, whatif
     from .._progress import Progress
     os.makedirs(args.out, exist_ok=True)
+    refused = _refused_by_kafka(args)
+    if refused:
+        print(f"fastcoord whatif: {refused}", file=sys.stderr)
+        return 2
     configs = whatif.make_grid(args.session_timeout, args.static, args.rebalance_timeout,
                                args.heartbeat_interval)
     _forget_ingest(args.out)

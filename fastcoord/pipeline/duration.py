@@ -1,4 +1,4 @@
-"""Durations as the pipeline's commands take them ('10s', '500ms', '2m', '1500').
+"""Durations as the pipeline's commands take them ('10s', '500ms', '2m').
 
 Standard library only: the command line parses these while it builds its parsers, so
 this module must import without the spark extra (`fastcoord serve --help` and
@@ -12,11 +12,15 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
 
 
 def parse_duration(text: str) -> int:
-    """'10s' / '500ms' / '2m' / '1500' (ms) -> milliseconds; ValueError otherwise."""
+    """'10s' / '500ms' / '2m' -> milliseconds; ValueError otherwise. A unit is required:
+    a bare '5' is refused (read as ms it was a 5 ms session, a simulation of millions of
+    heartbeats; read as seconds, a guess)."""
     m = _DURATION.match(text)
     if not m:
         raise ValueError(f"not a duration: {text!r} (use e.g. 500ms, 10s, 2m)")
-    ms = float(m.group(1)) * {"ms": 1, None: 1, "s": 1000, "m": 60_000}[m.group(2)]
+    if m.group(2) is None:
+        raise ValueError(f"a duration needs a unit: {text!r} (500ms, 10s or 2m?)")
+    ms = float(m.group(1)) * {"ms": 1, "s": 1000, "m": 60_000}[m.group(2)]
     if ms != int(ms) or ms <= 0:
         raise ValueError(f"a duration must be a positive whole number of ms: {text!r}")
     return int(ms)

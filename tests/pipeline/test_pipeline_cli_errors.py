@@ -22,3 +22,21 @@ def test_a_trace_without_a_required_column_is_named(tmp_path, capsys, command):
     assert len(err.splitlines()) == 1
     assert "has no member_id column" in err and "a trace needs time_ms, group_id" in err
     assert not (out / "responses").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--session-timeout", "2s"], "outside the broker's bounds [6000 ms, 1800000 ms]"),
+    (["--session-timeout", "10s,31m"], "1860000 ms is outside the broker's bounds"),
+    (["--session-timeout", "10s", "--heartbeat-interval", "10s"],
+     "heartbeat interval of 10000 ms is not below the session timeout of 10000 ms"),
+])
+def test_whatif_refuses_what_kafka_would_refuse(tmp_path, capsys, argv, message):
+    """A 2 s session ran a simulation Kafka's broker would refuse at the first join;
+    a heartbeat interval at the session timeout one its clients refuse."""
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(generate(groups=2, members=2, duration_s=30, seed=1), path)
+    out = tmp_path / "out"
+    assert main(["whatif", path, "--out", str(out), "--master", "none"] + argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not (out / "summary.json").exists()

@@ -89,9 +89,9 @@ def _removals(out):
 # -- parsing and behaviour ------------------------------------------------------------------------
 
 def test_parse_duration():
-    assert [parse_duration(x) for x in ("10s", "500ms", "2m", "1500", "1.5s")] == \
+    assert [parse_duration(x) for x in ("10s", "500ms", "2m", "1500ms", "1.5s")] == \
         [10_000, 500, 120_000, 1500, 1500]
-    for bad in ("10x", "", "s", "-5s", "0s", "1.5ms"):
+    for bad in ("10x", "", "s", "-5s", "0s", "1.5ms", "1500", "5"):
         with pytest.raises(ValueError):
             parse_duration(bad)
     with pytest.raises(ValueError):
@@ -319,6 +319,7 @@ def test_cli_whatif_spark(spark, tmp_path, capsys):  # noqa: F811
     (["--session-timeout", "10s,10s"], "repeated value"),
     (["--static", "yes"], "on, off, trace"),
     (["--rebalance-timeout", "0s"], "positive"),
+    (["--session-timeout", "5"], "needs a unit"),
 ])
 def test_cli_bad_arguments(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as exc:
