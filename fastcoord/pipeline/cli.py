@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from typing import Dict, Optional
@@ -54,6 +55,20 @@ def _refused_by_kafka(args) -> str:
             return (f"a heartbeat interval of {interval} ms is not below the session timeout "
                     f"of {min(args.session_timeout)} ms (Kafka's clients refuse that)")
     return ""
+
+
+_MASTER = re.compile(r"^(none|local|local\[(\*|[1-9]\d*)(,[1-9]\d*)?\]|yarn"
+                     r"|(spark|sc|k8s|mesos)://[^\s/]+(/.*)?)$")
+
+
+def _master(text: str) -> str:
+    """A Spark master as Spark takes one, checked before Spark starts (a bad one made
+    the JVM print pages of traceback)."""
+    if not _MASTER.match(text):
+        raise argparse.ArgumentTypeError(
+            f"not a Spark master: {text!r} (none, local[*], local[4], spark://host:7077, "
+            "sc://host:15002, yarn or k8s://https://host:port)")
+    return text
 
 
 def _statics(text: str) -> list:
@@ -131,8 +146,9 @@ def _job_parser(sub, name: str, help: str):
     p = sub.add_parser(name, help=help)
     p.add_argument("trace", help="Parquet trace")
     p.add_argument("--out", required=True, help="directory for the result tables")
-    p.add_argument("--master", default="local[*]",
-                   help="Spark master (local[*], spark://host:7077), or 'none' for one process")
+    p.add_argument("--master", default="local[*]", type=_master,
+                   help="Spark master (local[*], local[4], spark://host:7077, "
+                        "sc://host:15002), or 'none' for one process")
     p.add_argument("--impl", choices=["native", "pure"], default=None)
     p.add_argument("--driver-memory", default=None, metavar="SIZE",
                    help="spark.driver.memory, e.g. 6g (in local mode it also runs the "

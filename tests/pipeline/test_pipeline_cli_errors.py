@@ -40,3 +40,15 @@ def test_whatif_refuses_what_kafka_would_refuse(tmp_path, capsys, argv, message)
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert not (out / "summary.json").exists()
+
+
+@pytest.mark.parametrize("master", ["bogus", "local[x]", "local[0]", "spark://"])
+def test_a_master_spark_would_not_take_is_refused_before_spark_starts(tmp_path, capsys, master):
+    """--master bogus made Spark's JVM print 43-83 lines of traceback; now argparse
+    says what a master looks like (exit 2)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", str(tmp_path / "t.parquet"), "--out", str(tmp_path / "out"),
+              "--master", master])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "not a Spark master" in err and "local[*]" in err and "Traceback" not in err
