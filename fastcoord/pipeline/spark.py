@@ -219,6 +219,10 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         b = b.config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
         b = b.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS)
+        # In local mode nothing outside this machine talks to the driver: it listens on
+        # loopback, not on the address Spark would pick (the machine's external one)
+        b = b.config("spark.driver.bindAddress", "127.0.0.1")
+        b = b.config("spark.driver.host", "127.0.0.1")
     else:
         # PySpark reads the executors' interpreter from PYSPARK_PYTHON when the context
         # starts; unset, the executors run Spark's default `python3`, never our venv.

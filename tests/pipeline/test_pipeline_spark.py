@@ -136,6 +136,14 @@ def test_local_session_runs_its_jvm_with_the_light_jit(spark):
         assert option in args, args
 
 
+def test_a_local_session_listens_on_loopback_only(spark):
+    """In local mode the driver's ports are bound to 127.0.0.1 (Spark's own choice is
+    the machine's external address, open to the network for nothing)."""
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
+    assert conf.get("spark.driver.host") == "127.0.0.1"
+
+
 def test_session_bounds_the_arrow_batches_fed_to_python(spark, tmp_path):
     """session() bounds the bytes of an Arrow batch Spark fills for a Python worker: the
     jobs feed their workers packed pieces of a few MB, and 10,000 of them in a batch
