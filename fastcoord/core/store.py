@@ -8,9 +8,12 @@ holds a group lock while calling the store.
     store_group(group_id, record, done)      record: dict (see GroupCoordinator), None: deleted
     store_offsets(group_id, offsets, done)   offsets: {(topic, partition): OffsetAndMetadata}
 
-and may have a third, for expired and deleted offsets (a store without it is not told):
+and may have two more: one for expired and deleted offsets (a store without it is
+not told), one for consumer groups (KIP-848; a store without it keeps none of their
+state, and their heartbeats are answered at once):
 
     delete_offsets(group_id, partitions, done)   partitions: [(topic, partition)]
+    store_consumer_group(group_id, record, done) record: consumer_records.consumer_record's
 
 A store whose `keeps_group_records` attribute is False is given None for every group
 record: the coordinator does not build them (a replay's leader sync would build a
