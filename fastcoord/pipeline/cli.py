@@ -61,6 +61,16 @@ _MASTER = re.compile(r"^(none|local|local\[(\*|[1-9]\d*)(,[1-9]\d*)?\]|yarn"
                      r"|(spark|sc|k8s|mesos)://[^\s/]+(/.*)?)$")
 
 
+def _paths_absolute(args) -> None:
+    """The trace and --out as absolute paths, made here on the driver: an executor
+    resolves a relative one against its own work directory (on a cluster, another
+    machine's), where it is not. A URL (hdfs://, s3a://, file://) is left as given."""
+    for name in ("trace", "out"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and "://" not in value:
+            setattr(args, name, os.path.abspath(value))
+
+
 def _master(text: str) -> str:
     """A Spark master as Spark takes one, checked before Spark starts (a bad one made
     the JVM print pages of traceback)."""
@@ -233,6 +243,7 @@ def run(args) -> int:
             print(f"fastcoord trace gen: {table.num_rows} events -> {args.out}")
             return 0
         return _convert(args)
+    _paths_absolute(args)
     os.makedirs(args.out, exist_ok=True)
     _forget_ingest(args.out)
     if args.master == "none":

@@ -213,6 +213,8 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
     from pyspark.sql import SparkSession
     b = (SparkSession.builder.master(master).appName(app)
          .config("spark.ui.enabled", "true" if ui else "false")
+         # one progress display at a time: the commands show their own on stderr
+         .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.execution.arrow.pyspark.enabled", "true")
          .config("spark.sql.execution.arrow.maxBytesPerBatch", ARROW_MAX_BYTES_PER_BATCH))
     if is_local(master):

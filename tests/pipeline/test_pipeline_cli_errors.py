@@ -52,3 +52,22 @@ def test_a_master_spark_would_not_take_is_refused_before_spark_starts(tmp_path, 
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "not a Spark master" in err and "local[*]" in err and "Traceback" not in err
+
+
+def test_relative_paths_are_made_absolute_on_the_driver(tmp_path, monkeypatch):
+    """A relative --out (or trace) resolved on each executor against its own work
+    directory; the driver now hands out absolute paths, URLs as given."""
+    from argparse import Namespace
+    from fastcoord.pipeline.cli import _paths_absolute
+    monkeypatch.chdir(tmp_path)
+    args = Namespace(trace="t.parquet", out="results/replay")
+    _paths_absolute(args)
+    assert (args.trace, args.out) == (str(tmp_path / "t.parquet"),
+                                      str(tmp_path / "results" / "replay"))
+    args = Namespace(trace="hdfs://nn:8020/traces/t.parquet", out="s3a://bucket/out")
+    _paths_absolute(args)
+    assert (args.trace, args.out) == ("hdfs://nn:8020/traces/t.parquet", "s3a://bucket/out")
+    # and a relative run in one process lands where it was asked
+    pq.write_table(generate(groups=2, members=2, duration_s=30, seed=1), "t.parquet")
+    assert main(["replay", "t.parquet", "--out", "out", "--master", "none"]) == 0
+    assert (tmp_path / "out" / "responses").is_dir()

@@ -144,6 +144,12 @@ def test_a_local_session_listens_on_loopback_only(spark):
     assert conf.get("spark.driver.host") == "127.0.0.1"
 
 
+def test_spark_shows_no_progress_bar_of_its_own(spark):
+    """The commands print their own progress on stderr; Spark's console bar would
+    interleave with it."""
+    assert spark.sparkContext.getConf().get("spark.ui.showConsoleProgress") == "false"
+
+
 def test_session_bounds_the_arrow_batches_fed_to_python(spark, tmp_path):
     """session() bounds the bytes of an Arrow batch Spark fills for a Python worker: the
     jobs feed their workers packed pieces of a few MB, and 10,000 of them in a batch
