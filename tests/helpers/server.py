@@ -286,6 +286,16 @@ def exact_cover(clients: List[ClientProc], partitions: Iterable[Tuple[str, int]]
     return sorted(seen) == sorted(partitions)
 
 
+def assert_covered(clients: List[ClientProc], partitions, timeout: float, *,
+                   all_busy: bool = True, server: Optional[ServerProc] = None) -> None:
+    """Wait (bounded) until `clients` hold `partitions` exactly once between them; else
+    fail with each client's assignment and log (and the server's, if given)."""
+    ok = wait_until(lambda: exact_cover(clients, partitions, all_busy), timeout)
+    assert ok, f"no exact cover of {partitions} within {timeout}s: {describe(clients)}\n" + \
+        "\n".join(f"--- {c.name}\n{c.log()}" for c in clients) + \
+        (f"\n--- server\n{server.log()[-4000:]}" if server is not None else "")
+
+
 def stop_all(clients: List[ClientProc], server: ServerProc) -> None:
     """Close the clients, stop the server: it must exit cleanly, with no traceback logged."""
     for c in clients:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from helpers.server import (
-    ClientProc, ServerProc, describe, exact_cover, stop_all, wait_until,
+    ClientProc, ServerProc, assert_covered, exact_cover, stop_all, wait_until,
 )
 
 pytestmark = pytest.mark.clients
@@ -42,9 +42,7 @@ def cluster(tmp_path):
 
 
 def _covered(clients, timeout=BOUND) -> None:
-    ok = wait_until(lambda: exact_cover(clients, PARTITIONS), timeout)
-    assert ok, f"no exact cover of {PARTITIONS} within {timeout}s: {describe(clients)}\n" + \
-        "\n".join(f"--- {c.name}\n{c.log()}" for c in clients)
+    assert_covered(clients, PARTITIONS, timeout)
 
 
 def _admin(server):

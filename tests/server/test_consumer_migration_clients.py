@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.server import ClientProc, ServerProc, describe, exact_cover, stop_all, wait_until
+from helpers.server import ClientProc, ServerProc, assert_covered, stop_all
 # (the consumer-protocol tests' topic and short consumer-protocol timeouts)
 from test_consumer_clients import PARTITIONS, SERVER_FLAGS as CONSUMER_FLAGS, TOPIC
 
@@ -40,10 +40,7 @@ def cluster(tmp_path):
 
 
 def _covered(server, clients, timeout=BOUND) -> None:
-    ok = wait_until(lambda: exact_cover(clients, PARTITIONS), timeout)
-    assert ok, f"no exact cover of {PARTITIONS} within {timeout}s: {describe(clients)}\n" + \
-        "\n".join(f"--- {c.name}\n{c.log()}" for c in clients) + \
-        f"\n--- server\n{server.log()[-4000:]}"
+    assert_covered(clients, PARTITIONS, timeout, server=server)
 
 
 def _group_type(server) -> str:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from helpers.server import (
-    HEARTBEAT_MS, SESSION_MS, ClientProc, ServerProc, describe, exact_cover, stop_all,
+    HEARTBEAT_MS, SESSION_MS, ClientProc, ServerProc, assert_covered, describe, stop_all,
     wait_until,
 )
 
@@ -41,9 +41,7 @@ def cluster(tmp_path):
 
 
 def _covered(clients, timeout=REBALANCE_BOUND, *, all_busy=True) -> None:
-    ok = wait_until(lambda: exact_cover(clients, PARTITIONS, all_busy), timeout)
-    assert ok, f"no exact cover of {PARTITIONS} within {timeout}s: {describe(clients)}\n" + \
-        "\n".join(f"--- {c.name}\n{c.log()}" for c in clients)
+    assert_covered(clients, PARTITIONS, timeout, all_busy=all_busy)
 
 
 @pytest.mark.parametrize("lib", LIBS)
