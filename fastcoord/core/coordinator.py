@@ -263,6 +263,9 @@ class GroupCoordinator:
         # method, the checked path
         self.consumer_group_heartbeat = table.consumer_heartbeat
         table.consumer_fallback = self._consumer_heartbeat_checked
+        self.consumer_member_handle = table.consumer_member_handle
+        self.consumer_heartbeat_batch = table.consumer_heartbeat_batch
+        self.consumer_heartbeat_handle = table.consumer_heartbeat_handle
         self._reaper: Optional[threading.Thread] = None
         self._stop = threading.Event()
         wheel = _twins.module(self.impl, "core.timer")
@@ -451,6 +454,27 @@ class GroupCoordinator:
     def heartbeat_handle(self, handle: int, generation_id: int) -> int:
         """heartbeat_batch for one handle, without arrays: the error code as an int."""
         return self.member_table.heartbeat_handle(handle, generation_id)
+
+    def consumer_member_handle(self, group_id: str, member_id: str) -> int:
+        """A handle naming a consumer-protocol member for consumer_heartbeat_batch and
+        consumer_heartbeat_handle, or -1 when the coordinator does not know it. It names
+        one incarnation: a member that left, or a static member replaced, is missed."""
+        return self.member_table.consumer_member_handle(group_id, member_id)
+
+    def consumer_heartbeat_batch(self, handles, member_epochs):
+        """Steady ConsumerGroupHeartbeats by handle (int64 handles, int32 member epochs,
+        numpy arrays of equal length), each as consumer_group_heartbeat with every
+        optional field None from the client id and host the member last used: a bool
+        numpy array, True where the member was settled at that epoch (the answer is its
+        cached one: no error, the assignment unchanged; its session refreshed), False
+        where nothing was done and the heartbeat needs consumer_group_heartbeat. The
+        native twin runs the loop in C without the GIL."""
+        return self.member_table.consumer_heartbeat_batch(handles, member_epochs)
+
+    def consumer_heartbeat_handle(self, handle: int, member_epoch: int):
+        """consumer_heartbeat_batch for one handle: the ConsumerGroupHeartbeatResult
+        consumer_group_heartbeat would give, or None (then call that)."""
+        return self.member_table.consumer_heartbeat_handle(handle, member_epoch)
 
     def group_version(self, group_id: str) -> int:
         """A number that changes whenever the group's state or its member ids change,

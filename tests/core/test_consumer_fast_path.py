@@ -5,6 +5,7 @@ table's `consumer_heartbeat`, which answers a settled member's steady heartbeat 
 (every optional field None) and hands every other case to the class's method, the
 checked slow path (core/consumer.py). These tests hold the two to the same answers.
 """
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -275,11 +276,27 @@ _op = st.one_of(
 )
 
 
-def test_fast_and_slow_paths_agree_on_random_streams(impl):
+def by_handle(coord, handles, member, epoch):
+    """A steady heartbeat by handle: the handle kept from before (which may name a
+    member gone since: it must then miss), else a fresh one; None when the table left
+    it to consumer_group_heartbeat."""
+    for fresh in (False, True):
+        if fresh or member not in handles:
+            handles[member] = coord.consumer_member_handle("g", member)
+        if handles[member] >= 0:
+            r = coord.consumer_heartbeat_handle(handles[member], epoch)
+            if r is not None:
+                assert r.member_id == member, (r, member)
+                return r
+    return None
+
+
+@pytest.mark.parametrize("via", ["call", "handle"])
+def test_fast_and_slow_paths_agree_on_random_streams(impl, via):
     """Random consumer-protocol streams sent to two coordinators: each steady heartbeat
-    through the instance's method (the member table's fast path) of one and the
-    class's method (the slow path) of the other; every answer and every group
-    description agree."""
+    through the instance's method (the member table's fast path; or by handle, falling
+    back to the method when the table leaves it) of one and the class's method (the
+    slow path) of the other; every answer and every group description agree."""
     @settings(max_examples=150, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(st.lists(_member, min_size=1, max_size=4, unique=True),
@@ -291,9 +308,16 @@ def test_fast_and_slow_paths_agree_on_random_streams(impl):
         for c in (fast, slow):
             c.set_topics(topics)
         epochs, owned, clients, instances = {}, {}, {}, {}
+        handles, sent_client = {}, {}
 
         def both(member, epoch, **kw):
-            a = hb(fast, "g", member, epoch, **kw)
+            a = None
+            if via == "handle" and set(kw) <= {"client_id"} \
+                    and kw.get("client_id", "") == sent_client.get(member):
+                a = by_handle(fast, handles, member, epoch)
+            if a is None:
+                a = hb(fast, "g", member, epoch, **kw)
+            sent_client[member] = kw.get("client_id", "")
             b = slow_hb(slow, "g", member, epoch, **kw)
             assert a == b, (member, epoch, kw)
             if a.error == E.NONE and a.member_epoch >= 0:
@@ -374,3 +398,125 @@ def test_random_streams_do_take_the_fast_path(impl):
             hb(coord, "g", m, e)
             n += 1
     assert calls == [] and n == 90
+
+
+# -- steady heartbeats by handle (consumer_member_handle, consumer_heartbeat_batch/handle)
+
+def handles_of(coord, members):
+    return np.array([coord.consumer_member_handle("g", m) for m in members], dtype=np.int64)
+
+
+def test_handles_answer_a_settled_members_steady_heartbeats(impl):
+    coord, clock = make(impl)
+    epochs = settled_group(coord, members=("a", "b", "c"))
+    calls = counting(coord)
+    members = list(epochs)
+    hs = handles_of(coord, members)
+    assert (hs >= 0).all()
+    eps = np.array([epochs[m] for m in members], dtype=np.int32)
+    for _ in range(6):          # 6 x 10 s: beyond the 45 s session timeout
+        clock.advance(10_000)
+        coord.advance_time(0)
+        assert coord.consumer_heartbeat_batch(hs, eps).tolist() == [True] * 3
+    for m, h in zip(members, hs.tolist()):
+        assert coord.consumer_heartbeat_handle(h, epochs[m]) == slow_hb(coord, "g", m, epochs[m])
+    assert calls == []
+    assert sorted(d.member_id for d in coord.consumer_group_describe(["g"])[0].members) \
+        == members
+    clock.advance(SESSION + 1)  # silent now: all fenced
+    coord.advance_time(0)
+    assert coord.consumer_group_describe(["g"])[0].members == []
+    assert coord.consumer_heartbeat_batch(hs, eps).tolist() == [False] * 3
+
+
+def test_handles_miss_what_is_not_a_steady_heartbeat(impl):
+    coord, clock = make(impl)
+    epochs = settled_group(coord, members=("a", "b"))
+    ha, hb_ = handles_of(coord, ["a", "b"]).tolist()
+    ea, eb = epochs["a"], epochs["b"]
+    assert coord.consumer_member_handle("g", "x") == -1
+    assert coord.consumer_member_handle("other", "a") == -1
+    bad = np.array([-1, 0x7FFF_FFFF, ha ^ (1 << 32), ha, ha, hb_], dtype=np.int64)
+    eps = np.array([ea, ea, ea, ea + 1, 0, eb], dtype=np.int32)
+    assert coord.consumer_heartbeat_batch(bad, eps).tolist() == [False] * 5 + [True]
+    # a stale epoch refreshes nothing: a, heartbeating only so, is fenced in time
+    for _ in range(4):
+        clock.advance(10_000)
+        coord.advance_time(0)
+        assert coord.consumer_heartbeat_batch(bad[3:], eps[3:]).tolist() == [False, False, True]
+    clock.advance(6_000)
+    coord.advance_time(0)
+    assert [d.member_id for d in coord.consumer_group_describe(["g"])[0].members] == ["b"]
+    assert coord.consumer_heartbeat_handle(ha, ea) is None
+    # the group moved (a's fence bumped its epoch): b's steady heartbeat is the slow
+    # path's to answer, and the table's again once b has moved on
+    assert coord.consumer_heartbeat_handle(hb_, eb) is None
+    r = hb(coord, "g", "b", eb)
+    assert r.member_epoch > eb
+    hb(coord, "g", "b", r.member_epoch, owned_partitions=_assigned(coord, "b"))
+    assert coord.consumer_heartbeat_handle(hb_, r.member_epoch) is not None
+    join(coord, "g", "d", ["t"])            # a join moves it again
+    assert coord.consumer_heartbeat_handle(hb_, r.member_epoch) is None
+
+
+def test_classic_and_consumer_handles_do_not_cross(impl):
+    coord, _ = make(impl, group_initial_rebalance_delay_ms=0)
+    epochs = settled_group(coord, members=("a",))
+    out = []
+    coord.join_group("classic", "", "consumer", [("range", b"")], session_timeout_ms=10_000,
+                     require_known_member_id=False, callback=out.append)
+    coord.advance_time(0)
+    coord.sync_group("classic", out[0].generation_id, out[0].member_id,
+                     {out[0].member_id: b""}, callback=out.append)
+    assert out[-1].error == E.NONE
+    classic = coord.member_handle("classic", out[0].member_id)
+    consumer = coord.consumer_member_handle("g", "a")
+    assert classic >= 0 and consumer >= 0
+    assert coord.consumer_member_handle("classic", out[0].member_id) == -1
+    assert coord.consumer_heartbeat_handle(classic, out[0].generation_id) is None
+    assert coord.heartbeat_handle(consumer, epochs["a"]) == E.UNKNOWN_MEMBER_ID
+
+
+def test_a_replaced_static_members_handle_misses(impl):
+    """A static member left for now (-2) and taken over by a new member id: the slot is
+    the same, the incarnation is not; the old id's handle never answers for the new."""
+    coord, _ = make(impl)
+    coord.set_topics({"t": 4})
+    join(coord, "g", "a", ["t"], instance_id="i-a")
+    join(coord, "g", "b", ["t"], instance_id="i-b")
+    for mid in ("a", "b", "a", "b"):
+        m = {m.member_id: m for m in coord.consumer_group_describe(["g"])[0].members}[mid]
+        hb(coord, "g", mid, m.member_epoch, instance_id=m.instance_id,
+           owned_partitions=m.assignment)
+    m = {m.member_id: m for m in coord.consumer_group_describe(["g"])[0].members}["b"]
+    old = coord.consumer_member_handle("g", "b")
+    hb(coord, "g", "b", m.member_epoch)             # settles b at its epoch
+    assert coord.consumer_heartbeat_handle(old, m.member_epoch) is not None
+    assert hb(coord, "g", "b", -2, instance_id="i-b").error == E.NONE
+    r = join(coord, "g", "b2", ["t"], instance_id="i-b")
+    assert (r.error, r.member_epoch) == (E.NONE, m.member_epoch)
+    assert hb(coord, "g", "b2", r.member_epoch).error == E.NONE     # b2 settles there
+    new = coord.consumer_member_handle("g", "b2")
+    assert coord.consumer_heartbeat_handle(new, r.member_epoch).member_id == "b2"
+    assert coord.consumer_heartbeat_handle(old, r.member_epoch) is None
+    assert coord.consumer_heartbeat_batch(np.array([old, new], dtype=np.int64),
+                                          np.array([r.member_epoch] * 2, dtype=np.int32)
+                                          ).tolist() == [False, True]
+
+
+def test_handle_calls_check_their_arguments(impl):
+    coord, _ = make(impl)
+    settled_group(coord, members=("a",))
+    h = np.array([coord.consumer_member_handle("g", "a")], dtype=np.int64)
+    with pytest.raises(TypeError, match="member_epochs"):
+        coord.consumer_heartbeat_batch(h, np.array([1], dtype=np.int64))
+    with pytest.raises(TypeError, match="handles"):
+        coord.consumer_heartbeat_batch([1], np.array([1], dtype=np.int32))
+    with pytest.raises(ValueError, match="member_epochs differ in length"):
+        coord.consumer_heartbeat_batch(h, np.array([1, 2], dtype=np.int32))
+    with pytest.raises(TypeError, match="member_epoch must be an int"):
+        coord.consumer_heartbeat_handle(int(h[0]), "1")
+    with pytest.raises(ValueError, match="member_epoch must fit in int32"):
+        coord.consumer_heartbeat_handle(int(h[0]), 1 << 31)
+    with pytest.raises(TypeError, match="member_id must be a str"):
+        coord.consumer_member_handle("g", 1)

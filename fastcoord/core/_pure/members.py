@@ -260,9 +260,15 @@ class MemberTable:
         `member_id` (a static member's replacement re-binds its slot), unsettled. The
         caller holds the group's lock."""
         s = self._slots[slot]
+        rebind = s.consumer_id is not None
         self._consumer_unbind(slot, s)
         s.consumer_id = member_id
         self._consumers[(s.rec.group_id, member_id)] = slot
+        if rebind:
+            # A new incarnation, as rename's: a handle taken for the old id misses it
+            with self._alloc_lock:
+                self._slot_gens[slot] = (self._slot_gens[slot] + 1) & 0x7FFFFFFF
+            self._arm(slot, s, s.deadline_ms)
 
     def _consumer_unbind(self, slot: int, s: _Slot) -> None:
         s.cepoch = 0
@@ -355,11 +361,60 @@ class MemberTable:
         except Exception:
             log.exception("a coordinator callback raised; the group state is unaffected")
 
+    # -- consumer members by handle ------------------------------------------------
+    def consumer_member_handle(self, group_id: str, member_id: str) -> int:
+        """The consumer member's handle for consumer_heartbeat_batch, or -1 if unknown."""
+        _check_ids(group_id, member_id)
+        slot = self._consumers.get((group_id, member_id))
+        return -1 if slot is None else self.handle(slot)
+
+    def consumer_heartbeat_batch(self, handles, member_epochs):
+        """One steady heartbeat per element (consumer_heartbeat with every optional field
+        None, from the client id and host the member last used): True where the member
+        was settled at that epoch in a quiet group, so the answer is its cached one and
+        its session is refreshed; False where nothing was done and the heartbeat needs
+        consumer_group_heartbeat."""
+        handles, member_epochs = check_batch(handles, member_epochs, "member_epochs")
+        out = np.zeros(len(handles), dtype=np.bool_)
+        now = self.clock.now_ms()
+        for i, (h, epoch) in enumerate(zip(handles.tolist(), member_epochs.tolist())):
+            out[i] = self._consumer_steady_handle(h, epoch, now) is not None
+        return out
+
+    def consumer_heartbeat_handle(self, handle: int, member_epoch: int):
+        """consumer_heartbeat_batch for one member: its cached answer (the
+        ConsumerGroupHeartbeatResult consumer_group_heartbeat would give), or None,
+        having changed nothing."""
+        check_handle_args(handle, member_epoch, "member_epoch")
+        return self._consumer_steady_handle(handle, member_epoch, self.clock.now_ms())
+
+    def _consumer_steady_handle(self, h: int, member_epoch: int, now: int):
+        slot = h & 0xFFFFFFFF
+        if (h < 0 or slot >= len(self._slots) or self._slot_gens[slot] != (h >> 32)
+                or not self.active or member_epoch <= 0):
+            return None
+        s = self._slots[slot]
+        if s is None or s.consumer_id is None:
+            return None
+        rec = s.rec
+        if self._shards[rec.shard] != SHARD_ACTIVE:
+            return None
+        with rec:
+            # Re-checked under the group's lock, under which the slow path publishes.
+            if (self._slot_gens[slot] != (h >> 32) or self._slots[slot] is not s
+                    or s.consumer_id is None or s.cepoch != member_epoch
+                    or rec.cquiet != member_epoch or rec.ctopics != self._ctopics
+                    or s.cached is None):
+                return None
+            self._refresh(slot, s, now + s.session_timeout_ms)
+            return s.cached[0]
+
     # -- handles ----------------------------------------------------------------
     def handle(self, slot: int) -> int:
         return slot | (self._slot_gens[slot] << 32)
 
     def member_handle(self, group_id: str, member_id: str) -> int:
+        _check_ids(group_id, member_id)
         rec = self.groups.get(group_id)
         if rec is None:
             return -1
@@ -509,10 +564,18 @@ class MemberTable:
         return {"slots": len(self._slots), "free": len(self._free), "groups": len(self.groups)}
 
 
-def check_batch(handles, generation_ids):
-    """Validate heartbeat_batch arguments before any effect (both twins)."""
+def _check_ids(group_id, member_id) -> None:
+    if type(group_id) is not str:
+        raise TypeError(f"group_id must be a str, got {type(group_id).__name__}")
+    if type(member_id) is not str:
+        raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
+
+
+def check_batch(handles, generation_ids, second: str = "generation_ids"):
+    """Validate heartbeat_batch arguments before any effect (both twins); `second`
+    names the int32 array (consumer_heartbeat_batch's member_epochs)."""
     for name, arr, dtype in (("handles", handles, np.int64),
-                             ("generation_ids", generation_ids, np.int32)):
+                             (second, generation_ids, np.int32)):
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"{name} must be a numpy.ndarray of {np.dtype(dtype).name}, "
                             f"got {type(arr).__name__}")
@@ -523,18 +586,19 @@ def check_batch(handles, generation_ids):
         if not arr.flags.c_contiguous:
             raise ValueError(f"{name} must be C-contiguous")
     if len(handles) != len(generation_ids):
-        raise ValueError(f"handles and generation_ids differ in length "
+        raise ValueError(f"handles and {second} differ in length "
                          f"({len(handles)} != {len(generation_ids)})")
     return handles, generation_ids
 
 
-def check_handle_args(handle, generation_id) -> None:
-    """Validate heartbeat_handle arguments (both twins): an int64 and an int32, no bool."""
+def check_handle_args(handle, generation_id, second: str = "generation_id") -> None:
+    """Validate heartbeat_handle arguments (both twins): an int64 and an int32, no bool;
+    `second` names the int32 (consumer_heartbeat_handle's member_epoch)."""
     if type(handle) is not int:
         raise TypeError(f"handle must be an int, got {type(handle).__name__}")
     if type(generation_id) is not int:
-        raise TypeError(f"generation_id must be an int, got {type(generation_id).__name__}")
+        raise TypeError(f"{second} must be an int, got {type(generation_id).__name__}")
     if not -0x8000000000000000 <= handle <= 0x7FFFFFFFFFFFFFFF:
         raise ValueError(f"handle must fit in int64, got {handle}")
     if not -0x80000000 <= generation_id <= 0x7FFFFFFF:
-        raise ValueError(f"generation_id must fit in int32, got {generation_id}")
+        raise ValueError(f"{second} must fit in int32, got {generation_id}")

@@ -167,6 +167,8 @@ cdef class MemberTable(TimerSink):
     cdef Py_ssize_t _batch(self, int64_t* hp, int32_t* gp, int16_t* op, Py_ssize_t n,
                            int64_t now) noexcept nogil
     cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1
+    cdef Py_ssize_t _consumer_batch(self, int64_t* hp, int32_t* ep, uint8_t* op, Py_ssize_t n,
+                                    int64_t now) noexcept nogil
     cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1
     cdef object c_consumer_steady(self, object group_id, object member_id, object member_epoch,
                                   object client_id, object client_host)

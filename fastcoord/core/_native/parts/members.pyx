@@ -26,7 +26,7 @@ from fastcoord.core.clock cimport ManualClock
 from fastcoord.core.clock import SystemClock
 from fastcoord.core.config import shard_for
 from fastcoord.core.errors import Errors
-from fastcoord.core._pure.members import check_handle_args
+from fastcoord.core._pure.members import check_batch, check_handle_args
 
 cnp.import_array()
 
@@ -292,6 +292,10 @@ cdef class MemberTable(TimerSink):
                 return -1
             if e != MAP_DELETED and (e >> 32) == tag:
                 slot = <Py_ssize_t><uint32_t>e - 2
+                if consumer:
+                    # a steady consumer heartbeat reads the slot's CSlot next: ask for
+                    # its line while the slot's own loads
+                    fc_prefetch(self.cslot_ptr(slot))
                 s = self.slot_ptr(slot)
                 if s.consumer == consumer and id_equal(s.member_id, member_id) \
                         and id_equal(s.core.group_id, group_id):
@@ -582,6 +586,11 @@ cdef class MemberTable(TimerSink):
         Py_INCREF(member_id)
         s.member_id = <PyObject*>member_id
         self.map_insert(slot)
+        if old is not NULL:
+            # A new incarnation, as rename's: a handle taken for the old id misses it,
+            # and the wheel entry moves to the new generation
+            s.gen = (s.gen + 1) & 0x7FFFFFFF
+            self.arm(slot, s, s.deadline)
 
     def consumer_settle(self, Py_ssize_t slot, int32_t member_epoch, result, str client_id,
                         str client_host):
@@ -697,6 +706,152 @@ cdef class MemberTable(TimerSink):
         member's cached answer (its session refreshed), or None, having changed
         nothing (the server's general path then answers)."""
         return self.c_consumer_steady(group_id, member_id, member_epoch, client_id, client_host)
+
+    # -- consumer members by handle ---------------------------------------------------------
+    def consumer_member_handle(self, group_id, member_id):
+        """The consumer member's handle for consumer_heartbeat_batch, or -1 if unknown."""
+        cdef Py_ssize_t slot
+        if type(group_id) is not str:
+            raise TypeError(f"group_id must be a str, got {type(group_id).__name__}")
+        if type(member_id) is not str:
+            raise TypeError(f"member_id must be a str, got {type(member_id).__name__}")
+        slot = self.map_find(group_id, member_id, 1)
+        return -1 if slot < 0 else self.handle(slot)
+
+    def consumer_heartbeat_batch(self, handles, member_epochs):
+        """consumer_heartbeat_batch(handles: int64[n], member_epochs: int32[n]) -> bool[n]
+
+        One steady heartbeat per element (consumer_heartbeat with every optional field
+        None, from the client id and host the member last used): True where the member
+        was settled at that epoch in a quiet group, so the answer is its cached one and
+        its session is refreshed; False where nothing was done and the heartbeat needs
+        consumer_group_heartbeat."""
+        check_batch(handles, member_epochs, "member_epochs")    # the twins' checks
+        cdef cnp.ndarray h_arr = handles
+        cdef cnp.ndarray e_arr = member_epochs
+        cdef Py_ssize_t n = cnp.PyArray_DIM(h_arr, 0)
+        cdef cnp.ndarray out = np.zeros(n, dtype=np.bool_)
+        cdef int64_t* hp = <int64_t*>cnp.PyArray_DATA(h_arr)
+        cdef int32_t* ep = <int32_t*>cnp.PyArray_DATA(e_arr)
+        cdef uint8_t* op = <uint8_t*>cnp.PyArray_DATA(out)
+        cdef int64_t now = self.now()
+        cdef Py_ssize_t nrearm = 0, i
+        if n == 0:
+            return out
+        with nogil:
+            nrearm = self._consumer_batch(hp, ep, op, n, now)
+        if nrearm:
+            for i in range(n):          # rare: wheel entries to move, with the GIL
+                if op[i] & 2:
+                    op[i] = 1
+                    self._rearm_if_needed(<Py_ssize_t><uint32_t>hp[i])
+        return out
+
+    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
+    def consumer_heartbeat_handle(self, handle, member_epoch):
+        """consumer_heartbeat_handle(handle: int, member_epoch: int) -> result | None
+
+        consumer_heartbeat_batch for one member: its cached answer (the
+        ConsumerGroupHeartbeatResult consumer_group_heartbeat would give), or None,
+        having changed nothing."""
+        cdef int64_t h
+        cdef int32_t e
+        cdef uint8_t o = 0
+        cdef CSlot* c
+        if type(handle) is not int or type(member_epoch) is not int:
+            check_handle_args(handle, member_epoch, "member_epoch")
+        try:
+            h = handle
+            e = member_epoch
+        except OverflowError:
+            check_handle_args(handle, member_epoch, "member_epoch")
+            raise
+        cdef Slot* s
+        cdef GroupCore* core
+        cdef object result = None
+        self._consumer_batch(&h, &e, &o, 1, self.now())
+        if o == 0:
+            return None
+        if o & 2:
+            self._rearm_if_needed(<Py_ssize_t><uint32_t>h)
+        # The answer is read under the group's lock, under which the slow path replaces
+        # it: the one it had when the heartbeat was taken, unless a request on another
+        # thread unsettled the member in between (then None: the refreshed session is
+        # harmless, and the caller's consumer_group_heartbeat answers)
+        s = self.slot_ptr(<Py_ssize_t><uint32_t>h)
+        core = s.core
+        lock_with_gil(core)
+        try:
+            c = self.cslot_ptr(<Py_ssize_t><uint32_t>h)
+            if s.core is core and s.cepoch == e and c is not NULL and c.result is not NULL:
+                result = <object>c.result
+        finally:
+            pthread_mutex_unlock(&core.mu)
+        return result
+
+    cdef Py_ssize_t _consumer_batch(self, int64_t* hp, int32_t* ep, uint8_t* op, Py_ssize_t n,
+                                    int64_t now) noexcept nogil:
+        """The steady consumer heartbeats of `hp` at epochs `ep`: op[i] 1 when answered,
+        1 | 2 when answered and its wheel entry must move (the caller's, with the GIL),
+        0 when left alone. Returns how many need the wheel."""
+        cdef GroupCore* held = NULL
+        cdef GroupCore* core
+        cdef GroupCore* ahead_core
+        cdef Slot* s
+        cdef CSlot* c
+        cdef int64_t h, deadline, ahead
+        cdef int32_t epoch
+        cdef Py_ssize_t i, slot, nrearm = 0, nslots = self.nslots
+        cdef uint32_t gen
+        cdef int64_t topics = self.ctopics
+        if not self.active:
+            return 0
+        for i in range(n):
+            # Random handles make this loop memory-bound: start the loads early.
+            if i + PREFETCH_SLOT < n:
+                ahead = hp[i + PREFETCH_SLOT]
+                if ahead >= 0 and <Py_ssize_t><uint32_t>ahead < nslots:
+                    fc_prefetch(self.slot_ptr(<Py_ssize_t><uint32_t>ahead))
+                    fc_prefetch(self.cslot_ptr(<Py_ssize_t><uint32_t>ahead))
+            if i + PREFETCH_CORE < n:
+                ahead = hp[i + PREFETCH_CORE]
+                if ahead >= 0 and <Py_ssize_t><uint32_t>ahead < nslots:
+                    ahead_core = self.slot_ptr(<Py_ssize_t><uint32_t>ahead).core
+                    if ahead_core is not NULL:
+                        fc_prefetch(ahead_core)
+            op[i] = 0
+            h = hp[i]
+            epoch = ep[i]
+            slot = <Py_ssize_t><uint32_t>h     # low 32 bits
+            gen = <uint32_t>(h >> 32)
+            if h < 0 or slot >= nslots or epoch <= 0:
+                continue
+            s = self.slot_ptr(slot)
+            core = s.core
+            if core is NULL or s.gen != gen or not s.consumer \
+                    or self.shards[core.shard] != SHARD_ACTIVE:
+                continue
+            if core is not held:
+                if held is not NULL:
+                    pthread_mutex_unlock(&held.mu)
+                pthread_mutex_lock(&core.mu)
+                held = core
+            # Re-checked under the group's lock, under which the slow path publishes.
+            if (s.core is not core or s.gen != gen or not s.consumer or s.cepoch != epoch
+                    or core.cquiet != epoch or core.ctopics != topics):
+                continue
+            c = self.cslot_ptr(slot)
+            if c is NULL or c.result is NULL:
+                continue
+            deadline = now + s.session_timeout
+            s.deadline = deadline
+            op[i] = 1
+            if s.armed < 0 or deadline < s.armed:
+                op[i] = 3                        # needs the wheel: done with the GIL
+                nrearm += 1
+        if held is not NULL:
+            pthread_mutex_unlock(&held.mu)
+        return nrearm
 
     # -- handles ----------------------------------------------------------------------------
     def handle(self, Py_ssize_t slot):
