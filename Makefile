@@ -19,7 +19,7 @@ SOURCES := setup.py pyproject.toml $(wildcard fastcoord/*/_native/*.pyx fastcoor
            $(wildcard fastcoord/*/_native/parts/*.pyx fastcoord/*/_native/parts/*.pxd) \
            $(wildcard fastcoord/*/*.pxd) $(patsubst %.pxd,%.py,$(wildcard fastcoord/*/*.pxd))
 
-.PHONY: run demo test test-core test-pure test-other-python print-python-other bench build clean valgrind bench-baseline profile
+.PHONY: run demo test test-core test-pure test-other-python print-python-other bench build clean valgrind chromium bench-baseline profile
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,8 +66,10 @@ lint: $(STAMP)
 # benchmarks run once each as tests (--benchmark-disable) so they never rot.
 # tests/package/test_instruction_gate.py counts instructions with callgrind: install
 # valgrind when it is missing and we may (root); without it that test skips.
-test: lint valgrind
-	$(PY) -m pytest -q tests
+# tests/pipeline/test_pipeline_report.py renders the report in headless Chromium: install
+# it when missing and we may (root); under make test its test fails, never skips, without it.
+test: lint valgrind chromium
+	FASTCOORD_BROWSER_TESTS=required $(PY) -m pytest -q tests
 	$(PY) -m pytest -q benchmarks --benchmark-disable
 
 # The core tier alone (timer, purgatory, groups, coordinator; both twins): the quick loop
@@ -120,6 +122,11 @@ valgrind:
 	@command -v valgrind >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind) >/dev/null; } \
 	  || echo "valgrind is not installed and cannot be: the instruction-count gate will skip"
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; } \
+	  || echo "chromium is not installed and cannot be: the report's browser test will fail"
 
 # Rewrite the instruction-count baselines the gate compares against (a deliberate change).
 bench-baseline: $(STAMP) valgrind

@@ -255,7 +255,7 @@ def test_whatif_end_to_end_local2(benchmark, request, tmp_path):
     peer = "fastcoord whatif --master local[2], 6 configurations"
     result = _command(benchmark, "pipeline-whatif-end-to-end-local2",
                       [sys.executable, "-m", "fastcoord", "whatif", path, "--out",
-                       str(tmp_path / "whatif"), "--master", "local[2]"])
+                       str(tmp_path / "whatif"), "--master", "local[2]", "--no-baseline"])
     assert f"{configs} configurations, {n} events" in result["log"]
     benchmark.extra_info.update(load_1m=round(load, 1), ops=n * configs, peer=peer,
                                 events_per_s=round(n / result["s"]),

@@ -31,10 +31,13 @@ def _durations(text: str) -> list:
 
 
 def _optional_durations(text: str) -> list:
-    """Like _durations; 'trace' stands for each consumer's own value from the trace."""
+    """Like _durations; 'trace' (None) stands for each consumer's own value from the
+    trace."""
     out = []
     for part in text.split(","):
         out.extend([None] if part.strip() == "trace" else _durations(part))
+    if len(set(out)) != len(out):
+        raise argparse.ArgumentTypeError(f"repeated value in {text!r}")
     return out
 
 
@@ -45,15 +48,16 @@ def _refused_by_kafka(args) -> str:
     from fastcoord.core.config import CoordinatorConfig
     config = CoordinatorConfig()
     lo, hi = config.group_min_session_timeout_ms, config.group_max_session_timeout_ms
-    for session in args.session_timeout:
+    fixed = [s for s in args.session_timeout if s is not None]   # (trace: as recorded)
+    for session in fixed:
         if not lo <= session <= hi:
             return (f"a session timeout of {session} ms is outside the broker's bounds "
                     f"[{lo} ms, {hi} ms] (group.min/max.session.timeout.ms): Kafka refuses "
                     "its joins with INVALID_SESSION_TIMEOUT")
     for interval in args.heartbeat_interval:
-        if interval is not None and interval >= min(args.session_timeout):
+        if interval is not None and fixed and interval >= min(fixed):
             return (f"a heartbeat interval of {interval} ms is not below the session timeout "
-                    f"of {min(args.session_timeout)} ms (Kafka's clients refuse that)")
+                    f"of {min(fixed)} ms (Kafka's clients refuse that)")
     return ""
 
 
@@ -132,9 +136,11 @@ def add_parsers(sub) -> None:
     _job_parser(sub, "replay", "replay a trace through the coordinator, per shard")
     wi = _job_parser(sub, "whatif", "closed-loop simulation of the trace's consumers under a "
                                     "grid of group settings")
-    wi.add_argument("--session-timeout", type=_durations, default=_durations("10s,30s,45s"),
-                    metavar="LIST", help="session timeouts to try, e.g. 10s,30s,45s "
-                                         "(suffix ms, s or m; default 10s,30s,45s)")
+    wi.add_argument("--session-timeout", type=_optional_durations,
+                    default=_durations("10s,30s,45s"), metavar="LIST",
+                    help="session timeouts to try, e.g. trace,10s,30s,45s (suffix ms, s or "
+                         "m; trace: each consumer's own, as its joins carried; default "
+                         "10s,30s,45s)")
     wi.add_argument("--static", type=_statics, default=["on", "off"], metavar="LIST",
                     help="static membership: on (every consumer gets a group.instance.id), "
                          "off, trace (as recorded); default on,off")
@@ -143,6 +149,10 @@ def add_parsers(sub) -> None:
                                          "consumer's own)")
     wi.add_argument("--heartbeat-interval", type=_optional_durations, default=[None],
                     metavar="LIST", help="heartbeat.interval.ms to try (default: trace)")
+    wi.add_argument("--no-baseline", dest="baseline", action="store_false",
+                    help="do not add the baseline (session=trace static=trace: the settings "
+                         "the trace ran with) when the grid lacks it; the report compares "
+                         "every configuration with it")
     rp = sub.add_parser("report", help="a self-contained HTML report of a replay (and what-if) "
                                        "output directory")
     rp.add_argument("dir", help="replay output directory (report.html is written there)")
@@ -349,6 +359,9 @@ def _run_whatif(args) -> int:
         return 2
     configs = whatif.make_grid(args.session_timeout, args.static, args.rebalance_timeout,
                                args.heartbeat_interval)
+    if args.baseline and not any(c.is_baseline for c in configs):
+        # the report's changes and recommendation are against the settings the trace ran with
+        configs.append(whatif.BASELINE)
     _forget_ingest(args.out)
     _stage("whatif", f"{len(configs)} configurations: " + "; ".join(c.label for c in configs))
     t0 = time.perf_counter()

@@ -7,6 +7,13 @@ writes them, by Spark or in one process) and DIR/ingest.json; the what-if tables
 missing: the report shows what there is. The plots are matplotlib PNGs (Agg, no display
 needed, no pyplot global state) embedded as base64 data URIs, so report.html can be
 mailed or archived alone.
+
+With a what-if, the page opens with the recommendation (advice.py): what to change
+against the settings the trace ran with (the baseline) and what it costs, the
+configurations on the trade-off frontier and a trade-off chart. Then one section per
+source, each a function returning its HTML parts (`write_report` lists them: a new
+section is one more call there). Each group's first formation (its first rebalance) is
+counted apart in both the replay and the what-if sections.
 """
 from __future__ import annotations
 
@@ -32,6 +39,14 @@ th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 th { background: #f2f2f2; } td.t { text-align: left; }
 img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 .note { color: #666; font-size: 0.9em; }
+.advice { border: 2px solid #2e7d4f; background: #f4faf6; padding: 0.4em 1.2em 0.8em;
+          border-radius: 6px; }
+.advice h2 { margin-top: 0.4em; border: none; }
+.advice .headline { font-size: 1.2em; font-weight: 600; margin: 0.3em 0; }
+.advice .cost { font-size: 1.1em; margin: 0.3em 0 0.8em; }
+td.better { background: #e3f4e8; } td.worse { background: #fbe5e5; }
+tr.baseline td { font-weight: 600; }
+.wide { overflow-x: auto; }
 """
 
 
@@ -62,6 +77,13 @@ def find_whatif(directory: str, whatif_dir: Optional[str]) -> Optional[str]:
 
 # -- plots ------------------------------------------------------------------------------------
 
+def _counts_axis(ax, top: float) -> None:
+    """A y axis of counts: integer ticks, and room above the highest bar for a legend."""
+    from matplotlib.ticker import MaxNLocator
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, max(top, 1) * 1.35)
+
+
 def _png(fig: Figure) -> str:
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
@@ -69,17 +91,37 @@ def _png(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def plot_rebalances_over_time(rebalances: pa.Table, t0: int, t1: int) -> str:
-    """Rebalances started per time bin (about 60 bins over the trace)."""
+def first_formations(rebalances: pa.Table) -> List[bool]:
+    """Per rebalance row, whether it is its group's first formation: the group's first
+    rebalance episode (earliest start). The what-if counts the same episode apart (cause
+    "initial", `initial_rebalances`); the replay marks it here, so both sections count
+    rebalances the same way."""
+    groups = rebalances.column("group_id").to_pylist()
+    starts = rebalances.column("start_ms").to_pylist()
+    first: Dict[str, int] = {}
+    for i, (g, t) in enumerate(zip(groups, starts)):
+        if g not in first or (t, i) < (starts[first[g]], first[g]):
+            first[g] = i
+    chosen = set(first.values())
+    return [i in chosen for i in range(len(groups))]
+
+
+def fig_rebalances_over_time(rebalances: pa.Table, t0: int, t1: int,
+                              first: Optional[Sequence[bool]] = None) -> Figure:
+    """Rebalances started per time bin (60 bins over the trace), stacked by cause. The
+    groups' first formations (`first`), all near the start, are left out of the bars
+    (their count is in the title) so they do not flatten the rest of the timeline."""
     import numpy as np
-    starts = np.array(rebalances.column("start_ms").to_pylist(), dtype=np.float64)
+    first = list(first) if first is not None else [False] * rebalances.num_rows
+    keep = [i for i, f in enumerate(first) if not f]
+    starts = np.array(rebalances.column("start_ms").to_pylist(), dtype=np.float64)[keep]
     span_min = max((t1 - t0) / 60_000.0, 1e-3)
     fig = Figure(figsize=(9, 3.2))
     ax = fig.add_subplot(1, 1, 1)
     bins = np.linspace(0, span_min, 61)
-    causes = sorted(set(rebalances.column("cause").to_pylist())) if "cause" in \
-        rebalances.column_names else []
-    cause_col = rebalances.column("cause").to_pylist() if causes else []
+    cause_col = [rebalances.column("cause").to_pylist()[i] for i in keep] \
+        if "cause" in rebalances.column_names else []
+    causes = sorted(set(cause_col))
     bottom = np.zeros(len(bins) - 1)
     width = bins[1] - bins[0]
     for cause in causes or [None]:
@@ -87,19 +129,23 @@ def plot_rebalances_over_time(rebalances: pa.Table, t0: int, t1: int) -> str:
         counts, _ = np.histogram((sel - t0) / 60_000.0, bins=bins)
         ax.bar(bins[:-1], counts, width=width, align="edge", bottom=bottom, label=cause)
         bottom += counts
+    _counts_axis(ax, float(bottom.max()) if len(bottom) else 0.0)
     ax.set_xlabel("minutes since the trace start")
-    ax.set_ylabel("rebalances started")
-    ax.set_title("Rebalances over time")
+    ax.set_ylabel(f"rebalances started\n(per {width * 60:.3g} s bin)")
+    ax.set_title(f"Rebalances over time (the {sum(first)} first formations of groups "
+                 "left out)", fontsize=10)
     if causes:
         ax.legend(fontsize=8, ncol=min(len(causes), 5))
-    return _png(fig)
+    return fig
 
 
-def plot_rebalance_durations(rebalances: pa.Table) -> str:
+def fig_rebalance_durations(rebalances: pa.Table,
+                             first: Optional[Sequence[bool]] = None) -> Figure:
     import numpy as np
+    first = list(first) if first is not None else [False] * rebalances.num_rows
     ends = rebalances.column("end_ms").to_pylist()
-    d = np.array([x for x, e in zip(rebalances.column("duration_ms").to_pylist(), ends)
-                  if e is not None and e >= 0], dtype=np.float64) / 1000.0
+    d = np.array([x for x, e, f in zip(rebalances.column("duration_ms").to_pylist(), ends, first)
+                  if e is not None and e >= 0 and not f], dtype=np.float64) / 1000.0
     fig = Figure(figsize=(9, 3.2))
     ax = fig.add_subplot(1, 1, 1)
     if len(d):
@@ -108,40 +154,120 @@ def plot_rebalance_durations(rebalances: pa.Table) -> str:
                    label=f"median {np.median(d):.2f}s")
         ax.legend(fontsize=8)
     ax.set_xlabel("rebalance duration (s)")
-    ax.set_ylabel("rebalances")
-    ax.set_yscale("log" if len(d) > 50 else "linear")
-    ax.set_title("Rebalance duration distribution (finished rebalances)")
-    return _png(fig)
+    log = len(d) > 50
+    ax.set_ylabel("rebalances (count" + (", log scale)" if log else ")"))
+    ax.set_yscale("log" if log else "linear")
+    if not log:
+        from matplotlib.ticker import MaxNLocator
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title("Rebalance durations (finished rebalances, first formations left out)",
+                 fontsize=10)
+    return fig
 
 
-def plot_whatif(summary: pa.Table) -> str:
-    """Four panels, one bar per configuration."""
+def _config_labels(rows: Sequence[dict], base: Optional[int]) -> List[str]:
+    return [r["label"].replace(" ", "\n") + ("\n(baseline)" if i == base else "")
+            for i, r in enumerate(rows)]
+
+
+def _bar_colors(n: int, base: Optional[int], color: str) -> List[str]:
+    return ["#555555" if i == base else color for i in range(n)]
+
+
+def fig_whatif(summary: pa.Table, base: Optional[int] = None) -> Figure:
+    """Four panels, one bar (group) per configuration, the baseline's in grey: the
+    rebalance rate over the trace's span, total time rebalancing, false expirations and
+    undetected crashes (totals), crash-detection latency (mean, p50, p99)."""
     import numpy as np
     rows = summary.to_pylist()
-    labels = [r["label"].replace(" ", "\n") for r in rows]
+    labels = _config_labels(rows, base)
     x = np.arange(len(rows))
-    fig = Figure(figsize=(11, 6.5))
-    panels = [("rebalances_per_hour", "rebalances per hour", 1.0),
-              ("rebalancing_ms", "time spent rebalancing (s)", 1000.0),
-              ("false_expirations", "false expirations (live members expired)", 1.0)]
-    for i, (col, title, scale) in enumerate(panels):
+    fig = Figure(figsize=(11, 7))
+    hours = rows[0]["hours"] if rows else 0.0
+    panels = [("rebalances_per_hour", "Rebalance rate", "rebalances per hour\n"
+               f"(over the trace's {hours * 60:.3g} min)", 1.0, "#4c72b0"),
+              ("rebalancing_ms", "Time spent rebalancing (total, all groups)",
+               "group-seconds rebalancing", 1000.0, "#8172b2")]
+    for i, (col, title, ylabel, scale, color) in enumerate(panels):
         ax = fig.add_subplot(2, 2, i + 1)
-        ax.bar(x, [r[col] / scale for r in rows], color="#4c72b0")
+        ax.bar(x, [r[col] / scale for r in rows], color=_bar_colors(len(rows), base, color))
         ax.set_title(title, fontsize=10)
+        ax.set_ylabel(ylabel, fontsize=9)
         ax.set_xticks(x)
         ax.set_xticklabels(labels, fontsize=7)
+    ax = fig.add_subplot(2, 2, 3)
+    fe = [r["false_expirations"] for r in rows]
+    un = [r["crashes_undetected"] for r in rows]
+    ax.bar(x - 0.2, fe, width=0.4, label="false expirations (live members expired)",
+           color="#dd8452")
+    ax.bar(x + 0.2, un, width=0.4, label="undetected crashes", color="#c44e52")
+    ax.set_title("False expirations and undetected crashes (totals)", fontsize=10)
+    ax.set_ylabel("members (count)", fontsize=9)
+    _counts_axis(ax, max(fe + un + [1]))
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.legend(fontsize=7)
     ax = fig.add_subplot(2, 2, 4)
+    mean = [max(r["crash_detect_mean_ms"], 0) / 1000.0 for r in rows]
     p50 = [max(r["crash_detect_p50_ms"], 0) / 1000.0 for r in rows]
     p99 = [max(r["crash_detect_p99_ms"], 0) / 1000.0 for r in rows]
-    ax.bar(x - 0.2, p50, width=0.4, label="p50", color="#55a868")
-    ax.bar(x + 0.2, p99, width=0.4, label="p99", color="#c44e52")
-    ax.set_title("crash detection latency (s)", fontsize=10)
+    ax.bar(x - 0.27, p50, width=0.27, label="p50", color="#55a868")
+    ax.bar(x, mean, width=0.27, label="mean", color="#4c72b0")
+    ax.bar(x + 0.27, p99, width=0.27, label="p99", color="#c44e52")
+    top = max(p99 + [1.0])
+    for i, r in enumerate(rows):
+        if r["crashes_undetected"]:
+            ax.text(i, top * 1.02, f"{r['crashes_undetected']} undetected", ha="center",
+                    fontsize=7, color="#c44e52")
+    ax.set_ylim(0, top * 1.15)
+    ax.set_title("Crash detection latency (crash -> member dropped)", fontsize=10)
+    ax.set_ylabel("seconds", fontsize=9)
     ax.set_xticks(x)
     ax.set_xticklabels(labels, fontsize=7)
     ax.legend(fontsize=8)
-    fig.suptitle("What-if comparison")
+    fig.suptitle("What-if comparison (grey: the baseline, the settings the trace ran with)")
     fig.tight_layout()
-    return _png(fig)
+    return fig
+
+
+def fig_tradeoff(rows: Sequence[dict], adv) -> Figure:
+    """The trade-off: mean crash detection (x) against false expirations (y), the area
+    of each point its total time rebalancing; the frontier in colour, the pick ringed,
+    the baseline a square."""
+    import numpy as np
+    from matplotlib.ticker import MaxNLocator
+    fig = Figure(figsize=(6.2, 3.6))
+    ax = fig.add_subplot(1, 1, 1)
+    xs = [max(r["crash_detect_mean_ms"], 0) / 1000.0 for r in rows]
+    ys = [r["false_expirations"] for r in rows]
+    reb = np.array([r["rebalancing_ms"] / 1000.0 for r in rows])
+    sizes = 40 + 360 * reb / reb.max() if len(reb) and reb.max() > 0 else [80] * len(rows)
+    front = set(adv.frontier)
+    # configurations at the same point share one label (one line each)
+    names: Dict[tuple, List[str]] = {}
+    for i, r in enumerate(rows):
+        short = r["label"].replace("session=", "").replace("static=", "static ")
+        names.setdefault((round(xs[i], 1), ys[i]), []).append(
+            short + (" (baseline)" if i == adv.baseline else ""))
+    for i, r in enumerate(rows):
+        ax.scatter([xs[i]], [ys[i]], s=sizes[i], marker="s" if i == adv.baseline else "o",
+                   color="#2e7d4f" if i in front else "#bbbbbb", alpha=0.8,
+                   edgecolors="k" if i == adv.pick else "none", linewidths=2)
+        # short labels, above and below in turn: neighbours' labels do not overlap
+        label = names.pop((round(xs[i], 1), ys[i]), None)
+        if label is not None:
+            up = len(names) % 2 == 0
+            ax.annotate("\n".join(label), (xs[i], ys[i]), textcoords="offset points",
+                        xytext=(0, 9 if up else -9), ha="center", fontsize=7,
+                        va="bottom" if up else "top")
+    ax.set_xlabel("mean crash detection (s)")
+    ax.set_ylabel("false expirations (total)")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(-0.6, max(ys + [1]) * 1.3 + 0.4)
+    ax.margins(x=0.25)
+    ax.set_title("Trade-off: green on the frontier, ringed: recommended;\n"
+                 "point area: total time rebalancing", fontsize=9)
+    return fig
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -189,22 +315,30 @@ def _replay_section(tables: Dict[str, pa.Table], top: int) -> List[str]:
     exp = tables.get("expirations")
     grp = tables.get("groups")
     resp = tables.get("responses")
+    first = first_formations(reb) if reb is not None else []
+    later = [d for d, f in zip(reb.column("duration_ms").to_pylist(), first) if not f] \
+        if reb is not None else []
     overview = [("events replayed", resp.num_rows if resp is not None else "-"),
                 ("groups", grp.num_rows if grp is not None else "-"),
-                ("rebalances", reb.num_rows if reb is not None else "-"),
-                ("time spent rebalancing (s)",
-                 sum(reb.column("duration_ms").to_pylist()) / 1000.0 if reb is not None else "-"),
-                ("expirations", exp.num_rows if exp is not None else "-")]
+                ("first formations (each group's first rebalance, counted apart)",
+                 sum(first) if reb is not None else "-"),
+                ("rebalances after the first formations (total)",
+                 len(later) if reb is not None else "-"),
+                ("time spent rebalancing after them (s, total)",
+                 sum(later) / 1000.0 if reb is not None else "-"),
+                ("expirations (total)", exp.num_rows if exp is not None else "-")]
     parts.append(html_table(["", "value"], overview))
     if resp is not None and resp.num_rows and reb is not None and reb.num_rows:
         times = resp.column("time_ms").to_pylist()
         parts.append(f'<img alt="rebalances over time" src="'
-                     f'{plot_rebalances_over_time(reb, min(times), max(times))}">')
+                     f'{_png(fig_rebalances_over_time(reb, min(times), max(times), first))}">')
     if reb is not None and reb.num_rows:
-        parts.append(f'<img alt="rebalance durations" src="{plot_rebalance_durations(reb)}">')
+        parts.append(f'<img alt="rebalance durations" '
+                     f'src="{_png(fig_rebalance_durations(reb, first))}">')
         causes: Dict[str, List[int]] = {}
-        for c, d in zip(reb.column("cause").to_pylist(), reb.column("duration_ms").to_pylist()):
-            causes.setdefault(c, []).append(d)
+        for c, d, f in zip(reb.column("cause").to_pylist(), reb.column("duration_ms").to_pylist(),
+                           first):
+            causes.setdefault("first formation" if f else c, []).append(d)
         parts.append("<h3>Rebalances by cause</h3>" + html_table(
             ["cause", "rebalances", "total (s)", "mean (s)"],
             [[c, len(v), sum(v) / 1000.0, sum(v) / 1000.0 / len(v)]
@@ -216,41 +350,173 @@ def _replay_section(tables: Dict[str, pa.Table], top: int) -> List[str]:
         parts.append("<h3>Expirations by reason</h3>" + html_table(
             ["reason", "members expired"], sorted(reasons.items())))
     if grp is not None and grp.num_rows:
-        rows = sorted(grp.to_pylist(), key=lambda r: (-r["rebalances"], -r["rebalancing_ms"],
+        # per group, its rebalances after its first formation (as everywhere in the report)
+        count: Dict[str, int] = {}
+        spent: Dict[str, int] = {}
+        if reb is not None:
+            for g, d, f in zip(reb.column("group_id").to_pylist(),
+                               reb.column("duration_ms").to_pylist(), first):
+                if not f:
+                    count[g] = count.get(g, 0) + 1
+                    spent[g] = spent.get(g, 0) + d
+        rows = sorted(grp.to_pylist(), key=lambda r: (-count.get(r["group_id"], 0),
+                                                       -spent.get(r["group_id"], 0),
                                                        r["group_id"]))[:top]
         parts.append(f"<h3>Top {len(rows)} groups by rebalances</h3>" + html_table(
-            ["group", "rebalances", "rebalancing (s)", "expirations", "events", "final state",
-             "final members", "generation"],
-            [[r["group_id"], r["rebalances"], r["rebalancing_ms"] / 1000.0, r["expirations"],
-              r["events"], r["final_state"], r["final_members"], r["final_generation"]]
-             for r in rows], text_cols=1))
+            ["group", "rebalances (total, after the first formation)", "rebalancing (s, total)",
+             "expirations (total)", "events", "final state", "final members", "generation"],
+            [[r["group_id"], count.get(r["group_id"], 0), spent.get(r["group_id"], 0) / 1000.0,
+              r["expirations"], r["events"], r["final_state"], r["final_members"],
+              r["final_generation"]] for r in rows], text_cols=1))
     return parts
 
 
-WHATIF_COLUMNS = [("label", "configuration"), ("rebalances", "rebalances"),
-                  ("rebalances_per_hour", "per hour"), ("rebalancing_ms", "rebalancing (ms)"),
+WHATIF_COLUMNS = [("label", "configuration"), ("rebalances", "rebalances (total)"),
+                  ("initial_rebalances", "first formations (apart)"),
+                  ("rebalances_per_hour", "rebalances per hour"),
+                  ("rebalancing_ms", "rebalancing (ms, total)"),
                   ("rebalance_mean_ms", "mean (ms)"), ("rebalance_p99_ms", "p99 (ms)"),
                   ("rebalancing_fraction", "fraction of group time"),
-                  ("false_expirations", "false expirations"), ("crashes", "crashes"),
-                  ("crashes_detected", "detected"), ("crash_detect_p50_ms", "detection p50 (ms)"),
+                  ("false_expirations", "false expirations (total)"),
+                  ("crashes", "crashes (total)"), ("crashes_detected", "detected"),
+                  ("crashes_undetected", "undetected"),
+                  ("crash_detect_mean_ms", "detection mean (ms)"),
+                  ("crash_detect_p50_ms", "detection p50 (ms)"),
                   ("crash_detect_p99_ms", "detection p99 (ms)"),
                   ("poll_timeouts", "poll timeouts"), ("leaves", "leaves")]
 
 
-def _whatif_section(wdir: str) -> List[str]:
+def load_whatif(wdir: str) -> dict:
+    """The what-if's summary rows, its advice and the baseline's groups rows."""
+    from .advice import advise, baseline_index
     from .whatif import read_results
     tables = read_results(wdir)
-    summary = tables["summary"]
+    rows = [_complete(r) for r in tables["summary"].to_pylist()]
+    base = baseline_index(rows)
+    groups = tables.get("groups")
+    base_groups = []        # (an older output's groups table has no session column)
+    if base is not None and groups is not None and "session_timeout_ms" in groups.column_names:
+        base_groups = [g for g in groups.to_pylist() if g["config"] == rows[base]["config"]]
+    span = _span_words(rows[0]["hours"]) if rows else "the trace"
+    summary = pa.Table.from_pylist(rows) if rows else tables["summary"]
+    return {"summary": summary, "rows": rows, "base_groups": base_groups, "span": span,
+            "advice": advise(rows, base_groups, span)}
+
+
+def _complete(row: dict) -> dict:
+    """A summary row of an older what-if output, with the measures it lacks derived
+    (undetected crashes) or marked unknown (mean detection -1); its rates were over the
+    simulated span."""
+    row = dict(row)
+    row.setdefault("hours", row["sim_hours"])
+    row.setdefault("crashes_undetected", row["crashes"] - row["crashes_detected"])
+    row.setdefault("crash_detect_mean_ms", -1.0)
+    return row
+
+
+def _span_words(hours: float) -> str:
+    if hours >= 2:
+        return f"the trace's {hours:.1f} hours"
+    return f"the trace's {hours * 60:.1f} minutes"
+
+
+def _recommendation_section(w: dict) -> List[str]:
+    """The first screen: what to change, what it costs, the frontier."""
+    from .advice import describe_baseline
+    adv, rows = w["advice"], w["rows"]
+    if adv is None:
+        return []
+    parts = ["<div class='advice' id='recommendation'><h2>Recommendation</h2>",
+             f"<p class='headline'>{html.escape(adv.headline)}</p>"]
+    if adv.cost:
+        parts.append(f"<p class='cost'>{html.escape(adv.cost)}</p>")
+    parts.append(f'<img alt="trade-off" style="float:right; max-width:48%; margin-left:1em" '
+                 f'src="{_png(fig_tradeoff(rows, adv))}">')
+    base = "" if adv.baseline is None else (
+        f" Baseline: {html.escape(rows[adv.baseline]['label'])}, the settings the trace ran "
+        f"with ({html.escape(describe_baseline(w['base_groups']))}).")
+    if adv.others:
+        parts.append("<p>Also on the frontier (against the baseline):</p><ul class='others'>"
+                     + "".join(f"<li>{html.escape(o)}</li>" for o in adv.others) + "</ul>")
+    else:
+        parts.append("<p>No other configuration is on the frontier.</p>")
+    if adv.beaten:
+        parts.append(f"<p>{html.escape(adv.beaten)}</p>")
+    parts.append(f"<p class='note'>Totals are over "
+                 f"{html.escape(w['span'])} (the same span for every configuration).{base} "
+                 "Frontier: the configurations no other one beats on all of false "
+                 "expirations, undetected crashes, mean crash detection and total time "
+                 "rebalancing; recommended: the one of them with the lowest sum of the four, "
+                 "each scaled to its range over the grid.</p>")
+    parts.append("<h3>On the frontier</h3>" + _delta_table(rows, adv.baseline, adv.frontier,
+                                                          adv))
+    parts.append("<div style='clear:both'></div></div>")
+    return parts
+
+
+# (header, its value in a summary row, format): lower is better on each
+DELTA_COLUMNS = [
+    ("rebalances (total)", lambda r: r["rebalances"], "{:,.0f}"),
+    ("time rebalancing (s, total)", lambda r: r["rebalancing_ms"] / 1000.0, "{:,.1f}"),
+    ("false expirations (total)", lambda r: r["false_expirations"], "{:,.0f}"),
+    ("mean crash detection (s)",
+     lambda r: r["crash_detect_mean_ms"] / 1000.0 if r["crash_detect_mean_ms"] >= 0 else None,
+     "{:,.1f}"),
+    ("undetected crashes", lambda r: r["crashes_undetected"], "{:,.0f}"),
+]
+
+
+def _delta_cell(v, b, fmt: str) -> str:
+    if v is None:
+        return "<td>-</td>"
+    text = fmt.format(v)
+    if b is None or v == b:
+        return f"<td>{text}</td>"
+    cls = "better" if v < b else "worse"
+    sign = "+" if v > b else "-"
+    return f"<td class='{cls}'>{text} ({sign}{fmt.format(abs(v - b))})</td>"
+
+
+def _delta_table(rows: Sequence[dict], base: Optional[int], which: Sequence[int],
+                 adv=None) -> str:
+    """The configurations `which`, each value with its change against the baseline."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in
+                   ["configuration", "frontier"] + [c for c, _, _ in DELTA_COLUMNS])
+    body = []
+    front = set(adv.frontier) if adv is not None else set()
+    for i in which:
+        r = rows[i]
+        tag = " (baseline)" if i == base else ""
+        tag += " (recommended)" if adv is not None and i == adv.pick and i != base else ""
+        cells = [f"<td class='t'>{html.escape(r['label'] + tag)}</td>",
+                 f"<td class='t'>{'yes' if i in front else ''}</td>"]
+        for _, value, fmt in DELTA_COLUMNS:
+            cells.append(_delta_cell(value(r), None if base is None else value(rows[base]), fmt))
+        cls = " class='baseline'" if i == base else ""
+        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _whatif_section(w: dict) -> List[str]:
+    summary, rows, adv = w["summary"], w["rows"], w["advice"]
+    base = adv.baseline if adv is not None else None
     parts = ["<h2>What-if</h2>",
              "<p class='note'>Closed-loop simulation of the trace's consumers under each "
-             "configuration. Rebalances exclude the one that first forms each group. "
+             "configuration. Rebalances exclude each group's first formation (its first "
+             "rebalance), counted apart, as in the replay section. Rates are over "
+             f"{html.escape(w['span'])}, the same for every configuration. "
              "False expirations: members the coordinator expired while their consumer was "
              "alive. Crash detection: from the crash to the coordinator dropping the "
-             "member (-1: no crash detected).</p>"]
+             "member (-1: no crash detected); undetected crashes: not dropped by the end of "
+             "the simulation, a session timeout past the trace's end.</p>"]
     if summary.num_rows:
-        parts.append(f'<img alt="what-if comparison" src="{plot_whatif(summary)}">')
-    parts.append(html_table([h for _, h in WHATIF_COLUMNS],
-                            [[r[c] for c, _ in WHATIF_COLUMNS] for r in summary.to_pylist()]))
+        parts.append(f'<img alt="what-if comparison" src="{_png(fig_whatif(summary, base))}">')
+    if base is not None:
+        parts.append("<h3>Every configuration against the baseline</h3>"
+                     + _delta_table(rows, base, range(len(rows)), adv))
+    parts.append("<h3>All measures</h3><div class='wide'>" + html_table(
+        [h for _, h in WHATIF_COLUMNS],
+        [[r.get(c, "-") for c, _ in WHATIF_COLUMNS] for r in rows]) + "</div>")
     return parts
 
 
@@ -268,13 +534,17 @@ def write_report(directory: str, *, whatif_dir: Optional[str] = None, top: int =
                                 f"({', '.join(REPLAY_TABLES)}) nor a what-if output")
     parts = [f"<h1>fastcoord report</h1><p class='note'>{html.escape(os.path.abspath(directory))}"
              "</p>"]
+    w = load_whatif(wdir) if wdir is not None else None
+    if w is not None:
+        say("computing the recommendation")
+        parts += _recommendation_section(w)
     parts += _ingest_section(directory)
     if tables:
         say("plotting the replay")
         parts += _replay_section(tables, top)
-    if wdir is not None:
+    if w is not None:
         say(f"plotting the what-if ({wdir})")
-        parts += _whatif_section(wdir)
+        parts += _whatif_section(w)
     doc = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>fastcoord report</title>"
            f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>")
     path = os.path.join(directory, "report.html")

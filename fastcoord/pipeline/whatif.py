@@ -37,17 +37,22 @@ The same simulation, recording every request its consumers send (`trace_rows`, w
 auto-commits: `commit_interval_ms`), is the synthetic trace generator (gen.py).
 
 Each (configuration, coordinator shard) is an independent deterministic simulation
-(`simulate_shard`); its groups share one coordinator. The simulation runs one session
-timeout past the trace's end, so that a crash near the end is still detected.
+(`simulate_shard`); its groups share one coordinator. Each group is observed until one
+session timeout (its longest) past the trace's end, so that a crash near the end is
+still detected. `--session-timeout trace` runs each consumer with the session timeout
+its joins carried; with `--static trace` too (and the trace's own rebalance timeouts
+and heartbeat intervals), the grid point is the baseline: the settings the trace ran
+with (`WhatIfConfig.is_baseline`), which the report compares every other one with.
 
 Measured per configuration (`summarize`): rebalances (the one that first forms each
 group is counted apart, as `initial_rebalances`: every configuration pays it and a
-trace of a running system would not contain it), rebalances per hour of simulated
-time, time groups spent rebalancing (total, mean, p99, fraction of group-time), false
+trace of a running system would not contain it), rebalances per hour of the trace's
+span (the same for every configuration), time groups spent rebalancing (total, mean,
+p99, fraction of group-time), false
 expirations (members the coordinator removed, by session or rebalance timeout, while
 their simulated consumer was alive), crash detection latency p50/p99 (from the crash to
 the coordinator dropping the member: session expiry, or replacement by the restarted
-static instance; nearest-rank percentiles), and counts (crashes, undetected ones, poll
+static instance; mean and nearest-rank percentiles), and counts (crashes, undetected ones, poll
 timeouts, leaves, fenced consumers).
 
 Tables (see the *_SCHEMA constants): summary (one row per configuration), rebalances,
@@ -83,13 +88,14 @@ log = logging.getLogger("fastcoord.pipeline")
 PAUSE_FACTOR = 1.5           # a contact gap longer than this many heartbeat intervals
 CRASH_FACTOR = 2             # silent this many heartbeat intervals before the end: crashed
 DEFAULT_HEARTBEAT_MS = 3000  # Kafka's heartbeat.interval.ms default
+DEFAULT_SESSION_MS = 45_000  # Kafka's session.timeout.ms default (3.0+)
 RETRY_BACKOFF_MS = 100       # Kafka's retry.backoff.ms, for errors a consumer retries later
 INITIAL_DELAY_MS = 3000      # group.initial.rebalance.delay.ms of the simulated coordinator
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 
 # the trace columns the behaviour needs (the rest is not shipped to Spark workers)
 COLUMNS = ("seq", "time_ms", "group_id", "member_id", "instance_id", "event",
-           "rebalance_timeout_ms", "client_id")
+           "session_timeout_ms", "rebalance_timeout_ms", "client_id")
 
 _KEYS = [("config", pa.int32()), ("shard", pa.int32()), ("group_id", pa.string())]
 REBALANCES_SCHEMA = pa.schema(_KEYS + [
@@ -103,17 +109,19 @@ GROUPS_SCHEMA = pa.schema(_KEYS + [
     ("incarnations", pa.int32()), ("rebalances", pa.int64()), ("rebalancing_ms", pa.int64()),
     ("false_expirations", pa.int64()), ("crashes", pa.int64()),
     ("crashes_detected", pa.int64()), ("poll_timeouts", pa.int64()), ("leaves", pa.int64()),
-    ("fenced", pa.int64()), ("requests", pa.int64())])
+    ("fenced", pa.int64()), ("requests", pa.int64()), ("session_timeout_ms", pa.int64()),
+    ("static_incarnations", pa.int64())])
 SUMMARY_SCHEMA = pa.schema([
     ("config", pa.int32()), ("label", pa.string()), ("session_timeout_ms", pa.int64()),
     ("static", pa.string()), ("rebalance_timeout_ms", pa.int64()),
     ("heartbeat_interval_ms", pa.int64()), ("groups", pa.int64()), ("incarnations", pa.int64()),
-    ("sim_hours", pa.float64()), ("rebalances", pa.int64()),
+    ("sim_hours", pa.float64()), ("hours", pa.float64()), ("rebalances", pa.int64()),
     ("initial_rebalances", pa.int64()), ("rebalances_per_hour", pa.float64()),
     ("rebalancing_ms", pa.int64()), ("rebalance_mean_ms", pa.float64()),
     ("rebalance_p99_ms", pa.int64()), ("rebalancing_fraction", pa.float64()),
     ("false_expirations", pa.int64()), ("crashes", pa.int64()),
-    ("crashes_detected", pa.int64()), ("crash_detect_p50_ms", pa.int64()),
+    ("crashes_detected", pa.int64()), ("crashes_undetected", pa.int64()),
+    ("crash_detect_mean_ms", pa.float64()), ("crash_detect_p50_ms", pa.int64()),
     ("crash_detect_p99_ms", pa.int64()), ("poll_timeouts", pa.int64()), ("leaves", pa.int64()),
     ("fenced", pa.int64())])
 TABLES = {"rebalances": REBALANCES_SCHEMA, "removals": REMOVALS_SCHEMA,
@@ -133,10 +141,12 @@ def _fmt(ms: Optional[int]) -> str:
 
 @dataclass(frozen=True)
 class WhatIfConfig:
-    """One grid point. None for rebalance timeout / heartbeat interval: each consumer's
-    own, from the trace. static: "on" (every slot gets an instance id), "off" (none),
-    "trace" (as the trace had it)."""
-    session_timeout_ms: int
+    """One grid point. None for session timeout / rebalance timeout / heartbeat
+    interval: each consumer's own, from the trace (a session timeout: the one its joins
+    carried). static: "on" (every slot gets an instance id), "off" (none), "trace" (as
+    the trace had it). All four from the trace: the baseline, the setting the trace ran
+    with (`is_baseline`)."""
+    session_timeout_ms: Optional[int]
     static: str = "trace"
     rebalance_timeout_ms: Optional[int] = None
     heartbeat_interval_ms: Optional[int] = None
@@ -150,6 +160,11 @@ class WhatIfConfig:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
 
     @property
+    def is_baseline(self) -> bool:
+        return (self.session_timeout_ms is None and self.static == "trace"
+                and self.rebalance_timeout_ms is None and self.heartbeat_interval_ms is None)
+
+    @property
     def label(self) -> str:
         parts = [f"session={_fmt(self.session_timeout_ms)}", f"static={self.static}"]
         if self.rebalance_timeout_ms is not None:
@@ -159,7 +174,10 @@ class WhatIfConfig:
         return " ".join(parts)
 
 
-def make_grid(session_timeouts: Sequence[int], statics: Sequence[str] = ("trace",),
+BASELINE = WhatIfConfig(None, "trace")
+
+
+def make_grid(session_timeouts: Sequence[Optional[int]], statics: Sequence[str] = ("trace",),
               rebalance_timeouts: Sequence[Optional[int]] = (None,),
               heartbeat_intervals: Sequence[Optional[int]] = (None,)) -> List[WhatIfConfig]:
     """The cross product, in a fixed order (a configuration's index is its id)."""
@@ -183,6 +201,9 @@ class Incarnation:
     heartbeat_ms: int
     rebalance_timeout_ms: Optional[int]
     pauses: Tuple[Tuple[int, int], ...]
+    # the session timeout its first join carried (else its group's median, else Kafka's
+    # default): what `session=trace` simulates it with
+    session_timeout_ms: Optional[int] = None
 
 
 def _median(values: List[int]) -> Optional[int]:
@@ -205,6 +226,7 @@ def derive_behaviour(table: pa.Table, end_ms: Optional[int] = None) -> Dict[str,
     data = {c: t.column(c).to_pylist() for c in cols}
     n = t.num_rows
     rto_col = data.get("rebalance_timeout_ms", [None] * n)
+    sto_col = data.get("session_timeout_ms", [None] * n)
     cid_col = data.get("client_id", [None] * n)
     per_group: Dict[str, Dict[str, dict]] = defaultdict(dict)
     waiting: Dict[tuple, int] = {}       # a first join with member "": its time, by client
@@ -220,13 +242,15 @@ def derive_behaviour(table: pa.Table, end_ms: Optional[int] = None) -> Dict[str,
             start = waiting.pop((gid, cid, inst), tm)
             inc = per_group[gid][mid] = {"member": mid, "inst": inst, "cid": cid,
                                           "start": min(start, tm), "times": [], "events": [],
-                                          "rto": None}
+                                          "rto": None, "sto": None}
         inc["times"].append(tm)
         inc["events"].append(ev)
         if inst is not None:
             inc["inst"] = inst
         if ev == "join" and inc["rto"] is None and rto_col[i] is not None:
             inc["rto"] = int(rto_col[i])
+        if ev == "join" and inc["sto"] is None and sto_col[i] is not None:
+            inc["sto"] = int(sto_col[i])
     out: Dict[str, List[Incarnation]] = {}
     for gid in sorted(per_group):
         out[gid] = _group_behaviour(gid, list(per_group[gid].values()), end_ms)
@@ -242,6 +266,8 @@ def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnatio
         d["hb"] = _median(hb_gaps)
     known = [d["hb"] for d in incs if d["hb"] is not None]
     group_hb = _median(known) or DEFAULT_HEARTBEAT_MS
+    group_session = _median([d["sto"] for d in incs if d["sto"] is not None]) \
+        or DEFAULT_SESSION_MS
     # slots: static members by instance id; a dynamic one continues the latest stopped
     # incarnation with its client id (processes restarted under the same client.id)
     slot_of: Dict[str, str] = {}
@@ -284,7 +310,8 @@ def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnatio
             end = "end"
         stop = -1 if end == "end" else (min(last, nxt["start"]) if nxt is not None else last)
         out.append(Incarnation(gid, d["slot"], d["member"], d["inst"], d["cid"], d["start"],
-                               last, end, stop, hb, d["rto"], pauses))
+                               last, end, stop, hb, d["rto"], pauses,
+                               d["sto"] or group_session))
     return out
 
 
@@ -292,10 +319,11 @@ def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnatio
 
 # event kinds, and their order among events of the same millisecond: the coordinator's
 # checks first (its timers fire before requests of that ms), then process starts, poll
-# timeouts, responses and heartbeats, and stops last (a contact at the stop time is made)
-_CHECK, _GCHECK, _START, _POLL, _JOINED, _SYNCED, _HB, _REJOIN, _STOP = range(9)
+# timeouts, responses and heartbeats, stops (a contact at the stop time is made), and a
+# group's end of observation last (everything of its last ms is in)
+_CHECK, _GCHECK, _START, _POLL, _JOINED, _SYNCED, _HB, _REJOIN, _STOP, _GEND = range(10)
 _PRIO = {_CHECK: 0, _GCHECK: 0, _START: 1, _POLL: 2, _JOINED: 3, _SYNCED: 3, _HB: 3,
-         _REJOIN: 3, _STOP: 4}
+         _REJOIN: 3, _STOP: 4, _GEND: 5}
 
 _NONE = int(Errors.NONE)
 _RIP = int(Errors.REBALANCE_IN_PROGRESS)
@@ -310,16 +338,17 @@ _PROTOCOL_NAMES = [name for name, _ in _PROTOCOLS]
 
 class _Client:
     """One simulated consumer process (one incarnation)."""
-    __slots__ = ("inc", "group", "inst", "hb", "rto", "starts", "ends", "alive", "crashed",
-                 "crash_at", "rid", "gen", "state", "epoch", "last_touch", "check_at",
+    __slots__ = ("inc", "group", "inst", "hb", "rto", "session", "starts", "ends", "alive",
+                 "crashed", "crash_at", "rid", "gen", "state", "epoch", "last_touch", "check_at",
                  "leader_members", "next_commit")
 
-    def __init__(self, inc: Incarnation, inst: Optional[str], hb: int, rto: int):
+    def __init__(self, inc: Incarnation, inst: Optional[str], hb: int, rto: int, session: int):
         self.inc = inc
         self.group = inc.group
         self.inst = inst
         self.hb = hb
         self.rto = rto
+        self.session = session
         self.starts = [a for a, _ in inc.pauses]
         self.ends = [b for _, b in inc.pauses]
         self.alive = True
@@ -344,7 +373,7 @@ class _Client:
 
 class _Group:
     __slots__ = ("gid", "state", "members", "generation", "open", "formed", "rtos", "stats",
-                 "check_times", "epoch", "version")
+                 "check_times", "epoch", "version", "sessions", "done")
 
     def __init__(self, gid: str):
         self.gid = gid
@@ -358,6 +387,8 @@ class _Group:
         self.check_times: set = set()
         self.epoch: Optional[int] = None          # the members epoch `members` was read at
         self.version: Optional[int] = None        # the group_version of that read
+        self.sessions: set = set()                # its consumers' session timeouts
+        self.done: Optional[dict] = None          # its stats when its observation ended
 
 
 class ShardSimulation:
@@ -376,8 +407,13 @@ class ShardSimulation:
         self.cfg = config
         self.config_id = config_id
         self.shard = shard
-        self.session = config.session_timeout_ms
-        self.horizon = end_ms + self.session
+        # each group is observed until one of its longest session timeout past the trace's
+        # end (a crash near the end is still detected); its consumers run on to the
+        # shard's horizon, the latest of its groups' (nothing after a group's own end is
+        # recorded: its results do not depend on the groups it shares a shard with)
+        self.group_end = {gid: end_ms + max(self._session_of(i) for i in incs)
+                          for gid, incs in behaviour.items() if incs}
+        self.horizon = max(self.group_end.values(), default=end_ms)
         self.end_ms = end_ms
         self.trace_rows = trace_rows
         self.commit_interval_ms = commit_interval_ms
@@ -393,6 +429,11 @@ class ShardSimulation:
         self.static_rid: Dict[tuple, str] = {}    # (group, instance id) -> latest member id
         self.rebalances: List[tuple] = []
         self.removals: List[tuple] = []
+
+    def _session_of(self, inc: Incarnation) -> int:
+        """The session timeout a consumer runs with: the configuration's, or (session
+        from the trace) the one its joins carried."""
+        return self.cfg.session_timeout_ms or inc.session_timeout_ms or DEFAULT_SESSION_MS
 
     # -- plumbing ------------------------------------------------------------------------------
     def _push(self, t: int, kind: int, obj, arg=None) -> None:
@@ -457,7 +498,7 @@ class ShardSimulation:
         if t > c.last_touch:
             c.last_touch = t
         if c.check_at is None:
-            c.check_at = c.last_touch + self.session
+            c.check_at = c.last_touch + c.session
             self._push(c.check_at, _CHECK, c)
 
     def _group_check(self, gv: _Group, t: int) -> None:
@@ -468,6 +509,8 @@ class ShardSimulation:
     # -- observing the coordinator ---------------------------------------------------------------
     def _observe(self, gid: str, cause: str) -> None:
         gv = self.groups[gid]
+        if gv.done is not None:
+            return                          # past its end of observation
         read = read_members(self.coord, gid, gv)
         if read is None:
             return
@@ -519,7 +562,7 @@ class ShardSimulation:
         if c is None:
             return None
         reason = "replaced" if key in self.replaced else (
-            "session" if now >= c.last_touch + self.session else "rebalance")
+            "session" if now >= c.last_touch + c.session else "rebalance")
         self.replaced.discard(key)
         if reason == "replaced" and c.alive and c.rid != rid:
             return None                   # a static consumer rejoining replaced its own old id
@@ -560,7 +603,7 @@ class ShardSimulation:
         gv.stats["requests"] += 1
         row = self._record(c, "join")
         self.coord.join_group(c.group, rid, "consumer", _PROTOCOLS,
-                              session_timeout_ms=self.session, rebalance_timeout_ms=c.rto,
+                              session_timeout_ms=c.session, rebalance_timeout_ms=c.rto,
                               group_instance_id=c.inst, client_id=c.inc.slot,
                               callback=self._respond(_JOINED, c, row))
         self._group_check(gv, self.now + NEW_MEMBER_JOIN_TIMEOUT_MS)
@@ -617,14 +660,17 @@ class ShardSimulation:
             inst = None
         else:
             inst = inc.instance_id
+        session = self._session_of(inc)
         hb = cfg.heartbeat_interval_ms or inc.heartbeat_ms
-        if hb >= self.session:            # Kafka refuses heartbeat >= session: what an operator would set
-            hb = max(1, self.session // 3)
-        rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or self.session
-        c = _Client(inc, inst, hb, rto)
+        if hb >= session:                 # Kafka refuses heartbeat >= session: what an operator would set
+            hb = max(1, session // 3)
+        rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or session
+        c = _Client(inc, inst, hb, rto, session)
         gv = self.groups[inc.group]
         gv.rtos.add(rto)
+        gv.sessions.add(session)
         gv.stats["incarnations"] += 1
+        gv.stats["static_incarnations"] += inst is not None
         if inc.end != "end":
             self._push(inc.stop_ms, _STOP, c)
         for a, b in inc.pauses:
@@ -732,7 +778,7 @@ class ShardSimulation:
             return -1
         inc = c.inc
         if event == "join":
-            rows.append([self.now, c.group, inc.member, c.inst, event, self.session, c.rto,
+            rows.append([self.now, c.group, inc.member, c.inst, event, c.session, c.rto,
                          "consumer", _PROTOCOL_NAMES, inc.client_id, None, None])
         else:                               # (LeaveGroup carries no generation)
             rows.append([self.now, c.group, inc.member, c.inst, event, None, None, None, None,
@@ -748,7 +794,7 @@ class ShardSimulation:
         c.check_at = None
         if c.rid is None or (c.group, c.rid) not in self.by_rid:
             return
-        due = c.last_touch + self.session
+        due = c.last_touch + c.session
         if due > t:
             c.check_at = due
             self._push(due, _CHECK, c)
@@ -770,8 +816,8 @@ class ShardSimulation:
         # the what-if's session timeout is the point: let the coordinator accept it
         config = CoordinatorConfig(
             num_shards=self.num_shards,
-            group_min_session_timeout_ms=min(6000, self.session),
-            group_max_session_timeout_ms=max(1_800_000, self.session),
+            group_min_session_timeout_ms=min([6000] + [self._session_of(i) for i in incs]),
+            group_max_session_timeout_ms=max([1_800_000] + [self._session_of(i) for i in incs]),
             group_initial_rebalance_delay_ms=INITIAL_DELAY_MS,
             new_member_join_timeout_ms=NEW_MEMBER_JOIN_TIMEOUT_MS)
         # (a store that keeps nothing: nothing reads a simulation's records back)
@@ -780,6 +826,8 @@ class ShardSimulation:
                                       member_id_factory=member_ids(self.config_id, self.shard))
         for gid in sorted(self.behaviour):
             self.groups[gid] = _Group(gid)
+            if gid in self.group_end:
+                self._push(self.group_end[gid], _GEND, self.groups[gid])
         for inc in incs:
             self._push(inc.start_ms, _START, inc)
         heap = self.heap
@@ -800,6 +848,8 @@ class ShardSimulation:
                 self._start(obj)
             elif kind == _STOP:
                 self._stop(obj)
+            elif kind == _GEND:
+                self._end_group(obj, t)
             elif kind == _POLL:
                 self._poll_timeout(obj)
             else:
@@ -820,15 +870,21 @@ class ShardSimulation:
                     self._join(c, c.rid or "")
         self._step(self.horizon)
         for gid in sorted(self.groups):
-            self._observe(gid, "timeout")
-            gv = self.groups[gid]
-            if gv.open is not None:          # unfinished: counted up to the horizon
-                start, cause, before = gv.open
-                gv.open = None
-                self.rebalances.append((self.config_id, self.shard, gid, gv.generation, start,
-                                        -1, self.horizon - start, cause, before,
-                                        len(gv.members)))
+            if self.groups[gid].done is None:
+                self._end_group(self.groups[gid], self.horizon)
         return self.tables()
+
+    def _end_group(self, gv: _Group, t: int) -> None:
+        """The group's end of observation: what the coordinator did last is recorded, a
+        rebalance still open is counted up to now (end -1: unfinished), its counts are
+        frozen."""
+        self._observe(gv.gid, "timeout")
+        if gv.open is not None:
+            start, cause, before = gv.open
+            gv.open = None
+            self.rebalances.append((self.config_id, self.shard, gv.gid, gv.generation, start,
+                                    -1, t - start, cause, before, len(gv.members)))
+        gv.done = defaultdict(int, gv.stats)
 
     def tables(self) -> Dict[str, pa.Table]:
         per_group = defaultdict(lambda: [0, 0])
@@ -837,11 +893,13 @@ class ShardSimulation:
             per_group[r[2]][1] += r[6]
         groups = []
         for gid in sorted(self.groups):
-            s = self.groups[gid].stats
+            gv = self.groups[gid]
+            s = gv.done if gv.done is not None else gv.stats
             groups.append((self.config_id, self.shard, gid, s["incarnations"],
                            per_group[gid][0], per_group[gid][1], s["false_expirations"],
                            s["crashes"], s["crashes_detected"], s["poll_timeouts"], s["leaves"],
-                           s["fenced"], s["requests"]))
+                           s["fenced"], s["requests"], max(gv.sessions, default=-1),
+                           s["static_incarnations"]))
         return {"rebalances": rows_table(self.rebalances, REBALANCES_SCHEMA),
                 "removals": rows_table(self.removals, REMOVALS_SCHEMA),
                 "groups": rows_table(groups, GROUPS_SCHEMA)}
@@ -873,7 +931,11 @@ def canonical(table: pa.Table, name: str) -> pa.Table:
 
 def summarize(tables: Dict[str, pa.Table], configs: Sequence[WhatIfConfig], start_ms: int,
               end_ms: int) -> pa.Table:
-    """One row per configuration from the detail tables of all its shards."""
+    """One row per configuration from the detail tables of all its shards. Every rate
+    is over the trace's own span (`hours`), the same for every configuration: the
+    simulated span (`sim_hours`) runs a session timeout longer, and a rate over it would
+    favour long session timeouts; what happens in that tail is a consequence of the
+    trace's events and is counted."""
     reb = tables["rebalances"].to_pylist()
     rem = tables["removals"].to_pylist()
     grp = tables["groups"].to_pylist()
@@ -883,7 +945,8 @@ def summarize(tables: Dict[str, pa.Table], configs: Sequence[WhatIfConfig], star
         counted = [x for x in r if x["cause"] != "initial"]
         g = [x for x in grp if x["config"] == i]
         lat = [x["latency_ms"] for x in rem if x["config"] == i and x["kind"] == "crash"]
-        hours = (end_ms + cfg.session_timeout_ms - start_ms) / 3_600_000.0
+        longest = max([x["session_timeout_ms"] for x in g] + [cfg.session_timeout_ms or 0])
+        hours = (end_ms - start_ms) / 3_600_000.0
         total_ms = sum(x["duration_ms"] for x in counted)
         durations = [x["duration_ms"] for x in counted]
 
@@ -891,10 +954,11 @@ def summarize(tables: Dict[str, pa.Table], configs: Sequence[WhatIfConfig], star
             return sum(x[name] for x in g)
 
         rows.append({
-            "config": i, "label": cfg.label, "session_timeout_ms": cfg.session_timeout_ms,
+            "config": i, "label": cfg.label, "session_timeout_ms": cfg.session_timeout_ms or -1,
             "static": cfg.static, "rebalance_timeout_ms": cfg.rebalance_timeout_ms or -1,
             "heartbeat_interval_ms": cfg.heartbeat_interval_ms or -1, "groups": len(g),
-            "incarnations": total("incarnations"), "sim_hours": hours,
+            "incarnations": total("incarnations"),
+            "sim_hours": (end_ms + longest - start_ms) / 3_600_000.0, "hours": hours,
             "rebalances": len(counted), "initial_rebalances": len(r) - len(counted),
             "rebalances_per_hour": len(counted) / hours if hours > 0 else 0.0,
             "rebalancing_ms": total_ms,
@@ -904,6 +968,8 @@ def summarize(tables: Dict[str, pa.Table], configs: Sequence[WhatIfConfig], star
                                      if g and hours > 0 else 0.0),
             "false_expirations": total("false_expirations"), "crashes": total("crashes"),
             "crashes_detected": total("crashes_detected"),
+            "crashes_undetected": total("crashes") - total("crashes_detected"),
+            "crash_detect_mean_ms": sum(lat) / len(lat) if lat else -1.0,
             "crash_detect_p50_ms": nearest_rank(lat, 50),
             "crash_detect_p99_ms": nearest_rank(lat, 99),
             "poll_timeouts": total("poll_timeouts"), "leaves": total("leaves"),

@@ -23,7 +23,7 @@ import fastcoord
 from fastcoord.pipeline.gen import generate
 from fastcoord.pipeline.spark import connect_client_missing
 from fastcoord.pipeline.trace import write_trace
-from fastcoord.pipeline.whatif import make_grid, read_results, whatif_local
+from fastcoord.pipeline.whatif import BASELINE, make_grid, read_results, whatif_local
 
 from helpers.spark import (SPARK_SUBMIT, check_replay_output, free_port,
                          python_without_fastcoord, run_job, spark_env, start, stop, wait_for)
@@ -99,7 +99,8 @@ def test_whatif_through_spark_connect(connect_server, trace, tmp_path):
     run_job(url, path, out, _client_env(tmp_path),
             ["--session-timeout", "10s,30s", "--static", "on"], command="whatif")
     got = read_results(str(out))
-    want = whatif_local(trace, make_grid([10_000, 30_000], ["on"]))
+    # (the command adds the baseline, the trace's own settings, last)
+    want = whatif_local(trace, make_grid([10_000, 30_000], ["on"]) + [BASELINE])
     assert set(got) == set(want)
     for name in want:
         assert got[name].to_pylist() == want[name].to_pylist(), name

@@ -42,17 +42,21 @@ def test_report_with_whatif(outputs, capsys):
     with open(path, encoding="utf-8") as f:
         doc = f.read()
     images = _images(doc)
-    # rebalances over time, duration distribution, what-if comparison
-    assert len(images) == 3 and all(img.startswith(PNG_MAGIC) for img in images)
+    # the trade-off, rebalances over time, duration distribution, what-if comparison
+    assert len(images) == 4 and all(img.startswith(PNG_MAGIC) for img in images)
     assert "src=\"http" not in doc and "<script" not in doc        # nothing to fetch
-    for heading in ("Ingest", "Replay", "Top 8 groups by rebalances", "Rebalances by cause",
-                    "What-if"):
+    for heading in ("Recommendation", "Ingest", "Replay", "Top 8 groups by rebalances",
+                    "Rebalances by cause", "What-if"):
         assert heading in doc, heading
+    # the recommendation comes first: what to change and what it costs
+    assert doc.index("Recommendation") < doc.index("<h2>Ingest")
     # the tables carry the numbers of the outputs they come from
     import pyarrow.parquet as pq
     groups = pq.read_table(os.path.join(outputs, "groups")).to_pylist()
     busiest = max(groups, key=lambda r: (r["rebalances"], r["rebalancing_ms"]))
-    assert f'<td class="t">{busiest["group_id"]}</td><td>{busiest["rebalances"]:,}</td>' in doc
+    # (its rebalances after its first formation, counted apart as everywhere)
+    assert f'<td class="t">{busiest["group_id"]}</td><td>{busiest["rebalances"] - 1:,}</td>' \
+        in doc
     with open(os.path.join(outputs, "whatif", "summary.json")) as f:
         summary = json.load(f)["summary"]
     for row in summary:
@@ -70,12 +74,13 @@ def test_report_without_whatif(tmp_path, outputs):
     path = write_report(d)
     with open(path, encoding="utf-8") as f:
         doc = f.read()
-    assert len(_images(doc)) == 2 and "What-if" not in doc
+    assert len(_images(doc)) == 2 and "What-if" not in doc and "Recommendation" not in doc
     # ... and a what-if directory alone
     path = write_report(os.path.join(outputs, "whatif"))
     with open(path, encoding="utf-8") as f:
         doc = f.read()
-    assert len(_images(doc)) == 1 and "What-if" in doc and "Top " not in doc
+    assert len(_images(doc)) == 2 and "What-if" in doc and "Top " not in doc
+    assert "Recommendation" in doc
 
 
 def test_report_of_nothing(tmp_path, capsys):
@@ -85,3 +90,297 @@ def test_report_of_nothing(tmp_path, capsys):
         write_report(str(tmp_path / "missing"))
     assert main(["report", str(tmp_path)]) == 2
     assert "neither replay tables" in capsys.readouterr().err
+
+
+# -- the baseline and the recommendation ------------------------------------------------------
+
+def _row(config, label, *, session=-1, static="trace", fe=0, crashes=4, undetected=0,
+         mean_ms=8000.0, rebalancing_ms=60_000, rebalances=10):
+    return dict(config=config, label=label, session_timeout_ms=session, static=static,
+                rebalance_timeout_ms=-1, heartbeat_interval_ms=-1, false_expirations=fe,
+                crashes=crashes, crashes_detected=crashes - undetected,
+                crashes_undetected=undetected,
+                crash_detect_mean_ms=mean_ms if crashes > undetected else -1.0,
+                rebalancing_ms=rebalancing_ms, rebalances=rebalances, hours=0.05)
+
+
+BASE_GROUPS = [dict(session_timeout_ms=10_000, static_incarnations=0)] * 3
+
+
+def test_advice_follows_the_data():
+    from fastcoord.pipeline.advice import advise
+    base = _row(0, "session=trace static=trace", fe=4, mean_ms=8000.0, rebalancing_ms=90_000)
+    longer = _row(1, "session=20s static=trace", session=20_000, fe=1, mean_ms=17_800.0,
+                  rebalancing_ms=50_000, rebalances=7)
+    worse = _row(2, "session=10s static=off", session=10_000, static="off", fe=5,
+                 mean_ms=9000.0, rebalancing_ms=95_000, rebalances=12)
+    adv = advise([base, longer, worse], BASE_GROUPS, "the trace's 3.0 minutes")
+    assert (adv.baseline, adv.frontier, adv.pick) == (0, [0, 1], 1)
+    assert adv.headline.startswith("Set session.timeout.ms from 10 s to 20 s "
+                                   "(session=20s static=trace): in the trace's 3.0 minutes it "
+                                   "removes 3 of 4 false expirations")
+    assert ("cuts total time rebalancing by 40.0 s (90.0 s → 50.0 s) and saves 3 rebalances "
+            "(10 → 7).") in adv.headline
+    assert adv.cost == "It costs +9.8 s mean crash detection (8.0 s → 17.8 s)."
+    # other numbers, other words: a 20 s session that expires as many live members keeps
+    # the trace's settings (each is better on one count, the baseline on the balance)
+    same = dict(longer, false_expirations=4, rebalancing_ms=88_000)
+    adv = advise([base, same, worse], BASE_GROUPS)
+    assert adv.pick == 0 and adv.headline.startswith("Keep the settings the trace ran with")
+    assert adv.others == ["session=20s static=trace: cuts total time rebalancing by 2.0 s "
+                          "(90.0 s → 88.0 s) and saves 3 rebalances (10 → 7); costs +9.8 s "
+                          "mean crash detection (8.0 s → 17.8 s)"]
+    # a configuration better on every count: it costs nothing, the baseline is beaten
+    better = _row(1, "session=10s static=on", session=10_000, static="on", fe=0,
+                  mean_ms=7000.0, rebalancing_ms=30_000, rebalances=3)
+    adv = advise([base, better, worse], BASE_GROUPS)
+    assert adv.frontier == [1] and adv.pick == 1
+    assert "group.instance.id on every consumer" in adv.headline
+    assert adv.cost.startswith("It costs nothing")
+    assert adv.beaten == ("The settings the trace ran with are beaten on every count by "
+                          "session=10s static=on.")
+    # undetected crashes count: a long session that leaves crashes undetected is no
+    # improvement in detection
+    blind = _row(1, "session=45s static=trace", session=45_000, fe=0, undetected=4,
+                 rebalancing_ms=40_000)
+    adv = advise([base, blind], BASE_GROUPS)
+    assert adv.frontier == [0, 1]
+    assert "4 crashes left undetected" in " ".join([adv.cost] + adv.others)
+
+
+def test_advice_without_a_baseline():
+    from fastcoord.pipeline.advice import advise
+    a = _row(0, "session=10s static=on", session=10_000, static="on", fe=2)
+    b = _row(1, "session=30s static=on", session=30_000, static="on", fe=0, mean_ms=20_000.0)
+    adv = advise([a, b])
+    assert adv.baseline is None and adv.frontier == [0, 1]
+    assert "has no baseline" in adv.headline and adv.cost == ""
+
+
+def test_baseline_described_per_group():
+    from fastcoord.pipeline.advice import describe_baseline
+    groups = [dict(session_timeout_ms=10_000, static_incarnations=2),
+              dict(session_timeout_ms=45_000, static_incarnations=0),
+              dict(session_timeout_ms=10_000, static_incarnations=0)]
+    assert describe_baseline(groups) == (
+        "session.timeout.ms as each consumer's joins carried (10 s in 2 groups, 45 s in 1 "
+        "group), static membership in 1 of 3 groups")
+    assert describe_baseline(groups[:1]) == ("session.timeout.ms 10 s (as recorded), static "
+                                             "membership in 1 of 1 groups")
+
+
+def _recommendation(doc):
+    m = re.search(r"<div class='advice' id='recommendation'>(.*?)<h3>On the frontier", doc, re.S)
+    assert m, "no recommendation panel"
+    return m.group(1)
+
+
+def test_report_recommendation_from_the_data(outputs, tmp_path):
+    """The panel says what the advice computed from this what-if; other numbers in the
+    same output give another conclusion."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from fastcoord.pipeline.advice import advise
+    from fastcoord.pipeline.report import load_whatif
+    w = load_whatif(os.path.join(outputs, "whatif"))
+    rows = w["rows"]
+    assert rows[w["advice"].baseline]["label"] == "session=trace static=trace"
+    with open(write_report(outputs), encoding="utf-8") as f:
+        doc = f.read()
+    panel = _recommendation(doc)
+    import html as h
+    assert h.escape(w["advice"].headline) in panel
+    # every configuration against the baseline, the baseline marked
+    table = doc[doc.index("Every configuration against the baseline"):]
+    for r in rows:
+        assert r["label"] in table
+    assert "session=trace static=trace (baseline)" in table
+    # the same output with the baseline's false expirations raised: another conclusion
+    d = str(tmp_path / "w")
+    shutil.copytree(os.path.join(outputs, "whatif"), d)
+    changed = [dict(r, false_expirations=r["false_expirations"] + (50 if i == w["advice"].baseline
+                                                                      else 0))
+               for i, r in enumerate(pq.read_table(os.path.join(d, "summary.parquet")).to_pylist())]
+    from fastcoord.pipeline.whatif import SUMMARY_SCHEMA
+    pq.write_table(pa.Table.from_pylist(changed, schema=SUMMARY_SCHEMA),
+                   os.path.join(d, "summary.parquet"))
+    with open(write_report(d), encoding="utf-8") as f:
+        other = _recommendation(f.read())
+    assert other != panel
+    adv = advise(load_whatif(d)["rows"], w["base_groups"], w["span"])
+    assert adv.pick != adv.baseline and h.escape(adv.headline) in other
+    assert "removes 50 of " in other
+
+
+def test_report_counts_first_formations_apart(outputs):
+    import pyarrow.parquet as pq
+    from fastcoord.pipeline.report import first_formations
+    reb = pq.read_table(os.path.join(outputs, "rebalances"))
+    first = first_formations(reb)
+    groups = set(reb.column("group_id").to_pylist())
+    assert sum(first) == len(groups)          # one per group: its earliest rebalance
+    for g in groups:
+        rows = [(t, f) for t, f, gg in zip(reb.column("start_ms").to_pylist(), first,
+                                            reb.column("group_id").to_pylist()) if gg == g]
+        assert min(rows)[1] and sum(f for _, f in rows) == 1
+    with open(write_report(outputs), encoding="utf-8") as f:
+        doc = f.read()
+    later = reb.num_rows - len(groups)
+    assert (f"<td class=\"t\">first formations (each group&#x27;s first rebalance, counted "
+            f"apart)</td><td>{len(groups)}</td>") in doc
+    assert (f"<td class=\"t\">rebalances after the first formations (total)</td>"
+            f"<td>{later}</td>") in doc
+    assert f'<td class="t">first formation</td><td>{len(groups)}</td>' in doc
+    # the what-if says it counts them the same way, and shows its count
+    assert "counted apart, as in the replay section" in doc
+    assert "first formations (apart)" in doc
+
+
+def test_charts_have_units_and_show_undetected_crashes(outputs):
+    import pyarrow.parquet as pq
+    from fastcoord.pipeline.report import (fig_rebalance_durations, fig_rebalances_over_time,
+                                           fig_tradeoff, fig_whatif, first_formations,
+                                           load_whatif)
+    reb = pq.read_table(os.path.join(outputs, "rebalances"))
+    first = first_formations(reb)
+    t1 = max(reb.column("start_ms").to_pylist())
+    w = load_whatif(os.path.join(outputs, "whatif"))
+    figs = [fig_rebalances_over_time(reb, 0, t1, first), fig_rebalance_durations(reb, first),
+            fig_whatif(w["summary"], w["advice"].baseline), fig_tradeoff(w["rows"], w["advice"])]
+    for fig in figs:
+        for ax in fig.axes:
+            assert ax.get_ylabel() and ax.get_xlabel() or ax.get_xticklabels(), ax.get_title()
+            assert ax.get_ylabel(), ax.get_title()
+    # the timeline's bars leave the first formations out: they sum to the later ones
+    ax = figs[0].axes[0]
+    assert sum(p.get_height() for p in ax.patches) == reb.num_rows - sum(first)
+    assert f"the {sum(first)} first formations" in ax.get_title()
+    # the what-if chart has an undetected-crash series, one bar per configuration
+    ax = [a for a in figs[2].axes if "undetected" in a.get_title()][0]
+    got = {c.get_label(): [p.get_height() for p in c] for c in ax.containers}
+    assert got["undetected crashes"] == [r["crashes_undetected"] for r in w["rows"]]
+    assert "totals" in ax.get_title()
+    # a configuration with undetected crashes is named on the latency panel
+    stub = pa_summary([dict(r, crashes_undetected=3) if i == 0 else r
+                       for i, r in enumerate(w["rows"])])
+    ax = [a for a in fig_whatif(stub, None).axes if "latency" in a.get_title()][0]
+    assert "3 undetected" in [t.get_text() for t in ax.texts]
+
+
+def pa_summary(rows):
+    import pyarrow as pa
+    return pa.Table.from_pylist(rows)
+
+
+# -- in a real browser ----------------------------------------------------------------------
+
+WINDOW = (1280, 800)      # a laptop's first screen
+
+# appended to a copy of the report (the report itself has no script): after the page has
+# loaded, the rendered size of every image and where the recommendation's lines end
+PROBE = """<script>
+window.addEventListener('load', function () {
+  function box(el) { var r = el.getBoundingClientRect();
+                     return {w: r.width, h: r.height, top: r.top, bottom: r.bottom}; }
+  var panel = document.getElementById('recommendation');
+  var out = {viewport: window.innerHeight, images: [], panel: null};
+  for (var i = 0; i < document.images.length; i++) {
+    var img = document.images[i];
+    out.images.push({alt: img.alt, natural: img.naturalWidth, box: box(img)});
+  }
+  if (panel) {
+    out.panel = {headline: panel.querySelector('.headline').innerText,
+                 headline_box: box(panel.querySelector('.headline')),
+                 cost: panel.querySelector('.cost').innerText,
+                 cost_box: box(panel.querySelector('.cost'))};
+  }
+  var pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def _chromium():
+    """Debian's chromium (make test installs it when missing, as root). Under CI or
+    `make test` a missing browser fails the test: it never skips there."""
+    import shutil
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.environ.get("CI") or os.environ.get("FASTCOORD_BROWSER_TESTS") == "required":
+        pytest.fail("no headless Chromium (the Makefile's chromium target installs it)")
+    pytest.skip("no Chromium on this machine (make test installs it; CI fails without it)")
+
+
+def _browse(browser, profile, args, timeout=90):
+    """One headless Chromium run, bounded in time; its process group is killed if it
+    overruns. Returns its stdout."""
+    import signal
+    import subprocess
+    proc = subprocess.Popen(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         "--run-all-compositor-stages-before-draw",      # (else a screenshot has blank tiles)
+         "--no-first-run", "--disable-extensions", f"--user-data-dir={profile}",
+         f"--window-size={WINDOW[0]},{WINDOW[1]}"] + args,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, err.decode(errors="replace")[-2000:]
+    return out.decode()
+
+
+def test_report_in_a_browser(outputs, tmp_path):
+    """Chromium renders the report: its four charts have a size on the page, and the
+    first screen says what to change and what it costs."""
+    import html as h
+
+    from fastcoord.pipeline.report import load_whatif
+    browser = _chromium()
+    path = write_report(outputs)
+    advice = load_whatif(os.path.join(outputs, "whatif"))["advice"]
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    probe = tmp_path / "probe.html"
+    probe.write_text(doc.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    dom = _browse(browser, tmp_path / "profile", ["--virtual-time-budget=10000",
+                                                  "--dump-dom", probe.as_uri()])
+    m = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert m, dom[-2000:]
+    got = json.loads(h.unescape(m.group(1)))
+    alts = [img["alt"] for img in got["images"]]
+    assert alts == ["trade-off", "rebalances over time", "rebalance durations",
+                    "what-if comparison"]
+    for img in got["images"]:
+        assert img["natural"] > 100 and img["box"]["w"] > 200 and img["box"]["h"] > 150, img
+    panel = got["panel"]
+    assert panel["headline"] == advice.headline and panel["cost"] == advice.cost
+    # both lines within the first screen (the window less what headless keeps of its frame)
+    assert got["viewport"] > 600 and panel["cost_box"]["bottom"] <= got["viewport"]
+    assert panel["headline_box"]["top"] < panel["cost_box"]["top"]
+    # the screenshot of the first screen: the panel's frame and a chart are on it
+    shot = tmp_path / "first-screen.png"
+    _browse(browser, tmp_path / "profile", ["--virtual-time-budget=10000",
+                                            f"--screenshot={shot}", path_uri(path)])
+    import numpy as np
+    from PIL import Image
+    img = Image.open(shot).convert("RGB")
+    assert img.size == WINDOW
+    px = np.asarray(img).reshape(-1, 3).astype(int)
+    frame = int((px == (0x2e, 0x7d, 0x4f)).all(axis=1).sum())      # the panel's border
+    assert frame > 2 * WINDOW[0], frame
+    ink = int((px.sum(axis=1) < 600).sum())
+    assert ink > 0.02 * len(px), ink                               # text and a chart
+
+
+def path_uri(path):
+    import pathlib
+    return pathlib.Path(path).absolute().as_uri()

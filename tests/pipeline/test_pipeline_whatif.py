@@ -206,16 +206,51 @@ def test_summary_of_a_grid(impl):
     res = whatif_local(gc_pause_trace(), configs, impl=impl)
     s = res["summary"].to_pylist()
     assert [r["label"] for r in s] == ["session=10s static=off", "session=30s static=off"]
-    # the trace spans 0..60000; each simulation runs one session past its end
+    # the trace spans 0..60000; each simulation runs one session past its end, but every
+    # rate is over the trace's span, the same for both (not 70 s and 90 s)
     assert s[0]["sim_hours"] == pytest.approx(70_000 / 3_600_000)
+    assert s[1]["sim_hours"] == pytest.approx(90_000 / 3_600_000)
+    assert s[0]["hours"] == s[1]["hours"] == pytest.approx(60_000 / 3_600_000)
     assert (s[0]["rebalances"], s[0]["initial_rebalances"], s[0]["rebalancing_ms"]) == (2, 1, 3000)
-    assert s[0]["rebalances_per_hour"] == pytest.approx(2 / (70_000 / 3_600_000))
+    assert s[0]["rebalances_per_hour"] == pytest.approx(2 / (60_000 / 3_600_000))
+    assert s[0]["rebalancing_fraction"] == pytest.approx(3000 / 60_000)
     assert s[0]["rebalance_mean_ms"] == 1500.0 and s[0]["rebalance_p99_ms"] == 2000
     assert (s[0]["false_expirations"], s[1]["false_expirations"]) == (1, 0)
     assert (s[1]["rebalances"], s[1]["rebalancing_ms"], s[1]["rebalance_p99_ms"]) == (0, 0, -1)
     crash = whatif_local(crash_trace(), configs, impl=impl)["summary"].to_pylist()
     assert [(r["crashes"], r["crash_detect_p50_ms"], r["crash_detect_p99_ms"]) for r in crash] == \
         [(1, 8500, 8500), (1, 28500, 28500)]
+    assert [(r["crash_detect_mean_ms"], r["crashes_undetected"]) for r in crash] == \
+        [(8500.0, 0), (28500.0, 0)]
+
+
+def test_baseline_runs_the_trace_settings(impl):
+    """session=trace static=trace: each consumer with the session timeout its joins
+    carried and its own instance id. The gc-pause trace's joins carry 10 s and no
+    instance id: the baseline is session=10s static=off, row for row."""
+    from fastcoord.pipeline.whatif import BASELINE
+    assert BASELINE.is_baseline and BASELINE.label == "session=trace static=trace"
+    assert not WhatIfConfig(10_000, "trace").is_baseline
+    res = whatif_local(gc_pause_trace(), [BASELINE, WhatIfConfig(10_000, "off")], impl=impl)
+    for name in ("rebalances", "removals", "groups"):
+        rows = [dict(r, config=0, member_id=None) for r in res[name].to_pylist()]
+        assert rows[:len(rows) // 2] == rows[len(rows) // 2:], name
+    base, fixed = res["summary"].to_pylist()
+    assert base["session_timeout_ms"] == -1 and fixed["session_timeout_ms"] == 10_000
+    assert (base["false_expirations"], base["sim_hours"]) == (1, fixed["sim_hours"])
+    # groups whose joins carried different session timeouts: each runs with its own, and
+    # the groups table says which (the 30 s group outlives the 20 s pause)
+    rows = []
+    for group, session in (("g10", 10_000), ("g30", 30_000)):
+        part = [dict(r, group_id=group) for r in gc_pause_trace().to_pylist()]
+        rows += [dict(r, session_timeout_ms=session) if r["event"] == "join" else r
+                 for r in part]
+    res = whatif_local(from_rows(rows), [BASELINE], impl=impl)
+    got = [(g["group_id"], g["session_timeout_ms"], g["false_expirations"], g["static_incarnations"])
+           for g in res["groups"].to_pylist()]
+    assert got == [("g10", 10_000, 1, 0), ("g30", 30_000, 0, 0)]
+    # the simulation runs to the longest session past the end
+    assert res["summary"].to_pylist()[0]["sim_hours"] == pytest.approx(90_000 / 3_600_000)
 
 
 # -- synthetic traces: twins, chunking, Spark ---------------------------------------------------------
@@ -226,7 +261,7 @@ def synthetic():
                     crash_per_hour=20, leave_per_hour=5)
 
 
-GRID = make_grid([10_000, 30_000], ["on", "off"])
+GRID = make_grid([10_000, 30_000], ["on", "off"]) + [WhatIfConfig(None, "trace")]
 
 
 @pytest.fixture(scope="module")
@@ -286,15 +321,26 @@ def test_cli_whatif_local(tmp_path, capsys):
     assert main(["whatif", path, "--session-timeout", "10s,30000ms", "--static", "off,on",
                  "--out", out, "--master", "none", "--impl", "pure"]) == 0
     cap = capsys.readouterr()
-    assert "4 configurations" in cap.out and "session=30s static=on" in cap.out
+    # the grid has no baseline: the settings the trace ran with come last
+    assert "5 configurations" in cap.out and "session=30s static=on" in cap.out
     assert "whatif (configuration x shard)" in cap.err        # the progress bar
     with open(os.path.join(out, "summary.json")) as f:
         doc = json.load(f)
     assert [r["label"] for r in doc["summary"]] == [
         "session=10s static=off", "session=10s static=on", "session=30s static=off",
-        "session=30s static=on"]
-    # b never comes back: static or not, the session timeout finds it
-    assert [r["crash_detect_p50_ms"] for r in doc["summary"]] == [8500, 8500, 28500, 28500]
+        "session=30s static=on", "session=trace static=trace"]
+    # b never comes back: static or not, the session timeout finds it (the trace's 10 s)
+    assert [r["crash_detect_p50_ms"] for r in doc["summary"]] == [8500, 8500, 28500, 28500,
+                                                                  8500]
+    # asked for, the baseline is not added again; --no-baseline: only the grid
+    for argv, labels in ((["--session-timeout", "trace,30s", "--static", "trace"],
+                          ["session=trace static=trace", "session=30s static=trace"]),
+                         (["--session-timeout", "30s", "--static", "on", "--no-baseline"],
+                          ["session=30s static=on"])):
+        assert main(["whatif", path, "--out", out, "--master", "none", "--impl", "pure"]
+                    + argv) == 0
+        with open(os.path.join(out, "summary.json")) as f:
+            assert [r["label"] for r in json.load(f)["summary"]] == labels
     import pyarrow.parquet as pq
     for name in ("summary", "rebalances", "removals", "groups"):
         assert pq.read_table(os.path.join(out, f"{name}.parquet")).num_rows > 0
@@ -309,7 +355,8 @@ def test_cli_whatif_spark(spark, tmp_path, capsys):  # noqa: F811
                  "--out", out, "--master", "local[2]", "--impl", "pure"]) == 0
     with open(os.path.join(out, "summary.json")) as f:
         doc = json.load(f)
-    assert [r["false_expirations"] for r in doc["summary"]] == [1, 0]
+    # the baseline added last: the trace's own 10 s session, run on Spark's tasks as well
+    assert [r["false_expirations"] for r in doc["summary"]] == [1, 0, 1]
     # the shared session was running before: the command must not have stopped it
     assert spark.range(3).count() == 3
 
@@ -317,6 +364,7 @@ def test_cli_whatif_spark(spark, tmp_path, capsys):  # noqa: F811
 @pytest.mark.parametrize("argv, message", [
     (["--session-timeout", "10x"], "not a duration"),
     (["--session-timeout", "10s,10s"], "repeated value"),
+    (["--session-timeout", "trace,10s,trace"], "repeated value"),
     (["--static", "yes"], "on, off, trace"),
     (["--rebalance-timeout", "0s"], "positive"),
     (["--session-timeout", "5"], "needs a unit"),
