@@ -35,10 +35,11 @@ every protocol. The trace format carries no partition numbers, so each group has
 `partitions` of one topic (`--partitions`, default 12).
 
 Every figure is measured over the same window for every configuration and protocol:
-per group, from the latest of the runs' first instants at which every partition was
-owned (so that forming the group, which each protocol does differently and a trace of
-a running system does not contain, is left out) to the trace's end plus the grid's
-largest session timeout (every run is simulated up to there). Measured per group:
+per group, from the latest of the runs' first steady assignments (every partition
+owned once, the running processes' shares within one of each other: forming the group,
+which each protocol does differently and a trace of a running system does not contain,
+is left out) to the trace's end plus the grid's largest session timeout (every run is
+simulated up to there). Measured per group:
 partition-unavailable time, rebalances (classic: a join round, the follow-up of a
 cooperative one included; consumer: a new group epoch), members paused (per rebalance,
 the live members that had to stop consuming at least one partition they kept before:
@@ -109,7 +110,7 @@ class Ledger:
         self.free_since: List[Optional[int]] = [None] * partitions
         self.ever = [False] * partitions
         self.unheld = partitions              # partitions no process holds
-        self.full_at: Optional[int] = None    # the first instant every partition was held
+        self.full_at: Optional[int] = None    # the group's first steady assignment (_Owned)
         self.gaps: List[Tuple[int, int, int]] = []           # (partition, from, to)
         self.revocations: List[tuple] = []    # (time, member, count, paused, rebalance key)
         self.rebalances: Dict[object, int] = {}               # key -> start (first seen)
@@ -125,8 +126,6 @@ class Ledger:
                     self.free_since[p] = None
             h.add(who)
             self.ever[p] = True
-        if self.full_at is None and self.unheld == 0:
-            self.full_at = now
 
     def release(self, who, parts, now: int) -> None:
         for p in parts:
@@ -162,12 +161,26 @@ class _Owned:
     def _init_owned(self, behaviour, partitions) -> None:
         self.ledgers = {gid: Ledger(_partitions_of(partitions, gid)) for gid in behaviour}
         self.owned: Dict[object, set] = defaultdict(set)
+        self.live: Dict[str, set] = defaultdict(set)     # each group's running processes
 
     def _take(self, c, parts) -> None:
         parts = set(parts) - self.owned[c]
         if parts:
             self.owned[c] |= parts
-            self.ledgers[c.group].take(c, sorted(parts), self.now)
+            ledger = self.ledgers[c.group]
+            ledger.take(c, sorted(parts), self.now)
+            if ledger.full_at is None and self._steady(c.group):
+                ledger.full_at = self.now
+
+    def _steady(self, gid: str) -> bool:
+        """Whether every partition has one owner and the running processes hold balanced
+        shares (sizes within one): the end of the group's formation, however the
+        protocol went about it (a consumer-protocol group first gives everything to its
+        first member, then moves partitions to each one that joins)."""
+        ledger = self.ledgers[gid]
+        sizes = [len(self.owned[c]) for c in self.live[gid]]
+        return (ledger.unheld == 0 and bool(sizes) and sum(sizes) == ledger.n
+                and max(sizes) - min(sizes) <= 1)
 
     def _release(self, c, parts, paused: bool) -> None:
         """c stops consuming `parts`; `paused`: a member that stays (a revocation of a
@@ -262,6 +275,7 @@ class ClassicSimulation(_Owned, ShardSimulation):
 
     def _join(self, c: _Client, rid: str) -> None:
         super()._join(c, rid)
+        self.live[c.group].add(c)
         if not self.cooperative:
             self._release(c, set(self.owned[c]), paused=True)
 
@@ -303,11 +317,14 @@ class ClassicSimulation(_Owned, ShardSimulation):
         if err in (_UNKNOWN, _ILLEGAL, _FENCED):
             self._release_all(c)          # lost: its generation is gone
         super()._on_error(c, err)
+        if not c.alive:                   # (fenced: the process stops)
+            self.live[c.group].discard(c)
 
     def _stop(self, c: _Client) -> None:
         if c.alive:
             self._release_all(c)
         super()._stop(c)
+        self.live[c.group].discard(c)
 
     def _poll_timeout(self, c: _Client) -> None:
         if c.alive:
@@ -403,6 +420,7 @@ class ConsumerSimulation(_Owned, ShardSimulation):
         c = _Client(inc, inst, self.heartbeat_ms, rto)
         c.rid = inc.member                 # Kafka 4's client makes its own member id
         c.gen = 0
+        self.live[c.group].add(c)
         if inc.end != "end":
             self._push(inc.stop_ms, _STOP, c)
         for a, b in inc.pauses:
@@ -462,6 +480,7 @@ class ConsumerSimulation(_Owned, ShardSimulation):
         elif err == _FENCED_INSTANCE:      # another process took its instance id: fatal
             self._lose(c)
             c.alive = False
+            self.live[c.group].discard(c)
         else:                              # retried after a backoff
             self._push(self.now + RETRY_BACKOFF_MS, _HB, c, c.epoch)
 
@@ -473,6 +492,7 @@ class ConsumerSimulation(_Owned, ShardSimulation):
             return
         self._lose(c)
         c.alive = False
+        self.live[c.group].discard(c)
         c.epoch += 1
         if c.inc.end != "crash" and c.gen > 0:
             self._send(c, self._leave_epoch(c))
