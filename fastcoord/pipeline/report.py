@@ -291,6 +291,14 @@ def protocol_section(wdir: str) -> List[str]:
     summary = read_results(wdir).get("protocol_summary")
     if summary is None:
         return []
+    settings = ""
+    try:
+        with open(os.path.join(wdir, "summary.json")) as f:
+            run = json.load(f).get("protocols") or {}
+        settings = (f" Simulated with {run['partitions']} partitions a group and a reaction "
+                    f"of {run['reaction_ms']} ms to each answer.")
+    except (OSError, ValueError, KeyError, TypeError):
+        pass                              # (tables without their run's settings: none said)
     parts = ["<h2>Rebalance protocols</h2>",
              "<p class='note'>The same consumers under classic eager rebalancing, classic "
              "cooperative rebalancing (KIP-429) and the consumer group protocol (KIP-848), "
@@ -298,7 +306,8 @@ def protocol_section(wdir: str) -> List[str]:
              "time a partition had no live owner (released, revoked or its owner crashed, "
              "until its next owner took it), over the same window for every row. Members "
              "paused: per rebalance, the staying members that had to stop consuming a "
-             "partition. Partitions revoked: a leaving member's included.</p>"]
+             "partition. Partitions revoked: a leaving member's included."
+             + html.escape(settings) + "</p>"]
     if summary.num_rows:
         parts.append(f'<img alt="protocol comparison" src="{plot_protocols(summary)}">')
     parts.append(html_table([h for _, h in PROTOCOL_COLUMNS],

@@ -73,7 +73,8 @@ def test_one_member_leaves(impl):
                    "consumer": (6000, 70000, 10000, 1, 0, 2)}
     out = _by_protocol(protocol_whatif(leave_trace(), [HB3], ["consumer"], partitions=4,
                                        impl=impl))
-    # (the window is the consumer run's own: its group is whole from 3000)
+    # (the window is the consumer run's own: a had all 4 from 0, b took 2 at 3000, the
+    # group's first steady assignment)
     assert out == {"consumer": (3000, 70000, 6000, 1, 0, 2)}
 
 
@@ -216,6 +217,7 @@ def test_cli_protocol(tmp_path, trace_path, capsys):
     with open(os.path.join(out, "report.html")) as f:
         page = f.read()
     assert "Rebalance protocols" in page and "classic-eager" in page
+    assert "with 4 partitions a group and a reaction of 0 ms" in page
     assert main(["whatif", trace_path, "--out", out, "--master", "none", "--impl", "pure",
                  "--session-timeout", "10s", "--static", "off"]) == 0
     assert not os.path.exists(os.path.join(out, "protocol_summary.parquet"))
