@@ -357,7 +357,7 @@ def _ingested(args, stats) -> None:
 def _protocol_args_refused(args) -> str:
     """What is wrong with --protocol / --partitions / --reaction, in one line ('' if
     nothing): an unknown or repeated protocol name, a partition count below 1, the
-    protocol options without --protocol."""
+    protocol options without --protocol. --protocol becomes the list of its names."""
     from .protocols import parse_protocols
     if args.protocol is None:
         if args.partitions is not None or args.reaction is not None:
