@@ -240,3 +240,20 @@ def test_cli_protocol_errors(tmp_path, trace_path, capsys, argv, message):
     assert len(err.splitlines()) == 1 and err.startswith("fastcoord whatif: ")
     assert message in err
     assert not (out / "summary.json").exists()
+
+
+def test_cli_protocol_with_spark(spark, tmp_path, trace_path):
+    """On Spark the grid runs as tasks and the protocol comparison in this process (it
+    reads the trace itself): the same rows as with --master none."""
+    docs = []
+    for master in ("local[2]", "none"):
+        out = str(tmp_path / master)
+        assert main(["whatif", trace_path, "--out", out, "--master", master, "--impl", "pure",
+                     "--session-timeout", "10s", "--static", "off", "--protocol",
+                     "classic-cooperative,consumer", "--partitions", "4"]) == 0
+        with open(os.path.join(out, "summary.json")) as f:
+            docs.append(json.load(f)["protocols"])
+    assert docs[0] == docs[1]
+    assert [r["partition_unavailable_s"] for r in docs[0]["summary"]] == [6.0, 10.0]
+    # the shared session was running before: the command must not have stopped it
+    assert spark.range(3).count() == 3
