@@ -30,6 +30,11 @@ def _durations(text: str) -> list:
     return values
 
 
+def _duration(text: str) -> int:
+    (value,) = _durations(text)
+    return value
+
+
 def _optional_durations(text: str) -> list:
     """Like _durations; 'trace' (None) stands for each consumer's own value from the
     trace."""
@@ -153,6 +158,16 @@ def add_parsers(sub) -> None:
                     help="do not add the baseline (session=trace static=trace: the settings "
                          "the trace ran with) when the grid lacks it; the report compares "
                          "every configuration with it")
+    wi.add_argument("--protocol", default=None, metavar="LIST",
+                    help="also compare rebalance protocols, each under every configuration: "
+                         "classic-eager, classic-cooperative, consumer (comma list); the "
+                         "simulated consumers own partitions (docs/pipeline-protocols.md)")
+    wi.add_argument("--partitions", type=int, default=None, metavar="N",
+                    help="with --protocol: partitions of each group's topic (default 12; a "
+                         "trace does not record them)")
+    wi.add_argument("--reaction", type=_duration, default=None, metavar="DURATION",
+                    help="with --protocol: how long a consumer takes to act on an answer "
+                         "(e.g. 100ms; default 0, as the what-if's zero latency)")
     rp = sub.add_parser("report", help="a self-contained HTML report of a replay (and what-if) "
                                        "output directory")
     rp.add_argument("dir", help="replay output directory (report.html is written there)")
@@ -349,11 +364,78 @@ def _ingested(args, stats) -> None:
                          f"{stats.unknown_event} unknown, {stats.out_of_order} out of order)")
 
 
+def _protocol_args_refused(args) -> str:
+    """What is wrong with --protocol / --partitions / --reaction, in one line ('' if
+    nothing): an unknown or repeated protocol name, a partition count below 1, the
+    protocol options without --protocol. --protocol becomes the list of its names."""
+    from .protocols import parse_protocols
+    if args.protocol is None:
+        if args.partitions is not None or args.reaction is not None:
+            return "--partitions and --reaction go with --protocol"
+        return ""
+    try:
+        args.protocol = parse_protocols(args.protocol)
+    except ValueError as exc:
+        return f"--protocol: {exc}"
+    if args.partitions is not None and args.partitions < 1:
+        return f"--partitions must be at least 1, got {args.partitions}"
+    return ""
+
+
+def _forget_protocols(out: str) -> None:
+    """An earlier run's protocol tables go: a report must not show them beside this run's."""
+    from .protocols import TABLES
+    for name in TABLES:
+        try:
+            os.unlink(os.path.join(out, f"{name}.parquet"))
+        except FileNotFoundError:
+            pass
+
+
+def _run_protocols(args, configs, good) -> dict:
+    """The protocol comparison (every configuration under each protocol, in this
+    process, on Spark runs too: it reads the trace here then); its tables to --out."""
+    from . import protocols
+    if good is None:
+        from .ingest import read_validated
+        _stage("whatif", f"reading {args.trace} for the protocol comparison")
+        good, _ = read_validated(args.trace)
+    partitions = args.partitions or protocols.DEFAULT_PARTITIONS
+    reaction = args.reaction or 0
+    _stage("whatif", f"protocols {', '.join(args.protocol)} x {len(configs)} configurations, "
+                     f"{partitions} partitions a group")
+    tables = _with_bar("whatif (configuration x protocol x shard)", lambda progress:
+                       protocols.protocol_whatif(good, configs, args.protocol,
+                                                 partitions=partitions, impl=args.impl,
+                                                 reaction_ms=reaction, progress=progress))
+    protocols.write_results(tables, args.out)
+    return {"names": args.protocol, "partitions": partitions, "reaction_ms": reaction,
+            "summary": tables["protocol_summary"].to_pylist()}
+
+
+def _with_bar(label: str, job):
+    """job(progress) with a progress bar on stderr from its first report (progress(done,
+    total)), closed when it returns; job's result."""
+    from .._progress import Progress
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = Progress(total, label)
+        bar.update(done)
+
+    try:
+        return job(progress)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 def _run_whatif(args) -> int:
     from . import trace, whatif
-    from .._progress import Progress
     os.makedirs(args.out, exist_ok=True)
-    refused = _refused_by_kafka(args)
+    refused = _refused_by_kafka(args) or _protocol_args_refused(args)
     if refused:
         print(f"fastcoord whatif: {refused}", file=sys.stderr)
         return 2
@@ -363,21 +445,14 @@ def _run_whatif(args) -> int:
         # the report's changes and recommendation are against the settings the trace ran with
         configs.append(whatif.BASELINE)
     _forget_ingest(args.out)
+    _forget_protocols(args.out)
     _stage("whatif", f"{len(configs)} configurations: " + "; ".join(c.label for c in configs))
     t0 = time.perf_counter()
+    good = None                       # the trace's rows, when read in this process
     if args.master == "none":
         good, stats = _ingest(args)
-        bar = None
-
-        def progress(done: int, total: int) -> None:
-            nonlocal bar
-            if bar is None:
-                bar = Progress(total, "whatif (configuration x shard)")
-            bar.update(done)
-
-        tables = whatif.whatif_local(good, configs, impl=args.impl, progress=progress)
-        if bar is not None:
-            bar.close()
+        tables = _with_bar("whatif (configuration x shard)", lambda progress:
+                           whatif.whatif_local(good, configs, impl=args.impl, progress=progress))
     else:
         stats = trace.IngestStats()
         tables = _on_spark(args, "reading the trace and simulating (configuration, shard) "
@@ -385,10 +460,12 @@ def _run_whatif(args) -> int:
                            lambda session: whatif.whatif_spark(session, args.trace, configs,
                                                                impl=args.impl, stats=stats))
         _ingested(args, stats)
+    meta = {"trace": os.path.abspath(args.trace), "impl": args.impl, "master": args.master,
+            "ingest": stats.as_dict()}
+    if args.protocol is not None:
+        meta["protocols"] = _run_protocols(args, configs, good)
     whatif.write_results(tables, args.out, configs,
-                         meta={"trace": os.path.abspath(args.trace), "impl": args.impl,
-                               "master": args.master, "ingest": stats.as_dict(),
-                               "seconds": round(time.perf_counter() - t0, 3)})
+                         meta=dict(meta, seconds=round(time.perf_counter() - t0, 3)))
     print(f"fastcoord whatif: {len(configs)} configurations, {stats.rows_ok} events -> {args.out}")
     for row in tables["summary"].to_pylist():
         p50, p99 = row["crash_detect_p50_ms"], row["crash_detect_p99_ms"]
@@ -397,4 +474,8 @@ def _run_whatif(args) -> int:
               f"{row['false_expirations']:4d}  crash detection p50/p99 "
               f"{p50 / 1000 if p50 >= 0 else float('nan'):.1f}/"
               f"{p99 / 1000 if p99 >= 0 else float('nan'):.1f}s")
+    for row in (meta.get("protocols") or {}).get("summary", []):
+        print(f"  {row['protocol']:<20} {row['label']:<40} partition-unavailable "
+              f"{row['partition_unavailable_s']:10.1f}s  members paused per rebalance "
+              f"{row['members_paused_per_rebalance']:5.2f}  rebalances {row['rebalances']:5d}")
     return 0

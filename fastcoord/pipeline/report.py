@@ -520,6 +520,68 @@ def _whatif_section(w: dict) -> List[str]:
     return parts
 
 
+PROTOCOL_COLUMNS = [("label", "configuration"), ("protocol", "protocol"),
+                    ("partitions", "partitions"),
+                    ("partition_unavailable_s", "partition-unavailable (s)"),
+                    ("unavailable_fraction", "fraction of partition-time"),
+                    ("rebalances", "rebalances"), ("members_paused", "members paused"),
+                    ("members_paused_per_rebalance", "paused per rebalance"),
+                    ("partitions_revoked", "partitions revoked")]
+
+
+def plot_protocols(summary: pa.Table) -> str:
+    """Partition-unavailable seconds: a group of bars per configuration, one per protocol."""
+    import numpy as np
+    rows = summary.to_pylist()
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    protocols = list(dict.fromkeys(r["protocol"] for r in rows))
+    x = np.arange(len(labels))
+    width = 0.8 / max(1, len(protocols))
+    fig = Figure(figsize=(9, 3.4))
+    ax = fig.add_subplot(1, 1, 1)
+    for i, proto in enumerate(protocols):
+        value = {r["label"]: r["partition_unavailable_s"] for r in rows if r["protocol"] == proto}
+        ax.bar(x + (i - (len(protocols) - 1) / 2) * width, [value.get(lb, 0.0) for lb in labels],
+               width=width, label=proto)
+    ax.set_xticks(x)
+    ax.set_xticklabels([lb.replace(" ", "\n") for lb in labels], fontsize=7)
+    ax.set_ylabel("partition-unavailable (s)")
+    ax.set_title("Partition-unavailable time by rebalance protocol")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def protocol_section(wdir: str) -> List[str]:
+    """The protocol comparison of a what-if run with --protocol (nothing without one)."""
+    from .protocols import read_results
+    summary = read_results(wdir).get("protocol_summary")
+    if summary is None:
+        return []
+    settings = ""
+    try:
+        with open(os.path.join(wdir, "summary.json")) as f:
+            run = json.load(f).get("protocols") or {}
+        settings = (f" Simulated with {run['partitions']} partitions a group and a reaction "
+                    f"of {run['reaction_ms']} ms to each answer.")
+    except (OSError, ValueError, KeyError, TypeError):
+        pass                              # (tables without their run's settings: none said)
+    parts = ["<h2>Rebalance protocols</h2>",
+             "<p class='note'>The same consumers under classic eager rebalancing, classic "
+             "cooperative rebalancing (KIP-429) and the consumer group protocol (KIP-848), "
+             "each owning partitions (docs/pipeline-protocols.md). Partition-unavailable: "
+             "time a partition had no live owner (released, revoked or its owner crashed, "
+             "until its next owner took it), over the same window for every row. Members "
+             "paused: per rebalance, the staying members that had to stop consuming a "
+             "partition. Partitions revoked: a leaving member's included."
+             + html.escape(settings) + "</p>"]
+    if summary.num_rows:
+        parts.append(f'<img alt="protocol comparison" src="{plot_protocols(summary)}">')
+    parts.append(html_table([h for _, h in PROTOCOL_COLUMNS],
+                            [[r[c] for c, _ in PROTOCOL_COLUMNS] for r in summary.to_pylist()],
+                            text_cols=2))
+    return parts
+
+
 def write_report(directory: str, *, whatif_dir: Optional[str] = None, top: int = 20,
                  progress: Optional[Callable[[str], None]] = None) -> str:
     """Write DIR/report.html; returns its path."""
@@ -545,6 +607,7 @@ def write_report(directory: str, *, whatif_dir: Optional[str] = None, top: int =
     if w is not None:
         say(f"plotting the what-if ({wdir})")
         parts += _whatif_section(w)
+        parts += protocol_section(wdir)
     doc = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>fastcoord report</title>"
            f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>")
     path = os.path.join(directory, "report.html")
