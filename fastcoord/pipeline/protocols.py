@@ -60,8 +60,8 @@ from ..core.store import InMemoryStore
 from ._gc import fewer_collections
 from .replay import NUM_SHARDS, member_ids, rows_table, sort_canonical, split_by_shard
 from .whatif import (_FENCED, _HB, _ILLEGAL, _JOINED, _NONE, _POLL, _REJOIN, _START, _STOP,
-                     _SYNCED, _UNKNOWN, COLUMNS, RETRY_BACKOFF_MS, Incarnation, ShardSimulation,
-                     WhatIfConfig, _Client, derive_behaviour)
+                     _SYNCED, _UNKNOWN, COLUMNS, DEFAULT_SESSION_MS, RETRY_BACKOFF_MS, Incarnation,
+                     ShardSimulation, WhatIfConfig, _Client, derive_behaviour)
 
 PROTOCOLS = ("classic-eager", "classic-cooperative", "consumer")
 _TOPIC = "t"                      # the classic assignors' one topic (a name of their own)
@@ -347,6 +347,12 @@ class ConsumerSimulation(_Owned, ShardSimulation):
                  partitions: Union[int, Mapping[str, int]], reaction_ms: int = 0, **kw):
         super().__init__(behaviour, config, **kw)
         self.reaction_ms = reaction_ms
+        # The consumer protocol's session timeout is the group's (a broker config), not
+        # each consumer's: the grid's, else (the baseline's "trace") the median of what
+        # the trace's consumers carried
+        sessions = sorted(self._session_of(i) for incs in behaviour.values() for i in incs)
+        self.session = config.session_timeout_ms or (
+            sessions[len(sessions) // 2] if sessions else DEFAULT_SESSION_MS)
         hb = config.heartbeat_interval_ms or CONSUMER_HEARTBEAT_MS
         self.heartbeat_ms = hb if hb < self.session else max(1, self.session // 3)
         self.losses: Dict[object, int] = defaultdict(int)    # times each process lost all
@@ -417,7 +423,7 @@ class ConsumerSimulation(_Owned, ShardSimulation):
         inst = (inc.instance_id or inc.slot) if cfg.static == "on" else (
             None if cfg.static == "off" else inc.instance_id)
         rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or self.session
-        c = _Client(inc, inst, self.heartbeat_ms, rto)
+        c = _Client(inc, inst, self.heartbeat_ms, rto, self.session)
         c.rid = inc.member                 # Kafka 4's client makes its own member id
         c.gen = 0
         self.live[c.group].add(c)
@@ -512,11 +518,11 @@ class ConsumerSimulation(_Owned, ShardSimulation):
 
 def simulate(protocol: str, behaviour: Dict[str, List[Incarnation]], config: WhatIfConfig, *,
              partitions: Union[int, Mapping[str, int]], config_id: int = 0, shard: int = 0,
-             horizon: int, impl: Optional[str] = None, num_shards: int = NUM_SHARDS,
-             reaction_ms: int = 0) -> Dict[str, Ledger]:
-    """One (configuration, protocol, shard) run up to `horizon`: each group's ledger."""
-    end = horizon - config.session_timeout_ms     # (the simulations run a session past end_ms)
-    kw = dict(partitions=partitions, config_id=config_id, shard=shard, end_ms=end, impl=impl,
+             end_ms: int, horizon: int, impl: Optional[str] = None,
+             num_shards: int = NUM_SHARDS, reaction_ms: int = 0) -> Dict[str, Ledger]:
+    """One (configuration, protocol, shard) run of a trace ending at `end_ms`, measured up
+    to `horizon` (the same for every run): each group's ledger."""
+    kw = dict(partitions=partitions, config_id=config_id, shard=shard, end_ms=end_ms, impl=impl,
               num_shards=num_shards, reaction_ms=reaction_ms)
     if protocol == "consumer":
         sim = ConsumerSimulation(behaviour, config, **kw).run()
@@ -565,7 +571,12 @@ def protocol_whatif(table: pa.Table, configs: Sequence[WhatIfConfig],
     if table.num_rows:
         import pyarrow.compute as pc
         end_ms = pc.max(table.column("time_ms")).as_py()
-        horizon = end_ms + max(c.session_timeout_ms for c in configs)
+        # a configuration that takes the trace's sessions ("trace": None) may run to the
+        # longest the trace carried, or Kafka's default for consumers that carried none
+        carried = pc.max(table.column("session_timeout_ms")).as_py() \
+            if "session_timeout_ms" in table.column_names else None
+        longest = max(carried or 0, DEFAULT_SESSION_MS)
+        horizon = end_ms + max(c.session_timeout_ms or longest for c in configs)
         by_shard = split_by_shard(table, num_shards)
         done, total = 0, len(by_shard) * len(configs) * len(protocols)
         for shard, rows in by_shard.items():
@@ -574,7 +585,8 @@ def protocol_whatif(table: pa.Table, configs: Sequence[WhatIfConfig],
                 for proto in protocols:
                     runs[(ci, proto, shard)] = simulate(
                         proto, behaviour, cfg, partitions=partitions, config_id=ci,
-                        shard=shard, horizon=horizon, impl=impl, num_shards=num_shards,
+                        shard=shard, end_ms=end_ms, horizon=horizon, impl=impl,
+                        num_shards=num_shards,
                         reaction_ms=reaction_ms)
                     done += 1
                     if progress is not None:
