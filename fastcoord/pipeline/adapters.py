@@ -198,6 +198,8 @@ def from_kafka_log(source, tz=None) -> Tuple[pa.Table, IngestStats]:
                 t = int(round(done - float(rec.get("totalTimeMs") or 0.0)))
             else:
                 t = int(rec["startTimeMs"])
+            if _int(t, 64) is None:
+                raise OverflowError("a time no int64 holds")
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             stats.rows_in += 1
             stats.note("malformed", line.strip())
@@ -210,20 +212,23 @@ def from_kafka_log(source, tz=None) -> Tuple[pa.Table, IngestStats]:
             stats.rows_in += 1
             stats.note("unknown_event", line.strip())
             continue
+        # (each value of the type its column takes, else null: a null group or member
+        # makes the row malformed in validate, a null elsewhere is an unknown)
         member, instance = _identity(event, req, resp)
-        connection = rec.get("connection") if isinstance(rec.get("connection"), str) else None
-        row = {"seq": len(rows), "time_ms": t, "group_id": req.get("groupId"),
+        row = {"seq": len(rows), "time_ms": t, "group_id": _text(req.get("groupId")),
                "member_id": member, "instance_id": instance, "event": event,
-               "generation": req.get("generationId", req.get("generationIdOrMemberEpoch",
-                                                             req.get("memberEpoch"))),
-               "client_id": header.get("clientId"), "error": resp.get("errorCode"),
-               "connection": connection}
+               "generation": _int(req.get("generationId", req.get(
+                   "generationIdOrMemberEpoch", req.get("memberEpoch"))), 32),
+               "client_id": _text(header.get("clientId")),
+               "error": _int(resp.get("errorCode"), 16),
+               "connection": _text(rec.get("connection"))}
         if event == "join":
-            row["session_timeout_ms"] = req.get("sessionTimeoutMs")
-            row["rebalance_timeout_ms"] = req.get("rebalanceTimeoutMs")
-            row["protocol_type"] = req.get("protocolType")
+            row["session_timeout_ms"] = _int(req.get("sessionTimeoutMs"), 32)
+            row["rebalance_timeout_ms"] = _int(req.get("rebalanceTimeoutMs"), 32)
+            row["protocol_type"] = _text(req.get("protocolType"))
             protocols = req.get("protocols")
-            row["protocols"] = [p.get("name") for p in protocols if isinstance(p, dict)] \
+            row["protocols"] = [p["name"] for p in protocols
+                                if isinstance(p, dict) and isinstance(p.get("name"), str)] \
                 if isinstance(protocols, list) else []
         rows.append(row)
     if not read:
@@ -244,13 +249,26 @@ def _identity(event: str, req: dict, resp: dict) -> Tuple[Optional[str], Optiona
     join that stays "" was given no id (answered with an error such as
     COORDINATOR_LOAD_IN_PROGRESS): it is no one's first join, and is not linked to a
     later request (its client's next join asks afresh with "")."""
-    member = req.get("memberId")
-    instance = req.get("groupInstanceId")
+    member = _text(req.get("memberId"))
+    instance = _text(req.get("groupInstanceId"))
     members = req.get("members")
     if event == "leave" and member is None and isinstance(members, list) and members \
             and isinstance(members[0], dict):
-        member, instance = members[0].get("memberId"), members[0].get("groupInstanceId")
-    if event in ("join", "consumer_heartbeat") and not member and resp.get("memberId"):
+        member = _text(members[0].get("memberId"))
+        instance = _text(members[0].get("groupInstanceId"))
+    if event in ("join", "consumer_heartbeat") and not member and _text(resp.get("memberId")):
         member = resp["memberId"]        # the id the broker gave this first join
     return member, instance
+
+
+def _text(value) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+def _int(value, bits: int) -> Optional[int]:
+    """`value` if it is an integer a signed `bits`-bit column holds, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) \
+            and -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        return value
+    return None
 

@@ -231,3 +231,26 @@ def test_behaviour_knows_processes_by_connection_not_client_id():
     got = {i.member: (i.slot, i.start_ms) for i in incs}
     assert got == {"x1": ("x1", 0), "y1": ("y1", 100), "z1": ("z1", 20000),
                    "x2": ("x1", 21000)}
+
+
+def test_values_of_the_wrong_type_are_counted_not_fatal():
+    """A file's bytes are hostile: a field of another type than Kafka writes (a number
+    for a group id, a string for a generation, a list for protocols, a time no int64
+    holds) is null in its row (a null group or member: the row is malformed), never
+    a pyarrow error out of the conversion (before: ArrowTypeError)."""
+    def line(request, response=None, total=0.5, key=12):
+        rec = {"requestHeader": {"requestApiKey": key, "clientId": 7}, "request": request,
+               "response": response or {"errorCode": 0}, "connection": 3, "totalTimeMs": total}
+        return f"[2024-05-01 10:00:00,000] DEBUG Completed request:{json.dumps(rec)}"
+    lines = [line({"groupId": 5, "memberId": "m", "generationId": "x"}),
+             line({"groupId": "g", "memberId": ["m"], "groupInstanceId": {}}, {"errorCode": "0"}),
+             line({"groupId": "g", "memberId": "m", "generationId": 1 << 40}, total=-1e300),
+             line({"groupId": "g", "memberId": "m", "protocols": "range",
+                   "sessionTimeoutMs": True, "protocolType": 1}, key=11),
+             line({"groupId": "g", "memberId": "m", "generationId": 1 << 40})]
+    table, stats = from_kafka_log(lines)
+    assert (stats.malformed, stats.rows_ok) == (3, 2)
+    join, heartbeat = table.to_pylist()
+    assert (join["protocols"], join["session_timeout_ms"], join["protocol_type"]) == ([], None, None)
+    assert (heartbeat["generation"], heartbeat["client_id"], heartbeat["connection"]) == \
+        (None, None, None)
