@@ -141,7 +141,7 @@ def add_parsers(sub) -> None:
     conv.add_argument("out")
     conv.add_argument("--format", choices=["fastcoord", "kafka"], default="fastcoord")
     conv.add_argument("--time-zone", default="UTC", metavar="NAME",
-                      help="the zone of a Kafka log's times that carry no offset (the "
+                      help="--format kafka: the zone of the log's times that carry no offset (the "
                            "broker's local time): an IANA name such as Europe/Berlin; "
                            "default UTC")
     _job_parser(sub, "replay", "replay a trace through the coordinator, per shard")

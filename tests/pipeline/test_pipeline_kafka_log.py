@@ -18,6 +18,12 @@ from fastcoord.pipeline.whatif import derive_behaviour
 SAMPLE = os.path.join(os.path.dirname(__file__), "data", "kafka-request.log")
 _GROUP_APIS = {8, 11, 12, 13, 14}
 LOAD_IN_PROGRESS, MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID = 14, 79, 25
+# RequestConvertToJson.requestDescMetrics' fields, in its order (temporaryMemoryBytes and
+# messageConversionsTime only when above 0: never for the group APIs)
+KAFKA_FIELDS = ["isForwarded", "requestHeader", "request", "response", "connection",
+                "totalTimeMs", "requestQueueTimeMs", "localTimeMs", "remoteTimeMs",
+                "throttleTimeMs", "responseQueueTimeMs", "sendTimeMs", "securityProtocol",
+                "principal", "listener", "clientInformation"]
 
 
 def _heartbeat(stamp: str, total: float = 0.5, conn="10.0.0.5:9092-10.0.1.7:40312-3") -> str:
@@ -142,7 +148,9 @@ def _logged(path):
     out = []
     with open(path) as f:
         for line in f:
+            assert line.startswith("[") and line.endswith(" (kafka.request.logger)\n")
             rec = json.loads(line[line.index("{"):line.rindex("}") + 1])
+            assert list(rec) == KAFKA_FIELDS
             if rec["requestHeader"]["requestApiKey"] not in _GROUP_APIS:
                 continue
             stamp = line[1:line.index("]")]
