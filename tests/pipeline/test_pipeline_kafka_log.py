@@ -3,6 +3,7 @@ broker's time zone, a log of something else, and who a request is (member ids an
 connection, never the client id), on a sample written the way Kafka writes it
 (data/kafka-request.log: RequestConvertToJson's fields under the stock pattern
 `[%d] %p %m (%c)%n`, two librdkafka consumers sharing the client id "rdkafka")."""
+import importlib.util
 import json
 import os
 from datetime import datetime, timezone
@@ -12,7 +13,7 @@ import pytest
 pytest.importorskip("pyarrow")
 from fastcoord.pipeline.adapters import LogFormatError, from_kafka_log
 from fastcoord.pipeline.replay import replay_local
-from fastcoord.pipeline.trace import from_rows, read_trace
+from fastcoord.pipeline.trace import from_rows, read_trace, write_trace
 from fastcoord.pipeline.whatif import derive_behaviour
 
 SAMPLE = os.path.join(os.path.dirname(__file__), "data", "kafka-request.log")
@@ -180,13 +181,28 @@ def test_the_sample_replays_to_kafkas_answers_at_the_arrival_times(impl, tmp_pat
     assert main(["trace", "convert", "--format", "kafka", SAMPLE, out]) == 0
     trace = read_trace(out)
     rows = trace.to_pylist()
-    logged = _logged(SAMPLE)
-    assert [r["time_ms"] for r in rows] == [arrived for arrived, _, _ in logged]
+    assert [r["time_ms"] for r in rows] == [arrived for arrived, _, _ in _logged(SAMPLE)]
     assert {r["client_id"] for r in rows} == {"rdkafka"}
     assert len({r["connection"] for r in rows}) == 2
     assert len({r["member_id"] for r in rows if r["member_id"]}) == 2
-    got = {r["seq"]: r for r in replay_local(trace, impl=impl)["responses"].to_pylist()}
-    assert sorted(got) == list(range(len(rows)))
+    _assert_kafkas_answers(replay_local(trace, impl=impl)["responses"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyspark") is None, reason="no pyspark")
+def test_the_sample_replays_to_kafkas_answers_on_spark(spark, tmp_path):
+    """The same on Spark, which ships the trace's rows to its workers by shard."""
+    from fastcoord.pipeline.spark import replay_spark
+    trace, _ = from_kafka_log(SAMPLE)
+    path = str(tmp_path / "t.parquet")
+    write_trace(trace, path)
+    _assert_kafkas_answers(replay_spark(spark, path)["responses"])
+
+
+def _assert_kafkas_answers(responses):
+    """Every request of the sample got Kafka's answer when Kafka gave it."""
+    logged = _logged(SAMPLE)
+    got = {r["seq"]: r for r in responses.to_pylist()}
+    assert sorted(got) == list(range(len(logged)))
     for seq, (arrived, done, error) in enumerate(logged):
         r = got[seq]
         assert r["time_ms"] == arrived
