@@ -8,21 +8,29 @@ and never fatal.
   does not carry the member id a first join was given; a join with member "" takes
   the id of the next request from the same (group, client, host) that has one.
 - `from_kafka_log`: Apache Kafka's `kafka.request.logger` lines at DEBUG:
-  "... Completed request:{"requestHeader":{"requestApiKey":11,...,"clientId":...},
-  "request":{...},"response":{...},...}". JoinGroup (11), SyncGroup (14),
-  Heartbeat (12), LeaveGroup (13) and OffsetCommit (8) become events; other APIs are
-  counted as unknown_event, ConsumerGroupHeartbeat (68) is carried. A line is written
-  once its answer is sent: the request's time is the line's timestamp
-  ("[2024-05-01 10:00:00,123]") less its "totalTimeMs" (else "startTimeMs"), so a
-  parked join sits at its arrival, before the heartbeats that completed while it
-  waited (the replay orders rows by time).
+  "[time] DEBUG Completed request:{"isForwarded":false,"requestHeader":{"requestApiKey":
+  11,...,"clientId":...},"request":{...},"response":{...},"connection":...,
+  "totalTimeMs":...,...} (kafka.request.logger)" (RequestConvertToJson.requestDescMetrics).
+  JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13) and OffsetCommit (8)
+  become events; other APIs are counted as unknown_event, ConsumerGroupHeartbeat (68)
+  is carried. A line is written once its answer is sent: the request's time is the
+  line's time less its "totalTimeMs" (else "startTimeMs"), so a parked join sits at its
+  arrival, before the heartbeats that completed while it waited (the replay orders rows
+  by time). The time: log4j's stock "[2024-05-01 10:00:00,123]" or log4j2's ISO-8601
+  ("2024-05-01T10:00:00,005", ".005"), brackets optional, in the zone given (UTC by
+  default) unless the line carries an offset. A member is who its member ids say (the
+  request's, or the answer's for a first join) and its connection, never its client id.
+  A log none of whose lines is a request-logger line is a LogFormatError (the one fatal
+  case: a log of something else, not a log with bad lines).
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
-from datetime import datetime, timezone
-from typing import Iterable, List, Tuple
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Iterable, List, Optional, Tuple
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pyarrow as pa
 
@@ -100,61 +108,177 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
 
 
 _DECODER = json.JSONDecoder()
-_TS = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+_MARK = "Completed request:"
+# The time a request-logger line starts with, brackets optional: log4j's stock %d
+# ("2024-05-01 10:00:00,123", Kafka's `[%d] %p %m (%c)%n`), log4j2's ISO-8601
+# ("2024-05-01T10:00:00,005", or a dot before the millis), and an optional offset
+# ("Z", "+02", "+0200", "+02:00") that says where the clock was.
+_STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d{1,9}))?"
+                    r"(Z|[+-]\d\d(?::?\d\d)?)?")
+
+FOLD_SLACK_MS = 60_000      # how far a line's time may fall before its predecessor's
 
 
-def from_kafka_log(source) -> Tuple[pa.Table, IngestStats]:
+class LogFormatError(ValueError):
+    """A log none of whose lines is a request-log line in a known format."""
+
+
+def time_zone(name) -> tzinfo:
+    """The zone a log's times without an offset were written in: None or "UTC" is UTC,
+    else an IANA name (zoneinfo: "Europe/Berlin"), or a tzinfo as it is. ValueError
+    naming it when there is no such zone."""
+    if name is None or name == "UTC":
+        return timezone.utc
+    if isinstance(name, tzinfo):
+        return name
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r} (an IANA name such as "
+                         "Europe/Berlin, or UTC)") from None
+
+
+def _offset(text: str) -> timezone:
+    if text == "Z":
+        return timezone.utc
+    digits = text[1:].replace(":", "")
+    delta = timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0))
+    return timezone(-delta if text[0] == "-" else delta)
+
+
+def _stamp_ms(m: "re.Match", zone: tzinfo, last_ms: Optional[float]) -> float:
+    """A line's time in ms since the epoch. An offset in the line wins over `zone`.
+    A wall time the zone has twice (the hour repeated when clocks go back) is the first
+    of the two, unless that is more than FOLD_SLACK_MS before the previous line's
+    (`last_ms`): lines are written in time order (to within the ms threads race by), so
+    the log has passed the first one and this is the second. (Undecidable: a log silent
+    from the first pass into the second.) A wall time in the hour skipped when clocks go
+    forward (no correct clock writes one) is read with the offset before the change."""
+    first, second = _second_ms(m.group(1, 2, 3, 4, 5, 6), m.group(8), zone)
+    frac = m.group(7)
+    ms = int((frac + "00000")[:6]) / 1000 if frac else 0.0
+    if second > first and last_ms is not None and last_ms - (first + ms) > FOLD_SLACK_MS:
+        return second + ms
+    return first + ms
+
+
+@functools.lru_cache(maxsize=4096)
+def _second_ms(date_time: Tuple[str, ...], offset: Optional[str], zone: tzinfo
+               ) -> Tuple[float, float]:
+    """A whole second of a line's time, in ms since the epoch, read as its first and as
+    its second pass (the same but in a fold). Cached: a log's lines share their seconds."""
+    naive = datetime(*(int(v) for v in date_time))
+    if offset:
+        at = naive.replace(tzinfo=_offset(offset)).timestamp() * 1000
+        return at, at
+    return (naive.replace(tzinfo=zone).timestamp() * 1000,
+            naive.replace(tzinfo=zone, fold=1).timestamp() * 1000)
+
+
+def from_kafka_log(source, tz=None) -> Tuple[pa.Table, IngestStats]:
+    """`tz`: the zone of the lines' times that carry no offset (default UTC;
+    see time_zone). Raises LogFormatError naming the first line when no line is a
+    request-logger line in a known format (a log of something else, or an empty one)."""
+    zone = time_zone(tz)
     stats = IngestStats()
     rows: List[dict] = []
-    for line in _lines(source):
+    read = 0                # lines read as request-logger lines (of any API)
+    first_bad = None        # (line number, line) of the first line that was not
+    last_ms = None          # the previous line's time (a fold's second pass)
+    for number, line in enumerate(_lines(source), 1):
         if not line.strip():
             continue
-        at = line.find("Completed request:")
-        if at < 0:
-            stats.rows_in += 1
-            stats.note("malformed", line.strip())
-            continue
+        at = line.find(_MARK)
         try:
-            rec, _ = _DECODER.raw_decode(line[at + len("Completed request:"):].lstrip())
+            if at < 0:
+                raise ValueError("not a request-logger line")
+            rec, _ = _DECODER.raw_decode(line[at + len(_MARK):].lstrip())
             header = rec["requestHeader"]
             key = int(header["requestApiKey"])
             req = rec.get("request") or {}
             resp = rec.get("response") or {}
-            m = _TS.search(line[:at])
+            if not (isinstance(req, dict) and isinstance(resp, dict)):
+                raise TypeError("request or response not an object")
+            m = _STAMP.search(line, 0, at)
             if m:
                 # Kafka's request logger writes the line once the answer is sent
                 # (RequestChannel.updateRequestMetrics): the request arrived
                 # totalTimeMs before the line's time
-                dt = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
-                done = dt.replace(tzinfo=timezone.utc).timestamp() * 1000
+                last_ms = done = _stamp_ms(m, zone, last_ms)
                 t = int(round(done - float(rec.get("totalTimeMs") or 0.0)))
             else:
                 t = int(rec["startTimeMs"])
-        except (ValueError, KeyError, TypeError, AttributeError):
+            if _int(t, 64) is None:
+                raise OverflowError("a time no int64 holds")
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
             stats.rows_in += 1
             stats.note("malformed", line.strip())
+            if first_bad is None:
+                first_bad = (number, line.strip())
             continue
+        read += 1
         event = _KEY_EVENTS.get(key)
         if event is None:
             stats.rows_in += 1
             stats.note("unknown_event", line.strip())
             continue
-        member = req.get("memberId")
-        instance = req.get("groupInstanceId")
-        if event == "leave" and member is None and req.get("members"):
-            first = req["members"][0]
-            member, instance = first.get("memberId"), first.get("groupInstanceId")
-        if event in ("join", "consumer_heartbeat") and not member and resp.get("memberId"):
-            member = resp["memberId"]        # the id the broker gave this first join
-        row = {"seq": len(rows), "time_ms": t, "group_id": req.get("groupId"),
+        # (each value of the type its column takes, else null: a null group or member
+        # makes the row malformed in validate, a null elsewhere is an unknown)
+        member, instance = _identity(event, req, resp)
+        row = {"seq": len(rows), "time_ms": t, "group_id": _text(req.get("groupId")),
                "member_id": member, "instance_id": instance, "event": event,
-               "generation": req.get("generationId", req.get("generationIdOrMemberEpoch",
-                                                             req.get("memberEpoch"))),
-               "client_id": header.get("clientId"), "error": resp.get("errorCode")}
+               "generation": _int(req.get("generationId", req.get(
+                   "generationIdOrMemberEpoch", req.get("memberEpoch"))), 32),
+               "client_id": _text(header.get("clientId")),
+               "error": _int(resp.get("errorCode"), 16),
+               "connection": _text(rec.get("connection"))}
         if event == "join":
-            row["session_timeout_ms"] = req.get("sessionTimeoutMs")
-            row["rebalance_timeout_ms"] = req.get("rebalanceTimeoutMs")
-            row["protocol_type"] = req.get("protocolType")
-            row["protocols"] = [p.get("name") for p in req.get("protocols") or []]
+            row["session_timeout_ms"] = _int(req.get("sessionTimeoutMs"), 32)
+            row["rebalance_timeout_ms"] = _int(req.get("rebalanceTimeoutMs"), 32)
+            row["protocol_type"] = _text(req.get("protocolType"))
+            protocols = req.get("protocols")
+            row["protocols"] = [p["name"] for p in protocols
+                                if isinstance(p, dict) and isinstance(p.get("name"), str)] \
+                if isinstance(protocols, list) else []
         rows.append(row)
+    if not read:
+        if first_bad is None:
+            raise LogFormatError("no request-logger line: the log is empty")
+        number, text = first_bad
+        raise LogFormatError(
+            f"no line is a Kafka request-logger line in a known format (a time such as "
+            f"[2024-05-01 10:00:00,123] or 2024-05-01T10:00:00.123, then "
+            f"'{_MARK}{{...}}'); the first, line {number}: {text[:80]!r}")
     return _finish(rows, stats)
+
+
+def _identity(event: str, req: dict, resp: dict) -> Tuple[Optional[str], Optional[str]]:
+    """(member id, group.instance.id) of a Kafka request: the member id it carries, else
+    (a first join, a first ConsumerGroupHeartbeat) the one its answer gave it. Never the
+    client id: consumers on one host often share one (librdkafka's is "rdkafka"). A
+    join that stays "" was given no id (answered with an error such as
+    COORDINATOR_LOAD_IN_PROGRESS): it is no one's first join, and is not linked to a
+    later request (its client's next join asks afresh with "")."""
+    member = _text(req.get("memberId"))
+    instance = _text(req.get("groupInstanceId"))
+    members = req.get("members")
+    if event == "leave" and member is None and isinstance(members, list) and members \
+            and isinstance(members[0], dict):
+        member = _text(members[0].get("memberId"))
+        instance = _text(members[0].get("groupInstanceId"))
+    if event in ("join", "consumer_heartbeat") and not member and _text(resp.get("memberId")):
+        member = resp["memberId"]        # the id the broker gave this first join
+    return member, instance
+
+
+def _text(value) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+def _int(value, bits: int) -> Optional[int]:
+    """`value` if it is an integer a signed `bits`-bit column holds, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) \
+            and -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        return value
+    return None
+

@@ -107,13 +107,24 @@ def _stage(command: str, text: str) -> None:
 def _convert(args) -> int:
     """trace convert: a request log -> trace. A log that is not there, or of which no
     line is a request of the format given, is an error naming the file or its first
-    line (not an empty trace)."""
+    line (not an empty trace); so is a --time-zone that names no zone."""
     from . import adapters, trace      # (run has checked the spark extra is there)
+    try:
+        zone = adapters.time_zone(args.time_zone)
+    except ValueError as exc:
+        print(f"fastcoord trace convert: --time-zone: {exc}", file=sys.stderr)
+        return 2
     if not os.path.isfile(args.log):
         print(f"fastcoord trace convert: {args.log}: no such file", file=sys.stderr)
         return 2
-    fn = adapters.from_kafka_log if args.format == "kafka" else adapters.from_fastcoord_log
-    table, stats = fn(args.log)
+    try:
+        if args.format == "kafka":
+            table, stats = adapters.from_kafka_log(args.log, tz=zone)
+        else:
+            table, stats = adapters.from_fastcoord_log(args.log)
+    except adapters.LogFormatError as exc:
+        print(f"fastcoord trace convert: {args.log}: {exc}", file=sys.stderr)
+        return 2
     if stats.rows_in and not stats.rows_ok and stats.malformed:
         first = stats.examples[0].split(": ", 1)[-1] if stats.examples else ""
         print(f"fastcoord trace convert: {args.log}: no line is a {args.format} request-log "
@@ -138,6 +149,10 @@ def add_parsers(sub) -> None:
     conv.add_argument("log")
     conv.add_argument("out")
     conv.add_argument("--format", choices=["fastcoord", "kafka"], default="fastcoord")
+    conv.add_argument("--time-zone", default="UTC", metavar="NAME",
+                      help="--format kafka: the zone of the log's times that carry no offset (the "
+                           "broker's local time): an IANA name such as Europe/Berlin; "
+                           "default UTC")
     _job_parser(sub, "replay", "replay a trace through the coordinator, per shard")
     wi = _job_parser(sub, "whatif", "closed-loop simulation of the trace's consumers under a "
                                     "grid of group settings")

@@ -160,5 +160,6 @@ def _table(rows: List[list]) -> pa.Table:
             "generation": pa.array(cols[10], pa.int32()),
             "protocol_type": pa.array(cols[7], pa.string()),
             "protocols": pa.array(cols[8], pa.list_(pa.string())),
-            "client_id": pa.array(cols[9], pa.string()), "error": pa.array(cols[11], pa.int16())}
+            "client_id": pa.array(cols[9], pa.string()), "error": pa.array(cols[11], pa.int16()),
+            "connection": pa.nulls(n, pa.string())}
     return pa.table(data, schema=TRACE_SCHEMA)

@@ -434,7 +434,12 @@ class ShardReplay:
             return
         m.joining = -1
         if err == _MIDREQ:
-            self._adopt(m, _field(result, _J_MEMBER_ID))
+            # The trace's member "" is no one: its joins are ones their clients were given
+            # no id for (a request log's join answered with an error), each going in
+            # with "" again, never with an id another one's answer gave (the next would
+            # join as that member: a member in the group that no client is).
+            if m.tid != "":
+                self._adopt(m, _field(result, _J_MEMBER_ID))
         elif err == 0:
             gv = m.view
             member_id, generation = _field(result, _J_MEMBER_ID), _field(result, _J_GENERATION)

@@ -18,6 +18,9 @@
 | protocols            | list<string>   | join only: assignor names in preference order                  |
 | client_id            | string, null   | the client.id                                                  |
 | error                | int16, null    | the error code the source saw (informational)                  |
+| connection           | string, null   | the connection the request came on (Kafka's                    |
+|                      |                | "broker:port-client:port-n"): one client process's; with the   |
+|                      |                | member ids, who a request is (a client id is shared by many)   |
 
 Validation (`validate`) never drops a row silently and never raises on bad data: rows
 with a null time/group/member or an unknown event are counted (`malformed`,
@@ -52,6 +55,7 @@ TRACE_SCHEMA = pa.schema([
     ("protocols", pa.list_(pa.string())),
     ("client_id", pa.string()),
     ("error", pa.int16()),
+    ("connection", pa.string()),
 ])
 
 REQUIRED = ("time_ms", "group_id", "member_id", "event")

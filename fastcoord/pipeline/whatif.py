@@ -95,7 +95,7 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 
 # the trace columns the behaviour needs (the rest is not shipped to Spark workers)
 COLUMNS = ("seq", "time_ms", "group_id", "member_id", "instance_id", "event",
-           "session_timeout_ms", "rebalance_timeout_ms", "client_id")
+           "session_timeout_ms", "rebalance_timeout_ms", "client_id", "connection")
 
 _KEYS = [("config", pa.int32()), ("shard", pa.int32()), ("group_id", pa.string())]
 REBALANCES_SCHEMA = pa.schema(_KEYS + [
@@ -228,19 +228,24 @@ def derive_behaviour(table: pa.Table, end_ms: Optional[int] = None) -> Dict[str,
     rto_col = data.get("rebalance_timeout_ms", [None] * n)
     sto_col = data.get("session_timeout_ms", [None] * n)
     cid_col = data.get("client_id", [None] * n)
+    conn_col = data.get("connection", [None] * n)
     per_group: Dict[str, Dict[str, dict]] = defaultdict(dict)
-    waiting: Dict[tuple, int] = {}       # a first join with member "": its time, by client
+    # a first join with member "": its time, by its connection (a trace without one: by
+    # its client id, all such a trace has)
+    waiting: Dict[tuple, int] = {}
     for i in range(n):
         gid, mid, tm, ev = data["group_id"][i], data["member_id"][i], data["time_ms"][i], data["event"][i]
-        inst, cid = data["instance_id"][i], cid_col[i]
+        inst, cid, conn = data["instance_id"][i], cid_col[i], conn_col[i]
+        who = (gid, conn, None if conn is not None else cid, inst)
         if mid == "":
             # the id the coordinator gave it shows up on its next request
-            waiting.setdefault((gid, cid, inst), tm)
+            waiting.setdefault(who, tm)
             continue
         inc = per_group[gid].get(mid)
         if inc is None:
-            start = waiting.pop((gid, cid, inst), tm)
+            start = waiting.pop(who, tm)
             inc = per_group[gid][mid] = {"member": mid, "inst": inst, "cid": cid,
+                                          "process": (cid, _client_host(conn)),
                                           "start": min(start, tm), "times": [], "events": [],
                                           "rto": None, "sto": None}
         inc["times"].append(tm)
@@ -257,6 +262,18 @@ def derive_behaviour(table: pa.Table, end_ms: Optional[int] = None) -> Dict[str,
     return out
 
 
+def _client_host(connection: Optional[str]) -> Optional[str]:
+    """The client's address in a Kafka connection id ("10.0.0.5:9092-10.0.1.7:40312-3":
+    broker address:port, client address:port, a counter; addresses are IP literals,
+    an IPv6 one with colons), else the connection as it is; None without one."""
+    if connection is None:
+        return None
+    parts = connection.split("-")
+    if len(parts) == 3 and ":" in parts[1]:
+        return parts[1].rsplit(":", 1)[0]
+    return connection
+
+
 def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnation]:
     incs.sort(key=lambda d: (d["start"], d["member"]))
     for d in incs:
@@ -269,23 +286,27 @@ def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnatio
     group_session = _median([d["sto"] for d in incs if d["sto"] is not None]) \
         or DEFAULT_SESSION_MS
     # slots: static members by instance id; a dynamic one continues the latest stopped
-    # incarnation with its client id (processes restarted under the same client.id)
+    # incarnation of its process: its client id and the client host of its connection
+    # (a process restarted under the same client.id on the same host; consumers of
+    # several hosts often share a client id: librdkafka's is "rdkafka"). A trace without
+    # connections has the client id alone.
     slot_of: Dict[str, str] = {}
     last_in_slot: Dict[str, dict] = {}
-    open_by_client: Dict[str, List[dict]] = defaultdict(list)
+    open_by_process: Dict[tuple, List[dict]] = defaultdict(list)
     for d in incs:
         if d["inst"] is not None:
             slot = d["inst"]
         else:
             prev = None
+            process = d["process"]
             if d["cid"] is not None:
-                done = [p for p in open_by_client[d["cid"]] if p["times"][-1] <= d["start"]]
+                done = [p for p in open_by_process[process] if p["times"][-1] <= d["start"]]
                 if done:
                     prev = max(done, key=lambda p: (p["times"][-1], p["member"]))
-                    open_by_client[d["cid"]].remove(prev)
+                    open_by_process[process].remove(prev)
             slot = slot_of[prev["member"]] if prev is not None else d["member"]
             if d["cid"] is not None:
-                open_by_client[d["cid"]].append(d)
+                open_by_process[process].append(d)
         slot_of[d["member"]] = slot
         d["slot"] = slot
         d["next"] = None
