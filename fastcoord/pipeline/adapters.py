@@ -3,10 +3,15 @@ cannot be parsed is counted as malformed (with an example), never dropped silent
 and never fatal.
 
 - `from_fastcoord_log`: the JSON lines `fastcoord serve` writes (requestlog.py): ts,
-  api, version, client, host, group, member, generation, error, latency_ms. A line is
-  written when its answer goes out: the request's time is ts - latency_ms. The log
-  does not carry the member id a first join was given; a join with member "" takes
-  the id of the next request from the same (group, client, host) that has one.
+  api, version, client, host, group, member, generation, error, latency_ms, and where
+  they apply instance, a join's timeouts, protocol type and names and the member id
+  its answer gave (answer_member), a LeaveGroup's members, an OffsetCommit's offsets.
+  A line is written when its answer goes out: the request's time is ts - latency_ms.
+  A join becomes the row of the member id its answer gave; a LeaveGroup naming several
+  members one row each. Older logs (no join timeouts) still convert: their joins get
+  no session timeout (the replay's default), and a join with member "" takes the id of
+  the next request from the same (group, client, host) that has one (noted in the
+  stats' examples).
 - `from_kafka_log`: Apache Kafka's `kafka.request.logger` lines at DEBUG:
   "... Completed request:{"requestHeader":{"requestApiKey":11,...,"clientId":...},
   "request":{...},"response":{...},...}". JoinGroup (11), SyncGroup (14),
@@ -51,7 +56,8 @@ def _finish(rows: List[dict], stats: IngestStats) -> Tuple[pa.Table, IngestStats
 def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
     stats = IngestStats()
     rows: List[dict] = []
-    pending = {}     # (group, client, host) -> index of a join with member ""
+    pending = {}     # (group, client, host) -> index of an old-format join with member ""
+    notes = set()
     for line in _lines(source):
         if not line.strip():
             continue
@@ -82,21 +88,55 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
         member = rec.get("member")
         key = (rec.get("group"), rec.get("client"), rec.get("host"))
         row = {"seq": len(rows), "time_ms": t, "group_id": rec.get("group"),
-               "member_id": member, "event": event, "generation": rec.get("generation"),
-               "client_id": rec.get("client"), "error": rec.get("error"),
-               "protocol_type": "consumer" if event == "join" else None}
+               "member_id": member, "instance_id": rec.get("instance"), "event": event,
+               "generation": rec.get("generation"), "client_id": rec.get("client"),
+               "error": rec.get("error")}
+        old_join = event == "join" and "session_timeout_ms" not in rec
         if event == "join":
-            row["session_timeout_ms"] = rec.get("session_timeout_ms", 10_000)
-            row["rebalance_timeout_ms"] = rec.get("rebalance_timeout_ms")
-            row["protocols"] = rec.get("protocols", ["range"])
+            _join_fields(row, rec)
+            member = row["member_id"]
         if member:
             i = pending.pop(key, None)
             if i is not None:
                 rows[i]["member_id"] = member
-        elif event == "join" and member == "":
+        elif old_join and member == "":
             pending[key] = len(rows)
-        rows.append(row)
+            notes.add("old-format log: a first join's member id is the next id its client "
+                      "sent; joins carry no session timeout (the replay's default)")
+        if event == "leave" and isinstance(rec.get("members"), list):
+            rows.extend(_leave_rows(row, rec, len(rows), notes))
+        else:
+            rows.append(row)
+    for text in sorted(notes):
+        stats.examples.append(f"note: {text}")
     return _finish(rows, stats)
+
+
+def _join_fields(row: dict, rec: dict) -> None:
+    """A join row's fields from its line: its timeouts, protocols and the member id the
+    answer gave (the identity of the member from then on), where the line has them."""
+    if rec.get("answer_member"):
+        row["member_id"] = rec["answer_member"]
+    row["session_timeout_ms"] = rec.get("session_timeout_ms")
+    row["rebalance_timeout_ms"] = rec.get("rebalance_timeout_ms")
+    row["protocol_type"] = rec.get("protocol_type", "consumer")
+    row["protocols"] = rec.get("protocols")
+
+
+def _leave_rows(row: dict, rec: dict, seq: int, notes: set) -> List[dict]:
+    """A LeaveGroup v3+ line's rows: one per member it names ([member id, instance id,
+    error]), numbered from `seq`."""
+    out = []
+    for entry in rec["members"]:
+        if not isinstance(entry, list) or len(entry) < 2:
+            continue
+        one = dict(row, seq=seq + len(out), member_id=entry[0], instance_id=entry[1])
+        if len(entry) > 2:
+            one["error"] = entry[2]
+        out.append(one)
+    if "members_total" in rec:
+        notes.add("a LeaveGroup named more members than its line kept")
+    return out or [row]
 
 
 _DECODER = json.JSONDecoder()

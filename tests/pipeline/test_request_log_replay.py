@@ -1,0 +1,97 @@
+"""fastcoord's own request log carries what a replay needs (issue 38): a real run's log,
+converted (`from_fastcoord_log`) and replayed (`replay_local`), gets from the replay
+every answer the server gave.
+
+The run: confluent-kafka (librdkafka) consumers in their own processes against
+`fastcoord serve` with its request log on: static members (`group.instance.id`) with a
+6 s session (not the converter's old 10 s default), one closing and coming back under
+the same instance id, a dynamic member joining and leaving, a static one killed and
+expired by its session timeout. Every wait is bounded.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fastcoord.pipeline.adapters import from_fastcoord_log
+from fastcoord.pipeline.replay import replay_local
+from helpers.server import ClientProc, ServerProc, assert_covered, stop_all
+
+pytestmark = pytest.mark.clients
+
+TOPIC = "orders"
+PARTITIONS = [(TOPIC, p) for p in range(4)]
+SESSION_MS = 6000
+KAFKA_DEFAULTS = ("--group-min-session-timeout-ms", "6000",
+                  "--group-initial-rebalance-delay-ms", "3000")
+BOUND = 20.0            # seconds for a rebalance on a loaded 2-core machine
+
+
+def _differences(trace, responses) -> list:
+    """The replay's answers that differ from the server's (the trace's `error`), over
+    every request the replay answered and whose answer the log kept."""
+    source = {r["seq"]: r for r in trace.to_pylist()}
+    wrong = []
+    for r in responses.to_pylist():
+        row = source[r["seq"]]
+        if r["answered_ms"] < 0 or row["error"] is None:
+            continue
+        if r["error"] != row["error"]:
+            wrong.append((row["event"], row["member_id"], row["instance_id"], row["error"],
+                          r["error"], row["time_ms"]))
+    return wrong
+
+
+def test_a_real_static_run_replays_with_the_answers_the_server_gave(tmp_path):
+    # the coordinator settings a replay runs with (Kafka's defaults), where the harness
+    # would shorten them
+    server = ServerProc(tmp_path / "server.log", *KAFKA_DEFAULTS, topics=[f"{TOPIC}:4"])
+    clients = []
+
+    def spawn(name: str, instance=None) -> ClientProc:
+        options = dict(session_ms=SESSION_MS, heartbeat_ms=300)
+        if instance is not None:
+            options["instance_id"] = instance
+        client = ClientProc("confluent", server.bootstrap, "g", TOPIC, name, tmp_path,
+                            **options)
+        clients.append(client)
+        return client
+
+    try:
+        a, b, c = spawn("a", "inst-a"), spawn("b", "inst-b"), spawn("c", "inst-c")
+        assert_covered([a, b, c], PARTITIONS, BOUND, all_busy=False, server=server)
+        a.commit({tp: 7 for tp in a.assignment})
+        # a static member closes (no LeaveGroup) and comes back under its instance id
+        b.close()
+        b2 = spawn("b2", "inst-b")
+        assert_covered([a, b2, c], PARTITIONS, BOUND, all_busy=False, server=server)
+        # a dynamic member joins, then leaves
+        d = spawn("d")
+        assert_covered([a, b2, c, d], PARTITIONS, BOUND, server=server)
+        d.close()
+        assert_covered([a, b2, c], PARTITIONS, BOUND, all_busy=False, server=server)
+        # a static member dies: only its 6 s session tells
+        c.kill()
+        assert_covered([a, b2], PARTITIONS, BOUND, server=server)
+        time.sleep(1.0)
+    finally:
+        stop_all(clients, server)
+
+    trace, stats = from_fastcoord_log(str(server.request_log_path))
+    assert stats.malformed == 0, stats.examples
+    events = trace.column("event").to_pylist()
+    assert {"join", "sync", "heartbeat", "leave", "commit"} <= set(events)
+    for impl in ("native", "pure"):
+        out = replay_local(trace, impl=impl)
+        wrong = _differences(trace, out["responses"])
+        assert not wrong, f"{impl}: {len(wrong)} of {trace.num_rows} answers differ: {wrong[:20]}"
+    # (what made them so: static members and their sessions, from the log)
+    joins = [r for r in trace.to_pylist() if r["event"] == "join"]
+    assert {r["instance_id"] for r in joins} == {"inst-a", "inst-b", "inst-c", None}
+    assert {r["session_timeout_ms"] for r in joins} == {SESSION_MS}
+    # every commit's answer compared: the log keeps it
+    assert None not in {r["error"] for r in trace.to_pylist() if r["event"] == "commit"}
+    # c's session ran out in the replay too, once
+    expired = out["expirations"].to_pylist()
+    assert [(e["instance_id"], e["reason"]) for e in expired] == [("inst-c", "session")]
