@@ -81,7 +81,10 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
             # before (a parked join's wait included), and that is when it happened
             latency = rec.get("latency_ms") or 0.0
             t = int(round(float(ts) * 1000 - float(latency)))
-        except (TypeError, ValueError):
+            if not _is_int(t, 63):
+                raise ValueError("time out of range")
+            _check_types(rec)
+        except (TypeError, ValueError, OverflowError):
             stats.rows_in += 1
             stats.note("malformed", line.strip())
             continue
@@ -112,6 +115,42 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
     return _finish(rows, stats)
 
 
+# A line's fields that become trace columns, and their types there: a line whose values
+# are not of them is malformed (the trace's table could not hold it)
+_TEXT_FIELDS = ("group", "member", "client", "instance", "protocol_type", "answer_member")
+_INT_BOUNDS = {"generation": 31, "session_timeout_ms": 31, "rebalance_timeout_ms": 31,
+               "error": 15}
+
+
+def _is_int(value, bits: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and \
+        -(1 << bits) <= value < (1 << bits)
+
+
+def _check_types(rec: dict) -> None:
+    """Raise ValueError unless each field of `rec` that goes into the trace is null or
+    of its column's type (the leave members' entries as their rows' columns)."""
+    for name in _TEXT_FIELDS:
+        if not isinstance(rec.get(name), (str, type(None))):
+            raise ValueError(f"{name} is not text")
+    for name, bits in _INT_BOUNDS.items():
+        if rec.get(name) is not None and not _is_int(rec[name], bits):
+            raise ValueError(f"{name} is not an int{bits + 1}")
+    protocols = rec.get("protocols")
+    if protocols is not None and not (isinstance(protocols, list) and
+                                      all(isinstance(p, str) for p in protocols)):
+        raise ValueError("protocols is not a list of names")
+    members = rec.get("members")
+    if members is not None:
+        if not isinstance(members, list):
+            raise ValueError("members is not a list")
+        for entry in members:
+            if not (isinstance(entry, list) and 2 <= len(entry) <= 3
+                    and all(isinstance(x, (str, type(None))) for x in entry[:2])
+                    and (len(entry) < 3 or entry[2] is None or _is_int(entry[2], 15))):
+                raise ValueError("a member is not [member id, instance id, error]")
+
+
 def _join_fields(row: dict, rec: dict) -> None:
     """A join row's fields from its line: its timeouts, protocols and the member id the
     answer gave (the identity of the member from then on), where the line has them."""
@@ -127,9 +166,7 @@ def _leave_rows(row: dict, rec: dict, seq: int, notes: set) -> List[dict]:
     """A LeaveGroup v3+ line's rows: one per member it names ([member id, instance id,
     error]), numbered from `seq`."""
     out = []
-    for entry in rec["members"]:
-        if not isinstance(entry, list) or len(entry) < 2:
-            continue
+    for entry in rec["members"]:          # (each checked by _check_types)
         one = dict(row, seq=seq + len(out), member_id=entry[0], instance_id=entry[1])
         if len(entry) > 2:
             one["error"] = entry[2]

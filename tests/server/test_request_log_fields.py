@@ -144,3 +144,19 @@ def test_the_converter_uses_the_fields_and_still_reads_old_logs(tmp_path):
     assert [r["member_id"] for r in rows] == ["m-9", "m-9"]
     assert {r["session_timeout_ms"] for r in rows} == {None}
     assert any(e.startswith("note: old-format log") for e in stats.examples)
+
+
+def test_lines_of_the_wrong_types_are_counted_malformed_not_raised(tmp_path):
+    """A log is a file: a line whose fields would not fit the trace's columns is counted
+    (with an example), and the good lines around it convert."""
+    good = {"ts": 10.0, "api": "JoinGroup", "version": 5, "client": "c", "host": "h",
+            "group": "g", "member": "m-1", "generation": None, "error": 0, "latency_ms": 0.1,
+            "session_timeout_ms": 6000, "protocols": ["range"]}
+    bad = [{"generation": "x"}, {"error": 1 << 20}, {"session_timeout_ms": True},
+           {"protocols": 5}, {"protocols": ["range", 7]}, {"instance": ["i"]},
+           {"api": "LeaveGroup", "members": [[1, None, 0]]},
+           {"api": "LeaveGroup", "members": {"m": 1}}, {"ts": 1e300}, {"ts": float("nan")},
+           {"answer_member": 3}]
+    lines = [json.dumps(good)] + [json.dumps(dict(good, **b)) for b in bad] + [json.dumps(good)]
+    table, stats = from_fastcoord_log(lines)
+    assert table.num_rows == 2 and stats.malformed == len(bad)
