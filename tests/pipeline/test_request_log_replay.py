@@ -6,7 +6,8 @@ The run: confluent-kafka (librdkafka) consumers in their own processes against
 `fastcoord serve` with its request log on: static members (`group.instance.id`) with a
 6 s session (not the converter's old 10 s default), one closing and coming back under
 the same instance id, a dynamic member joining and leaving, a static one killed and
-expired by its session timeout. Every wait is bounded.
+expired by its session timeout; beside them a dynamic group with 20 s sessions, one of
+whose members is killed and expires. Every wait is bounded.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.clients
 TOPIC = "orders"
 PARTITIONS = [(TOPIC, p) for p in range(4)]
 SESSION_MS = 6000
+LONG_SESSION_MS = 20_000
 KAFKA_DEFAULTS = ("--group-min-session-timeout-ms", "6000",
                   "--group-initial-rebalance-delay-ms", "3000")
 BOUND = 20.0            # seconds for a rebalance on a loaded 2-core machine
@@ -49,17 +51,23 @@ def test_a_real_static_run_replays_with_the_answers_the_server_gave(tmp_path):
     server = ServerProc(tmp_path / "server.log", *KAFKA_DEFAULTS, topics=[f"{TOPIC}:4"])
     clients = []
 
-    def spawn(name: str, instance=None) -> ClientProc:
-        options = dict(session_ms=SESSION_MS, heartbeat_ms=300)
+    def spawn(name: str, instance=None, group="g", session_ms=SESSION_MS) -> ClientProc:
+        options = dict(session_ms=session_ms, heartbeat_ms=300)
         if instance is not None:
             options["instance_id"] = instance
-        client = ClientProc("confluent", server.bootstrap, "g", TOPIC, name, tmp_path,
+        client = ClientProc("confluent", server.bootstrap, group, TOPIC, name, tmp_path,
                             **options)
         clients.append(client)
         return client
 
     try:
+        # beside it, a dynamic group with 20 s sessions, one of whose members dies
+        x, y = spawn("x", group="g20", session_ms=LONG_SESSION_MS), \
+            spawn("y", group="g20", session_ms=LONG_SESSION_MS)
         a, b, c = spawn("a", "inst-a"), spawn("b", "inst-b"), spawn("c", "inst-c")
+        assert_covered([x, y], PARTITIONS, BOUND, server=server)
+        x.kill()
+        killed = time.monotonic()
         assert_covered([a, b, c], PARTITIONS, BOUND, all_busy=False, server=server)
         a.commit({tp: 7 for tp in a.assignment})
         # a static member closes (no LeaveGroup) and comes back under its instance id
@@ -74,6 +82,9 @@ def test_a_real_static_run_replays_with_the_answers_the_server_gave(tmp_path):
         # a static member dies: only its 6 s session tells
         c.kill()
         assert_covered([a, b2], PARTITIONS, BOUND, server=server)
+        # ... as only x's 20 s session tells g20
+        assert_covered([y], PARTITIONS, LONG_SESSION_MS / 1000 + BOUND, server=server)
+        assert time.monotonic() - killed > LONG_SESSION_MS / 1000 - 1
         time.sleep(1.0)
     finally:
         stop_all(clients, server)
@@ -89,9 +100,10 @@ def test_a_real_static_run_replays_with_the_answers_the_server_gave(tmp_path):
     # (what made them so: static members and their sessions, from the log)
     joins = [r for r in trace.to_pylist() if r["event"] == "join"]
     assert {r["instance_id"] for r in joins} == {"inst-a", "inst-b", "inst-c", None}
-    assert {r["session_timeout_ms"] for r in joins} == {SESSION_MS}
+    assert {r["session_timeout_ms"] for r in joins} == {SESSION_MS, LONG_SESSION_MS}
     # every commit's answer compared: the log keeps it
     assert None not in {r["error"] for r in trace.to_pylist() if r["event"] == "commit"}
-    # c's session ran out in the replay too, once
+    # c's and x's sessions ran out in the replay too, once each
     expired = out["expirations"].to_pylist()
-    assert [(e["instance_id"], e["reason"]) for e in expired] == [("inst-c", "session")]
+    assert sorted((e["group_id"], e["instance_id"], e["reason"]) for e in expired) == [
+        ("g", "inst-c", "session"), ("g20", None, "session")]
