@@ -108,20 +108,28 @@ def _ms(value):
 
 
 def _capped(name: str, entries) -> str:
-    """`,"name":[...]` of the entries (each JSON-encodable) while their text fits the
-    list's byte budget; when some are left out, `,"name_total":N` follows."""
+    """`,"name":[...]` of the entries (each its JSON text) while they fit the list's byte
+    budget; when some are left out, `,"name_total":N` follows."""
     budget = _LIST_BUDGET[name]
     parts = []
     used = total = 0
-    for entry in entries:
+    for text in entries:
         total += 1
         if used <= budget:
-            text = json.dumps(entry, separators=(",", ":"))
             used += len(text) + 1
             if used <= budget:
                 parts.append(text)
     out = f',"{name}":[{",".join(parts)}]'
     return out if len(parts) == total else f'{out},"{name}_total":{total}'
+
+
+def _offsets(topics):
+    """An OffsetCommit's [topic, partition, offset] entries as JSON text (each topic's
+    name encoded once)."""
+    for t in topics:
+        head = f"[{_json_str(t.name)},"
+        for p in t.partitions:
+            yield f"{head}{p.partition_index:d},{p.committed_offset:d}]"    # (ints: kio's)
 
 
 def _shared_error(body):
@@ -147,7 +155,8 @@ def _extras(api_key: int, req, body) -> str:
         if rebalance is not None:
             out.append(f',"rebalance_timeout_ms":{_json_int(rebalance)}')
         out.append(f',"protocol_type":{_json_str(getattr(req, "protocol_type", None))}')
-        out.append(_capped("protocols", (p.name for p in getattr(req, "protocols", ()))))
+        out.append(_capped("protocols", (_json_str(p.name)
+                                         for p in getattr(req, "protocols", ()))))
         member = body.get("member_id")
         if member and member != getattr(req, "member_id", None):
             out.append(f',"answer_member":{_json_str(member)}')
@@ -158,11 +167,11 @@ def _extras(api_key: int, req, body) -> str:
         errors = [m.get("error_code") for m in body.get("members") or ()]
         if len(errors) != len(req.members):      # not answered per member (refused)
             errors = [body.get("error_code")] * len(req.members)
-        out.append(_capped("members", ([m.member_id, m.group_instance_id, e]
-                                       for m, e in zip(req.members, errors))))
+        out.append(_capped("members", (
+            f"[{_json_str(m.member_id)},{_json_str(m.group_instance_id)},{_json_int(e)}]"
+            for m, e in zip(req.members, errors))))
     elif api_key == OFFSET_COMMIT and getattr(req, "topics", None):
-        out.append(_capped("offsets", ([t.name, p.partition_index, p.committed_offset]
-                                       for t in req.topics for p in t.partitions)))
+        out.append(_capped("offsets", _offsets(req.topics)))
     return "".join(out)
 
 
