@@ -6,7 +6,8 @@ and never fatal.
   api, version, client, host, group, member, generation, error, latency_ms, and where
   they apply instance, a join's timeouts, protocol type and names and the member id
   its answer gave (answer_member), a LeaveGroup's members, an OffsetCommit's offsets.
-  A line is written when its answer goes out: the request's time is ts - latency_ms.
+  A line is written when its answer goes out: the request's time is ts - latency_ms,
+  and the rows are numbered (seq) in the order of those times, to the microsecond.
   A join becomes the row of the member id its answer gave; a LeaveGroup naming several
   members one row each. Older logs (no join timeouts) still convert: their joins get
   no session timeout (the replay's default), and a join with member "" takes the id of
@@ -58,6 +59,7 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
     rows: List[dict] = []
     pending = {}     # (group, client, host) -> index of an old-format join with member ""
     notes = set()
+    arrivals: List[float] = []      # each row's request's arrival (ms, unrounded)
     for line in _lines(source):
         if not line.strip():
             continue
@@ -80,7 +82,8 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
             # `ts` is written as the answer goes out: the request arrived `latency_ms`
             # before (a parked join's wait included), and that is when it happened
             latency = rec.get("latency_ms") or 0.0
-            t = int(round(float(ts) * 1000 - float(latency)))
+            arrival = float(ts) * 1000 - float(latency)
+            t = int(round(arrival))
             if not _is_int(t, 63):
                 raise ValueError("time out of range")
             _check_types(rec)
@@ -110,9 +113,22 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
             rows.extend(_leave_rows(row, rec, len(rows), notes))
         else:
             rows.append(row)
+        arrivals.extend([arrival] * (len(rows) - len(arrivals)))
     for text in sorted(notes):
         stats.examples.append(f"note: {text}")
-    return _finish(rows, stats)
+    return _finish(_in_arrival_order(rows, arrivals), stats)
+
+
+def _in_arrival_order(rows: List[dict], arrivals: List[float]) -> List[dict]:
+    """The rows in the order their requests arrived (to the microsecond the line gives,
+    ties in line order), `seq` numbering them so: lines are written as answers go out,
+    so a parked join's line comes after requests that arrived later, and the replay
+    orders rows of one millisecond by seq."""
+    order = sorted(range(len(rows)), key=arrivals.__getitem__)
+    out = [rows[i] for i in order]
+    for seq, row in enumerate(out):
+        row["seq"] = seq
+    return out
 
 
 # A line's fields that become trace columns, and their types there: a line whose values

@@ -160,3 +160,20 @@ def test_lines_of_the_wrong_types_are_counted_malformed_not_raised(tmp_path):
     lines = [json.dumps(good)] + [json.dumps(dict(good, **b)) for b in bad] + [json.dumps(good)]
     table, stats = from_fastcoord_log(lines)
     assert table.num_rows == 2 and stats.malformed == len(bad)
+
+
+def test_rows_are_numbered_in_arrival_order_within_a_millisecond():
+    """A line is written when its answer goes out: a join parked for 10 ms is written
+    after a heartbeat that arrived 0.1 ms after it, in the same millisecond. The replay
+    orders a millisecond's rows by seq: seq must follow the arrivals (to the
+    microsecond the lines give), not the order of the lines."""
+    def line(ts, api, member, latency_ms):
+        return json.dumps({"ts": ts, "api": api, "version": 5, "client": member,
+                           "host": "h", "group": "g", "member": member, "generation": 1,
+                           "error": 0, "latency_ms": latency_ms, "session_timeout_ms": 6000})
+    lines = [line(100.0007, "Heartbeat", "m-2", 0.0),
+             line(100.0106, "JoinGroup", "m-1", 10.0)]      # arrived at 100.0006
+    table, _ = from_fastcoord_log(lines)
+    rows = table.to_pylist()
+    assert [(r["seq"], r["event"], r["time_ms"]) for r in rows] == [
+        (0, "join", 100_001), (1, "heartbeat", 100_001)]
