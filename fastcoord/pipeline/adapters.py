@@ -114,8 +114,8 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
         else:
             rows.append(row)
         arrivals.extend([arrival] * (len(rows) - len(arrivals)))
-    for text in sorted(notes):
-        stats.examples.append(f"note: {text}")
+    # (first: a log's many malformed lines would otherwise crowd them out of the examples)
+    stats.examples[:0] = [f"note: {text}" for text in sorted(notes)]
     return _finish(_in_arrival_order(rows, arrivals), stats)
 
 
