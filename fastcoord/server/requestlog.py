@@ -2,9 +2,20 @@
 
 Fields: ts (unix seconds), api, version, client (client id), host, group, member,
 generation, error (the top-level error code, when the response has one), latency_ms
-(from decoding the request to encoding its response, parked time included).
-A ConsumerGroupHeartbeat's generation is its request's member epoch, its member the
-request's member id (a v0 join without one: the id the coordinator gave it).
+(from decoding the request to encoding its response, parked time included): the
+request arrived at ts - latency_ms. A ConsumerGroupHeartbeat's generation is its
+request's member epoch, its member the request's member id (a v0 join without one: the
+id the coordinator gave it).
+
+After those, the fields a replay needs, each only where it applies (`_extras`;
+docs/server.md lists them): `instance` (group instance id), a JoinGroup's
+`session_timeout_ms`, `rebalance_timeout_ms`, `protocol_type`, `protocols` (names, in
+order) and its answer's `answer_member` (when not the request's) and
+`answer_generation`; a LeaveGroup v3+'s `members` ([member id, instance id, error]
+each); an OffsetCommit's `offsets` ([topic, partition, offset] each) and, for `error`,
+the error its partitions share. Lists are cut at a byte budget each (`<list>_total`
+then gives the request's count), so a line stays bounded. A Heartbeat's line has none
+of them (the fast paths' format: its member's join names its instance).
 Writes are buffered and flushed by the server every second and at shutdown. Rotation
 renames files in the caller's thread but deletes the oldest in a thread of its own:
 unlinking a large file is slow on the filesystem, a stall the event loop would
@@ -26,6 +37,7 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 from .protocol import API_NAMES
@@ -46,7 +58,13 @@ _encode_str = json.encoder.encode_basestring_ascii     # what json.dumps uses (C
 # (microseconds of the clock, milliseconds with three decimals): the digits C's %.6f /
 # %.3f give, so the native fast path's lines (wire.pyx) are the same text.
 _LINE = ('{{"ts":{:.6f},"api":{},"version":{},"client":{},"host":{},"group":{},"member":{},'
-         '"generation":{},"error":{},"latency_ms":{:.3f}}}\n')
+         '"generation":{},"error":{},"latency_ms":{:.3f}{}}}\n')
+
+OFFSET_COMMIT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP = 8, 11, 13, 14
+# The byte budget of each list a line carries (its entries' JSON text): what a client
+# sends is bounded by the frame, but one topic named per partition would multiply it
+_LIST_BUDGET = {"protocols": 4096, "members": 16384, "offsets": 65536}
+_ONE_MS = timedelta(milliseconds=1)
 
 
 def heartbeat_line(ts: float, version: int, client_id, host_json: str, group_id: str,
@@ -58,7 +76,7 @@ def heartbeat_line(ts: float, version: int, client_id, host_json: str, group_id:
     format."""
     return _LINE.format(ts, _encode_str(api), version, _json_str(client_id), host_json,
                         _encode_str(group_id), _encode_str(member_id), generation, error,
-                        seconds * 1000.0)
+                        seconds * 1000.0, "")
 
 
 def host_json(host) -> str:
@@ -80,6 +98,81 @@ def _json_int(value) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(int(value))
     return json.dumps(value)
+
+
+def _ms(value):
+    """A kio duration (timedelta) as whole milliseconds (None stays None)."""
+    if value is None or isinstance(value, int):
+        return value
+    return value // _ONE_MS
+
+
+def _capped(name: str, entries) -> str:
+    """`,"name":[...]` of the entries (each its JSON text) while they fit the list's byte
+    budget; when some are left out, `,"name_total":N` follows."""
+    budget = _LIST_BUDGET[name]
+    parts = []
+    used = total = 0
+    for text in entries:
+        total += 1
+        if used <= budget:
+            used += len(text) + 1
+            if used <= budget:
+                parts.append(text)
+    out = f',"{name}":[{",".join(parts)}]'
+    return out if len(parts) == total else f'{out},"{name}_total":{total}'
+
+
+def _offsets(topics):
+    """An OffsetCommit's [topic, partition, offset] entries as JSON text (each topic's
+    name encoded once)."""
+    for t in topics:
+        head = f"[{_json_str(t.name)},"
+        for p in t.partitions:
+            yield f"{head}{p.partition_index:d},{p.committed_offset:d}]"    # (ints: kio's)
+
+
+def _shared_error(body):
+    """The error code every partition of an OffsetCommit answer has, else None (mixed
+    per-partition errors, or none)."""
+    codes = {p.get("error_code") for t in body.get("topics") or ()
+             for p in t.get("partitions") or ()}
+    return codes.pop() if len(codes) == 1 else None
+
+
+def _extras(api_key: int, req, body) -> str:
+    """The fields a replay needs beyond the common ones (the module's docstring), as
+    JSON text to go before the line's closing brace ("" for most requests)."""
+    if req is None or api_key not in (JOIN_GROUP, SYNC_GROUP, LEAVE_GROUP, OFFSET_COMMIT):
+        return ""
+    out = []
+    instance = getattr(req, "group_instance_id", None)
+    if instance is not None:
+        out.append(f',"instance":{_json_str(instance)}')
+    if api_key == JOIN_GROUP:
+        out.append(f',"session_timeout_ms":{_json_int(_ms(getattr(req, "session_timeout", None)))}')
+        rebalance = _ms(getattr(req, "rebalance_timeout", None))
+        if rebalance is not None:
+            out.append(f',"rebalance_timeout_ms":{_json_int(rebalance)}')
+        out.append(f',"protocol_type":{_json_str(getattr(req, "protocol_type", None))}')
+        out.append(_capped("protocols", (_json_str(p.name)
+                                         for p in getattr(req, "protocols", ()))))
+        member = body.get("member_id")
+        if member and member != getattr(req, "member_id", None):
+            out.append(f',"answer_member":{_json_str(member)}')
+        generation = body.get("generation_id")
+        if isinstance(generation, int) and generation >= 0:
+            out.append(f',"answer_generation":{generation}')
+    elif api_key == LEAVE_GROUP and getattr(req, "members", None):
+        errors = [m.get("error_code") for m in body.get("members") or ()]
+        if len(errors) != len(req.members):      # not answered per member (refused)
+            errors = [body.get("error_code")] * len(req.members)
+        out.append(_capped("members", (
+            f"[{_json_str(m.member_id)},{_json_str(m.group_instance_id)},{_json_int(e)}]"
+            for m, e in zip(req.members, errors))))
+    elif api_key == OFFSET_COMMIT and getattr(req, "topics", None):
+        out.append(_capped("offsets", _offsets(req.topics)))
+    return "".join(out)
 
 
 def _discard(path: Path) -> None:
@@ -135,13 +228,18 @@ class RequestLog:
         if generation is None:      # ConsumerGroupHeartbeat: the member epoch
             generation = getattr(req, "member_epoch", None)
         member_id = getattr(req, "member_id", None)
-        error = body.get("error_code") if isinstance(body, dict) else None
+        if not isinstance(body, dict):
+            body = {}
+        error = body.get("error_code")
         if request.api_key == CONSUMER_GROUP_HEARTBEAT and not member_id \
-                and isinstance(body, dict) and body.get("member_id"):
+                and body.get("member_id"):
             member_id = body["member_id"]   # v0's join: the id the coordinator made
+        elif request.api_key == OFFSET_COMMIT and error is None:
+            error = _shared_error(body)     # its answer is per partition
         self._write(API_NAMES.get(request.api_key, request.api_key), request.api_version,
                     request.client_id, conn, getattr(req, "group_id", None),
-                    member_id, generation, error, seconds)
+                    member_id, generation, error, seconds,
+                    _extras(request.api_key, req, body))
 
     def record_heartbeat(self, conn, version: int, client_id, group_id, member_id,
                          generation: int, error: int, seconds: float) -> None:
@@ -161,12 +259,12 @@ class RequestLog:
         self._append(lines)
 
     def _write(self, api, version, client_id, conn, group_id, member_id, generation, error,
-               seconds: float) -> None:
+               seconds: float, extras: str = "") -> None:
         line = _LINE.format(
             time.time(), _json_str(api) if isinstance(api, str) else api, version,
             _json_str(client_id), _json_str(conn.session.client_host if conn.session else None),
             _json_str(group_id), _json_str(member_id), _json_int(generation), _json_int(error),
-            seconds * 1000).encode()
+            seconds * 1000, extras).encode()
         self._append(line)
 
     def _append(self, lines: bytes) -> None:
