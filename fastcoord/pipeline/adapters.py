@@ -6,7 +6,9 @@ and never fatal.
   api, version, client, host, group, member, generation, error, latency_ms. A line is
   written when its answer goes out: the request's time is ts - latency_ms. The log
   does not carry the member id a first join was given; a join with member "" takes
-  the id of the next request from the same (group, client, host) that has one.
+  the id of the next request from the same (group, client, host) that has one. A
+  commit's `offsets` ([[topic, partition, offset], ...]) are its row's; a leave's
+  `members` ([[member_id, instance_id], ...]) become one row per member.
 - `from_kafka_log`: Apache Kafka's `kafka.request.logger` lines at DEBUG:
   "... Completed request:{"requestHeader":{"requestApiKey":11,...,"clientId":...},
   "request":{...},"response":{...},...}". JoinGroup (11), SyncGroup (14),
@@ -15,14 +17,16 @@ and never fatal.
   once its answer is sent: the request's time is the line's timestamp
   ("[2024-05-01 10:00:00,123]") less its "totalTimeMs" (else "startTimeMs"), so a
   parked join sits at its arrival, before the heartbeats that completed while it
-  waited (the replay orders rows by time).
+  waited (the replay orders rows by time). An OffsetCommit's row carries the partitions
+  it commits (topics[].partitions[]: partitionIndex, committedOffset); a LeaveGroup
+  naming several members (v3+) becomes one row per member.
 """
 from __future__ import annotations
 
 import json
 import re
 from datetime import datetime, timezone
-from typing import Iterable, List, Tuple
+from typing import Iterable, List, Optional, Tuple
 
 import pyarrow as pa
 
@@ -89,14 +93,46 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
             row["session_timeout_ms"] = rec.get("session_timeout_ms", 10_000)
             row["rebalance_timeout_ms"] = rec.get("rebalance_timeout_ms")
             row["protocols"] = rec.get("protocols", ["range"])
+        more = _fastcoord_rows(row, event, rec)
+        if more is None:
+            stats.rows_in += 1
+            stats.note("malformed", line.strip())
+            continue
         if member:
             i = pending.pop(key, None)
             if i is not None:
                 rows[i]["member_id"] = member
         elif event == "join" and member == "":
             pending[key] = len(rows)
-        rows.append(row)
+        rows.extend(more)
     return _finish(rows, stats)
+
+
+def _fastcoord_rows(row: dict, event: str, rec: dict) -> Optional[List[dict]]:
+    """A fastcoord log line's trace rows, from its first (`row`): a commit's with its
+    `offsets` ([[topic, partition, offset], ...]); a leave naming its `members`
+    ([[member_id, instance_id], ...]) one row per member, in that order, numbered on
+    from `row`'s seq. None when those fields are not of that shape."""
+    if event == "commit" and "offsets" in rec:
+        offsets = rec["offsets"]
+        if not isinstance(offsets, list):
+            return None
+        row["offsets"] = []
+        for entry in offsets:
+            if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+                    and _is_int(entry[1], 31) and _is_int(entry[2], 63)):
+                return None
+            row["offsets"].append({"topic": entry[0], "partition": entry[1],
+                                   "offset": entry[2]})
+    if event != "leave" or "members" not in rec:
+        return [row]
+    members = rec["members"]
+    if not isinstance(members, list) or not members or not all(
+            isinstance(m, list) and len(m) == 2 and isinstance(m[0], str)
+            and (m[1] is None or isinstance(m[1], str)) for m in members):
+        return None
+    return [dict(row, seq=row["seq"] + k, member_id=m, instance_id=inst)
+            for k, (m, inst) in enumerate(members)]
 
 
 _DECODER = json.JSONDecoder()
@@ -156,5 +192,60 @@ def from_kafka_log(source) -> Tuple[pa.Table, IngestStats]:
             row["rebalance_timeout_ms"] = req.get("rebalanceTimeoutMs")
             row["protocol_type"] = req.get("protocolType")
             row["protocols"] = [p.get("name") for p in req.get("protocols") or []]
-        rows.append(row)
+        more = _kafka_rows(row, event, req)
+        if more is None:
+            stats.rows_in += 1
+            stats.note("malformed", line.strip())
+            continue
+        rows.extend(more)
     return _finish(rows, stats)
+
+
+def _kafka_rows(row: dict, event: str, req: dict) -> Optional[List[dict]]:
+    """A Kafka request's trace rows, from its first (`row`): a commit's with the
+    partitions it commits; a LeaveGroup naming several members (v3+: `members`) one row
+    per member, in its order (the first is `row`'s own), numbered on from `row`'s seq.
+    None when those fields are not what Kafka writes (the line is malformed)."""
+    if event == "commit":
+        row["offsets"] = _kafka_offsets(req.get("topics"))
+        return None if row["offsets"] is None else [row]
+    if event != "leave" or "members" not in req:
+        return [row]
+    members = req["members"]
+    if not isinstance(members, list) or not all(isinstance(m, dict) for m in members):
+        return None
+    out = [row]
+    for k, m in enumerate(members[1:], 1):
+        out.append(dict(row, seq=row["seq"] + k, member_id=m.get("memberId"),
+                        instance_id=m.get("groupInstanceId")))
+    return out
+
+
+def _kafka_offsets(topics) -> Optional[List[dict]]:
+    """An OffsetCommit's `topics` as Kafka's request logger writes them (topics[].name,
+    or its topicId where the name is null (v9+); .partitions[].partitionIndex and
+    .committedOffset) -> the trace's offsets; None if they are not of that shape."""
+    if topics is None:
+        return []
+    if not isinstance(topics, list):
+        return None
+    out = []
+    for topic in topics:
+        if not isinstance(topic, dict) or not isinstance(topic.get("partitions"), list):
+            return None
+        name = topic.get("name")
+        name = topic.get("topicId") if name is None else name
+        for p in topic["partitions"]:
+            if not isinstance(p, dict) or not isinstance(name, str):
+                return None
+            index, offset = p.get("partitionIndex"), p.get("committedOffset")
+            if not (_is_int(index, 31) and _is_int(offset, 63)):
+                return None
+            out.append({"topic": name, "partition": index, "offset": offset})
+    return out
+
+
+def _is_int(value, bits: int) -> bool:
+    """An integer (JSON's, not a bool) that fits a signed `bits`+1-bit integer."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and -(1 << bits) <= value < (1 << bits))

@@ -35,12 +35,21 @@ Tables (see the *_SCHEMA constants):
   newer callback, as Kafka does; error -1 with a time: a sync the client never sent,
   superseded while it waited for its join's answer).
 - rebalances: one row per rebalance episode (the group out of Stable/Empty): start,
-  end (-1: unfinished), duration, cause (what opened it: member-join, member-rejoin,
-  leave, session-timeout, timeout), members before and after, generation at the end.
+  end, duration, cause (what opened it: member-join, member-rejoin, leave,
+  session-timeout, timeout), members before and after, generation at the end. One
+  still open when the trace ends is unfinished: end and duration -1, its members and
+  generation those at the trace's end.
 - expirations: members the coordinator removed without a LeaveGroup: reason
   "session" (no contact for the session timeout) or "rebalance" (did not rejoin or
   sync within the rebalance timeout).
-- groups: per-group summary.
+- groups: per-group summary (its rebalances and rebalancing time: the finished ones).
+- offsets: the committed offsets at the trace's end: per (group, topic, partition)
+  the last offset a commit the coordinator accepted (error 0) named, in replay order
+  (time, seq; within a commit, its last entry for the partition), and that commit's
+  time. A commit is accepted or refused whole (the replay's coordinator checks the
+  member and generation for the request), so its answer says which of its offsets
+  count. (The coordinator itself is handed one stand-in partition per commit: it
+  keeps no offsets the replay reads back.)
 A trace whose group id, member id and event columns come dictionary-encoded (a packed
 trace's, spark.pack_by_shard) is read by their indices, and its responses keep those
 columns encoded (one dictionary each); `canonical` gives every table its schema's types.
@@ -82,10 +91,16 @@ GROUPS_SCHEMA = pa.schema([
     ("shard", pa.int32()), ("group_id", pa.string()), ("events", pa.int64()),
     ("rebalances", pa.int64()), ("expirations", pa.int64()), ("final_generation", pa.int32()),
     ("final_state", pa.string()), ("final_members", pa.int32()), ("rebalancing_ms", pa.int64())])
+OFFSETS_SCHEMA = pa.schema([
+    ("shard", pa.int32()), ("group_id", pa.string()), ("topic", pa.string()),
+    ("partition", pa.int32()), ("offset", pa.int64()), ("time_ms", pa.int64())])
 TABLES = {"responses": RESPONSES_SCHEMA, "rebalances": REBALANCES_SCHEMA,
-          "expirations": EXPIRATIONS_SCHEMA, "groups": GROUPS_SCHEMA}
+          "expirations": EXPIRATIONS_SCHEMA, "groups": GROUPS_SCHEMA,
+          "offsets": OFFSETS_SCHEMA}
 SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms"],
-             "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"]}
+             "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"],
+             "offsets": ["group_id", "topic", "partition"]}
+UNFINISHED = -1     # a rebalance's end and duration when the trace ends before it does
 
 # Event codes (HeartbeatRun's kinds: a heartbeat is its HEARTBEAT)
 _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = HEARTBEAT, 1, 2, 3, COMMIT, 5
@@ -515,8 +530,7 @@ class ShardReplay:
             return self._run(table, end_ms)
 
     def _run(self, table: pa.Table, end_ms: Optional[int]) -> Dict[str, pa.Table]:
-        from .trace import TRACE_SCHEMA
-        table = table.select(TRACE_SCHEMA.names)
+        table = with_trace_columns(table)
         if not in_trace_order(table):
             table = table.sort_by([("time_ms", "ascending"), ("seq", "ascending")])
         for at, field in enumerate(table.schema):
@@ -562,6 +576,11 @@ class ShardReplay:
             self.advance_to(end_ms)
         for _, gv in sorted(self.groups.items()):
             self._observe(gv, "timeout")
+        for _, gv in sorted(self.groups.items()):
+            if gv.open is not None:         # still rebalancing at the trace's end
+                start, why, mb = gv.open
+                self.rebalances.append((self.shard, gv.gid, gv.generation, start, UNFINISHED,
+                                        UNFINISHED, why, mb, len(gv.members)))
         return self.tables()
 
     def _loop(self, runs, kinds, times, seqs, member_ix, group_ix, join_rows) -> None:
@@ -658,6 +677,9 @@ class ShardReplay:
                    g.state, len(g.members), g.rebalancing_ms)
                   for g in sorted(self.groups.values(), key=lambda g: g.gid)]
         out = {"responses": self._responses_table()}
+        out["offsets"] = (OFFSETS_SCHEMA.empty_table() if self._sorted is None else
+                          committed_offsets(self._sorted, np.frombuffer(self.errors, np.int32),
+                                            self.shard))
         for name, rows in (("rebalances", self.rebalances),
                            ("expirations", self.expirations), ("groups", groups)):
             out[name] = rows_table(rows, TABLES[name])
@@ -680,6 +702,47 @@ class ShardReplay:
                             if pa.types.is_dictionary(cols[f.name].type) else f
                             for f in RESPONSES_SCHEMA])
         return pa.table(cols).cast(schema)
+
+
+def with_trace_columns(table: pa.Table) -> pa.Table:
+    """The trace's columns in TRACE_SCHEMA's order; an optional one it lacks (a trace
+    made before it existed) as nulls."""
+    from .trace import OPTIONAL, TRACE_SCHEMA
+    for name in OPTIONAL:
+        if name not in table.column_names:
+            field = TRACE_SCHEMA.field(name)
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.select(TRACE_SCHEMA.names)
+
+
+def committed_offsets(rows: pa.Table, errors: np.ndarray, shard: int) -> pa.Table:
+    """The offsets table (OFFSETS_SCHEMA) of replayed trace rows in replay order and
+    their answers' error codes: each (group, topic, partition)'s last entry among the
+    accepted commits' offsets, with its commit's time. An entry with a null field
+    commits nothing. Its rows in the order of those last commits."""
+    kinds = np.frombuffer(_event_kinds(rows.column("event")), np.uint8)
+    accepted = np.flatnonzero((kinds == _COMMIT) & (errors == 0))
+    commits = rows.select(["group_id", "time_ms", "offsets"]).take(pa.array(accepted))
+    offsets = commits.column("offsets").combine_chunks()
+    parents = pc.list_parent_indices(offsets)
+    entries = pc.list_flatten(offsets)
+    flat = pa.table({
+        "group_id": commits.column("group_id").take(parents).cast(pa.string()),
+        "topic": pc.struct_field(entries, "topic"),
+        "partition": pc.struct_field(entries, "partition"),
+        "offset": pc.struct_field(entries, "offset"),
+        "time_ms": commits.column("time_ms").take(parents),
+        "at": pa.array(np.arange(len(entries), dtype=np.int64))})
+    valid = pc.and_(pc.is_valid(flat.column("topic")),
+                    pc.and_(pc.is_valid(flat.column("partition")),
+                            pc.is_valid(flat.column("offset"))))
+    flat = flat.filter(valid)
+    last = flat.group_by(["group_id", "topic", "partition"], use_threads=False).aggregate(
+        [("at", "max")]).column("at_max").to_numpy()
+    flat = flat.take(pa.array(np.searchsorted(flat.column("at").to_numpy(), np.sort(last))))
+    return pa.table([pa.array(np.full(flat.num_rows, shard, np.int32))]
+                    + [flat.column(name) for name in OFFSETS_SCHEMA.names[1:]],
+                    schema=OFFSETS_SCHEMA)
 
 
 def _protocol_pairs(column) -> list:

@@ -85,3 +85,35 @@ def test_report_of_nothing(tmp_path, capsys):
         write_report(str(tmp_path / "missing"))
     assert main(["report", str(tmp_path)]) == 2
     assert "neither replay tables" in capsys.readouterr().err
+
+
+def test_a_rebalance_unfinished_at_the_end_is_counted_as_such(tmp_path):
+    """`fastcoord replay` writes a rebalance the trace ends inside (end -1) and the
+    committed offsets; the report counts the open rebalance as unfinished, apart from
+    the finished ones and their time (not as a rebalance of -1 ms)."""
+    import pyarrow.parquet as pq
+
+    from fastcoord.pipeline.trace import from_rows
+    from helpers.traces import J, crash_trace
+    finished = crash_trace().to_pylist()           # two finished rebalances, 8001 ms
+    for r in finished:
+        if r["event"] == "heartbeat" and r["member_id"] == "a" and r["time_ms"] == 30000:
+            r["event"] = "commit"
+            r["offsets"] = [{"topic": "t", "partition": 0, "offset": 5}]
+    opened = [dict(time_ms=44000, group_id="late", member_id=m, event="join", **J)
+              for m in ("x", "x")]
+    trace = str(tmp_path / "t.parquet")
+    write_trace(from_rows(finished + opened), trace)
+    out = str(tmp_path / "out")
+    assert main(["replay", trace, "--out", out, "--master", "none"]) == 0
+    reb = pq.read_table(os.path.join(out, "rebalances")).to_pylist()
+    assert sorted((r["group_id"], r["end_ms"]) for r in reb) == [
+        ("g", 6000), ("g", 24001), ("late", -1)]
+    offsets = pq.read_table(os.path.join(out, "offsets")).to_pylist()
+    assert [(r["group_id"], r["topic"], r["partition"], r["offset"], r["time_ms"])
+            for r in offsets] == [("g", "t", 0, 5, 30000)]
+    with open(write_report(out), encoding="utf-8") as f:
+        doc = f.read()
+    assert '<td class="t">rebalances</td><td>2</td>' in doc
+    assert '<td class="t">unfinished when the trace ends</td><td>1</td>' in doc
+    assert '<td class="t">time spent rebalancing (s)</td><td>8.001</td>' in doc
