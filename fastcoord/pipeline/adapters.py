@@ -48,8 +48,27 @@ def _lines(source) -> Iterable[str]:
 
 
 def _finish(rows: List[dict], stats: IngestStats) -> Tuple[pa.Table, IngestStats]:
+    _name_static_leavers(rows)
     good, stats = validate(from_rows(rows), stats)
     return good, stats
+
+
+def _name_static_leavers(rows: List[dict]) -> None:
+    """A leave naming a static member by its instance id alone (member id "": how an
+    admin's removal of static members reads, a LeaveGroup of several members) takes
+    the member id that instance last had in its group before, in log order: the trace
+    knows a member by its id, and the replay must see that member leave, not expire.
+    An instance never seen with a member id keeps ""."""
+    latest = {}
+    for row in rows:
+        inst = row.get("instance_id")
+        if inst is None:
+            continue
+        key = (row.get("group_id"), inst)
+        if row.get("member_id"):
+            latest[key] = row["member_id"]
+        elif row.get("event") == "leave" and key in latest:
+            row["member_id"] = latest[key]
 
 
 def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:

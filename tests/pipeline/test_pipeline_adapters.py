@@ -242,3 +242,42 @@ def test_fastcoord_log_commits_carry_their_offsets_and_a_leave_keeps_every_membe
            _fc_line("LeaveGroup", "m1", members=[])]
     table, stats = from_fastcoord_log(bad)
     assert table.num_rows == 0 and stats.malformed == len(bad) == stats.rows_in
+
+
+def test_an_admin_leave_of_static_members_names_the_members_it_removes(impl):
+    """Kafka's removal of static members (a LeaveGroup of several members, each named by
+    its instance id with member id "") leaves the members those instances last joined
+    as: the replay sees a leave, not a member that expired; an instance the log never
+    saw keeps member id ""."""
+    def static_join(stamp, member, inst):
+        return _kafka_line(11, 5, {"groupId": "g", "sessionTimeoutMs": 10000,
+                                   "rebalanceTimeoutMs": 30000, "memberId": "",
+                                   "groupInstanceId": inst, "protocolType": "consumer",
+                                   "protocols": [{"name": "range", "metadata": "AAE="}]},
+                           {"errorCode": 0, "generationId": 1, "memberId": member,
+                            "leader": "m-1"}, stamp=stamp)
+
+    def sync(stamp, member, inst):
+        return _kafka_line(14, 3, {"groupId": "g", "generationId": 1, "memberId": member,
+                                   "groupInstanceId": inst, "assignments": []},
+                           {"errorCode": 0}, stamp=stamp)
+
+    def heartbeat(stamp, member, inst):
+        return _kafka_line(12, 4, {"groupId": "g", "generationId": 1, "memberId": member,
+                                   "groupInstanceId": inst}, {"errorCode": 0}, stamp=stamp)
+
+    lines = [static_join("10:00:00,000", "m-1", "i-1"), static_join("10:00:00,000", "m-2", "i-2"),
+             sync("10:00:03,100", "m-1", "i-1"), sync("10:00:03,100", "m-2", "i-2"),
+             heartbeat("10:00:06,000", "m-1", "i-1"), heartbeat("10:00:06,000", "m-2", "i-2"),
+             _kafka_line(13, 4, {"groupId": "g", "members": [
+                 {"memberId": "", "groupInstanceId": "i-2"},
+                 {"memberId": "", "groupInstanceId": "i-9"}]}, {"errorCode": 0},
+                 stamp="10:00:07,000"),
+             heartbeat("10:00:09,000", "m-1", "i-1")]
+    table, stats = from_kafka_log(lines)
+    leaves = [(r["member_id"], r["instance_id"]) for r in table.to_pylist()
+              if r["event"] == "leave"]
+    assert leaves == [("m-2", "i-2"), ("", "i-9")] and stats.malformed == 0
+    out = replay_local(table, impl=impl)
+    assert out["expirations"].num_rows == 0
+    assert [r["cause"] for r in out["rebalances"].to_pylist()] == ["member-join", "leave"]
