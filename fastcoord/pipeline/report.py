@@ -189,7 +189,7 @@ def _replay_section(tables: Dict[str, pa.Table], top: int) -> List[str]:
     exp = tables.get("expirations")
     grp = tables.get("groups")
     resp = tables.get("responses")
-    unfinished = None
+    unfinished, started = None, reb
     if reb is not None:
         # a rebalance still open at the trace's end (end_ms -1) has no duration
         import pyarrow.compute as pc
@@ -204,10 +204,10 @@ def _replay_section(tables: Dict[str, pa.Table], top: int) -> List[str]:
                  sum(reb.column("duration_ms").to_pylist()) / 1000.0 if reb is not None else "-"),
                 ("expirations", exp.num_rows if exp is not None else "-")]
     parts.append(html_table(["", "value"], overview))
-    if resp is not None and resp.num_rows and reb is not None and reb.num_rows:
+    if resp is not None and resp.num_rows and started is not None and started.num_rows:
         times = resp.column("time_ms").to_pylist()
         parts.append(f'<img alt="rebalances over time" src="'
-                     f'{plot_rebalances_over_time(reb, min(times), max(times))}">')
+                     f'{plot_rebalances_over_time(started, min(times), max(times))}">')
     if reb is not None and reb.num_rows:
         parts.append(f'<img alt="rebalance durations" src="{plot_rebalance_durations(reb)}">')
         causes: Dict[str, List[int]] = {}
