@@ -101,6 +101,7 @@ SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms
              "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"],
              "offsets": ["group_id", "topic", "partition"]}
 UNFINISHED = -1     # a rebalance's end and duration when the trace ends before it does
+ONE_KEY_PAIRS = 1 << 31   # committed_offsets: (group, topic) numbers below this share a key
 
 # Event codes (HeartbeatRun's kinds: a heartbeat is its HEARTBEAT)
 _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = HEARTBEAT, 1, 2, 3, COMMIT, 5
@@ -581,7 +582,10 @@ class ShardReplay:
                 start, why, mb = gv.open
                 self.rebalances.append((self.shard, gv.gid, gv.generation, start, UNFINISHED,
                                         UNFINISHED, why, mb, len(gv.members)))
-        return self.tables()
+        gids = pa.array([gv.gid for gv in self.by_group_ix], pa.string())
+        return self.tables(committed_offsets(
+            table, np.frombuffer(kinds, np.uint8), np.frombuffer(group_ix, np.int32), gids,
+            np.frombuffer(errors, np.int32), self.shard))
 
     def _loop(self, runs, kinds, times, seqs, member_ix, group_ix, join_rows) -> None:
         """Every event in turn: runs of heartbeats and commits by `runs`, the others here."""
@@ -672,14 +676,14 @@ class ShardReplay:
             return self.native_runs.left_commit
         return runs.left_commit
 
-    def tables(self) -> Dict[str, pa.Table]:
+    def tables(self, offsets: Optional[pa.Table] = None) -> Dict[str, pa.Table]:
+        """The result tables; `offsets`: the offsets table (committed_offsets), made by
+        _run from the replay's own arrays (none: no rows, an empty one)."""
         groups = [(self.shard, g.gid, g.events, g.rebalances, g.expirations, g.generation,
                    g.state, len(g.members), g.rebalancing_ms)
                   for g in sorted(self.groups.values(), key=lambda g: g.gid)]
         out = {"responses": self._responses_table()}
-        out["offsets"] = (OFFSETS_SCHEMA.empty_table() if self._sorted is None else
-                          committed_offsets(self._sorted, np.frombuffer(self.errors, np.int32),
-                                            self.shard))
+        out["offsets"] = OFFSETS_SCHEMA.empty_table() if offsets is None else offsets
         for name, rows in (("rebalances", self.rebalances),
                            ("expirations", self.expirations), ("groups", groups)):
             out[name] = rows_table(rows, TABLES[name])
@@ -715,33 +719,52 @@ def with_trace_columns(table: pa.Table) -> pa.Table:
     return table.select(TRACE_SCHEMA.names)
 
 
-def committed_offsets(rows: pa.Table, errors: np.ndarray, shard: int) -> pa.Table:
-    """The offsets table (OFFSETS_SCHEMA) of replayed trace rows in replay order and
-    their answers' error codes: each (group, topic, partition)'s last entry among the
-    accepted commits' offsets, with its commit's time. An entry with a null field
-    commits nothing. Its rows in the order of those last commits."""
-    kinds = np.frombuffer(_event_kinds(rows.column("event")), np.uint8)
+def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gids: pa.Array,
+                      errors: np.ndarray, shard: int) -> pa.Table:
+    """The offsets table (OFFSETS_SCHEMA) of replayed trace rows in replay order, from
+    their event codes (`kinds`), their groups' numbers (`groups`: into `gids`, the group
+    ids) and their answers' error codes: each (group, topic, partition)'s last entry
+    among the accepted commits' offsets, with its commit's time; its rows in the order
+    of those last commits. An entry with a null field commits nothing. In array
+    operations: a stable sort of the entries by (group and topic, partition) puts each
+    key's entries together in replay order, the last of each run the one kept."""
     accepted = np.flatnonzero((kinds == _COMMIT) & (errors == 0))
-    commits = rows.select(["group_id", "time_ms", "offsets"]).take(pa.array(accepted))
-    offsets = commits.column("offsets").combine_chunks()
-    parents = pc.list_parent_indices(offsets)
+    offsets = rows.column("offsets").take(pa.array(accepted))
+    offsets = offsets.combine_chunks() if isinstance(offsets, pa.ChunkedArray) else offsets
     entries = pc.list_flatten(offsets)
-    flat = pa.table({
-        "group_id": commits.column("group_id").take(parents).cast(pa.string()),
-        "topic": pc.struct_field(entries, "topic"),
-        "partition": pc.struct_field(entries, "partition"),
-        "offset": pc.struct_field(entries, "offset"),
-        "time_ms": commits.column("time_ms").take(parents),
-        "at": pa.array(np.arange(len(entries), dtype=np.int64))})
-    valid = pc.and_(pc.is_valid(flat.column("topic")),
-                    pc.and_(pc.is_valid(flat.column("partition")),
-                            pc.is_valid(flat.column("offset"))))
-    flat = flat.filter(valid)
-    last = flat.group_by(["group_id", "topic", "partition"], use_threads=False).aggregate(
-        [("at", "max")]).column("at_max").to_numpy()
-    flat = flat.take(pa.array(np.searchsorted(flat.column("at").to_numpy(), np.sort(last))))
-    return pa.table([pa.array(np.full(flat.num_rows, shard, np.int32))]
-                    + [flat.column(name) for name in OFFSETS_SCHEMA.names[1:]],
+    at = accepted[pc.list_parent_indices(offsets).to_numpy(zero_copy_only=False)]
+    fields = [pc.struct_field(entries, f) for f in ("topic", "partition", "offset")]
+    if any(f.null_count for f in fields):
+        keep = np.ones(len(entries), bool)
+        for f in fields:
+            keep &= pc.is_valid(f).to_numpy(zero_copy_only=False)
+        fields = [f.filter(pa.array(keep)) for f in fields]
+        at = at[keep]
+    if not len(at):
+        return OFFSETS_SCHEMA.empty_table()
+    topic, partition, offset = fields
+    topics, topic_codes = _encoded(topic)
+    pair = groups[at].astype(np.int64) * len(topics) + topic_codes
+    part = partition.to_numpy(zero_copy_only=False)
+    if int(pair.max()) < ONE_KEY_PAIRS:
+        # one int64 key (pair, then the partition's 32 bits): one stable sort of a
+        # key, faster than a lexsort of two (the partition's bits unsigned: a negative
+        # one sorts above the others, still apart from them)
+        key = (pair << 32) | (part.astype(np.int64) & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        ends = np.ones(len(order), bool)
+        ends[:-1] = key[1:] != key[:-1]
+    else:
+        order = np.lexsort((part, pair))        # stable: replay order within a key
+        pair, part = pair[order], part[order]
+        ends = np.ones(len(order), bool)
+        ends[:-1] = (pair[1:] != pair[:-1]) | (part[1:] != part[:-1])
+    last = pa.array(np.sort(order[ends]))
+    return pa.table([pa.array(np.full(len(last), shard, np.int32)),
+                     gids.take(pa.array(groups[at]).take(last)),
+                     topic.take(last), partition.take(last), offset.take(last),
+                     rows.column("time_ms").take(pa.array(at).take(last))],
                     schema=OFFSETS_SCHEMA)
 
 

@@ -572,3 +572,37 @@ def test_an_old_trace_without_offsets_replays_with_no_offsets():
     assert stats.missing_columns == ["offsets"]
     note = missing_note(stats.missing_columns)
     assert note.startswith("optional columns") and "offsets table is empty" in note
+
+
+def test_offsets_are_the_same_by_either_sort(monkeypatch):
+    """committed_offsets sorts the entries by one int64 key while the (group, topic)
+    numbers leave it room, else by a lexsort of two keys: the same table either way,
+    on a trace with several topics, negative partitions and repeated keys."""
+    import numpy as np
+    import pyarrow as pa
+
+    from fastcoord.pipeline import replay
+    trace = generate(groups=6, members=4, duration_s=120, seed=5)
+    offsets = trace.column("offsets").to_pylist()
+    for i, entries in enumerate(offsets):
+        if entries:
+            offsets[i] = entries + [{"topic": f"t{i % 3}", "partition": (i % 5) - 2,
+                                     "offset": i}]
+    trace = trace.set_column(trace.schema.get_field_index("offsets"), "offsets",
+                             pa.array(offsets, trace.schema.field("offsets").type))
+    rows = replay.with_trace_columns(trace)
+    kinds = np.frombuffer(replay._event_kinds(rows.column("event")), np.uint8)
+    gids, groups = replay._encoded(rows.column("group_id"))
+    errors = np.zeros(rows.num_rows, np.int32)
+    errors[::7] = 22                                 # some commits refused
+    one_key = replay.committed_offsets(rows, kinds, groups, gids, errors, 0)
+    monkeypatch.setattr(replay, "ONE_KEY_PAIRS", 0)
+    two_keys = replay.committed_offsets(rows, kinds, groups, gids, errors, 0)
+    assert one_key.to_pylist() == two_keys.to_pylist()
+    got = {(r["group_id"], r["topic"], r["partition"]): r["offset"] for r in one_key.to_pylist()}
+    want = {}
+    for row, error in zip(rows.to_pylist(), errors):
+        if row["event"] == "commit" and error == 0:
+            for e in row["offsets"]:
+                want[(row["group_id"], e["topic"], e["partition"])] = e["offset"]
+    assert got == want and any(p < 0 for _, _, p in got)
