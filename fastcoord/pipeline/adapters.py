@@ -175,6 +175,8 @@ def from_kafka_log(source) -> Tuple[pa.Table, IngestStats]:
             key = int(header["requestApiKey"])
             req = rec.get("request") or {}
             resp = rec.get("response") or {}
+            if not (isinstance(req, dict) and isinstance(resp, dict)):
+                raise TypeError("request or response is not an object")
             m = _TS.search(line[:at])
             if m:
                 # Kafka's request logger writes the line once the answer is sent
@@ -196,7 +198,7 @@ def from_kafka_log(source) -> Tuple[pa.Table, IngestStats]:
             continue
         member = req.get("memberId")
         instance = req.get("groupInstanceId")
-        if event == "leave" and member is None and req.get("members"):
+        if event == "leave" and member is None and _members_listed(req):
             first = req["members"][0]
             member, instance = first.get("memberId"), first.get("groupInstanceId")
         if event in ("join", "consumer_heartbeat") and not member and resp.get("memberId"):
@@ -230,14 +232,21 @@ def _kafka_rows(row: dict, event: str, req: dict) -> Optional[List[dict]]:
         return None if row["offsets"] is None else [row]
     if event != "leave" or "members" not in req:
         return [row]
-    members = req["members"]
-    if not isinstance(members, list) or not all(isinstance(m, dict) for m in members):
+    if not (_members_listed(req) or req["members"] == []):
         return None
     out = [row]
-    for k, m in enumerate(members[1:], 1):
+    for k, m in enumerate(req["members"][1:], 1):
         out.append(dict(row, seq=row["seq"] + k, member_id=m.get("memberId"),
                         instance_id=m.get("groupInstanceId")))
     return out
+
+
+def _members_listed(req: dict) -> bool:
+    """Whether a LeaveGroup request (v3+) names members as Kafka writes them: a
+    non-empty list of objects."""
+    members = req.get("members")
+    return isinstance(members, list) and bool(members) and all(
+        isinstance(m, dict) for m in members)
 
 
 def _kafka_offsets(topics) -> Optional[List[dict]]:

@@ -207,6 +207,10 @@ def test_kafka_commits_carry_their_partitions_and_a_leave_keeps_every_member():
     {"topics": [{"name": "orders", "partitions": None}]},
     {"members": "m1"},
     {"members": [{"memberId": "m1"}, 5]},
+    # without a top-level memberId (v3+): the first member names the row
+    {"memberId": None, "members": "m1"},
+    {"memberId": None, "members": [5]},
+    {"memberId": None, "members": [{"memberId": "m1"}, "m2"]},
 ])
 def test_kafka_commit_or_leave_fields_of_another_shape_are_a_malformed_line(bad):
     key = 13 if "members" in bad else 8
@@ -214,6 +218,15 @@ def test_kafka_commit_or_leave_fields_of_another_shape_are_a_malformed_line(bad)
     table, stats = from_kafka_log([line, KAFKA_LINES[3]])
     assert table.num_rows == 1 and stats.malformed == 1 and stats.rows_in == 2
     assert stats.examples and stats.examples[0].startswith("malformed: ")
+
+
+def test_a_kafka_line_whose_request_is_not_an_object_is_malformed():
+    """A request or response that is not a JSON object is a malformed line (it made
+    the conversion fail with an AttributeError)."""
+    lines = [_kafka_line(13, 4, "g", {"errorCode": 0}), _kafka_line(12, 4, ["g"], {}),
+             _kafka_line(12, 4, {"groupId": "g", "memberId": "m"}, "ok"), KAFKA_LINES[3]]
+    table, stats = from_kafka_log(lines)
+    assert table.num_rows == 1 and stats.malformed == 3 and stats.rows_in == 4
 
 
 def _fc_line(api, member, **extra):
