@@ -750,8 +750,9 @@ class ShardSimulation:
         reading TRACE_RECORDS_PER_S records a second has reached by now."""
         slots = self._partitions.setdefault(c.group, {})
         partition = slots.setdefault(c.inc.slot, len(slots))
-        return [{"topic": TRACE_TOPIC, "partition": partition,
-                 "offset": self.now * TRACE_RECORDS_PER_S // 1000}]
+        # (a (topic, partition, offset) tuple: Arrow converts it to its struct several
+        # times faster than a dict)
+        return [(TRACE_TOPIC, partition, self.now * TRACE_RECORDS_PER_S // 1000)]
 
     def _answered(self, row: int, error) -> None:
         """The answer to a recorded request, in its row (a request answered after the end
