@@ -60,7 +60,6 @@ TRACE_SCHEMA = pa.schema([
     ("offsets", pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32()),
                                     ("offset", pa.int64())]))),
 ])
-OFFSET_TYPE = TRACE_SCHEMA.field("offsets").type.value_type
 
 # The optional columns (a trace made before they existed lacks them): what a trace
 # without one loses, as missing_note says it
