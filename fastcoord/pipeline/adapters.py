@@ -5,7 +5,8 @@ and never fatal.
 - `from_fastcoord_log`: the JSON lines `fastcoord serve` writes (requestlog.py): ts,
   api, version, client, host, group, member, generation, error, latency_ms, and where
   they apply instance, a join's timeouts, protocol type and names and the member id
-  its answer gave (answer_member), a LeaveGroup's members, an OffsetCommit's offsets.
+  its answer gave (answer_member), a LeaveGroup's members, an OffsetCommit's offsets
+  ([[topic, partition, offset], ...], its row's `offsets`).
   A line is written when its answer goes out: the request's time is ts - latency_ms,
   and the rows are numbered (seq) in the order of those times, to the microsecond.
   A join becomes the row of the member id its answer gave; a LeaveGroup naming several
@@ -28,6 +29,9 @@ and never fatal.
   request's, or the answer's for a first join) and its connection, never its client id.
   A log none of whose lines is a request-logger line is a LogFormatError (the one fatal
   case: a log of something else, not a log with bad lines).
+  An OffsetCommit's row carries the partitions it commits (topics[].partitions[]:
+  partitionIndex, committedOffset); a LeaveGroup naming several members (v3+)
+  becomes one row per member.
 """
 from __future__ import annotations
 
@@ -58,8 +62,27 @@ def _lines(source) -> Iterable[str]:
 
 
 def _finish(rows: List[dict], stats: IngestStats) -> Tuple[pa.Table, IngestStats]:
+    _name_static_leavers(rows)
     good, stats = validate(from_rows(rows), stats)
     return good, stats
+
+
+def _name_static_leavers(rows: List[dict]) -> None:
+    """A leave naming a static member by its instance id alone (member id "": how an
+    admin's removal of static members reads, a LeaveGroup of several members) takes
+    the member id that instance last had in its group before, in log order: the trace
+    knows a member by its id, and the replay must see that member leave, not expire.
+    An instance never seen with a member id keeps ""."""
+    latest = {}
+    for row in rows:
+        inst = row.get("instance_id")
+        if inst is None:
+            continue
+        key = (row.get("group_id"), inst)
+        if row.get("member_id"):
+            latest[key] = row["member_id"]
+        elif row.get("event") == "leave" and key in latest:
+            row["member_id"] = latest[key]
 
 
 def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
@@ -95,6 +118,7 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
             if not _is_int(t, 63):
                 raise ValueError("time out of range")
             _check_types(rec)
+            offsets = _fastcoord_offsets(rec) if event == "commit" else None
         except (TypeError, ValueError, OverflowError):
             stats.rows_in += 1
             stats.note("malformed", line.strip())
@@ -105,6 +129,8 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
                "member_id": member, "instance_id": rec.get("instance"), "event": event,
                "generation": rec.get("generation"), "client_id": rec.get("client"),
                "error": rec.get("error")}
+        if offsets is not None:
+            row["offsets"] = offsets
         old_join = event == "join" and "session_timeout_ms" not in rec
         if event == "join":
             _join_fields(row, rec)
@@ -198,6 +224,19 @@ def _leave_rows(row: dict, rec: dict, seq: int, notes: set) -> List[dict]:
     if "members_total" in rec:
         notes.add("a LeaveGroup named more members than its line kept")
     return out or [row]
+
+
+def _fastcoord_offsets(rec: dict) -> Optional[List[dict]]:
+    """A commit line's `offsets` ([[topic, partition, offset], ...]) as the trace's, None
+    when the line has none; ValueError when they are not of that shape."""
+    if "offsets" not in rec:
+        return None
+    offsets = rec["offsets"]
+    if not isinstance(offsets, list) or not all(
+            isinstance(e, list) and len(e) == 3 and isinstance(e[0], str)
+            and _is_int(e[1], 31) and _is_int(e[2], 63) for e in offsets):
+        raise ValueError("offsets are not [[topic, partition, offset], ...]")
+    return [{"topic": t, "partition": p, "offset": o} for t, p, o in offsets]
 
 
 _DECODER = json.JSONDecoder()
@@ -333,7 +372,12 @@ def from_kafka_log(source, tz=None) -> Tuple[pa.Table, IngestStats]:
             row["protocols"] = [p["name"] for p in protocols
                                 if isinstance(p, dict) and isinstance(p.get("name"), str)] \
                 if isinstance(protocols, list) else []
-        rows.append(row)
+        more = _kafka_rows(row, event, req)
+        if more is None:
+            stats.rows_in += 1
+            stats.note("malformed", line.strip())
+            continue
+        rows.extend(more)
     if not read:
         if first_bad is None:
             raise LogFormatError("no request-logger line: the log is empty")
@@ -374,4 +418,55 @@ def _int(value, bits: int) -> Optional[int]:
             and -(1 << (bits - 1)) <= value < 1 << (bits - 1):
         return value
     return None
+
+
+def _kafka_rows(row: dict, event: str, req: dict) -> Optional[List[dict]]:
+    """A Kafka request's trace rows, from its first (`row`): a commit's with the
+    partitions it commits; a LeaveGroup naming several members (v3+: `members`) one row
+    per member, in its order (the first is `row`'s own), numbered on from `row`'s seq.
+    None when those fields are not what Kafka writes (the line is malformed)."""
+    if event == "commit":
+        row["offsets"] = _kafka_offsets(req.get("topics"))
+        return None if row["offsets"] is None else [row]
+    if event != "leave" or "members" not in req:
+        return [row]
+    if not (_members_listed(req) or req["members"] == []):
+        return None
+    out = [row]
+    for k, m in enumerate(req["members"][1:], 1):
+        out.append(dict(row, seq=row["seq"] + k, member_id=m.get("memberId"),
+                        instance_id=m.get("groupInstanceId")))
+    return out
+
+
+def _members_listed(req: dict) -> bool:
+    """Whether a LeaveGroup request (v3+) names members as Kafka writes them: a
+    non-empty list of objects."""
+    members = req.get("members")
+    return isinstance(members, list) and bool(members) and all(
+        isinstance(m, dict) for m in members)
+
+
+def _kafka_offsets(topics) -> Optional[List[dict]]:
+    """An OffsetCommit's `topics` as Kafka's request logger writes them (topics[].name,
+    or its topicId where the name is null (v9+); .partitions[].partitionIndex and
+    .committedOffset) -> the trace's offsets; None if they are not of that shape."""
+    if topics is None:
+        return []
+    if not isinstance(topics, list):
+        return None
+    out = []
+    for topic in topics:
+        if not isinstance(topic, dict) or not isinstance(topic.get("partitions"), list):
+            return None
+        name = topic.get("name")
+        name = topic.get("topicId") if name is None else name
+        for p in topic["partitions"]:
+            if not isinstance(p, dict) or not isinstance(name, str):
+                return None
+            index, offset = p.get("partitionIndex"), p.get("committedOffset")
+            if not (_is_int(index, 31) and _is_int(offset, 63)):
+                return None
+            out.append({"topic": name, "partition": index, "offset": offset})
+    return out
 

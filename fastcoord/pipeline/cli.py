@@ -377,6 +377,9 @@ def _ingested(args, stats) -> None:
         json.dump(stats.as_dict(), f, indent=2)
     _stage(args.command, f"{stats.rows_ok} valid events ({stats.malformed} malformed, "
                          f"{stats.unknown_event} unknown, {stats.out_of_order} out of order)")
+    if stats.missing_columns:
+        from .trace import missing_note
+        _stage(args.command, missing_note(stats.missing_columns))
 
 
 def _protocol_args_refused(args) -> str:

@@ -22,7 +22,8 @@ rebalance, not where an open-loop model guessed they would (an earlier generator
 its groups drifted apart from the coordinator's view and then failed every request).
 
 A trace's member ids are incarnation names ("<group>-c<slot>-<n>"), its client ids
-"client-<slot>", its static members' instance ids "<group>-i<slot>"; `generation` is the
+"client-<slot>", its static members' instance ids "<group>-i<slot>"; a commit commits its
+slot's own partition of one topic (whatif.ShardSimulation._offsets); `generation` is the
 generation a request carried (null for joins and leaves) and `error` the answer its consumer got
 (a parked join's or sync's when it came, even after the trace's end), as a request log
 would have them. Replayed, a generated trace gets those same answers
@@ -149,7 +150,7 @@ def _pauses(rng, start, until, interval, gc_prob) -> tuple:
 
 
 def _table(rows: List[list]) -> pa.Table:
-    cols = list(zip(*rows)) if rows else [[]] * 12
+    cols = list(zip(*rows)) if rows else [[]] * 13
     n = len(rows)
     data = {"seq": pa.array(range(n), pa.int64()),
             "time_ms": pa.array(cols[0], pa.int64()), "group_id": pa.array(cols[1], pa.string()),
@@ -161,5 +162,6 @@ def _table(rows: List[list]) -> pa.Table:
             "protocol_type": pa.array(cols[7], pa.string()),
             "protocols": pa.array(cols[8], pa.list_(pa.string())),
             "client_id": pa.array(cols[9], pa.string()), "error": pa.array(cols[11], pa.int16()),
-            "connection": pa.nulls(n, pa.string())}
+            "connection": pa.nulls(n, pa.string()),
+            "offsets": pa.array(cols[12], TRACE_SCHEMA.field("offsets").type)}
     return pa.table(data, schema=TRACE_SCHEMA)

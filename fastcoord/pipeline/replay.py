@@ -35,12 +35,21 @@ Tables (see the *_SCHEMA constants):
   newer callback, as Kafka does; error -1 with a time: a sync the client never sent,
   superseded while it waited for its join's answer).
 - rebalances: one row per rebalance episode (the group out of Stable/Empty): start,
-  end (-1: unfinished), duration, cause (what opened it: member-join, member-rejoin,
-  leave, session-timeout, timeout), members before and after, generation at the end.
+  end, duration, cause (what opened it: member-join, member-rejoin, leave,
+  session-timeout, timeout), members before and after, generation at the end. One
+  still open when the trace ends is unfinished: end and duration -1, its members and
+  generation those at the trace's end.
 - expirations: members the coordinator removed without a LeaveGroup: reason
   "session" (no contact for the session timeout) or "rebalance" (did not rejoin or
   sync within the rebalance timeout).
-- groups: per-group summary.
+- groups: per-group summary (its rebalances and rebalancing time: the finished ones).
+- offsets: the committed offsets at the trace's end: per (group, topic, partition)
+  the last offset a commit the coordinator accepted (error 0) named, in replay order
+  (time, seq; within a commit, its last entry for the partition), and that commit's
+  time. A commit is accepted or refused whole (the replay's coordinator checks the
+  member and generation for the request), so its answer says which of its offsets
+  count. (The coordinator itself is handed one stand-in partition per commit: it
+  keeps no offsets the replay reads back.)
 A trace whose group id, member id and event columns come dictionary-encoded (a packed
 trace's, spark.pack_by_shard) is read by their indices, and its responses keep those
 columns encoded (one dictionary each); `canonical` gives every table its schema's types.
@@ -82,10 +91,17 @@ GROUPS_SCHEMA = pa.schema([
     ("shard", pa.int32()), ("group_id", pa.string()), ("events", pa.int64()),
     ("rebalances", pa.int64()), ("expirations", pa.int64()), ("final_generation", pa.int32()),
     ("final_state", pa.string()), ("final_members", pa.int32()), ("rebalancing_ms", pa.int64())])
+OFFSETS_SCHEMA = pa.schema([
+    ("shard", pa.int32()), ("group_id", pa.string()), ("topic", pa.string()),
+    ("partition", pa.int32()), ("offset", pa.int64()), ("time_ms", pa.int64())])
 TABLES = {"responses": RESPONSES_SCHEMA, "rebalances": REBALANCES_SCHEMA,
-          "expirations": EXPIRATIONS_SCHEMA, "groups": GROUPS_SCHEMA}
+          "expirations": EXPIRATIONS_SCHEMA, "groups": GROUPS_SCHEMA,
+          "offsets": OFFSETS_SCHEMA}
 SORT_KEYS = {"responses": ["shard", "seq"], "rebalances": ["group_id", "start_ms"],
-             "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"]}
+             "expirations": ["group_id", "time_ms", "member_id"], "groups": ["group_id"],
+             "offsets": ["group_id", "topic", "partition"]}
+UNFINISHED = -1     # a rebalance's end and duration when the trace ends before it does
+ONE_KEY_PAIRS = 1 << 31   # committed_offsets: (group, topic) numbers below this share a key
 
 # Event codes (HeartbeatRun's kinds: a heartbeat is its HEARTBEAT)
 _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER = HEARTBEAT, 1, 2, 3, COMMIT, 5
@@ -520,8 +536,7 @@ class ShardReplay:
             return self._run(table, end_ms)
 
     def _run(self, table: pa.Table, end_ms: Optional[int]) -> Dict[str, pa.Table]:
-        from .trace import TRACE_SCHEMA
-        table = table.select(TRACE_SCHEMA.names)
+        table = with_trace_columns(table)
         if not in_trace_order(table):
             table = table.sort_by([("time_ms", "ascending"), ("seq", "ascending")])
         for at, field in enumerate(table.schema):
@@ -567,7 +582,15 @@ class ShardReplay:
             self.advance_to(end_ms)
         for _, gv in sorted(self.groups.items()):
             self._observe(gv, "timeout")
-        return self.tables()
+        for _, gv in sorted(self.groups.items()):
+            if gv.open is not None:         # still rebalancing at the trace's end
+                start, why, mb = gv.open
+                self.rebalances.append((self.shard, gv.gid, gv.generation, start, UNFINISHED,
+                                        UNFINISHED, why, mb, len(gv.members)))
+        gids = pa.array([gv.gid for gv in self.by_group_ix], pa.string())
+        return self.tables(committed_offsets(
+            table, np.frombuffer(kinds, np.uint8), np.frombuffer(group_ix, np.int32), gids,
+            np.frombuffer(errors, np.int32), self.shard))
 
     def _loop(self, runs, kinds, times, seqs, member_ix, group_ix, join_rows) -> None:
         """Every event in turn: runs of heartbeats and commits by `runs`, the others here."""
@@ -658,11 +681,14 @@ class ShardReplay:
             return self.native_runs.left_commit
         return runs.left_commit
 
-    def tables(self) -> Dict[str, pa.Table]:
+    def tables(self, offsets: Optional[pa.Table] = None) -> Dict[str, pa.Table]:
+        """The result tables; `offsets`: the offsets table (committed_offsets), made by
+        _run from the replay's own arrays (none: no rows, an empty one)."""
         groups = [(self.shard, g.gid, g.events, g.rebalances, g.expirations, g.generation,
                    g.state, len(g.members), g.rebalancing_ms)
                   for g in sorted(self.groups.values(), key=lambda g: g.gid)]
         out = {"responses": self._responses_table()}
+        out["offsets"] = OFFSETS_SCHEMA.empty_table() if offsets is None else offsets
         for name, rows in (("rebalances", self.rebalances),
                            ("expirations", self.expirations), ("groups", groups)):
             out[name] = rows_table(rows, TABLES[name])
@@ -685,6 +711,66 @@ class ShardReplay:
                             if pa.types.is_dictionary(cols[f.name].type) else f
                             for f in RESPONSES_SCHEMA])
         return pa.table(cols).cast(schema)
+
+
+def with_trace_columns(table: pa.Table) -> pa.Table:
+    """The trace's columns in TRACE_SCHEMA's order; an optional one it lacks (a trace
+    made before it existed) as nulls."""
+    from .trace import OPTIONAL, TRACE_SCHEMA
+    for name in OPTIONAL:
+        if name not in table.column_names:
+            field = TRACE_SCHEMA.field(name)
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.select(TRACE_SCHEMA.names)
+
+
+def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gids: pa.Array,
+                      errors: np.ndarray, shard: int) -> pa.Table:
+    """The offsets table (OFFSETS_SCHEMA) of replayed trace rows in replay order, from
+    their event codes (`kinds`), their groups' numbers (`groups`: into `gids`, the group
+    ids) and their answers' error codes: each (group, topic, partition)'s last entry
+    among the accepted commits' offsets, with its commit's time; its rows in the order
+    of those last commits. An entry with a null field commits nothing. In array
+    operations: a stable sort of the entries by (group and topic, partition) puts each
+    key's entries together in replay order, the last of each run the one kept."""
+    accepted = np.flatnonzero((kinds == _COMMIT) & (errors == 0))
+    offsets = rows.column("offsets").take(pa.array(accepted))
+    offsets = offsets.combine_chunks() if isinstance(offsets, pa.ChunkedArray) else offsets
+    entries = pc.list_flatten(offsets)
+    at = accepted[pc.list_parent_indices(offsets).to_numpy(zero_copy_only=False)]
+    fields = [pc.struct_field(entries, f) for f in ("topic", "partition", "offset")]
+    if any(f.null_count for f in fields):
+        keep = np.ones(len(entries), bool)
+        for f in fields:
+            keep &= pc.is_valid(f).to_numpy(zero_copy_only=False)
+        fields = [f.filter(pa.array(keep)) for f in fields]
+        at = at[keep]
+    if not len(at):
+        return OFFSETS_SCHEMA.empty_table()
+    topic, partition, offset = fields
+    topics, topic_codes = _encoded(topic)
+    pair = groups[at].astype(np.int64) * len(topics) + topic_codes
+    part = partition.to_numpy(zero_copy_only=False)
+    if int(pair.max()) < ONE_KEY_PAIRS:
+        # one int64 key (pair, then the partition's 32 bits): one stable sort of a
+        # key, faster than a lexsort of two (the partition's bits unsigned: a negative
+        # one sorts above the others, still apart from them)
+        key = (pair << 32) | (part.astype(np.int64) & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        ends = np.ones(len(order), bool)
+        ends[:-1] = key[1:] != key[:-1]
+    else:
+        order = np.lexsort((part, pair))        # stable: replay order within a key
+        pair, part = pair[order], part[order]
+        ends = np.ones(len(order), bool)
+        ends[:-1] = (pair[1:] != pair[:-1]) | (part[1:] != part[:-1])
+    last = pa.array(np.sort(order[ends]))
+    return pa.table([pa.array(np.full(len(last), shard, np.int32)),
+                     gids.take(pa.array(groups[at]).take(last)),
+                     topic.take(last), partition.take(last), offset.take(last),
+                     rows.column("time_ms").take(pa.array(at).take(last))],
+                    schema=OFFSETS_SCHEMA)
 
 
 def _protocol_pairs(column) -> list:

@@ -301,8 +301,8 @@ def _ingest_section(directory: str) -> List[str]:
              html_table(["rows in", "valid", "malformed", "unknown event", "out of order"],
                         [[ing.get(k, 0) for k in keys]], text_cols=0)]
     if ing.get("missing_columns"):
-        parts.append(f"<p>Missing columns (filled with nulls): "
-                     f"{html.escape(', '.join(ing['missing_columns']))}</p>")
+        from .trace import missing_note
+        parts.append(f"<p>{html.escape(missing_note(ing['missing_columns']))}</p>")
     if ing.get("examples"):
         parts.append("<p class='note'>Examples of rows set aside:</p><ul>" + "".join(
             f"<li><code>{html.escape(e)}</code></li>" for e in ing["examples"][:5]) + "</ul>")
@@ -315,6 +315,13 @@ def _replay_section(tables: Dict[str, pa.Table], top: int) -> List[str]:
     exp = tables.get("expirations")
     grp = tables.get("groups")
     resp = tables.get("responses")
+    unfinished = None
+    if reb is not None:
+        # a rebalance still open at the trace's end (end_ms -1) has no duration
+        import pyarrow.compute as pc
+        done = pc.greater_equal(reb.column("end_ms"), 0)
+        unfinished = reb.num_rows - pc.sum(done).as_py() if reb.num_rows else 0
+        reb = reb.filter(done)
     first = first_formations(reb) if reb is not None else []
     later = [d for d, f in zip(reb.column("duration_ms").to_pylist(), first) if not f] \
         if reb is not None else []
@@ -324,6 +331,7 @@ def _replay_section(tables: Dict[str, pa.Table], top: int) -> List[str]:
                  sum(first) if reb is not None else "-"),
                 ("rebalances after the first formations (total)",
                  len(later) if reb is not None else "-"),
+                ("unfinished when the trace ends", "-" if unfinished is None else unfinished),
                 ("time spent rebalancing after them (s, total)",
                  sum(later) / 1000.0 if reb is not None else "-"),
                 ("expirations (total)", exp.num_rows if exp is not None else "-")]

@@ -347,9 +347,9 @@ def _runtime_row(shard: int, impl: str) -> pa.Table:
 
 def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards,
                   out_dir: Optional[str] = None):
-    """One shard's valid trace rows (pack_by_shard's) -> its result blobs: the four
-    tables (unless written to `out_dir` here, see write_shard_tables), the runtime row
-    and the shard's count of rows out of order."""
+    """One shard's valid trace rows (pack_by_shard's) -> its result blobs: the replay
+    tables (replay.TABLES, unless written to `out_dir` here, see write_shard_tables),
+    the runtime row and the shard's count of rows out of order."""
     replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
     out = replay.run(table, end_ms)
     used = replay.coord.impl if replay.coord is not None else "none"
@@ -599,8 +599,9 @@ def replay_trace_file(spark, path: str, *, impl=None, num_shards: int = NUM_SHAR
     """A Parquet trace (a file or a directory) -> the result blobs (BLOB_DDL: each row a
     chunk of the table it names, as Arrow IPC; `decoded_table` turns them into rows),
     read and validated by the tasks (packed_trace). With `out_dir`, the tasks write the
-    four tables there themselves (write_shard_tables; the directories must exist) and
-    the blobs hold only the runtime rows and the ingest reports (`ingest_stats`)."""
+    replay tables (replay.TABLES) there themselves (write_shard_tables; the directories
+    must exist) and the blobs hold only the runtime rows and the ingest reports
+    (`ingest_stats`)."""
     return _replay_packed(packed_trace(spark, path, num_shards=num_shards), impl,
                           num_shards, out_dir)
 

@@ -21,12 +21,17 @@
 | connection           | string, null   | the connection the request came on (Kafka's                    |
 |                      |                | "broker:port-client:port-n"): one client process's; with the   |
 |                      |                | member ids, who a request is (a client id is shared by many)   |
+| offsets              | list<struct>,  | commit only: the partitions it commits, each {topic: string,   |
+|                      | null           | partition: int32, offset: int64}, in the request's order       |
 
 Validation (`validate`) never drops a row silently and never raises on bad data: rows
 with a null time/group/member or an unknown event are counted (`malformed`,
 `unknown_event`) and set aside; rows whose time goes backwards within a group are
 counted (`out_of_order`) and kept (replay sorts by time); missing columns are reported
-(`missing_columns`) and filled with nulls.
+(`missing_columns`) and filled with nulls. The columns after `error` are optional: a
+trace written before them has none, and `missing_note` says what their defaults mean.
+A value of another type is coerced value by value; one that cannot be (an offsets
+entry that is not a topic, a partition and an offset) is null.
 """
 from __future__ import annotations
 
@@ -56,7 +61,15 @@ TRACE_SCHEMA = pa.schema([
     ("client_id", pa.string()),
     ("error", pa.int16()),
     ("connection", pa.string()),
+    ("offsets", pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32()),
+                                    ("offset", pa.int64())]))),
 ])
+
+# The optional columns (a trace made before they existed lacks them): what a trace
+# without one loses, as missing_note says it
+OPTIONAL = {"offsets": "commits name no partitions: the replay's offsets table is empty",
+            "connection": "no connections: the what-if tells a consumer's restarts apart by "
+                          "its client id alone"}
 
 REQUIRED = ("time_ms", "group_id", "member_id", "event")
 
@@ -96,6 +109,22 @@ class IngestStats:
         return {"rows_in": self.rows_in, "rows_ok": self.rows_ok, "malformed": self.malformed,
                 "unknown_event": self.unknown_event, "out_of_order": self.out_of_order,
                 "missing_columns": list(self.missing_columns), "examples": list(self.examples)}
+
+
+def missing_note(columns: List[str]) -> str:
+    """What filling `columns` (IngestStats.missing_columns) with defaults means, in one
+    line: an optional column's absence is expected of an older trace, not an error."""
+    if not columns:
+        return ""
+    optional = [c for c in columns if c in OPTIONAL]
+    other = [c for c in columns if c not in OPTIONAL]
+    parts = []
+    if optional:
+        parts.append("optional columns the trace does not have, filled with defaults: "
+                     + "; ".join(f"{c} ({OPTIONAL[c]})" for c in optional))
+    if other:
+        parts.append("columns the trace does not have, filled with nulls: " + ", ".join(other))
+    return ". ".join(parts)
 
 
 def from_rows(rows: List[dict]) -> pa.Table:
@@ -162,12 +191,40 @@ def _coerce(value, typ):
             return int(value)
         if pa.types.is_string(typ):
             return str(value)
+        if pa.types.is_list(typ) and pa.types.is_struct(typ.value_type):
+            return _coerce_offsets(value)
         if pa.types.is_list(typ):
             # one name given as a plain string is a list of one, not of its characters
             return [value] if isinstance(value, str) else [str(v) for v in value]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return None
+
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _coerce_offsets(value):
+    """An offsets value given otherwise (entries as mappings or (topic, partition,
+    offset) triples, numbers as text): the list, or None when an entry is none of these
+    or a number does not fit its type (the partition an int32, the offset an int64)."""
+    if isinstance(value, (str, bytes, dict)):
+        return None
+    out = []
+    for entry in value:
+        if isinstance(entry, dict):
+            entry = (entry.get("topic"), entry.get("partition"), entry.get("offset"))
+        if isinstance(entry, (str, bytes)) or len(entry) != 3:
+            return None
+        topic, partition, offset = entry
+        if topic is None or isinstance(partition, bool) or isinstance(offset, bool):
+            return None
+        partition, offset = int(partition), int(offset)
+        if not (_INT32[0] <= partition <= _INT32[1] and _INT64[0] <= offset <= _INT64[1]):
+            return None
+        out.append({"topic": str(topic), "partition": partition, "offset": offset})
+    return out
 
 
 def count_out_of_order(t: pa.Table) -> int:

@@ -92,6 +92,8 @@ DEFAULT_SESSION_MS = 45_000  # Kafka's session.timeout.ms default (3.0+)
 RETRY_BACKOFF_MS = 100       # Kafka's retry.backoff.ms, for errors a consumer retries later
 INITIAL_DELAY_MS = 3000      # group.initial.rebalance.delay.ms of the simulated coordinator
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+TRACE_TOPIC = "events"       # the topic a recorded commit commits (trace_rows)
+TRACE_RECORDS_PER_S = 100    # ... and how fast its consumers read it
 
 # the trace columns the behaviour needs (the rest is not shipped to Spark workers)
 COLUMNS = ("seq", "time_ms", "group_id", "member_id", "instance_id", "event",
@@ -439,6 +441,7 @@ class ShardSimulation:
         self.trace_rows = trace_rows
         self.commit_interval_ms = commit_interval_ms
         self._commits = 0
+        self._partitions: Dict[str, Dict[str, int]] = {}    # group -> slot -> partition
         self.impl = impl
         self.num_shards = num_shards
         self.heap: list = []
@@ -800,11 +803,23 @@ class ShardSimulation:
         inc = c.inc
         if event == "join":
             rows.append([self.now, c.group, inc.member, c.inst, event, c.session, c.rto,
-                         "consumer", _PROTOCOL_NAMES, inc.client_id, None, None])
+                         "consumer", _PROTOCOL_NAMES, inc.client_id, None, None, None])
         else:                               # (LeaveGroup carries no generation)
             rows.append([self.now, c.group, inc.member, c.inst, event, None, None, None, None,
-                         inc.client_id, None if event == "leave" else c.gen, None])
+                         inc.client_id, None if event == "leave" else c.gen, None,
+                         self._offsets(c) if event == "commit" else None])
         return len(rows) - 1
+
+    def _offsets(self, c: _Client) -> list:
+        """What a recorded commit commits: its consumer slot's own partition of topic
+        TRACE_TOPIC (the slots of a group numbered in order of their first commit, so
+        every incarnation of a slot commits the same one), at the position a consumer
+        reading TRACE_RECORDS_PER_S records a second has reached by now."""
+        slots = self._partitions.setdefault(c.group, {})
+        partition = slots.setdefault(c.inc.slot, len(slots))
+        # (a (topic, partition, offset) tuple: Arrow converts it to its struct several
+        # times faster than a dict)
+        return [(TRACE_TOPIC, partition, self.now * TRACE_RECORDS_PER_S // 1000)]
 
     def _answered(self, row: int, error) -> None:
         """The answer to a recorded request, in its row (a request answered after the end

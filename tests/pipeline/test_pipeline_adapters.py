@@ -153,3 +153,143 @@ def test_convert_refuses_a_missing_log_and_one_of_another_format(tmp_path, capsy
     assert "Completed request" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "t.parquet").exists()
     assert main(["trace", "convert", "--format", "kafka", str(log), out]) == 0
+
+
+def _kafka_line(key, version, req, resp, stamp="10:00:07,000"):
+    return (f"[2024-05-01 {stamp}] DEBUG Completed request:"
+            + json.dumps({"requestHeader": {"requestApiKey": key, "requestApiVersion": version,
+                                            "correlationId": 1, "clientId": "c1"},
+                          "request": req, "response": resp, "totalTimeMs": 0.0})
+            + " (kafka.request.logger)")
+
+
+def test_kafka_commits_carry_their_partitions_and_a_leave_keeps_every_member():
+    """An OffsetCommit's row holds each partition it commits, as Kafka's request
+    logger writes them (topics[].partitions[].partitionIndex / committedOffset; the
+    topic id where v9+ has no name); a LeaveGroup naming several members (v3+) is one
+    leave row per member, not its first alone."""
+    commit = _kafka_line(8, 8, {"groupId": "g", "generationIdOrMemberEpoch": 1,
+                                "memberId": "m1", "groupInstanceId": None, "topics": [
+                                    {"name": "orders", "partitions": [
+                                        {"partitionIndex": 0, "committedOffset": 42,
+                                         "committedLeaderEpoch": -1, "committedMetadata": ""},
+                                        {"partitionIndex": 3, "committedOffset": 7,
+                                         "committedLeaderEpoch": -1, "committedMetadata": ""}]},
+                                    {"name": None, "topicId": "AAAAAAAAAAAAAAAAAAAAAQ",
+                                     "partitions": [{"partitionIndex": 1,
+                                                     "committedOffset": 9}]}]},
+                         {"topics": []})
+    leave = _kafka_line(13, 4, {"groupId": "g", "members": [
+        {"memberId": "m1", "groupInstanceId": None, "reason": None},
+        {"memberId": "", "groupInstanceId": "i-2", "reason": None},
+        {"memberId": "m3", "groupInstanceId": None, "reason": None}]},
+        {"errorCode": 0, "members": []}, stamp="10:00:08,000")
+    table, stats = from_kafka_log([commit, leave])
+    rows = table.to_pylist()
+    assert rows[0]["offsets"] == [{"topic": "orders", "partition": 0, "offset": 42},
+                                  {"topic": "orders", "partition": 3, "offset": 7},
+                                  {"topic": "AAAAAAAAAAAAAAAAAAAAAQ", "partition": 1, "offset": 9}]
+    assert [(r["event"], r["member_id"], r["instance_id"]) for r in rows[1:]] == [
+        ("leave", "m1", None), ("leave", "", "i-2"), ("leave", "m3", None)]
+    assert [r["seq"] for r in rows] == [0, 1, 2, 3]
+    assert {r["offsets"] is None for r in rows[1:]} == {True}
+    assert stats.rows_ok == 4 and stats.malformed == 0
+
+
+@pytest.mark.parametrize("bad", [
+    {"topics": "orders"},
+    {"topics": [{"name": "orders", "partitions": [{"partitionIndex": "0",
+                                                  "committedOffset": 1}]}]},
+    {"topics": [{"name": "orders", "partitions": [{"partitionIndex": 1 << 31,
+                                                  "committedOffset": 1}]}]},
+    {"topics": [{"name": "orders", "partitions": [{"partitionIndex": 0,
+                                                  "committedOffset": True}]}]},
+    {"topics": [{"name": "orders", "partitions": None}]},
+    {"members": "m1"},
+    {"members": [{"memberId": "m1"}, 5]},
+    # without a top-level memberId (v3+): the first member names the row
+    {"memberId": None, "members": "m1"},
+    {"memberId": None, "members": [5]},
+    {"memberId": None, "members": [{"memberId": "m1"}, "m2"]},
+])
+def test_kafka_commit_or_leave_fields_of_another_shape_are_a_malformed_line(bad):
+    key = 13 if "members" in bad else 8
+    line = _kafka_line(key, 4, {"groupId": "g", "memberId": "m1", **bad}, {"errorCode": 0})
+    table, stats = from_kafka_log([line, KAFKA_LINES[3]])
+    assert table.num_rows == 1 and stats.malformed == 1 and stats.rows_in == 2
+    assert stats.examples and stats.examples[0].startswith("malformed: ")
+
+
+def test_a_kafka_line_whose_request_is_not_an_object_is_malformed():
+    """A request or response that is not a JSON object is a malformed line (it made
+    the conversion fail with an AttributeError)."""
+    lines = [_kafka_line(13, 4, "g", {"errorCode": 0}), _kafka_line(12, 4, ["g"], {}),
+             _kafka_line(12, 4, {"groupId": "g", "memberId": "m"}, "ok"), KAFKA_LINES[3]]
+    table, stats = from_kafka_log(lines)
+    assert table.num_rows == 1 and stats.malformed == 3 and stats.rows_in == 4
+
+
+def _fc_line(api, member, **extra):
+    return json.dumps({"ts": 100.0, "api": api, "version": 8, "client": "c1",
+                       "host": "127.0.0.1", "group": "g", "member": member, "generation": 1,
+                       "error": 0, "latency_ms": 0.0, **extra})
+
+
+def test_fastcoord_log_commits_carry_their_offsets_and_a_leave_keeps_every_member():
+    lines = [_fc_line("OffsetCommit", "m1", offsets=[["orders", 0, 42], ["orders", 3, 7]]),
+             _fc_line("OffsetCommit", "m1"),
+             _fc_line("LeaveGroup", "m1", members=[["m1", None], ["", "i-2"]])]
+    table, stats = from_fastcoord_log(lines)
+    rows = table.to_pylist()
+    assert rows[0]["offsets"] == [{"topic": "orders", "partition": 0, "offset": 42},
+                                  {"topic": "orders", "partition": 3, "offset": 7}]
+    assert rows[1]["offsets"] is None        # a log written before offsets: none named
+    assert [(r["event"], r["member_id"], r["instance_id"]) for r in rows[2:]] == [
+        ("leave", "m1", None), ("leave", "", "i-2")]
+    assert [r["seq"] for r in rows] == [0, 1, 2, 3] and stats.rows_ok == 4
+
+    bad = [_fc_line("OffsetCommit", "m1", offsets=[["orders", 0]]),
+           _fc_line("OffsetCommit", "m1", offsets=[["orders", 0, 1 << 63]]),
+           _fc_line("OffsetCommit", "m1", offsets={"orders": 1}),
+           _fc_line("LeaveGroup", "m1", members=[["m1"]])]
+    table, stats = from_fastcoord_log(bad)
+    assert table.num_rows == 0 and stats.malformed == len(bad) == stats.rows_in
+
+
+def test_an_admin_leave_of_static_members_names_the_members_it_removes(impl):
+    """Kafka's removal of static members (a LeaveGroup of several members, each named by
+    its instance id with member id "") leaves the members those instances last joined
+    as: the replay sees a leave, not a member that expired; an instance the log never
+    saw keeps member id ""."""
+    def static_join(stamp, member, inst):
+        return _kafka_line(11, 5, {"groupId": "g", "sessionTimeoutMs": 10000,
+                                   "rebalanceTimeoutMs": 30000, "memberId": "",
+                                   "groupInstanceId": inst, "protocolType": "consumer",
+                                   "protocols": [{"name": "range", "metadata": "AAE="}]},
+                           {"errorCode": 0, "generationId": 1, "memberId": member,
+                            "leader": "m-1"}, stamp=stamp)
+
+    def sync(stamp, member, inst):
+        return _kafka_line(14, 3, {"groupId": "g", "generationId": 1, "memberId": member,
+                                   "groupInstanceId": inst, "assignments": []},
+                           {"errorCode": 0}, stamp=stamp)
+
+    def heartbeat(stamp, member, inst):
+        return _kafka_line(12, 4, {"groupId": "g", "generationId": 1, "memberId": member,
+                                   "groupInstanceId": inst}, {"errorCode": 0}, stamp=stamp)
+
+    lines = [static_join("10:00:00,000", "m-1", "i-1"), static_join("10:00:00,000", "m-2", "i-2"),
+             sync("10:00:03,100", "m-1", "i-1"), sync("10:00:03,100", "m-2", "i-2"),
+             heartbeat("10:00:06,000", "m-1", "i-1"), heartbeat("10:00:06,000", "m-2", "i-2"),
+             _kafka_line(13, 4, {"groupId": "g", "members": [
+                 {"memberId": "", "groupInstanceId": "i-2"},
+                 {"memberId": "", "groupInstanceId": "i-9"}]}, {"errorCode": 0},
+                 stamp="10:00:07,000"),
+             heartbeat("10:00:09,000", "m-1", "i-1")]
+    table, stats = from_kafka_log(lines)
+    leaves = [(r["member_id"], r["instance_id"]) for r in table.to_pylist()
+              if r["event"] == "leave"]
+    assert leaves == [("m-2", "i-2"), ("", "i-9")] and stats.malformed == 0
+    out = replay_local(table, impl=impl)
+    assert out["expirations"].num_rows == 0
+    assert [r["cause"] for r in out["rebalances"].to_pylist()] == ["member-join", "leave"]

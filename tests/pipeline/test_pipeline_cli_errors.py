@@ -71,3 +71,19 @@ def test_relative_paths_are_made_absolute_on_the_driver(tmp_path, monkeypatch):
     pq.write_table(generate(groups=2, members=2, duration_s=30, seed=1), "t.parquet")
     assert main(["replay", "t.parquet", "--out", "out", "--master", "none"]) == 0
     assert (tmp_path / "out" / "responses").is_dir()
+
+
+def test_a_trace_without_the_optional_offsets_replays_and_says_what_that_means(
+        tmp_path, capsys):
+    """A trace written before the offsets column replays (exit 0, an empty offsets
+    table), and the command says the column was filled with its default and what that
+    means, as a note rather than an error."""
+    trace = generate(groups=2, members=2, duration_s=30, seed=1).drop_columns(["offsets"])
+    pq.write_table(trace, str(tmp_path / "t.parquet"))
+    out = tmp_path / "out"
+    assert main(["replay", str(tmp_path / "t.parquet"), "--out", str(out),
+                 "--master", "none"]) == 0
+    err = capsys.readouterr().err
+    assert ("optional columns the trace does not have, filled with defaults: offsets "
+            "(commits name no partitions: the replay's offsets table is empty)") in err
+    assert pq.read_table(str(out / "offsets")).num_rows == 0

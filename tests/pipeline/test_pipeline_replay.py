@@ -80,6 +80,7 @@ def test_native_equals_pure(seed):
         assert a[name].to_pylist() == b[name].to_pylist(), name
     assert a["responses"].num_rows == trace.num_rows
     assert a["rebalances"].num_rows > 0
+    assert a["offsets"].num_rows > 0            # the twins' committed offsets, equal above
 
 
 def test_generator_deterministic_and_varied():
@@ -92,6 +93,10 @@ def test_generator_deterministic_and_varied():
     assert a.column("instance_id").null_count < a.num_rows        # some static members
     good, stats = validate(a)
     assert good.num_rows == a.num_rows and stats.malformed == stats.unknown_event == 0
+    # every commit names its consumer slot's partition, no other request names any
+    named = [(r["event"], r["offsets"] is not None) for r in a.select(["event", "offsets"]).to_pylist()]
+    assert {e == "commit" for e, has in named if has} == {True}
+    assert all(has for e, has in named if e == "commit")
 
 
 FAULTS = [dict(),                                                   # the defaults
@@ -503,3 +508,101 @@ def test_event_kinds_name_each_event_and_set_aside_what_is_none_of_them():
         others = {got[i] for i in (2, 4, 7, 8)}
         assert len(others) == 1 and not others & set(_EVENT_CODES.values())
     assert len(_EVENT_CODES) == 5 and list(_event_kinds(pa.array([], pa.string()))) == []
+
+
+def _commit(t, member, offsets, group="g"):
+    return dict(time_ms=t, group_id=group, member_id=member, event="commit",
+                offsets=[{"topic": tp, "partition": p, "offset": o} for tp, p, o in offsets])
+
+
+def test_offsets_are_the_last_ones_each_accepted_commit_named(impl):
+    """The offsets table: per (group, topic, partition) the last offset of a commit the
+    replay's coordinator accepted, and that commit's time; a refused commit (from a
+    member the group does not have) changes nothing, and within one commit its last
+    entry for a partition wins."""
+    from helpers.traces import _hb, _start
+    from fastcoord.pipeline.trace import from_rows
+    rows = []
+    _start(rows, "g", "ab")
+    _hb(rows, "g", "a", range(6000, 12001, 3000))
+    _hb(rows, "g", "b", range(6000, 12001, 3000))
+    rows += [_commit(6500, "a", [("t", 0, 10), ("t", 1, 20)]),
+             _commit(6600, "b", [("t", 1, 25), ("u", 0, 1)]),
+             _commit(7000, "z", [("t", 0, 999)]),                 # no such member
+             _commit(9500, "a", [("t", 0, 30), ("t", 0, 31)]),
+             dict(time_ms=9550, group_id="g", member_id="a", event="commit"),  # names none
+             _commit(9600, "z", [("t", 1, 998)])]
+    out = replay_local(from_rows(sorted(rows, key=lambda r: r["time_ms"])), impl=impl)
+    answers = {(r["member_id"], r["time_ms"]): r["error"]
+               for r in out["responses"].to_pylist() if r["event"] == "commit"}
+    assert answers[("a", 9500)] == 0 and answers[("z", 7000)] != 0
+    got = [(r["group_id"], r["topic"], r["partition"], r["offset"], r["time_ms"])
+           for r in out["offsets"].to_pylist()]
+    assert got == [("g", "t", 0, 31, 9500), ("g", "t", 1, 25, 6600), ("g", "u", 0, 1, 6600)]
+    assert set(out["offsets"].column("shard").to_pylist()) == {shard_for("g", 50)}
+
+
+def test_a_rebalance_open_when_the_trace_ends_has_an_unfinished_row(impl):
+    """A rebalance the trace ends inside (the group still waiting out its initial delay)
+    gets a row with end and duration -1, as the replay's tables document; the groups'
+    totals count finished rebalances only."""
+    from helpers.traces import J
+    from fastcoord.pipeline.trace import from_rows
+    rows = [dict(time_ms=0, group_id="g", member_id="a", event="join", **J),
+            dict(time_ms=0, group_id="g", member_id="a", event="join", **J),
+            dict(time_ms=1000, group_id="g", member_id="b", event="join", **J),
+            dict(time_ms=1000, group_id="g", member_id="b", event="join", **J)]
+    out = replay_local(from_rows(rows), impl=impl)
+    assert _rebalances(out) == [(0, -1, "member-join", 0, 2, 0)]
+    assert out["rebalances"].column("duration_ms").to_pylist() == [-1]
+    [group] = out["groups"].to_pylist()
+    assert (group["rebalances"], group["rebalancing_ms"]) == (0, 0)
+
+
+def test_an_old_trace_without_offsets_replays_with_no_offsets():
+    """A trace table made before the offsets column (none of its commits name
+    partitions) replays as before, with an empty offsets table; validate reports the
+    column as an optional one filled with its default, not as an error."""
+    from fastcoord.pipeline.trace import missing_note
+    from helpers.traces import leave_trace
+    old = leave_trace().drop_columns(["offsets"])
+    out = replay_local(old)
+    assert out["offsets"].num_rows == 0 and out["responses"].num_rows == old.num_rows
+    _, stats = validate(old)
+    assert stats.missing_columns == ["offsets"]
+    note = missing_note(stats.missing_columns)
+    assert note.startswith("optional columns") and "offsets table is empty" in note
+
+
+def test_offsets_are_the_same_by_either_sort(monkeypatch):
+    """committed_offsets sorts the entries by one int64 key while the (group, topic)
+    numbers leave it room, else by a lexsort of two keys: the same table either way,
+    on a trace with several topics, negative partitions and repeated keys."""
+    import numpy as np
+    import pyarrow as pa
+
+    from fastcoord.pipeline import replay
+    trace = generate(groups=6, members=4, duration_s=120, seed=5)
+    offsets = trace.column("offsets").to_pylist()
+    for i, entries in enumerate(offsets):
+        if entries:
+            offsets[i] = entries + [{"topic": f"t{i % 3}", "partition": (i % 5) - 2,
+                                     "offset": i}]
+    trace = trace.set_column(trace.schema.get_field_index("offsets"), "offsets",
+                             pa.array(offsets, trace.schema.field("offsets").type))
+    rows = replay.with_trace_columns(trace)
+    kinds = np.frombuffer(replay._event_kinds(rows.column("event")), np.uint8)
+    gids, groups = replay._encoded(rows.column("group_id"))
+    errors = np.zeros(rows.num_rows, np.int32)
+    errors[::7] = 22                                 # some commits refused
+    one_key = replay.committed_offsets(rows, kinds, groups, gids, errors, 0)
+    monkeypatch.setattr(replay, "ONE_KEY_PAIRS", 0)
+    two_keys = replay.committed_offsets(rows, kinds, groups, gids, errors, 0)
+    assert one_key.to_pylist() == two_keys.to_pylist()
+    got = {(r["group_id"], r["topic"], r["partition"]): r["offset"] for r in one_key.to_pylist()}
+    want = {}
+    for row, error in zip(rows.to_pylist(), errors):
+        if row["event"] == "commit" and error == 0:
+            for e in row["offsets"]:
+                want[(row["group_id"], e["topic"], e["partition"])] = e["offset"]
+    assert got == want and any(p < 0 for _, _, p in got)

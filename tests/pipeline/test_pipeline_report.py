@@ -5,6 +5,7 @@ import json
 import os
 import re
 
+import pyarrow.compute as pc
 import pytest
 
 pytest.importorskip("matplotlib")
@@ -218,6 +219,7 @@ def test_report_counts_first_formations_apart(outputs):
     import pyarrow.parquet as pq
     from fastcoord.pipeline.report import first_formations
     reb = pq.read_table(os.path.join(outputs, "rebalances"))
+    reb = reb.filter(pc.greater_equal(reb.column("end_ms"), 0))    # (unfinished: apart)
     first = first_formations(reb)
     groups = set(reb.column("group_id").to_pylist())
     assert sum(first) == len(groups)          # one per group: its earliest rebalance
@@ -244,6 +246,7 @@ def test_charts_have_units_and_show_undetected_crashes(outputs):
                                            fig_tradeoff, fig_whatif, first_formations,
                                            load_whatif)
     reb = pq.read_table(os.path.join(outputs, "rebalances"))
+    reb = reb.filter(pc.greater_equal(reb.column("end_ms"), 0))    # (unfinished: apart)
     first = first_formations(reb)
     t1 = max(reb.column("start_ms").to_pylist())
     w = load_whatif(os.path.join(outputs, "whatif"))
@@ -384,3 +387,40 @@ def test_report_in_a_browser(outputs, tmp_path):
 def path_uri(path):
     import pathlib
     return pathlib.Path(path).absolute().as_uri()
+
+
+def test_a_rebalance_unfinished_at_the_end_is_counted_as_such(tmp_path):
+    """`fastcoord replay` writes a rebalance the trace ends inside (end -1) and the
+    committed offsets; the report counts the open rebalance as unfinished, apart from
+    the finished ones and their time (not as a rebalance of -1 ms)."""
+    import pyarrow.parquet as pq
+
+    from fastcoord.pipeline.trace import from_rows
+    from helpers.traces import J, crash_trace
+    finished = crash_trace().to_pylist()           # two finished rebalances, 8001 ms
+    for r in finished:
+        if r["event"] == "heartbeat" and r["member_id"] == "a" and r["time_ms"] == 30000:
+            r["event"] = "commit"
+            r["offsets"] = [{"topic": "t", "partition": 0, "offset": 5}]
+    opened = [dict(time_ms=44000, group_id="late", member_id=m, event="join", **J)
+              for m in ("x", "x")]
+    trace = str(tmp_path / "t.parquet")
+    write_trace(from_rows(finished + opened), trace)
+    out = str(tmp_path / "out")
+    assert main(["replay", trace, "--out", out, "--master", "none"]) == 0
+    reb = pq.read_table(os.path.join(out, "rebalances")).to_pylist()
+    assert sorted((r["group_id"], r["end_ms"]) for r in reb) == [
+        ("g", 6000), ("g", 24001), ("late", -1)]
+    offsets = pq.read_table(os.path.join(out, "offsets")).to_pylist()
+    assert [(r["group_id"], r["topic"], r["partition"], r["offset"], r["time_ms"])
+            for r in offsets] == [("g", "t", 0, 5, 30000)]
+    with open(write_report(out), encoding="utf-8") as f:
+        doc = f.read()
+    # g's first formation is counted apart, its second rebalance is the one after it
+    second = [r for r in reb if r["group_id"] == "g" and r["end_ms"] == 24001][0]
+    assert "first formations (each group&#x27;s first rebalance, counted apart)</td><td>1<" \
+        in doc
+    assert '<td class="t">rebalances after the first formations (total)</td><td>1</td>' in doc
+    assert '<td class="t">unfinished when the trace ends</td><td>1</td>' in doc
+    assert ('<td class="t">time spent rebalancing after them (s, total)</td>'
+            f'<td>{second["duration_ms"] / 1000.0}</td>') in doc

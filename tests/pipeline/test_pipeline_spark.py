@@ -54,6 +54,8 @@ def test_spark_equals_single_process(spark, tmp_path, seed):
         assert got[name].to_pylist() == want[name].to_pylist(), name
     assert got["responses"].num_rows == trace.num_rows
     assert len(set(got["responses"].column("shard").to_pylist())) > 2
+    # the committed offsets (every table above, offsets included, row for row)
+    assert set(want) >= {"offsets"} and got["offsets"].num_rows > 0
 
 
 def test_write_replay_spark_writes_what_replay_spark_returns(spark, tmp_path):
