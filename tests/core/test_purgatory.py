@@ -519,3 +519,154 @@ def test_random_sequences_keep_watched_and_delayed_exact(impl, steps):
     trace = _run_sequence(impl, steps)
     for other in IMPLS:
         assert _run_sequence(other, steps) == trace
+
+
+# ---------------------------------------------------------------- batch calls
+def test_watch_many_answers_each_operation_in_order(env):
+    clock, timer, purg, Op = env
+    ops = [Op(100) for _ in range(4)]
+    ops[1].completable = True
+    out = purg.try_complete_else_watch_many(ops, [["a"], ["a", "b"], ("b",), iter(["c"])])
+    assert out == [False, True, False, False]
+    assert purg.watched == 3 and purg.delayed == 3 and len(timer) == 3
+    assert ops[1].completions == 1
+    assert purg.try_complete_else_watch_many([], []) == []
+    assert timer.advance_to(100) == 3
+    assert [op.expirations for op in ops] == [1, 0, 1, 1]
+
+
+def test_check_and_complete_keys_counts_what_every_key_completed(env):
+    clock, timer, purg, Op = env
+    ops = [Op(100) for _ in range(5)]
+    purg.try_complete_else_watch_many(ops, [["a"], ["a", "b"], ["b"], ["c"], ["d"]])
+    for op in ops[:4]:
+        op.completable = True
+    assert purg.check_and_complete_keys(["a", "b", "x", "b"]) == 3
+    assert purg.check_and_complete_keys(iter(["c", "c"])) == 1
+    assert purg.check_and_complete_keys([]) == 0
+    assert purg.watched == 1 and purg.delayed == 1
+    assert [op.completions for op in ops] == [1, 1, 1, 1, 0]
+
+
+@pytest.mark.parametrize("ops_keys, error, match", [
+    (([0], [["a"], ["b"]]), ValueError, "differ in length"),
+    (([0, 1], [["a"], []]), ValueError, r"keys_per_op\[1\] must not be empty"),
+    (([0, 1], [["a"], "ab"]), TypeError, r"keys_per_op\[1\] must be an iterable"),
+    (([0, 1], [["a"], 7]), TypeError, r"keys_per_op\[1\] must be iterable"),
+    (([0, 1], [["a"], ["b", []]]), TypeError, r"keys_per_op\[1\]\[1\] must be hashable"),
+    (([0, "op"], [["a"], ["b"]]), TypeError, r"ops\[1\] must be a DelayedOperation"),
+    ((5, [["a"]]), TypeError, "ops must be iterable"),
+])
+def test_watch_many_checks_every_argument_before_watching(env, ops_keys, error, match):
+    clock, timer, purg, Op = env
+    first = Op(100)
+    ops, keys_per_op = ops_keys
+    if isinstance(ops, list):
+        ops = [first if o == 0 else Op(100) if o == 1 else o for o in ops]
+    with pytest.raises(error, match=match):
+        purg.try_complete_else_watch_many(ops, keys_per_op)
+    assert purg.watched == 0 and purg.delayed == 0 and len(timer) == 0
+    first.completable = True
+    assert purg.check_and_complete("a") == 0 and first.completions == 0
+
+
+def test_check_and_complete_keys_checks_every_key_first(env):
+    clock, timer, purg, Op = env
+    op = Op(100)
+    purg.try_complete_else_watch(op, ["a"])
+    op.completable = True
+    with pytest.raises(TypeError, match=r"keys\[1\] must be hashable"):
+        purg.check_and_complete_keys(["a", {}])
+    with pytest.raises(TypeError, match="keys must be an iterable"):
+        purg.check_and_complete_keys("a")
+    with pytest.raises(TypeError, match="keys must be iterable"):
+        purg.check_and_complete_keys(None)
+    assert op.completions == 0 and purg.watched == 1
+
+
+# Random batches: ("watch", [(keys, ready), ...]) new operations, each ready to complete
+# or not; ("check", [key, ...]); ("ready", n); ("ready_all",); ("budget", n): n more completions for the
+# operations that spend the budget (so the order of the calls decides which complete);
+# ("advance", ms); ("purge",).
+_BATCH_STEP = st.one_of(
+    st.tuples(st.just("watch"), st.lists(
+        st.tuples(st.lists(_KEYS, min_size=1, max_size=3), st.sampled_from([False, True, "budget"])),
+        max_size=6)),
+    st.tuples(st.just("check"), st.lists(_KEYS, max_size=6)),
+    st.tuples(st.just("ready"), st.integers(0, 30)),
+    st.tuples(st.just("ready_all")),
+    st.tuples(st.just("budget"), st.integers(0, 3)),
+    st.tuples(st.just("advance"), st.integers(1, 60)),
+    st.tuples(st.just("purge")),
+)
+
+
+def _run_batches(impl, steps, purge_interval, batch):
+    """Run steps on impl's purgatory, each batch by one batch call (batch=True) or by
+    the one-at-a-time calls in order; return what it answered, its state after every
+    step and the order in which operations completed and expired."""
+    timer = Timer(ManualClock(0), impl=impl)
+    purg = Purgatory("p", timer, purge_interval=purge_interval, impl=impl)
+    base = op_class(impl)
+    log, budget, ops, trace = [], [0], [], []
+
+    class Op(base):
+        def try_complete(self):
+            if self.completable == "budget" and budget[0] > 0:
+                budget[0] -= 1
+                return self.force_complete()
+            return super().try_complete() if self.completable is True else False
+
+        def on_complete(self):
+            log.append(("complete", self.n))
+
+        def on_expiration(self):
+            log.append(("expire", self.n))
+
+    for step in steps:
+        kind = step[0]
+        if kind == "watch":
+            new = []
+            for keys, ready in step[1]:
+                op = Op(50)
+                op.n, op.completable = len(ops), ready
+                ops.append(op)
+                new.append(op)
+            keys_per_op = [keys for keys, _ in step[1]]
+            if batch:
+                out = purg.try_complete_else_watch_many(new, keys_per_op)
+            else:
+                out = [purg.try_complete_else_watch(op, keys) for op, keys in zip(new, keys_per_op)]
+        elif kind == "check":
+            if batch:
+                out = purg.check_and_complete_keys(step[1])
+            else:
+                out = sum(purg.check_and_complete(key) for key in step[1])
+        elif kind == "ready":
+            out = None
+            if ops:
+                ops[step[1] % len(ops)].completable = True
+        elif kind == "ready_all":
+            out = None
+            for op in ops:
+                if op.completable is False:
+                    op.completable = True
+        elif kind == "budget":
+            budget[0] += step[1]
+            out = None
+        elif kind == "advance":
+            out = timer.advance_to(timer.current_ms() + step[1])
+        else:
+            out = purg.purge_completed()
+        trace.append((out, purg.watched, purg.delayed, len(timer), purg.purge_visits))
+    return trace, log
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_BATCH_STEP, max_size=25), purge_interval=st.integers(0, 4))
+def test_batch_calls_equal_one_at_a_time_calls_in_order(impl, steps, purge_interval):
+    want = _run_batches(impl, steps, purge_interval, batch=False)
+    assert _run_batches(impl, steps, purge_interval, batch=True) == want
+    for other in IMPLS:
+        assert _run_batches(other, steps, purge_interval, batch=True) == want

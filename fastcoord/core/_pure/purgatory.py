@@ -37,6 +37,46 @@ __all__ = ["DelayedOperation", "Purgatory"]
 _STRIPES = 32
 
 
+def batch_watch_args(ops, keys_per_op):
+    """The checked arguments of try_complete_else_watch_many: a list of (op, keys
+    list) pairs. Every element is checked before anything is watched, so a bad one
+    leaves the purgatory as it was (both twins call this)."""
+    ops = _sequence(ops, "ops")
+    keys_per_op = _sequence(keys_per_op, "keys_per_op")
+    if len(ops) != len(keys_per_op):
+        raise ValueError(f"ops and keys_per_op differ in length: {len(ops)} != {len(keys_per_op)}")
+    pairs = []
+    for k, (op, keys) in enumerate(zip(ops, keys_per_op)):
+        if not callable(getattr(op, "_fc_arm", None)):
+            raise TypeError(f"ops[{k}] must be a DelayedOperation, got {type(op).__name__}")
+        keys = batch_keys(keys, f"keys_per_op[{k}]")
+        if not keys:
+            raise ValueError(f"keys_per_op[{k}] must not be empty")
+        pairs.append((op, keys))
+    return pairs
+
+
+def batch_keys(keys, name):
+    """keys as a list, each key checked hashable (TypeError naming it). A str or bytes
+    is refused: iterated, it would be its characters, not one key."""
+    keys = _sequence(keys, name)
+    for j, key in enumerate(keys):
+        try:
+            hash(key)
+        except TypeError:
+            raise TypeError(f"{name}[{j}] must be hashable, got {type(key).__name__}") from None
+    return keys
+
+
+def _sequence(items, name):
+    if isinstance(items, (str, bytes, bytearray)):
+        raise TypeError(f"{name} must be an iterable of items, not a {type(items).__name__}")
+    try:
+        return list(items)
+    except TypeError:
+        raise TypeError(f"{name} must be iterable, got {type(items).__name__}") from None
+
+
 class DelayedOperation:
     """Subclass and override try_complete(), on_complete() and on_expiration()."""
 
@@ -230,6 +270,18 @@ class Purgatory:
             op._fc_arm(self.timer, self)
         self._maybe_purge()
         return False
+
+    def try_complete_else_watch_many(self, ops, keys_per_op) -> list:
+        """try_complete_else_watch(ops[k], keys_per_op[k]) for each k, in order; their
+        results. Every argument is checked first: a bad one watches nothing."""
+        tcew = self.try_complete_else_watch
+        return [tcew(op, keys) for op, keys in batch_watch_args(ops, keys_per_op)]
+
+    def check_and_complete_keys(self, keys) -> int:
+        """check_and_complete(key) for each key, in order; how many they completed.
+        Every key is checked (hashable) first."""
+        check = self.check_and_complete
+        return sum(check(key) for key in batch_keys(keys, "keys"))
 
     def check_and_complete(self, key) -> int:
         """Try the operations watched on key; return how many this call completed."""

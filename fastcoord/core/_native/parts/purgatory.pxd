@@ -48,6 +48,8 @@ cdef class Purgatory:
 
     cdef int _add_delayed(self, int64_t n) except -1
     cdef bint _try_complete(self, object op) except -1
+    cdef bint _watch_op(self, object op, list keys) except -1
+    cdef Py_ssize_t _check_key(self, key) except -1
     cdef Py_ssize_t _purge_key(self, int i, key) except -1
     cdef Py_ssize_t _clean(self, int i, key, list lst) except -1
     cdef int _completed_on(self, key) except -1

@@ -10,6 +10,9 @@ from libc.stdint cimport int64_t
 
 import threading
 
+from fastcoord.core._pure.purgatory import batch_keys as _purg_batch_keys
+from fastcoord.core._pure.purgatory import batch_watch_args as _purg_batch_watch_args
+
 
 cdef extern from *:
     """
@@ -253,12 +256,36 @@ cdef class Purgatory:
     def try_complete_else_watch(self, op, keys):
         """Try to complete op; else watch it on every key, try again, and if still
         not done arm its expiry. True when completed by this call."""
-        cdef int i
-        cdef dict m
-        cdef bint watch_created = False
         keys = list(keys)
         if not keys:
             raise ValueError("keys must not be empty")
+        return self._watch_op(op, keys)
+
+    def try_complete_else_watch_many(self, ops, keys_per_op):
+        """try_complete_else_watch(ops[k], keys_per_op[k]) for each k, in order; their
+        results. Every argument is checked first: a bad one watches nothing."""
+        cdef list pairs = _purg_batch_watch_args(ops, keys_per_op)
+        cdef list out = [None] * len(pairs)
+        cdef Py_ssize_t k
+        cdef tuple pair
+        for k in range(len(pairs)):
+            pair = <tuple>pairs[k]
+            out[k] = self._watch_op(pair[0], <list>pair[1])
+        return out
+
+    def check_and_complete_keys(self, keys):
+        """check_and_complete(key) for each key, in order; how many they completed.
+        Every key is checked (hashable) first."""
+        cdef Py_ssize_t now = 0
+        for key in <list>_purg_batch_keys(keys, "keys"):
+            now += self._check_key(key)
+        return now
+
+    cdef bint _watch_op(self, object op, list keys) except -1:
+        # try_complete_else_watch's work, keys checked non-empty
+        cdef int i
+        cdef dict m
+        cdef bint watch_created = False
         if self._try_complete(op):
             return True
         for key in keys:
@@ -310,6 +337,9 @@ cdef class Purgatory:
 
     def check_and_complete(self, key):
         """Try the operations watched on key; return how many this call completed."""
+        return self._check_key(key)
+
+    cdef Py_ssize_t _check_key(self, key) except -1:
         cdef int i = <int>((<size_t>hash(key)) % STRIPES)   # unsigned: cdivision is on
         cdef Py_ssize_t already = 0, now = 0
         cdef dict m
