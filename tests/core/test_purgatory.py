@@ -548,6 +548,23 @@ def test_check_and_complete_keys_counts_what_every_key_completed(env):
     assert [op.completions for op in ops] == [1, 1, 1, 1, 0]
 
 
+def test_batch_calls_accept_operations_of_either_twin_and_any_iterables(impl):
+    for other in IMPLS:
+        timer = Timer(ManualClock(0), impl=impl)
+        purg = Purgatory("x", timer, impl=impl)
+        Op = op_class(other)
+        ops = [Op(10) for _ in range(3)]
+        ops[2].completable = True
+        assert purg.try_complete_else_watch_many(iter(ops), (("k",), ["k", "j"], {"j"})) == [
+            False, False, True]
+        assert purg.watched == 3 and purg.delayed == 2
+        ops[0].completable = True
+        assert purg.check_and_complete_keys(("j", "k")) == 1
+        assert timer.advance_to(10) == 1
+        assert ops[1].expirations == 1 and purg.delayed == 0
+        assert purg.purge_completed() == 2 and purg.watched == 0
+
+
 @pytest.mark.parametrize("ops_keys, error, match", [
     (([0], [["a"], ["b"]]), ValueError, "differ in length"),
     (([0, 1], [["a"], []]), ValueError, r"keys_per_op\[1\] must not be empty"),

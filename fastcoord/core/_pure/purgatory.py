@@ -38,43 +38,49 @@ _STRIPES = 32
 
 
 def batch_watch_args(ops, keys_per_op):
-    """The checked arguments of try_complete_else_watch_many: a list of (op, keys
-    list) pairs. Every element is checked before anything is watched, so a bad one
-    leaves the purgatory as it was (both twins call this)."""
+    """The checked arguments of try_complete_else_watch_many: (ops, keys lists), two
+    lists of one length. Every element is checked before anything is watched, so a
+    bad one leaves the purgatory as it was (both twins call this)."""
     ops = _sequence(ops, "ops")
     keys_per_op = _sequence(keys_per_op, "keys_per_op")
     if len(ops) != len(keys_per_op):
         raise ValueError(f"ops and keys_per_op differ in length: {len(ops)} != {len(keys_per_op)}")
-    pairs = []
-    for k, (op, keys) in enumerate(zip(ops, keys_per_op)):
+    key_lists = []
+    for k, op in enumerate(ops):
         if not callable(getattr(op, "_fc_arm", None)):
             raise TypeError(f"ops[{k}] must be a DelayedOperation, got {type(op).__name__}")
-        keys = batch_keys(keys, f"keys_per_op[{k}]")
+        keys = batch_keys(keys_per_op[k], "keys_per_op", k)
         if not keys:
             raise ValueError(f"keys_per_op[{k}] must not be empty")
-        pairs.append((op, keys))
-    return pairs
+        key_lists.append(keys)
+    return ops, key_lists
 
 
-def batch_keys(keys, name):
-    """keys as a list, each key checked hashable (TypeError naming it). A str or bytes
-    is refused: iterated, it would be its characters, not one key."""
-    keys = _sequence(keys, name)
+def batch_keys(keys, name, k=None):
+    """keys as a list, each key checked hashable; errors name them `name` (or
+    `name[k]`). A str or bytes is refused: iterated, it would be its characters."""
+    keys = _sequence(keys, name, k)
     for j, key in enumerate(keys):
         try:
             hash(key)
         except TypeError:
-            raise TypeError(f"{name}[{j}] must be hashable, got {type(key).__name__}") from None
+            raise TypeError(f"{_name(name, k)}[{j}] must be hashable, "
+                            f"got {type(key).__name__}") from None
     return keys
 
 
-def _sequence(items, name):
+def _sequence(items, name, k=None):
     if isinstance(items, (str, bytes, bytearray)):
-        raise TypeError(f"{name} must be an iterable of items, not a {type(items).__name__}")
+        raise TypeError(f"{_name(name, k)} must be an iterable of items, "
+                        f"not a {type(items).__name__}")
     try:
         return list(items)
     except TypeError:
-        raise TypeError(f"{name} must be iterable, got {type(items).__name__}") from None
+        raise TypeError(f"{_name(name, k)} must be iterable, got {type(items).__name__}") from None
+
+
+def _name(name, k):
+    return name if k is None else f"{name}[{k}]"
 
 
 class DelayedOperation:
@@ -274,8 +280,8 @@ class Purgatory:
     def try_complete_else_watch_many(self, ops, keys_per_op) -> list:
         """try_complete_else_watch(ops[k], keys_per_op[k]) for each k, in order; their
         results. Every argument is checked first: a bad one watches nothing."""
-        tcew = self.try_complete_else_watch
-        return [tcew(op, keys) for op, keys in batch_watch_args(ops, keys_per_op)]
+        ops, key_lists = batch_watch_args(ops, keys_per_op)
+        return list(map(self.try_complete_else_watch, ops, key_lists))
 
     def check_and_complete_keys(self, keys) -> int:
         """check_and_complete(key) for each key, in order; how many they completed.

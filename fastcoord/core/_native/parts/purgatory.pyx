@@ -33,6 +33,38 @@ cdef inline bint _completed(object op) except -1:
     return bool(op.is_completed)
 
 
+cdef tuple _purg_watch_args(ops, keys_per_op):
+    """_pure's batch_watch_args, checked in C when ops and keys_per_op are lists of
+    native operations and non-empty lists of hashable keys (a broker's batch); copies,
+    since the hooks may change the caller's lists."""
+    cdef list op_list, key_lists
+    cdef Py_ssize_t k, n
+    if type(ops) is list and type(keys_per_op) is list:
+        op_list = list(ops)
+        key_lists = list(keys_per_op)
+        n = len(op_list)
+        if n == len(key_lists):
+            for k in range(n):
+                keys = key_lists[k]
+                if (not isinstance(op_list[k], DelayedOperation) or type(keys) is not list
+                        or not keys or not _purg_hashable(<list>keys)):
+                    break
+                key_lists[k] = list(keys)
+            else:
+                return op_list, key_lists
+    return _purg_batch_watch_args(ops, keys_per_op)  # the general case, and its errors
+
+
+cdef bint _purg_hashable(list keys) except -1:
+    # every key hashes (False on the first that does not)
+    for key in keys:
+        try:
+            hash(key)
+        except TypeError:
+            return False
+    return True
+
+
 cdef class OperationLock:
     """The base of locks the purgatory takes by C calls (subclasses define both)."""
 
@@ -264,20 +296,24 @@ cdef class Purgatory:
     def try_complete_else_watch_many(self, ops, keys_per_op):
         """try_complete_else_watch(ops[k], keys_per_op[k]) for each k, in order; their
         results. Every argument is checked first: a bad one watches nothing."""
-        cdef list pairs = _purg_batch_watch_args(ops, keys_per_op)
-        cdef list out = [None] * len(pairs)
+        cdef list op_list, key_lists, out
         cdef Py_ssize_t k
-        cdef tuple pair
-        for k in range(len(pairs)):
-            pair = <tuple>pairs[k]
-            out[k] = self._watch_op(pair[0], <list>pair[1])
+        op_list, key_lists = _purg_watch_args(ops, keys_per_op)
+        out = [None] * len(op_list)
+        for k in range(len(op_list)):
+            out[k] = self._watch_op(op_list[k], <list>key_lists[k])
         return out
 
     def check_and_complete_keys(self, keys):
         """check_and_complete(key) for each key, in order; how many they completed.
         Every key is checked (hashable) first."""
         cdef Py_ssize_t now = 0
-        for key in <list>_purg_batch_keys(keys, "keys"):
+        cdef list key_list
+        if type(keys) is list and _purg_hashable(<list>keys):
+            key_list = list(keys)  # (the hooks may change the caller's list)
+        else:
+            key_list = _purg_batch_keys(keys, "keys")  # the general case, and its errors
+        for key in key_list:
             now += self._check_key(key)
         return now
 
