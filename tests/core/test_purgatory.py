@@ -618,10 +618,11 @@ _BATCH_STEP = st.one_of(
 )
 
 
-def _run_batches(impl, steps, purge_interval, batch):
-    """Run steps on impl's purgatory, each batch by one batch call (batch=True) or by
-    the one-at-a-time calls in order; return what it answered, its state after every
-    step and the order in which operations completed and expired."""
+def _run_batches(impl, steps, purge_interval, batch, box=list):
+    """Run steps on impl's purgatory, each batch by one batch call (batch=True; its
+    arguments in `box`es) or by the one-at-a-time calls in order; return what it
+    answered, its state after every step and the order in which operations completed
+    and expired."""
     timer = Timer(ManualClock(0), impl=impl)
     purg = Purgatory("p", timer, purge_interval=purge_interval, impl=impl)
     base = op_class(impl)
@@ -651,12 +652,12 @@ def _run_batches(impl, steps, purge_interval, batch):
                 new.append(op)
             keys_per_op = [keys for keys, _ in step[1]]
             if batch:
-                out = purg.try_complete_else_watch_many(new, keys_per_op)
+                out = purg.try_complete_else_watch_many(box(new), box(map(box, keys_per_op)))
             else:
                 out = [purg.try_complete_else_watch(op, keys) for op, keys in zip(new, keys_per_op)]
         elif kind == "check":
             if batch:
-                out = purg.check_and_complete_keys(step[1])
+                out = purg.check_and_complete_keys(box(step[1]))
             else:
                 out = sum(purg.check_and_complete(key) for key in step[1])
         elif kind == "ready":
@@ -681,9 +682,10 @@ def _run_batches(impl, steps, purge_interval, batch):
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(_BATCH_STEP, max_size=25), purge_interval=st.integers(0, 4))
-def test_batch_calls_equal_one_at_a_time_calls_in_order(impl, steps, purge_interval):
+@given(steps=st.lists(_BATCH_STEP, max_size=25), purge_interval=st.integers(0, 4),
+       box=st.sampled_from([list, tuple]))
+def test_batch_calls_equal_one_at_a_time_calls_in_order(impl, steps, purge_interval, box):
     want = _run_batches(impl, steps, purge_interval, batch=False)
-    assert _run_batches(impl, steps, purge_interval, batch=True) == want
+    assert _run_batches(impl, steps, purge_interval, batch=True, box=box) == want
     for other in IMPLS:
-        assert _run_batches(other, steps, purge_interval, batch=True) == want
+        assert _run_batches(other, steps, purge_interval, batch=True, box=box) == want
