@@ -10,6 +10,18 @@ partition; the result's dicts and lists are built at the end.
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport qsort
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from cpython.object cimport PyObject
+
+
+cdef extern from "Python.h":
+    # the result's lists are made at their final size and filled in place: each slot
+    # is set once, with a new reference, before the list is returned
+    PyObject* _asg_list_new "PyList_New"(Py_ssize_t size) except NULL
+    PyObject* _asg_list_item "PyList_GET_ITEM"(PyObject* items, Py_ssize_t at)
+    void _asg_list_set "PyList_SET_ITEM"(PyObject* items, Py_ssize_t at, PyObject* item)
+    int _asg_dict_set "PyDict_SetItem"(object mapping, object key, PyObject* value) except -1
+    void _asg_incref "Py_INCREF"(PyObject* item)
+    void _asg_decref "Py_DECREF"(PyObject* item)
 
 from collections.abc import Mapping as _AsgMapping
 
@@ -90,48 +102,83 @@ cdef class _AsgGroup:
 
 cdef _AsgGroup _asg_convert(list member_ids, list subscriptions, dict topics, current):
     """Number the topics, count the subscribers, read `current` into the owner array
-    (the rules of _pure's _current_owners)."""
+    (the rules of _pure's _current_owners). Members mostly share a subscription (the
+    same object, or an equal frozenset): each distinct one (a kind) is read once into
+    a C array of its existing topics' numbers; the per-member work is C loops."""
     cdef _AsgGroup g = _AsgGroup()
-    cdef int32_t i, t, n_subs
-    cdef int64_t k
+    cdef int32_t i, t, k = -1, n_kinds
+    cdef int64_t j, n_subs = 0, upper = 0
     g._buffers = []
     g.member_ids = member_ids
     g.n_members = len(member_ids)
-    used = set()
-    for subscribed in subscriptions:
-        used.update(subscribed)
-    g.topic_names = sorted(name for name in used if name in topics)
-    g.n_topics = len(g.topic_names)
-    tindex = {name: t for t, name in enumerate(g.topic_names)}
+    # each member's kind, kinds numbered in first-seen order
+    cdef int32_t* kind = g._buffer(g.n_members, 0)
+    cdef dict kinds = {}
+    cdef list distinct = []
+    last = None
+    for i in range(g.n_members):
+        subscribed = subscriptions[i]
+        if subscribed is not last:
+            found = kinds.get(subscribed)
+            if found is None:
+                found = kinds[subscribed] = len(distinct)
+                distinct.append(subscribed)
+                upper += len(subscribed)
+            k = found
+            last = subscribed
+        kind[i] = k
+    n_kinds = len(distinct)
+    # each kind's existing topics: numbered in first-seen order here, by name below
+    cdef int64_t* koff = g._buffer64(n_kinds + 1)
+    cdef int32_t* ktopics = g._buffer(upper, 0)
+    cdef dict first_seen = {}
+    cdef list names = []
+    j = 0
+    for k in range(n_kinds):
+        for name in distinct[k]:
+            found = first_seen.get(name)
+            if found is None:
+                if name not in topics:
+                    continue
+                found = first_seen[name] = len(names)
+                names.append(name)
+            ktopics[j] = <int32_t>found
+            j += 1
+        koff[k + 1] = j
+    g.topic_names = sorted(names)
+    g.n_topics = len(names)
+    tindex = dict(zip(g.topic_names, range(g.n_topics)))
+    cdef int32_t* renumber = g._buffer(g.n_topics, 0)
     g.toff = g._buffer64(g.n_topics + 1)
     for t in range(g.n_topics):
-        g.toff[t + 1] = g.toff[t] + <int64_t>topics[g.topic_names[t]]
+        name = g.topic_names[t]
+        renumber[<int32_t>first_seen[name]] = t
+        g.toff[t + 1] = g.toff[t] + <int64_t>topics[name]
     g.total = g.toff[g.n_topics]
     g.owner = g._buffer(g.total, -1)
     # subscribers per topic, in member order: count, then place
     g.soff = g._buffer(g.n_topics + 1, 0)
-    member_topics = []
-    n_subs = 0
-    cdef dict indices = {}  # subscription -> its existing topics' indices (members share them)
-    for i in range(g.n_members):
-        subscribed = subscriptions[i]
-        mine = indices.get(subscribed)
-        if mine is None:
-            mine = indices[subscribed] = [tindex[name] for name in subscribed if name in tindex]
-        member_topics.append(mine)
-        for t in mine:
-            g.soff[t + 1] += 1
-        n_subs += len(mine)
-    for t in range(g.n_topics):
-        g.soff[t + 1] += g.soff[t]
+    with nogil:
+        for j in range(koff[n_kinds]):
+            ktopics[j] = renumber[ktopics[j]]
+        for i in range(g.n_members):
+            k = kind[i]
+            for j in range(koff[k], koff[k + 1]):
+                g.soff[ktopics[j] + 1] += 1
+            n_subs += koff[k + 1] - koff[k]
+        for t in range(g.n_topics):
+            g.soff[t + 1] += g.soff[t]
     g.subs = g._buffer(n_subs, 0)
     cdef int32_t* fill = g._buffer(g.n_topics, 0)
-    for t in range(g.n_topics):
-        fill[t] = g.soff[t]
-    for i in range(g.n_members):
-        for t in member_topics[i]:
-            g.subs[fill[t]] = i
-            fill[t] += 1
+    with nogil:
+        for t in range(g.n_topics):
+            fill[t] = g.soff[t]
+        for i in range(g.n_members):
+            k = kind[i]
+            for j in range(koff[k], koff[k + 1]):
+                t = ktopics[j]
+                g.subs[fill[t]] = i
+                fill[t] += 1
     _asg_read_current(g, subscriptions, tindex, current)
     return g
 
@@ -184,18 +231,41 @@ cdef int _asg_read_current(_AsgGroup g, list subscriptions, dict tindex, current
     return 0
 
 
+# partition ids 0.. as int objects, shared by the results (ints are immutable): the
+# list grows to the largest topic met, up to this many
+cdef Py_ssize_t _ASG_INTS_KEPT = 1 << 16
+cdef list _asg_ints_cache = []
+
+
+cdef list _asg_ints(int64_t count):
+    """A list of at least `count` ints 0, 1, ..."""
+    global _asg_ints_cache
+    cdef list ints = _asg_ints_cache
+    if len(ints) < count:
+        ints = list(range(count))
+        if count <= _ASG_INTS_KEPT:
+            _asg_ints_cache = ints
+    return ints
+
+
 cdef dict _asg_result(_AsgGroup g):
     """{member: {topic: sorted partitions}} from the owner array: per topic, count each
-    owner's partitions, give each owner with some a list, fill the lists in partition
-    order (appends: no list is filled by hand, its references left to CPython)."""
+    owner's partitions, give each owner with some a list of that size (in its dict at
+    once, which holds it), fill the lists in partition order."""
     cdef list dicts = [{} for _ in range(g.n_members)]
     cdef int32_t t, o, j
     cdef int64_t p, base, count, max_count = 0
     for t in range(g.n_topics):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
-    cdef list ints = list(range(max_count))
-    cdef int32_t* counts = g._buffer(g.n_members, 0)
-    cdef list lists = [None] * g.n_members
+    cdef list ints = _asg_ints(max_count)
+    cdef PyObject* items = <PyObject*>ints
+    cdef PyObject* item
+    cdef PyObject* made
+    cdef int64_t* counts = g._buffer64(g.n_members)
+    # each owner's list of the current topic: borrowed, its dict holds it
+    slots_arr = np.zeros(max(g.n_members, 1) * sizeof(PyObject*), dtype=np.uint8)
+    cdef unsigned char[::1] slots_view = slots_arr
+    cdef PyObject** slots = <PyObject**>&slots_view[0]
     for t in range(g.n_topics):
         base = g.toff[t]
         count = g.toff[t + 1] - base
@@ -204,21 +274,27 @@ cdef dict _asg_result(_AsgGroup g):
             if o >= 0:
                 counts[o] += 1
         # a topic's owners are among its subscribers
-        for j in range(g.soff[t], g.soff[t + 1]):
-            o = g.subs[j]
-            if counts[o] > 0:
-                lists[o] = []
-        for p in range(count):
-            o = g.owner[base + p]
-            if o >= 0:
-                (<list>lists[o]).append(ints[p])
         topic = g.topic_names[t]
         for j in range(g.soff[t], g.soff[t + 1]):
             o = g.subs[j]
             if counts[o] > 0:
-                (<dict>dicts[o])[topic] = lists[o]
-                lists[o] = None
+                made = _asg_list_new(counts[o])
+                try:
+                    _asg_dict_set(dicts[o], topic, made)
+                finally:
+                    _asg_decref(made)
+                slots[o] = made
                 counts[o] = 0
+        # the counts now count each list's filled slots, up to its size
+        for p in range(count):
+            o = g.owner[base + p]
+            if o >= 0:
+                item = _asg_list_item(items, p)
+                _asg_incref(item)
+                _asg_list_set(slots[o], counts[o], item)
+                counts[o] += 1
+        for j in range(g.soff[t], g.soff[t + 1]):
+            counts[g.subs[j]] = 0
     return dict(zip(g.member_ids, dicts))
 
 
@@ -552,10 +628,21 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
 
 # -- range --------------------------------------------------------------------------
 
+cdef list _asg_range_order(list member_ids, instance_ids):
+    """_pure's range_order. Without static members and with ASCII member ids, UTF-16
+    code unit order is str order: a plain sort by id (ids are unique)."""
+    if instance_ids is not None:
+        return _asg_pure.range_order(member_ids, instance_ids)
+    for member_id in member_ids:
+        if not (<str>member_id).isascii():
+            return _asg_pure.range_order(member_ids, instance_ids)
+    return sorted(range(len(member_ids)), key=member_ids.__getitem__)
+
+
 cdef dict _asg_range(list member_ids, instance_ids, list subscriptions, dict topics):
     """_pure's _range: per topic, its subscribers in range order take consecutive
     ranges. Only ranges are computed: no per-partition work but the output lists."""
-    by_id = _asg_pure.range_order(member_ids, instance_ids)
+    by_id = _asg_range_order(member_ids, instance_ids)
     cdef _AsgGroup g = _asg_convert([member_ids[i] for i in by_id], [subscriptions[i] for i in by_id],
                                     topics, {})
     cdef list dicts = [{} for _ in range(g.n_members)]
@@ -563,7 +650,7 @@ cdef dict _asg_range(list member_ids, instance_ids, list subscriptions, dict top
     cdef int64_t count, min_quota, extra, begin, stop, p, max_count = 0
     for t in range(g.n_topics):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
-    cdef list ints = list(range(max_count))
+    cdef list ints = _asg_ints(max_count)
     cdef object item
     for t in range(g.n_topics):
         n = g.soff[t + 1] - g.soff[t]
