@@ -7,6 +7,7 @@ a Java hash map's iteration order (the homogeneous builder's topics) the expecta
 here is the one the same algorithm gives with topics ordered by name, and the
 invariants Kafka checks are checked as well. Then properties on random groups.
 """
+import gc
 import math
 import random
 
@@ -249,6 +250,47 @@ def test_range_member_id_order_is_utf16(impl):
     members = [m("\ufffd", "t"), m("\U0001f600", "t")]
     result = assign(impl, "range", members, {"t": 3})
     assert result == {"\U0001f600": {"t": [0, 1]}, "\ufffd": {"t": [2]}}
+
+
+# -- the result as objects ---------------------------------------------------------------
+
+GROUPS = [  # homogeneous, heterogeneous, with a current target
+    ([m(f"m{i}", "t", "u") for i in range(7)], {"t": 20, "u": 9}, {}),
+    ([m(f"m{i}", *(["t", "u"] if i % 2 else ["u"])) for i in range(7)], {"t": 20, "u": 9}, {}),
+    ([m(f"m{i}", "t", "u") for i in range(7)], {"t": 20, "u": 9}, {"m1": {"t": [0, 1, 2], "u": [4]}}),
+]
+
+
+@pytest.mark.parametrize("name", ASSIGNORS)
+@pytest.mark.parametrize("members, topics, current", GROUPS)
+def test_results_share_no_mutable_object(impl, name, members, topics, current):
+    """Every dict and list of a result is its own: neither another member's nor another
+    call's (partition ids may be shared ints)."""
+    first = assign(impl, name, members, topics, current)
+    second = assign(impl, name, members, topics, current)
+    assert first == second
+    containers = [c for result in (first, second) for a in result.values() for c in [a, *a.values()]]
+    assert len({id(c) for c in containers}) == len(containers)
+    for lists in first.values():
+        for partitions in lists.values():
+            partitions.append(-1)
+    assert second == assign(impl, name, members, topics, current)
+
+
+@pytest.mark.parametrize("name", ASSIGNORS)
+def test_cyclic_collector_state_is_kept(impl, name):
+    """The native twin pauses the cyclic collector while it makes a result: it is back
+    on after, and still off when it was off."""
+    members, topics, current = GROUPS[2]
+    assert gc.isenabled()
+    assign(impl, name, members, topics, current)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assign(impl, name, members, topics, current)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 # -- arguments --------------------------------------------------------------------------

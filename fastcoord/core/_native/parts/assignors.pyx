@@ -7,10 +7,11 @@ index or -1), each member's subscribed topic indices, each topic's subscribers i
 member order. The assignors run on those arrays without a Python object per
 partition; the result's dicts and lists are built at the end.
 """
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport qsort
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cpython.object cimport PyObject
+from cpython.mem cimport PyMem_Calloc, PyMem_Realloc, PyMem_Free
 
 
 cdef extern from "Python.h":
@@ -22,6 +23,9 @@ cdef extern from "Python.h":
     int _asg_dict_set "PyDict_SetItem"(object mapping, object key, PyObject* value) except -1
     void _asg_incref "Py_INCREF"(PyObject* item)
     void _asg_decref "Py_DECREF"(PyObject* item)
+    # the cyclic collector's switch (public since 3.10): each returns the previous state
+    int _asg_gc_disable "PyGC_Disable"()
+    int _asg_gc_enable "PyGC_Enable"()
 
 from collections.abc import Mapping as _AsgMapping
 
@@ -75,29 +79,55 @@ cdef int _asg_cmp_topic(const void* a, const void* b) noexcept nogil:
 
 
 cdef class _AsgGroup:
-    """A group converted to arrays (numpy buffers, kept alive by this object)."""
+    """A group converted to arrays (C blocks, freed with this object)."""
     cdef list member_ids
     cdef list topic_names
     cdef int32_t n_members
     cdef int32_t n_topics
     cdef int64_t total
-    cdef object _buffers
+    cdef void** blocks
+    cdef Py_ssize_t n_blocks
+    cdef Py_ssize_t blocks_cap
     cdef int64_t* toff      # [n_topics + 1]: topic t's partitions are owner[toff[t]:toff[t+1]]
     cdef int32_t* owner     # [total]
     cdef int32_t* soff      # [n_topics + 1]: topic t's subscribers are subs[soff[t]:soff[t+1]]
     cdef int32_t* subs      # member indices, ascending within a topic
 
-    cdef int32_t* _buffer(self, int64_t n, int32_t fill):
-        arr = np.full(max(n, 1), fill, dtype=np.int32)
-        self._buffers.append(arr)
-        cdef int32_t[::1] view = arr
-        return &view[0]
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.n_blocks):
+            PyMem_Free(self.blocks[i])
+        PyMem_Free(self.blocks)
 
-    cdef int64_t* _buffer64(self, int64_t n):
-        arr = np.zeros(max(n, 1), dtype=np.int64)
-        self._buffers.append(arr)
-        cdef int64_t[::1] view = arr
-        return &view[0]
+    cdef void* _block(self, int64_t n, size_t size) except NULL:
+        """n zeroed items of `size` bytes (one at least), freed with this object."""
+        cdef void** grown
+        cdef void* block
+        if self.n_blocks == self.blocks_cap:
+            grown = <void**>PyMem_Realloc(self.blocks, (2 * self.blocks_cap + 16) * sizeof(void*))
+            if grown == NULL:
+                raise MemoryError()
+            self.blocks = grown
+            self.blocks_cap = 2 * self.blocks_cap + 16
+        if n < 1:
+            n = 1
+        block = PyMem_Calloc(<size_t>n, size) if <uint64_t>n <= (<size_t>-1) // size else NULL
+        if block == NULL:
+            raise MemoryError()
+        self.blocks[self.n_blocks] = block
+        self.n_blocks += 1
+        return block
+
+    cdef int32_t* _buffer(self, int64_t n, int32_t fill) except NULL:
+        cdef int32_t* buffer = <int32_t*>self._block(n, sizeof(int32_t))
+        cdef int64_t i
+        if fill != 0:
+            for i in range(n):
+                buffer[i] = fill
+        return buffer
+
+    cdef int64_t* _buffer64(self, int64_t n) except NULL:
+        return <int64_t*>self._block(n, sizeof(int64_t))
 
 
 cdef _AsgGroup _asg_convert(list member_ids, list subscriptions, dict topics, current):
@@ -108,7 +138,6 @@ cdef _AsgGroup _asg_convert(list member_ids, list subscriptions, dict topics, cu
     cdef _AsgGroup g = _AsgGroup()
     cdef int32_t i, t, k = -1, n_kinds
     cdef int64_t j, n_subs = 0, upper = 0
-    g._buffers = []
     g.member_ids = member_ids
     g.n_members = len(member_ids)
     # each member's kind, kinds numbered in first-seen order
@@ -179,7 +208,8 @@ cdef _AsgGroup _asg_convert(list member_ids, list subscriptions, dict topics, cu
                 t = ktopics[j]
                 g.subs[fill[t]] = i
                 fill[t] += 1
-    _asg_read_current(g, subscriptions, tindex, current)
+    if current:
+        _asg_read_current(g, subscriptions, tindex, current)
     return g
 
 
@@ -249,9 +279,23 @@ cdef list _asg_ints(int64_t count):
 
 
 cdef dict _asg_result(_AsgGroup g):
-    """{member: {topic: sorted partitions}} from the owner array: per topic, count each
-    owner's partitions, give each owner with some a list of that size (in its dict at
-    once, which holds it), fill the lists in partition order."""
+    """{member: {topic: sorted partitions}} from the owner array (see _asg_fill)."""
+    cdef list dicts
+    # The result is acyclic (dicts of lists of ints) and made in one go: the cyclic
+    # collector is paused meanwhile rather than run every few hundred containers made
+    # (its counts go on: it runs once at the next allocation, over all of them).
+    cdef int collecting = _asg_gc_disable()
+    try:
+        dicts = _asg_fill(g)
+    finally:
+        if collecting:
+            _asg_gc_enable()
+    return dict(zip(g.member_ids, dicts))
+
+
+cdef list _asg_fill(_AsgGroup g):
+    """Per topic, count each owner's partitions, give each owner with some a list of
+    that size (in its dict at once, which holds it), fill the lists in partition order."""
     cdef list dicts = [{} for _ in range(g.n_members)]
     cdef int32_t t, o, j
     cdef int64_t p, base, count, max_count = 0
@@ -263,9 +307,7 @@ cdef dict _asg_result(_AsgGroup g):
     cdef PyObject* made
     cdef int64_t* counts = g._buffer64(g.n_members)
     # each owner's list of the current topic: borrowed, its dict holds it
-    slots_arr = np.zeros(max(g.n_members, 1) * sizeof(PyObject*), dtype=np.uint8)
-    cdef unsigned char[::1] slots_view = slots_arr
-    cdef PyObject** slots = <PyObject**>&slots_view[0]
+    cdef PyObject** slots = <PyObject**>g._block(g.n_members, sizeof(PyObject*))
     for t in range(g.n_topics):
         base = g.toff[t]
         count = g.toff[t + 1] - base
@@ -295,7 +337,7 @@ cdef dict _asg_result(_AsgGroup g):
                 counts[o] += 1
         for j in range(g.soff[t], g.soff[t + 1]):
             counts[g.subs[j]] = 0
-    return dict(zip(g.member_ids, dicts))
+    return dicts
 
 
 cdef tuple _asg_prepare(name, members, topics, current):
@@ -585,14 +627,10 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
     cdef asg_balancer b
     b.sizes = g._buffer64(g.n_members)
     b.order = g._buffer(g.n_members, 0)
-    keys_arr = np.zeros(max(g.n_members, 1) * sizeof(asg_member_key), dtype=np.uint8)
-    cdef unsigned char[::1] keys_view = keys_arr
-    b.keys = <asg_member_key*>&keys_view[0]
+    b.keys = <asg_member_key*>g._block(g.n_members, sizeof(asg_member_key))
     b.tally_cap = min(4 * <int64_t>g.n_members + 64, _asg_tally_limit)
     b.tally = g._buffer(b.tally_cap, 0)
-    tkeys_arr = np.zeros(max(g.n_topics, 1) * sizeof(asg_topic_key), dtype=np.uint8)
-    cdef unsigned char[::1] tkeys_view = tkeys_arr
-    cdef asg_topic_key* tkeys = <asg_topic_key*>&tkeys_view[0]
+    cdef asg_topic_key* tkeys = <asg_topic_key*>g._block(g.n_topics, sizeof(asg_topic_key))
     cdef int32_t* visit = g._buffer(g.n_topics, 0)
     for t in range(g.n_topics):
         max_count = max(max_count, <int32_t>(g.toff[t + 1] - g.toff[t]))
@@ -645,13 +683,38 @@ cdef dict _asg_range(list member_ids, instance_ids, list subscriptions, dict top
     by_id = _asg_range_order(member_ids, instance_ids)
     cdef _AsgGroup g = _asg_convert([member_ids[i] for i in by_id], [subscriptions[i] for i in by_id],
                                     topics, {})
-    cdef list dicts = [{} for _ in range(g.n_members)]
-    cdef int32_t t, j, n, rank
-    cdef int64_t count, min_quota, extra, begin, stop, p, max_count = 0
+    cdef list dicts
+    cdef int collecting = _asg_gc_disable()  # as in _asg_result
+    try:
+        dicts = _asg_range_fill(g)
+    finally:
+        if collecting:
+            _asg_gc_enable()
+    cdef int32_t rank
+    # back to the given member order
+    cdef list in_order = [None] * g.n_members
+    for rank in range(g.n_members):
+        in_order[<Py_ssize_t>by_id[rank]] = dicts[rank]
+    return dict(zip(member_ids, in_order))
+
+
+cdef list _asg_range_fill(_AsgGroup g):
+    """Each member's dict (in range order) of its ranges. A member that gets a range of
+    every topic (the usual case) starts as a copy of a dict of all topics (its keys
+    table copied whole) whose values are then replaced: no dict grows key by key."""
+    cdef int32_t t, j, n, rank, o
+    cdef int64_t count, min_quota, extra, begin, stop, max_count = 0
     for t in range(g.n_topics):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
     cdef list ints = _asg_ints(max_count)
-    cdef object item
+    cdef int32_t* ranges = g._buffer(g.n_members, 0)  # how many topics give each a range
+    for t in range(g.n_topics):
+        n = g.soff[t + 1] - g.soff[t]
+        count = g.toff[t + 1] - g.toff[t]
+        for rank in range(min(<int64_t>n, count)):
+            ranges[g.subs[g.soff[t] + rank]] += 1
+    cdef dict every = dict.fromkeys(g.topic_names)
+    cdef list dicts = [every.copy() if ranges[o] == g.n_topics else {} for o in range(g.n_members)]
     for t in range(g.n_topics):
         n = g.soff[t + 1] - g.soff[t]
         count = g.toff[t + 1] - g.toff[t]
@@ -664,8 +727,4 @@ cdef dict _asg_range(list member_ids, instance_ids, list subscriptions, dict top
             if stop > begin:
                 (<dict>dicts[g.subs[g.soff[t] + rank]])[topic] = ints[begin:stop]
             begin = stop
-    # back to the given member order
-    cdef list in_order = [None] * g.n_members
-    for rank in range(g.n_members):
-        in_order[<Py_ssize_t>by_id[rank]] = dicts[rank]
-    return dict(zip(member_ids, in_order))
+    return dicts
