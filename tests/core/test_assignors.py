@@ -470,3 +470,22 @@ def test_current_partition_ids_out_of_range_or_not_plain_ints(impl):
     # 2**70 and -2**70 do not exist and are dropped; numpy ints are ints
     result = assign(impl, "uniform", members, {"t": 4}, current)
     assert result == {"A": {"t": [1, 2]}, "B": {"t": [0, 3]}}
+
+
+class _Emptying:
+    """A partition id whose __index__ empties the list it is in (hostile input)."""
+
+    def __init__(self, ids, value):
+        self.ids, self.value = ids, value
+
+    def __index__(self):
+        self.ids.clear()
+        return self.value
+
+
+def test_current_list_emptied_by_a_partition_id(impl):
+    # the list is read as a list iterator reads it: what follows the emptying id is gone
+    ids = [None, 2, 3]
+    ids[0] = _Emptying(ids, 1)
+    result = assign(impl, "uniform", [m("A", "t"), m("B", "t")], {"t": 4}, {"A": {"t": ids}})
+    assert result == {"A": {"t": [0, 1]}, "B": {"t": [2, 3]}}

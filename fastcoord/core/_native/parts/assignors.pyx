@@ -227,37 +227,52 @@ cdef inline int64_t _asg_partition(value) except? -2:
 
 
 cdef int _asg_read_current(_AsgGroup g, list subscriptions, dict tindex, current) except -1:
-    cdef int32_t i, t
-    cdef int64_t p, count, base
-    cdef Py_ssize_t k, n
+    cdef int32_t i
+    cdef dict plain = current if type(current) is dict else None  # read without method calls
     for i in range(g.n_members):
-        assigned = current.get(g.member_ids[i])
+        member_id = g.member_ids[i]
+        assigned = plain.get(member_id) if plain is not None else current.get(member_id)
         if assigned is None:
             continue
-        if type(assigned) is not dict and not isinstance(assigned, _AsgMapping):
-            raise TypeError(f"current[{g.member_ids[i]!r}] must be a mapping of topic -> partitions")
         subscribed = subscriptions[i]
-        for topic, partitions in assigned.items():
-            if type(topic) is not str:
-                _asg_pure._check_topic_name(topic, f"current[{g.member_ids[i]!r}]'s keys")
-            if isinstance(partitions, (str, bytes)):
-                raise TypeError(f"current[{g.member_ids[i]!r}][{topic!r}] must be an iterable of partition ids")
-            t = -1
-            if topic in subscribed:
-                t = tindex.get(topic, -1)
-            count = g.toff[t + 1] - g.toff[t] if t >= 0 else 0
-            base = g.toff[t] if t >= 0 else 0
-            if type(partitions) is list or type(partitions) is tuple:
-                n = len(partitions)
-                for k in range(n):
-                    p = _asg_partition(partitions[k])
-                    if 0 <= p < count and g.owner[base + p] == -1:
-                        g.owner[base + p] = i
-            else:
-                for value in partitions:
-                    p = _asg_partition(value)
-                    if 0 <= p < count and g.owner[base + p] == -1:
-                        g.owner[base + p] = i
+        if type(assigned) is dict:
+            for topic, partitions in (<dict>assigned).items():
+                _asg_read_topic(g, i, subscribed, tindex, topic, partitions)
+        elif isinstance(assigned, _AsgMapping):
+            for topic, partitions in assigned.items():
+                _asg_read_topic(g, i, subscribed, tindex, topic, partitions)
+        else:
+            raise TypeError(f"current[{member_id!r}] must be a mapping of topic -> partitions")
+    return 0
+
+
+cdef int _asg_read_topic(_AsgGroup g, int32_t i, subscribed, dict tindex, topic, partitions) except -1:
+    """Member i's current partitions of `topic` into the owner array."""
+    cdef int32_t t = -1
+    cdef int64_t p, count = 0, base = 0
+    cdef Py_ssize_t k = 0
+    if type(topic) is not str:
+        _asg_pure._check_topic_name(topic, f"current[{g.member_ids[i]!r}]'s keys")
+    if isinstance(partitions, (str, bytes)):
+        raise TypeError(f"current[{g.member_ids[i]!r}][{topic!r}] must be an iterable of partition ids")
+    if topic in subscribed:
+        t = tindex.get(topic, -1)
+    if t >= 0:
+        base = g.toff[t]
+        count = g.toff[t + 1] - base
+    if type(partitions) is list:
+        # the length is read at each step, as a list iterator does: a partition id's
+        # __index__ may shrink the list
+        while k < len(<list>partitions):
+            p = _asg_partition((<list>partitions)[k])
+            k += 1
+            if 0 <= p < count and g.owner[base + p] == -1:
+                g.owner[base + p] = i
+    else:
+        for value in partitions:
+            p = _asg_partition(value)
+            if 0 <= p < count and g.owner[base + p] == -1:
+                g.owner[base + p] = i
     return 0
 
 
