@@ -369,14 +369,26 @@ cdef tuple _asg_prepare(name, members, topics, current):
     cdef list member_ids = []
     cdef list subscriptions = []
     cdef set seen = set()
+    cdef Py_ssize_t n_seen
     cdef dict known = {}  # subscription object -> its checked frozenset
+    last = checked = None  # the previous member's subscription object, checked
     cdef Py_ssize_t n = len(members)
     for entry in members:
         if type(entry) is not tuple or len(<tuple>entry) != 3:
             return _asg_pure.prepare(name, members, topics, current)
         member_id, rack, subscribed = <tuple>entry
-        if type(member_id) is not str or member_id in seen or (rack is not None and type(rack) is not str):
+        if type(member_id) is not str or (rack is not None and type(rack) is not str):
             return _asg_pure.prepare(name, members, topics, current)
+        # one hash lookup: a duplicate id leaves the set's size as it was
+        n_seen = len(seen)
+        seen.add(member_id)
+        if len(seen) == n_seen:
+            return _asg_pure.prepare(name, members, topics, current)
+        if subscribed is last:  # members mostly share one subscription object
+            member_ids.append(member_id)
+            subscriptions.append(checked)
+            continue
+        last = subscribed
         checked = known.get(subscribed) if type(subscribed) is frozenset else None
         if checked is None:
             if type(subscribed) not in (frozenset, set, tuple, list):
@@ -387,7 +399,6 @@ cdef tuple _asg_prepare(name, members, topics, current):
             checked = subscribed if type(subscribed) is frozenset else frozenset(subscribed)
             if type(subscribed) is frozenset:
                 known[subscribed] = checked
-        seen.add(member_id)
         member_ids.append(member_id)
         subscriptions.append(checked)
     return member_ids, None, subscriptions, checked_topics
