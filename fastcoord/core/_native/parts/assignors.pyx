@@ -276,21 +276,14 @@ cdef int _asg_read_topic(_AsgGroup g, int32_t i, subscribed, dict tindex, topic,
     return 0
 
 
-# partition ids 0.. as int objects, shared by the results (ints are immutable): the
-# list grows to the largest topic met, up to this many
-cdef Py_ssize_t _ASG_INTS_KEPT = 1 << 16
-cdef list _asg_ints_cache = []
+# partition ids 0.. as int objects, shared by the results (ints are immutable); made
+# once, never replaced (no global written while threads may read it)
+cdef list _ASG_INTS = list(range(1 << 14))
 
 
 cdef list _asg_ints(int64_t count):
     """A list of at least `count` ints 0, 1, ..."""
-    global _asg_ints_cache
-    cdef list ints = _asg_ints_cache
-    if len(ints) < count:
-        ints = list(range(count))
-        if count <= _ASG_INTS_KEPT:
-            _asg_ints_cache = ints
-    return ints
+    return _ASG_INTS if count <= len(_ASG_INTS) else list(range(count))
 
 
 cdef dict _asg_result(_AsgGroup g):
