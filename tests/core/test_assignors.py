@@ -7,6 +7,7 @@ a Java hash map's iteration order (the homogeneous builder's topics) the expecta
 here is the one the same algorithm gives with topics ordered by name, and the
 invariants Kafka checks are checked as well. Then properties on random groups.
 """
+import gc
 import math
 import random
 
@@ -251,6 +252,47 @@ def test_range_member_id_order_is_utf16(impl):
     assert result == {"\U0001f600": {"t": [0, 1]}, "\ufffd": {"t": [2]}}
 
 
+# -- the result as objects ---------------------------------------------------------------
+
+GROUPS = [  # homogeneous, heterogeneous, with a current target
+    ([m(f"m{i}", "t", "u") for i in range(7)], {"t": 20, "u": 9}, {}),
+    ([m(f"m{i}", *(["t", "u"] if i % 2 else ["u"])) for i in range(7)], {"t": 20, "u": 9}, {}),
+    ([m(f"m{i}", "t", "u") for i in range(7)], {"t": 20, "u": 9}, {"m1": {"t": [0, 1, 2], "u": [4]}}),
+]
+
+
+@pytest.mark.parametrize("name", ASSIGNORS)
+@pytest.mark.parametrize("members, topics, current", GROUPS)
+def test_results_share_no_mutable_object(impl, name, members, topics, current):
+    """Every dict and list of a result is its own: neither another member's nor another
+    call's (partition ids may be shared ints)."""
+    first = assign(impl, name, members, topics, current)
+    second = assign(impl, name, members, topics, current)
+    assert first == second
+    containers = [c for result in (first, second) for a in result.values() for c in [a, *a.values()]]
+    assert len({id(c) for c in containers}) == len(containers)
+    for lists in first.values():
+        for partitions in lists.values():
+            partitions.append(-1)
+    assert second == assign(impl, name, members, topics, current)
+
+
+@pytest.mark.parametrize("name", ASSIGNORS)
+def test_cyclic_collector_state_is_kept(impl, name):
+    """The native twin pauses the cyclic collector while it makes a result: it is back
+    on after, and still off when it was off."""
+    members, topics, current = GROUPS[2]
+    assert gc.isenabled()
+    assign(impl, name, members, topics, current)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assign(impl, name, members, topics, current)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 # -- arguments --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, error", [
@@ -428,3 +470,22 @@ def test_current_partition_ids_out_of_range_or_not_plain_ints(impl):
     # 2**70 and -2**70 do not exist and are dropped; numpy ints are ints
     result = assign(impl, "uniform", members, {"t": 4}, current)
     assert result == {"A": {"t": [1, 2]}, "B": {"t": [0, 3]}}
+
+
+class _Emptying:
+    """A partition id whose __index__ empties the list it is in (hostile input)."""
+
+    def __init__(self, ids, value):
+        self.ids, self.value = ids, value
+
+    def __index__(self):
+        self.ids.clear()
+        return self.value
+
+
+def test_current_list_emptied_by_a_partition_id(impl):
+    # the list is read as a list iterator reads it: what follows the emptying id is gone
+    ids = [None, 2, 3]
+    ids[0] = _Emptying(ids, 1)
+    result = assign(impl, "uniform", [m("A", "t"), m("B", "t")], {"t": 4}, {"A": {"t": ids}})
+    assert result == {"A": {"t": [0, 1]}, "B": {"t": [2, 3]}}

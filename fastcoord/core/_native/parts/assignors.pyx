@@ -7,9 +7,25 @@ index or -1), each member's subscribed topic indices, each topic's subscribers i
 member order. The assignors run on those arrays without a Python object per
 partition; the result's dicts and lists are built at the end.
 """
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport qsort
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from cpython.object cimport PyObject
+from cpython.mem cimport PyMem_Calloc, PyMem_Realloc, PyMem_Free
+
+
+cdef extern from "Python.h":
+    # the result's lists are made at their final size and filled in place: each slot
+    # is set once, with a new reference, before the list is returned
+    PyObject* _asg_list_new "PyList_New"(Py_ssize_t size) except NULL
+    PyObject* _asg_list_item "PyList_GET_ITEM"(PyObject* items, Py_ssize_t at)
+    void _asg_list_set "PyList_SET_ITEM"(PyObject* items, Py_ssize_t at, PyObject* item)
+    int _asg_dict_set "PyDict_SetItem"(object mapping, object key, PyObject* value) except -1
+    void _asg_incref "Py_INCREF"(PyObject* item)
+    void _asg_decref "Py_DECREF"(PyObject* item)
+    # the cyclic collector's switch (public since 3.10): each returns the previous state
+    int _asg_gc_disable "PyGC_Disable"()
+    int _asg_gc_enable "PyGC_Enable"()
 
 from collections.abc import Mapping as _AsgMapping
 
@@ -63,76 +79,137 @@ cdef int _asg_cmp_topic(const void* a, const void* b) noexcept nogil:
 
 
 cdef class _AsgGroup:
-    """A group converted to arrays (numpy buffers, kept alive by this object)."""
+    """A group converted to arrays (C blocks, freed with this object)."""
     cdef list member_ids
     cdef list topic_names
     cdef int32_t n_members
     cdef int32_t n_topics
     cdef int64_t total
-    cdef object _buffers
+    cdef void** blocks
+    cdef Py_ssize_t n_blocks
+    cdef Py_ssize_t blocks_cap
     cdef int64_t* toff      # [n_topics + 1]: topic t's partitions are owner[toff[t]:toff[t+1]]
     cdef int32_t* owner     # [total]
     cdef int32_t* soff      # [n_topics + 1]: topic t's subscribers are subs[soff[t]:soff[t+1]]
     cdef int32_t* subs      # member indices, ascending within a topic
 
-    cdef int32_t* _buffer(self, int64_t n, int32_t fill):
-        arr = np.full(max(n, 1), fill, dtype=np.int32)
-        self._buffers.append(arr)
-        cdef int32_t[::1] view = arr
-        return &view[0]
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.n_blocks):
+            PyMem_Free(self.blocks[i])
+        PyMem_Free(self.blocks)
 
-    cdef int64_t* _buffer64(self, int64_t n):
-        arr = np.zeros(max(n, 1), dtype=np.int64)
-        self._buffers.append(arr)
-        cdef int64_t[::1] view = arr
-        return &view[0]
+    cdef void* _block(self, int64_t n, size_t size) except NULL:
+        """n zeroed items of `size` bytes (one at least), freed with this object."""
+        cdef void** grown
+        cdef void* block
+        if self.n_blocks == self.blocks_cap:
+            grown = <void**>PyMem_Realloc(self.blocks, (2 * self.blocks_cap + 16) * sizeof(void*))
+            if grown == NULL:
+                raise MemoryError()
+            self.blocks = grown
+            self.blocks_cap = 2 * self.blocks_cap + 16
+        if n < 1:
+            n = 1
+        block = PyMem_Calloc(<size_t>n, size) if <uint64_t>n <= (<size_t>-1) // size else NULL
+        if block == NULL:
+            raise MemoryError()
+        self.blocks[self.n_blocks] = block
+        self.n_blocks += 1
+        return block
+
+    cdef int32_t* _buffer(self, int64_t n, int32_t fill) except NULL:
+        cdef int32_t* buffer = <int32_t*>self._block(n, sizeof(int32_t))
+        cdef int64_t i
+        if fill != 0:
+            for i in range(n):
+                buffer[i] = fill
+        return buffer
+
+    cdef int64_t* _buffer64(self, int64_t n) except NULL:
+        return <int64_t*>self._block(n, sizeof(int64_t))
 
 
 cdef _AsgGroup _asg_convert(list member_ids, list subscriptions, dict topics, current):
     """Number the topics, count the subscribers, read `current` into the owner array
-    (the rules of _pure's _current_owners)."""
+    (the rules of _pure's _current_owners). Members mostly share a subscription (the
+    same object, or an equal frozenset): each distinct one (a kind) is read once into
+    a C array of its existing topics' numbers; the per-member work is C loops."""
     cdef _AsgGroup g = _AsgGroup()
-    cdef int32_t i, t, n_subs
-    cdef int64_t k
-    g._buffers = []
+    cdef int32_t i, t, k = -1, n_kinds
+    cdef int64_t j, n_subs = 0, upper = 0
     g.member_ids = member_ids
     g.n_members = len(member_ids)
-    used = set()
-    for subscribed in subscriptions:
-        used.update(subscribed)
-    g.topic_names = sorted(name for name in used if name in topics)
-    g.n_topics = len(g.topic_names)
-    tindex = {name: t for t, name in enumerate(g.topic_names)}
+    # each member's kind, kinds numbered in first-seen order
+    cdef int32_t* kind = g._buffer(g.n_members, 0)
+    cdef dict kinds = {}
+    cdef list distinct = []
+    last = None
+    for i in range(g.n_members):
+        subscribed = subscriptions[i]
+        if subscribed is not last:
+            found = kinds.get(subscribed)
+            if found is None:
+                found = kinds[subscribed] = len(distinct)
+                distinct.append(subscribed)
+                upper += len(subscribed)
+            k = found
+            last = subscribed
+        kind[i] = k
+    n_kinds = len(distinct)
+    # each kind's existing topics: numbered in first-seen order here, by name below
+    cdef int64_t* koff = g._buffer64(n_kinds + 1)
+    cdef int32_t* ktopics = g._buffer(upper, 0)
+    cdef dict first_seen = {}
+    cdef list names = []
+    j = 0
+    for k in range(n_kinds):
+        for name in distinct[k]:
+            found = first_seen.get(name)
+            if found is None:
+                if name not in topics:
+                    continue
+                found = first_seen[name] = len(names)
+                names.append(name)
+            ktopics[j] = <int32_t>found
+            j += 1
+        koff[k + 1] = j
+    g.topic_names = sorted(names)
+    g.n_topics = len(names)
+    tindex = dict(zip(g.topic_names, range(g.n_topics)))
+    cdef int32_t* renumber = g._buffer(g.n_topics, 0)
     g.toff = g._buffer64(g.n_topics + 1)
     for t in range(g.n_topics):
-        g.toff[t + 1] = g.toff[t] + <int64_t>topics[g.topic_names[t]]
+        name = g.topic_names[t]
+        renumber[<int32_t>first_seen[name]] = t
+        g.toff[t + 1] = g.toff[t] + <int64_t>topics[name]
     g.total = g.toff[g.n_topics]
     g.owner = g._buffer(g.total, -1)
     # subscribers per topic, in member order: count, then place
     g.soff = g._buffer(g.n_topics + 1, 0)
-    member_topics = []
-    n_subs = 0
-    cdef dict indices = {}  # subscription -> its existing topics' indices (members share them)
-    for i in range(g.n_members):
-        subscribed = subscriptions[i]
-        mine = indices.get(subscribed)
-        if mine is None:
-            mine = indices[subscribed] = [tindex[name] for name in subscribed if name in tindex]
-        member_topics.append(mine)
-        for t in mine:
-            g.soff[t + 1] += 1
-        n_subs += len(mine)
-    for t in range(g.n_topics):
-        g.soff[t + 1] += g.soff[t]
+    with nogil:
+        for j in range(koff[n_kinds]):
+            ktopics[j] = renumber[ktopics[j]]
+        for i in range(g.n_members):
+            k = kind[i]
+            for j in range(koff[k], koff[k + 1]):
+                g.soff[ktopics[j] + 1] += 1
+            n_subs += koff[k + 1] - koff[k]
+        for t in range(g.n_topics):
+            g.soff[t + 1] += g.soff[t]
     g.subs = g._buffer(n_subs, 0)
     cdef int32_t* fill = g._buffer(g.n_topics, 0)
-    for t in range(g.n_topics):
-        fill[t] = g.soff[t]
-    for i in range(g.n_members):
-        for t in member_topics[i]:
-            g.subs[fill[t]] = i
-            fill[t] += 1
-    _asg_read_current(g, subscriptions, tindex, current)
+    with nogil:
+        for t in range(g.n_topics):
+            fill[t] = g.soff[t]
+        for i in range(g.n_members):
+            k = kind[i]
+            for j in range(koff[k], koff[k + 1]):
+                t = ktopics[j]
+                g.subs[fill[t]] = i
+                fill[t] += 1
+    if current:
+        _asg_read_current(g, subscriptions, tindex, current)
     return g
 
 
@@ -150,52 +227,95 @@ cdef inline int64_t _asg_partition(value) except? -2:
 
 
 cdef int _asg_read_current(_AsgGroup g, list subscriptions, dict tindex, current) except -1:
-    cdef int32_t i, t
-    cdef int64_t p, count, base
-    cdef Py_ssize_t k, n
+    cdef int32_t i
+    cdef dict plain = current if type(current) is dict else None  # read without method calls
     for i in range(g.n_members):
-        assigned = current.get(g.member_ids[i])
+        member_id = g.member_ids[i]
+        assigned = plain.get(member_id) if plain is not None else current.get(member_id)
         if assigned is None:
             continue
-        if type(assigned) is not dict and not isinstance(assigned, _AsgMapping):
-            raise TypeError(f"current[{g.member_ids[i]!r}] must be a mapping of topic -> partitions")
         subscribed = subscriptions[i]
-        for topic, partitions in assigned.items():
-            if type(topic) is not str:
-                _asg_pure._check_topic_name(topic, f"current[{g.member_ids[i]!r}]'s keys")
-            if isinstance(partitions, (str, bytes)):
-                raise TypeError(f"current[{g.member_ids[i]!r}][{topic!r}] must be an iterable of partition ids")
-            t = -1
-            if topic in subscribed:
-                t = tindex.get(topic, -1)
-            count = g.toff[t + 1] - g.toff[t] if t >= 0 else 0
-            base = g.toff[t] if t >= 0 else 0
-            if type(partitions) is list or type(partitions) is tuple:
-                n = len(partitions)
-                for k in range(n):
-                    p = _asg_partition(partitions[k])
-                    if 0 <= p < count and g.owner[base + p] == -1:
-                        g.owner[base + p] = i
-            else:
-                for value in partitions:
-                    p = _asg_partition(value)
-                    if 0 <= p < count and g.owner[base + p] == -1:
-                        g.owner[base + p] = i
+        if type(assigned) is dict:
+            for topic, partitions in (<dict>assigned).items():
+                _asg_read_topic(g, i, subscribed, tindex, topic, partitions)
+        elif isinstance(assigned, _AsgMapping):
+            for topic, partitions in assigned.items():
+                _asg_read_topic(g, i, subscribed, tindex, topic, partitions)
+        else:
+            raise TypeError(f"current[{member_id!r}] must be a mapping of topic -> partitions")
     return 0
 
 
+cdef int _asg_read_topic(_AsgGroup g, int32_t i, subscribed, dict tindex, topic, partitions) except -1:
+    """Member i's current partitions of `topic` into the owner array."""
+    cdef int32_t t = -1
+    cdef int64_t p, count = 0, base = 0
+    cdef Py_ssize_t k = 0
+    if type(topic) is not str:
+        _asg_pure._check_topic_name(topic, f"current[{g.member_ids[i]!r}]'s keys")
+    if isinstance(partitions, (str, bytes)):
+        raise TypeError(f"current[{g.member_ids[i]!r}][{topic!r}] must be an iterable of partition ids")
+    if topic in subscribed:
+        t = tindex.get(topic, -1)
+    if t >= 0:
+        base = g.toff[t]
+        count = g.toff[t + 1] - base
+    if type(partitions) is list:
+        # the length is read at each step, as a list iterator does: a partition id's
+        # __index__ may shrink the list
+        while k < len(<list>partitions):
+            p = _asg_partition((<list>partitions)[k])
+            k += 1
+            if 0 <= p < count and g.owner[base + p] == -1:
+                g.owner[base + p] = i
+    else:
+        for value in partitions:
+            p = _asg_partition(value)
+            if 0 <= p < count and g.owner[base + p] == -1:
+                g.owner[base + p] = i
+    return 0
+
+
+# partition ids 0.. as int objects, shared by the results (ints are immutable); made
+# once, never replaced (no global written while threads may read it)
+cdef list _ASG_INTS = list(range(1 << 14))
+
+
+cdef list _asg_ints(int64_t count):
+    """A list of at least `count` ints 0, 1, ..."""
+    return _ASG_INTS if count <= len(_ASG_INTS) else list(range(count))
+
+
 cdef dict _asg_result(_AsgGroup g):
-    """{member: {topic: sorted partitions}} from the owner array: per topic, count each
-    owner's partitions, give each owner with some a list, fill the lists in partition
-    order (appends: no list is filled by hand, its references left to CPython)."""
+    """{member: {topic: sorted partitions}} from the owner array (see _asg_fill)."""
+    cdef list dicts
+    # The result is acyclic (dicts of lists of ints) and made in one go: the cyclic
+    # collector is paused meanwhile rather than run every few hundred containers made
+    # (its counts go on: it runs once at the next allocation, over all of them).
+    cdef int collecting = _asg_gc_disable()
+    try:
+        dicts = _asg_fill(g)
+    finally:
+        if collecting:
+            _asg_gc_enable()
+    return dict(zip(g.member_ids, dicts))
+
+
+cdef list _asg_fill(_AsgGroup g):
+    """Per topic, count each owner's partitions, give each owner with some a list of
+    that size (in its dict at once, which holds it), fill the lists in partition order."""
     cdef list dicts = [{} for _ in range(g.n_members)]
     cdef int32_t t, o, j
     cdef int64_t p, base, count, max_count = 0
     for t in range(g.n_topics):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
-    cdef list ints = list(range(max_count))
-    cdef int32_t* counts = g._buffer(g.n_members, 0)
-    cdef list lists = [None] * g.n_members
+    cdef list ints = _asg_ints(max_count)
+    cdef PyObject* items = <PyObject*>ints
+    cdef PyObject* item
+    cdef PyObject* made
+    cdef int64_t* counts = g._buffer64(g.n_members)
+    # each owner's list of the current topic: borrowed, its dict holds it
+    cdef PyObject** slots = <PyObject**>g._block(g.n_members, sizeof(PyObject*))
     for t in range(g.n_topics):
         base = g.toff[t]
         count = g.toff[t + 1] - base
@@ -204,22 +324,28 @@ cdef dict _asg_result(_AsgGroup g):
             if o >= 0:
                 counts[o] += 1
         # a topic's owners are among its subscribers
-        for j in range(g.soff[t], g.soff[t + 1]):
-            o = g.subs[j]
-            if counts[o] > 0:
-                lists[o] = []
-        for p in range(count):
-            o = g.owner[base + p]
-            if o >= 0:
-                (<list>lists[o]).append(ints[p])
         topic = g.topic_names[t]
         for j in range(g.soff[t], g.soff[t + 1]):
             o = g.subs[j]
             if counts[o] > 0:
-                (<dict>dicts[o])[topic] = lists[o]
-                lists[o] = None
+                made = _asg_list_new(counts[o])
+                try:
+                    _asg_dict_set(dicts[o], topic, made)
+                finally:
+                    _asg_decref(made)
+                slots[o] = made
                 counts[o] = 0
-    return dict(zip(g.member_ids, dicts))
+        # the counts now count each list's filled slots, up to its size
+        for p in range(count):
+            o = g.owner[base + p]
+            if o >= 0:
+                item = _asg_list_item(items, p)
+                _asg_incref(item)
+                _asg_list_set(slots[o], counts[o], item)
+                counts[o] += 1
+        for j in range(g.soff[t], g.soff[t + 1]):
+            counts[g.subs[j]] = 0
+    return dicts
 
 
 cdef tuple _asg_prepare(name, members, topics, current):
@@ -236,14 +362,26 @@ cdef tuple _asg_prepare(name, members, topics, current):
     cdef list member_ids = []
     cdef list subscriptions = []
     cdef set seen = set()
+    cdef Py_ssize_t n_seen
     cdef dict known = {}  # subscription object -> its checked frozenset
+    last = checked = None  # the previous member's subscription object, checked
     cdef Py_ssize_t n = len(members)
     for entry in members:
         if type(entry) is not tuple or len(<tuple>entry) != 3:
             return _asg_pure.prepare(name, members, topics, current)
         member_id, rack, subscribed = <tuple>entry
-        if type(member_id) is not str or member_id in seen or (rack is not None and type(rack) is not str):
+        if type(member_id) is not str or (rack is not None and type(rack) is not str):
             return _asg_pure.prepare(name, members, topics, current)
+        # one hash lookup: a duplicate id leaves the set's size as it was
+        n_seen = len(seen)
+        seen.add(member_id)
+        if len(seen) == n_seen:
+            return _asg_pure.prepare(name, members, topics, current)
+        if subscribed is last:  # members mostly share one subscription object
+            member_ids.append(member_id)
+            subscriptions.append(checked)
+            continue
+        last = subscribed
         checked = known.get(subscribed) if type(subscribed) is frozenset else None
         if checked is None:
             if type(subscribed) not in (frozenset, set, tuple, list):
@@ -254,7 +392,6 @@ cdef tuple _asg_prepare(name, members, topics, current):
             checked = subscribed if type(subscribed) is frozenset else frozenset(subscribed)
             if type(subscribed) is frozenset:
                 known[subscribed] = checked
-        seen.add(member_id)
         member_ids.append(member_id)
         subscriptions.append(checked)
     return member_ids, None, subscriptions, checked_topics
@@ -509,14 +646,10 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
     cdef asg_balancer b
     b.sizes = g._buffer64(g.n_members)
     b.order = g._buffer(g.n_members, 0)
-    keys_arr = np.zeros(max(g.n_members, 1) * sizeof(asg_member_key), dtype=np.uint8)
-    cdef unsigned char[::1] keys_view = keys_arr
-    b.keys = <asg_member_key*>&keys_view[0]
+    b.keys = <asg_member_key*>g._block(g.n_members, sizeof(asg_member_key))
     b.tally_cap = min(4 * <int64_t>g.n_members + 64, _asg_tally_limit)
     b.tally = g._buffer(b.tally_cap, 0)
-    tkeys_arr = np.zeros(max(g.n_topics, 1) * sizeof(asg_topic_key), dtype=np.uint8)
-    cdef unsigned char[::1] tkeys_view = tkeys_arr
-    cdef asg_topic_key* tkeys = <asg_topic_key*>&tkeys_view[0]
+    cdef asg_topic_key* tkeys = <asg_topic_key*>g._block(g.n_topics, sizeof(asg_topic_key))
     cdef int32_t* visit = g._buffer(g.n_topics, 0)
     for t in range(g.n_topics):
         max_count = max(max_count, <int32_t>(g.toff[t + 1] - g.toff[t]))
@@ -552,19 +685,55 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
 
 # -- range --------------------------------------------------------------------------
 
+cdef list _asg_range_order(list member_ids, instance_ids):
+    """_pure's range_order. Without static members and with ASCII member ids, UTF-16
+    code unit order is str order: a plain sort by id (ids are unique)."""
+    if instance_ids is not None:
+        return _asg_pure.range_order(member_ids, instance_ids)
+    for member_id in member_ids:
+        if not (<str>member_id).isascii():
+            return _asg_pure.range_order(member_ids, instance_ids)
+    return sorted(range(len(member_ids)), key=member_ids.__getitem__)
+
+
 cdef dict _asg_range(list member_ids, instance_ids, list subscriptions, dict topics):
     """_pure's _range: per topic, its subscribers in range order take consecutive
     ranges. Only ranges are computed: no per-partition work but the output lists."""
-    by_id = _asg_pure.range_order(member_ids, instance_ids)
+    by_id = _asg_range_order(member_ids, instance_ids)
     cdef _AsgGroup g = _asg_convert([member_ids[i] for i in by_id], [subscriptions[i] for i in by_id],
                                     topics, {})
-    cdef list dicts = [{} for _ in range(g.n_members)]
-    cdef int32_t t, j, n, rank
-    cdef int64_t count, min_quota, extra, begin, stop, p, max_count = 0
+    cdef list dicts
+    cdef int collecting = _asg_gc_disable()  # as in _asg_result
+    try:
+        dicts = _asg_range_fill(g)
+    finally:
+        if collecting:
+            _asg_gc_enable()
+    cdef int32_t rank
+    # back to the given member order
+    cdef list in_order = [None] * g.n_members
+    for rank in range(g.n_members):
+        in_order[<Py_ssize_t>by_id[rank]] = dicts[rank]
+    return dict(zip(member_ids, in_order))
+
+
+cdef list _asg_range_fill(_AsgGroup g):
+    """Each member's dict (in range order) of its ranges. A member that gets a range of
+    every topic (the usual case) starts as a copy of a dict of all topics (its keys
+    table copied whole) whose values are then replaced: no dict grows key by key."""
+    cdef int32_t t, j, n, rank, o
+    cdef int64_t count, min_quota, extra, begin, stop, max_count = 0
     for t in range(g.n_topics):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
-    cdef list ints = list(range(max_count))
-    cdef object item
+    cdef list ints = _asg_ints(max_count)
+    cdef int32_t* ranges = g._buffer(g.n_members, 0)  # how many topics give each a range
+    for t in range(g.n_topics):
+        n = g.soff[t + 1] - g.soff[t]
+        count = g.toff[t + 1] - g.toff[t]
+        for rank in range(min(<int64_t>n, count)):
+            ranges[g.subs[g.soff[t] + rank]] += 1
+    cdef dict every = dict.fromkeys(g.topic_names)
+    cdef list dicts = [every.copy() if ranges[o] == g.n_topics else {} for o in range(g.n_members)]
     for t in range(g.n_topics):
         n = g.soff[t + 1] - g.soff[t]
         count = g.toff[t + 1] - g.toff[t]
@@ -577,8 +746,4 @@ cdef dict _asg_range(list member_ids, instance_ids, list subscriptions, dict top
             if stop > begin:
                 (<dict>dicts[g.subs[g.soff[t] + rank]])[topic] = ints[begin:stop]
             begin = stop
-    # back to the given member order
-    cdef list in_order = [None] * g.n_members
-    for rank in range(g.n_members):
-        in_order[<Py_ssize_t>by_id[rank]] = dicts[rank]
-    return dict(zip(member_ids, in_order))
+    return dicts
