@@ -89,6 +89,7 @@ PAUSE_FACTOR = 1.5           # a contact gap longer than this many heartbeat int
 CRASH_FACTOR = 2             # silent this many heartbeat intervals before the end: crashed
 DEFAULT_HEARTBEAT_MS = 3000  # Kafka's heartbeat.interval.ms default
 DEFAULT_SESSION_MS = 45_000  # Kafka's session.timeout.ms default (3.0+)
+DEFAULT_MAX_POLL_MS = 300_000  # max.poll.interval.ms default: a join's rebalance timeout
 RETRY_BACKOFF_MS = 100       # Kafka's retry.backoff.ms, for errors a consumer retries later
 INITIAL_DELAY_MS = 3000      # group.initial.rebalance.delay.ms of the simulated coordinator
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
@@ -206,6 +207,9 @@ class Incarnation:
     # the session timeout its first join carried (else its group's median, else Kafka's
     # default): what `session=trace` simulates it with
     session_timeout_ms: Optional[int] = None
+    # its first heartbeat after its first sync: the phase its heartbeats keep (None: the
+    # trace has none; the simulated consumer heartbeats one interval after each sync)
+    heartbeat_phase_ms: Optional[int] = None
 
 
 def _median(values: List[int]) -> Optional[int]:
@@ -232,26 +236,30 @@ def derive_behaviour(table: pa.Table, end_ms: Optional[int] = None) -> Dict[str,
     cid_col = data.get("client_id", [None] * n)
     conn_col = data.get("connection", [None] * n)
     per_group: Dict[str, Dict[str, dict]] = defaultdict(dict)
-    # a first join with member "": its time, by its connection (a trace without one: by
-    # its client id, all such a trace has)
-    waiting: Dict[tuple, int] = {}
+    # a first request with member "": its time and event, by its connection (a trace
+    # without one: by its client id, all such a trace has)
+    waiting: Dict[tuple, Tuple[int, str]] = {}
     for i in range(n):
         gid, mid, tm, ev = data["group_id"][i], data["member_id"][i], data["time_ms"][i], data["event"][i]
         inst, cid, conn = data["instance_id"][i], cid_col[i], conn_col[i]
         who = (gid, conn, None if conn is not None else cid, inst)
         if mid == "":
             # the id the coordinator gave it shows up on its next request
-            waiting.setdefault(who, tm)
+            waiting.setdefault(who, (tm, ev))
             continue
         inc = per_group[gid].get(mid)
         if inc is None:
-            start = waiting.pop(who, tm)
+            start, first = waiting.pop(who, (tm, "join"))
             inc = per_group[gid][mid] = {"member": mid, "inst": inst, "cid": cid,
                                           "process": (cid, _client_host(conn)),
                                           "start": min(start, tm), "times": [], "events": [],
-                                          "rto": None, "sto": None}
+                                          "rto": None, "sto": None, "conn_first": conn,
+                                          # a request other than a join with no member
+                                          # id: a live consumer that forgot its id
+                                          "lost_id": first != "join"}
         inc["times"].append(tm)
         inc["events"].append(ev)
+        inc["conn_last"] = conn
         if inst is not None:
             inc["inst"] = inst
         if ev == "join" and inc["rto"] is None and rto_col[i] is not None:
@@ -276,8 +284,54 @@ def _client_host(connection: Optional[str]) -> Optional[str]:
     return connection
 
 
+def _resumes(o: dict, d: dict) -> bool:
+    """Whether dynamic incarnation `d` is `o`'s consumer carrying on under a new member
+    id: it joined with no id after `o`'s last contact, from `o`'s own connection (a
+    connection does not outlive its process), or, in a trace without connections, from
+    `o`'s client id after a request that already had no id (librdkafka forgets its id
+    when a pause outlasts its session and heartbeats with none before it rejoins; a new
+    process joins first)."""
+    if o["inst"] is not None or o["events"][-1] == "leave" or o["times"][-1] > d["start"]:
+        return False
+    if d["conn_first"] is not None:
+        return o["conn_last"] == d["conn_first"]
+    return d["lost_id"] and d["cid"] is not None and o["cid"] == d["cid"] \
+        and o["conn_last"] is None
+
+
+def _merge_resumed(incs: List[dict]) -> List[dict]:
+    """Incarnations in start order, each dynamic one that resumes an earlier one's
+    consumer (`_resumes`) folded into it: one consumer whose gap is a pause (the
+    simulation's consumer loses its id in it, or not, as the session it runs with says),
+    not a crash and a restart. Its join with no id is a contact (a wait for the
+    coordinator follows it, not a pause)."""
+    out: List[dict] = []
+    for d in sorted(incs, key=lambda d: (d["start"], d["member"])):
+        if d["inst"] is None:
+            cands = [o for o in out if _resumes(o, d)]
+            if cands:
+                o = max(cands, key=lambda o: (o["times"][-1], o["member"]))
+                o["times"] += [d["start"]] + d["times"]
+                o["events"] += ["join"] + d["events"]
+                o["conn_last"] = d["conn_last"]
+                o["rto"] = o["rto"] if o["rto"] is not None else d["rto"]
+                o["sto"] = o["sto"] if o["sto"] is not None else d["sto"]
+                continue
+        out.append(d)
+    return out
+
+
+def _phase(times: List[int], events: List[str]) -> Optional[int]:
+    """The first heartbeat after the first sync (else the first heartbeat), or None."""
+    synced = events.index("sync") if "sync" in events else -1
+    for t, ev in zip(times[synced + 1:], events[synced + 1:]):
+        if ev == "heartbeat":
+            return t
+    return None
+
+
 def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnation]:
-    incs.sort(key=lambda d: (d["start"], d["member"]))
+    incs = _merge_resumed(incs)
     for d in incs:
         times, events = d["times"], d["events"]
         hb_gaps = [b - a for a, b, ea, eb in zip(times, times[1:], events, events[1:])
@@ -287,6 +341,9 @@ def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnatio
     group_hb = _median(known) or DEFAULT_HEARTBEAT_MS
     group_session = _median([d["sto"] for d in incs if d["sto"] is not None]) \
         or DEFAULT_SESSION_MS
+    # max.poll.interval.ms is the rebalance timeout a consumer's joins carry: one that
+    # joined before the trace began is taken to run with its group's
+    group_rto = _median([d["rto"] for d in incs if d["rto"] is not None])
     # slots: static members by instance id; a dynamic one continues the latest stopped
     # incarnation of its process: its client id and the client host of its connection
     # (a process restarted under the same client.id on the same host; consumers of
@@ -333,8 +390,9 @@ def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnatio
             end = "end"
         stop = -1 if end == "end" else (min(last, nxt["start"]) if nxt is not None else last)
         out.append(Incarnation(gid, d["slot"], d["member"], d["inst"], d["cid"], d["start"],
-                               last, end, stop, hb, d["rto"], pauses,
-                               d["sto"] or group_session))
+                               last, end, stop, hb,
+                               d["rto"] if d["rto"] is not None else group_rto, pauses,
+                               d["sto"] or group_session, _phase(times, events)))
     return out
 
 
@@ -363,7 +421,7 @@ class _Client:
     """One simulated consumer process (one incarnation)."""
     __slots__ = ("inc", "group", "inst", "hb", "rto", "session", "starts", "ends", "alive",
                  "crashed", "crash_at", "rid", "gen", "state", "epoch", "last_touch", "check_at",
-                 "leader_members", "next_commit")
+                 "leader_members", "next_commit", "anchors")
 
     def __init__(self, inc: Incarnation, inst: Optional[str], hb: int, rto: int, session: int):
         self.inc = inc
@@ -385,6 +443,19 @@ class _Client:
         self.check_at: Optional[int] = None
         self.leader_members: Optional[List[str]] = None
         self.next_commit = 0            # when its next auto-commit is due (trace recording)
+        # where its heartbeat timer restarted in the trace: its first heartbeat, and the
+        # end of each pause after it (a resumed process heartbeats at once)
+        phase = inc.heartbeat_phase_ms
+        self.anchors = [] if phase is None else [phase] + [b for b in self.ends if b > phase]
+
+    def next_beat(self, t: int) -> int:
+        """Its next heartbeat after t: one interval on, in the phase its heartbeats had
+        in the trace (the latest anchor at or before t, else the first)."""
+        if not self.anchors:
+            return t + self.hb
+        i = max(0, bisect.bisect_right(self.anchors, t) - 1)
+        a = self.anchors[i]
+        return a + ((t - a) // self.hb + 1) * self.hb
 
     def paused_until(self, t: int) -> Optional[int]:
         """The end of the pause that covers t (strictly inside it), else None."""
@@ -688,7 +759,7 @@ class ShardSimulation:
         hb = cfg.heartbeat_interval_ms or inc.heartbeat_ms
         if hb >= session:                 # Kafka refuses heartbeat >= session: what an operator would set
             hb = max(1, session // 3)
-        rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or session
+        rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or DEFAULT_MAX_POLL_MS
         c = _Client(inc, inst, hb, rto, session)
         gv = self.groups[inc.group]
         gv.rtos.add(rto)
@@ -761,7 +832,7 @@ class ShardSimulation:
             self._on_error(c, err)
             return
         c.state = "stable"
-        self._push(self.now + c.hb, _HB, c, c.epoch)
+        self._push(c.next_beat(self.now), _HB, c, c.epoch)
 
     def _heartbeat(self, c: _Client) -> None:
         gv = self.groups[c.group]
