@@ -6,12 +6,18 @@ the trace only gives each consumer's *behaviour*, and simulated Kafka consumers 
 out against a real GroupCoordinator (ManualClock, time moved exactly with
 `advance_time`) under each configuration of a grid.
 
-Behaviour, per incarnation (one member id of the trace; `derive_behaviour`):
-- its heartbeat interval: the median gap between its consecutive heartbeats;
+Behaviour, per incarnation (one member id of the trace, or several: a dynamic
+consumer that lost its id in a pause and joined again with none, from its own
+connection, or in a trace without connections from its client id after a request with
+no id, is one consumer that paused (`_resumes`); `derive_behaviour`):
+- its heartbeat interval: the median gap between its consecutive heartbeats, and its
+  phase: its first heartbeat after its first sync (the simulated consumer heartbeats
+  on that grid, restarted at each pause's end, as a resumed client does);
 - its pauses: gaps between consecutive contacts longer than 1.5 heartbeat intervals
   (GC pauses, stalled processes); gaps after a join or a sync are waits for the
   coordinator, not pauses;
-- its max.poll.interval.ms: the rebalance timeout its joins carried;
+- its max.poll.interval.ms: the rebalance timeout its joins carried (one whose join the
+  trace does not hold: its group's median, else Kafka's 300 s default);
 - how it ended: "leave" (its last request was a LeaveGroup), "restart" (a static
   member whose instance id comes back with a new member id: static members never send
   LeaveGroup), "crash" (no leave, silent for more than two heartbeat intervals before
