@@ -312,19 +312,32 @@ def _merge_resumed(incs: List[dict]) -> List[dict]:
     not a crash and a restart. Its join with no id is a contact (a wait for the
     coordinator follows it, not a pause)."""
     out: List[dict] = []
+    # the dynamic incarnations kept so far, by the identity a resuming one must share:
+    # their latest connection, else their client id
+    by_identity: Dict[tuple, List[dict]] = defaultdict(list)
     for d in sorted(incs, key=lambda d: (d["start"], d["member"])):
-        if d["inst"] is None:
-            cands = [o for o in out if _resumes(o, d)]
-            if cands:
-                o = max(cands, key=lambda o: (o["times"][-1], o["member"]))
-                o["times"] += [d["start"]] + d["times"]
-                o["events"] += ["join"] + d["events"]
-                o["conn_last"] = d["conn_last"]
-                o["rto"] = o["rto"] if o["rto"] is not None else d["rto"]
-                o["sto"] = o["sto"] if o["sto"] is not None else d["sto"]
-                continue
-        out.append(d)
+        if d["inst"] is not None:
+            out.append(d)
+            continue
+        key = _identity(d["conn_first"], d["cid"])
+        cands = [o for o in by_identity[key] if _resumes(o, d)]
+        if cands:
+            o = max(cands, key=lambda o: (o["times"][-1], o["member"]))
+            by_identity[key].remove(o)
+            o["times"] += [d["start"]] + d["times"]
+            o["events"] += ["join"] + d["events"]
+            o["conn_last"] = d["conn_last"]
+            o["rto"] = o["rto"] if o["rto"] is not None else d["rto"]
+            o["sto"] = o["sto"] if o["sto"] is not None else d["sto"]
+        else:
+            o = d
+            out.append(d)
+        by_identity[_identity(o["conn_last"], o["cid"])].append(o)
     return out
+
+
+def _identity(connection: Optional[str], client_id: Optional[str]) -> tuple:
+    return ("connection", connection) if connection is not None else ("client", client_id)
 
 
 def _phase(times: List[int], events: List[str]) -> Optional[int]:
