@@ -10,9 +10,11 @@ Behaviour, per incarnation (one member id of the trace, or several: a dynamic
 consumer that lost its id in a pause and joined again with none, from its own
 connection, or in a trace without connections from its client id after a request with
 no id, is one consumer that paused (`_resumes`); `derive_behaviour`):
-- its heartbeat interval: the median gap between its consecutive heartbeats, and its
-  phase: its first heartbeat after its first sync (the simulated consumer heartbeats
-  on that grid, restarted at each pause's end, as a resumed client does);
+- its heartbeat interval: the median gap between its consecutive heartbeats, and the
+  times of its heartbeats: the simulated consumer heartbeats when the real one did (the
+  next one within one and a half intervals; else one interval on from the latest one,
+  or from a pause's end: a resumed client heartbeats at once), so that its session runs
+  out when the real one did, not up to an interval early;
 - its pauses: gaps between consecutive contacts longer than 1.5 heartbeat intervals
   (GC pauses, stalled processes); gaps after a join or a sync are waits for the
   coordinator, not pauses;
@@ -213,9 +215,9 @@ class Incarnation:
     # the session timeout its first join carried (else its group's median, else Kafka's
     # default): what `session=trace` simulates it with
     session_timeout_ms: Optional[int] = None
-    # its first heartbeat after its first sync: the phase its heartbeats keep (None: the
-    # trace has none; the simulated consumer heartbeats one interval after each sync)
-    heartbeat_phase_ms: Optional[int] = None
+    # the times of its heartbeats in the trace: the simulated consumer heartbeats when it
+    # did (in phase with the trace; none: one interval after each sync)
+    heartbeats: Tuple[int, ...] = ()
 
 
 def _median(values: List[int]) -> Optional[int]:
@@ -340,15 +342,6 @@ def _identity(connection: Optional[str], client_id: Optional[str]) -> tuple:
     return ("connection", connection) if connection is not None else ("client", client_id)
 
 
-def _phase(times: List[int], events: List[str]) -> Optional[int]:
-    """The first heartbeat after the first sync (else the first heartbeat), or None."""
-    synced = events.index("sync") if "sync" in events else -1
-    for t, ev in zip(times[synced + 1:], events[synced + 1:]):
-        if ev == "heartbeat":
-            return t
-    return None
-
-
 def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnation]:
     incs = _merge_resumed(incs)
     for d in incs:
@@ -411,7 +404,8 @@ def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnatio
         out.append(Incarnation(gid, d["slot"], d["member"], d["inst"], d["cid"], d["start"],
                                last, end, stop, hb,
                                d["rto"] if d["rto"] is not None else group_rto, pauses,
-                               d["sto"] or group_session, _phase(times, events)))
+                               d["sto"] or group_session,
+                               tuple(t for t, ev in zip(times, events) if ev == "heartbeat")))
     return out
 
 
@@ -462,18 +456,23 @@ class _Client:
         self.check_at: Optional[int] = None
         self.leader_members: Optional[List[str]] = None
         self.next_commit = 0            # when its next auto-commit is due (trace recording)
-        # where its heartbeat timer restarted in the trace: its first heartbeat, and the
-        # end of each pause after it (a resumed process heartbeats at once)
-        phase = inc.heartbeat_phase_ms
-        self.anchors = [] if phase is None else [phase] + [b for b in self.ends if b > phase]
+        # when its heartbeat timer fired in the trace: its heartbeats (only its first,
+        # the phase, when it runs another interval than the trace's) and the end of each
+        # pause (a resumed process heartbeats at once)
+        beats = inc.heartbeats if hb == inc.heartbeat_ms else inc.heartbeats[:1]
+        self.anchors = sorted(set(beats).union(self.ends)) if beats else []
 
     def next_beat(self, t: int) -> int:
-        """Its next heartbeat after t: one interval on, in the phase its heartbeats had
-        in the trace (the latest anchor at or before t, else the first)."""
-        if not self.anchors:
+        """Its next heartbeat after t: its next one in the trace, when that comes within
+        one and a half intervals (its timer ran on, whatever the interval's jitter); else
+        one interval on, in the phase of the latest one at or before t (else the first)."""
+        anchors = self.anchors
+        if not anchors:
             return t + self.hb
-        i = max(0, bisect.bisect_right(self.anchors, t) - 1)
-        a = self.anchors[i]
+        i = bisect.bisect_right(anchors, t)
+        if i < len(anchors) and anchors[i] - t <= self.hb * PAUSE_FACTOR:
+            return anchors[i]
+        a = anchors[max(0, i - 1)]
         return a + ((t - a) // self.hb + 1) * self.hb
 
     def paused_until(self, t: int) -> Optional[int]:
@@ -865,7 +864,7 @@ class ShardSimulation:
         if err == _NONE:
             if self.commit_interval_ms is not None and self.now >= c.next_commit:
                 self._commit(c)
-            self._push(self.now + c.hb, _HB, c, c.epoch)
+            self._push(c.next_beat(self.now), _HB, c, c.epoch)
         else:
             self._on_error(c, err)
 

@@ -42,10 +42,11 @@ SERVER_ARGS = ("--group-min-session-timeout-ms", "6000",
                "--group-initial-rebalance-delay-ms", "3000")
 BOUND = 30.0                         # seconds for the groups to form on a loaded machine
 # (seconds after both groups are stable, what, consumer, pause length in seconds)
-# The kill is half a second off the whole seconds: c's heartbeats restart with the
-# rebalance b's return at 22 s opens, so a kill at a whole second lands just before one
-# of them, the real detection a whole interval short of the session, and the comparison
-# (the what-if times a crash from the last contact) at the edge of its bound.
+# The kill is half a second off the whole seconds: at a whole second it landed, in the
+# 6 s runs, within 25 ms before one of c's heartbeats (they restart with the rebalance
+# b's return at 22 s opens), the real detection nearly an interval short of the
+# session, and the comparison (the what-if times a crash from the last contact) at the
+# edge of its bound every time.
 SCHEDULE = [(2, "pause", "a", 4), (4, "pause", "d", 8), (10, "pause", "b", 12),
             (18, "pause", "e", 4), (28.5, "kill", "c", None), (28, "close", "f", None),
             (30.5, "restart", "c", None)]
@@ -132,7 +133,7 @@ def _interval(trace) -> int:
 def _reality(trace, kill_ms: float) -> dict:
     """Per group, from the replay of a run's own trace: (rebalances after the one that
     formed it, false expirations, crash detection latency from the kill in ms)."""
-    out = replay_local(trace, impl="native")
+    out = replay_local(trace)
     killed = _killed_members(trace, kill_ms)
     got = {}
     for gid in GROUPS:
@@ -149,7 +150,7 @@ def _prediction(trace, trace_session_ms: int, session_ms: int) -> dict:
     """Per group, the what-if's (rebalances but the initial one, false expirations, crash
     detection latencies) under `session_ms`, from a trace run at `trace_session_ms`."""
     cfg = WhatIfConfig(None if session_ms == trace_session_ms else session_ms)
-    out = whatif_local(trace, [cfg], impl="native")
+    out = whatif_local(trace, [cfg])
     got = {}
     for gid in GROUPS:
         rebalances = [r for r in out["rebalances"].to_pylist()

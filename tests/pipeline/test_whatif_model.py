@@ -128,5 +128,19 @@ def test_heartbeats_keep_the_trace_phase(impl):
     trace = from_rows(rows)
     out = _sim(trace, WhatIfConfig(None), impl)
     assert sorted(_removals(out)) == [("x", 15500, "false", -1), ("z", 15500, "crash", 6000)]
-    assert {i.member: i.heartbeat_phase_ms for i in derive_behaviour(trace)["g"]} == \
-        {"x": 3500, "y": 3500, "z": 3500}
+    assert {i.member: i.heartbeats[:2] for i in derive_behaviour(trace)["g"]} == \
+        {"x": (3500, 4500), "y": (3500, 4500), "z": (3500, 4500)}
+
+
+def test_heartbeats_follow_the_trace_through_jitter(impl):
+    """z's heartbeats (median interval 1 s) come 10 ms early twice before it dies after
+    the one at 8480: the simulated z heartbeats when the real one did, its crash is
+    detected one session (6 s) after its last contact. On a grid of whole intervals
+    from its first heartbeat, its last simulated heartbeat was at 7500 (8500 came after
+    the crash): detected 5020 ms after it."""
+    rows = []
+    _consumer(rows, "y", "cy", None, 0, range(3500, 20001, 1000), synced=3000)
+    _consumer(rows, "z", "cz", None, 0, [3500, 4500, 5500, 6500, 7490, 8480], synced=3000)
+    rows.sort(key=lambda r: r["time_ms"])
+    out = _sim(from_rows(rows), WhatIfConfig(None), impl)
+    assert _removals(out) == [("z", 14480, "crash", 6000)]
