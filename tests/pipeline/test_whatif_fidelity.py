@@ -42,16 +42,15 @@ SERVER_ARGS = ("--group-min-session-timeout-ms", "6000",
                "--group-initial-rebalance-delay-ms", "3000")
 BOUND = 30.0                         # seconds for the groups to form on a loaded machine
 # (seconds after both groups are stable, what, consumer, pause length in seconds)
-# The kill is half a second off the whole seconds: at a whole second it landed, in the
-# 6 s runs, within 25 ms before one of c's heartbeats (they restart with the rebalance
-# b's return at 22 s opens), the real detection nearly an interval short of the
-# session, and the comparison (the what-if times a crash from the last contact) at the
-# edge of its bound every time.
+# The kill is half a second off the whole seconds: at a whole second it landed just
+# before one of c's heartbeats (they restart with the rebalance b's return opens), the
+# real detection nearly an interval short of the session, and the comparison (the
+# what-if times a crash from the last contact) at the edge of its bound.
 SCHEDULE = [(2, "pause", "a", 4), (4, "pause", "d", 8), (10, "pause", "b", 12),
             (18, "pause", "e", 4), (28.5, "kill", "c", None), (28, "close", "f", None),
             (30.5, "restart", "c", None)]
-END_S = 44                           # the trace is cut here: the last expiry is at ~38 s
-LATE_S = 0.5                         # a step this late: the machine stalled, the run is void
+END_S = 44                           # the trace is cut here, after c's old member expired
+LATE_S = 0.5                         # a step this late fails the run: the machine stalled
 
 
 def _real_run(tmp_path, session_ms: int):
