@@ -60,8 +60,9 @@ from ..core.store import InMemoryStore
 from ._gc import fewer_collections
 from .replay import NUM_SHARDS, member_ids, rows_table, sort_canonical, split_by_shard
 from .whatif import (_FENCED, _HB, _ILLEGAL, _JOINED, _NONE, _POLL, _REJOIN, _START, _STOP,
-                     _SYNCED, _UNKNOWN, COLUMNS, DEFAULT_SESSION_MS, RETRY_BACKOFF_MS, Incarnation,
-                     ShardSimulation, WhatIfConfig, _Client, derive_behaviour)
+                     _SYNCED, _UNKNOWN, COLUMNS, DEFAULT_MAX_POLL_MS, DEFAULT_SESSION_MS,
+                     RETRY_BACKOFF_MS, Incarnation, ShardSimulation, WhatIfConfig, _Client,
+                     derive_behaviour)
 
 PROTOCOLS = ("classic-eager", "classic-cooperative", "consumer")
 _TOPIC = "t"                      # the classic assignors' one topic (a name of their own)
@@ -422,7 +423,7 @@ class ConsumerSimulation(_Owned, ShardSimulation):
         cfg = self.cfg
         inst = (inc.instance_id or inc.slot) if cfg.static == "on" else (
             None if cfg.static == "off" else inc.instance_id)
-        rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or self.session
+        rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or DEFAULT_MAX_POLL_MS
         c = _Client(inc, inst, self.heartbeat_ms, rto, self.session)
         c.rid = inc.member                 # Kafka 4's client makes its own member id
         c.gen = 0

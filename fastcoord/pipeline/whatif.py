@@ -6,12 +6,20 @@ the trace only gives each consumer's *behaviour*, and simulated Kafka consumers 
 out against a real GroupCoordinator (ManualClock, time moved exactly with
 `advance_time`) under each configuration of a grid.
 
-Behaviour, per incarnation (one member id of the trace; `derive_behaviour`):
-- its heartbeat interval: the median gap between its consecutive heartbeats;
+Behaviour, per incarnation (one member id of the trace, or several: a dynamic
+consumer that lost its id in a pause and joined again with none, from its own
+connection, or in a trace without connections from its client id after a request with
+no id, is one consumer that paused (`_resumes`); `derive_behaviour`):
+- its heartbeat interval: the median gap between its consecutive heartbeats, and the
+  times of its heartbeats: the simulated consumer heartbeats when the real one did (the
+  next one within one and a half intervals; else one interval on from the latest one,
+  or from a pause's end: a resumed client heartbeats at once), so that its session runs
+  out when the real one did, not up to an interval early;
 - its pauses: gaps between consecutive contacts longer than 1.5 heartbeat intervals
   (GC pauses, stalled processes); gaps after a join or a sync are waits for the
   coordinator, not pauses;
-- its max.poll.interval.ms: the rebalance timeout its joins carried;
+- its max.poll.interval.ms: the rebalance timeout its joins carried (one whose join the
+  trace does not hold: its group's median, else Kafka's 300 s default);
 - how it ended: "leave" (its last request was a LeaveGroup), "restart" (a static
   member whose instance id comes back with a new member id: static members never send
   LeaveGroup), "crash" (no leave, silent for more than two heartbeat intervals before
@@ -89,6 +97,7 @@ PAUSE_FACTOR = 1.5           # a contact gap longer than this many heartbeat int
 CRASH_FACTOR = 2             # silent this many heartbeat intervals before the end: crashed
 DEFAULT_HEARTBEAT_MS = 3000  # Kafka's heartbeat.interval.ms default
 DEFAULT_SESSION_MS = 45_000  # Kafka's session.timeout.ms default (3.0+)
+DEFAULT_MAX_POLL_MS = 300_000  # max.poll.interval.ms default: a join's rebalance timeout
 RETRY_BACKOFF_MS = 100       # Kafka's retry.backoff.ms, for errors a consumer retries later
 INITIAL_DELAY_MS = 3000      # group.initial.rebalance.delay.ms of the simulated coordinator
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
@@ -206,6 +215,9 @@ class Incarnation:
     # the session timeout its first join carried (else its group's median, else Kafka's
     # default): what `session=trace` simulates it with
     session_timeout_ms: Optional[int] = None
+    # the times of its heartbeats in the trace: the simulated consumer heartbeats when it
+    # did (in phase with the trace; none: one interval after each sync)
+    heartbeats: Tuple[int, ...] = ()
 
 
 def _median(values: List[int]) -> Optional[int]:
@@ -232,26 +244,30 @@ def derive_behaviour(table: pa.Table, end_ms: Optional[int] = None) -> Dict[str,
     cid_col = data.get("client_id", [None] * n)
     conn_col = data.get("connection", [None] * n)
     per_group: Dict[str, Dict[str, dict]] = defaultdict(dict)
-    # a first join with member "": its time, by its connection (a trace without one: by
-    # its client id, all such a trace has)
-    waiting: Dict[tuple, int] = {}
+    # a first request with member "": its time and event, by its connection (a trace
+    # without one: by its client id, all such a trace has)
+    waiting: Dict[tuple, Tuple[int, str]] = {}
     for i in range(n):
         gid, mid, tm, ev = data["group_id"][i], data["member_id"][i], data["time_ms"][i], data["event"][i]
         inst, cid, conn = data["instance_id"][i], cid_col[i], conn_col[i]
         who = (gid, conn, None if conn is not None else cid, inst)
         if mid == "":
             # the id the coordinator gave it shows up on its next request
-            waiting.setdefault(who, tm)
+            waiting.setdefault(who, (tm, ev))
             continue
         inc = per_group[gid].get(mid)
         if inc is None:
-            start = waiting.pop(who, tm)
+            start, first = waiting.pop(who, (tm, "join"))
             inc = per_group[gid][mid] = {"member": mid, "inst": inst, "cid": cid,
                                           "process": (cid, _client_host(conn)),
                                           "start": min(start, tm), "times": [], "events": [],
-                                          "rto": None, "sto": None}
+                                          "rto": None, "sto": None, "conn_first": conn,
+                                          # a request other than a join with no member
+                                          # id: a live consumer that forgot its id
+                                          "lost_id": first != "join"}
         inc["times"].append(tm)
         inc["events"].append(ev)
+        inc["conn_last"] = conn
         if inst is not None:
             inc["inst"] = inst
         if ev == "join" and inc["rto"] is None and rto_col[i] is not None:
@@ -276,8 +292,58 @@ def _client_host(connection: Optional[str]) -> Optional[str]:
     return connection
 
 
+def _resumes(o: dict, d: dict) -> bool:
+    """Whether dynamic incarnation `d` is `o`'s consumer carrying on under a new member
+    id: it joined with no id after `o`'s last contact, from `o`'s own connection (a
+    connection does not outlive its process), or, in a trace without connections, from
+    `o`'s client id after a request that already had no id (librdkafka forgets its id
+    when a pause outlasts its session and heartbeats with none before it rejoins; a new
+    process joins first)."""
+    if o["inst"] is not None or o["events"][-1] == "leave" or o["times"][-1] > d["start"]:
+        return False
+    if d["conn_first"] is not None:
+        return o["conn_last"] == d["conn_first"]
+    return d["lost_id"] and d["cid"] is not None and o["cid"] == d["cid"] \
+        and o["conn_last"] is None
+
+
+def _merge_resumed(incs: List[dict]) -> List[dict]:
+    """Incarnations in start order, each dynamic one that resumes an earlier one's
+    consumer (`_resumes`) folded into it: one consumer whose gap is a pause (the
+    simulation's consumer loses its id in it, or not, as the session it runs with says),
+    not a crash and a restart. Its join with no id is a contact (a wait for the
+    coordinator follows it, not a pause)."""
+    out: List[dict] = []
+    # the dynamic incarnations kept so far, by the identity a resuming one must share:
+    # their latest connection, else their client id
+    by_identity: Dict[tuple, List[dict]] = defaultdict(list)
+    for d in sorted(incs, key=lambda d: (d["start"], d["member"])):
+        if d["inst"] is not None:
+            out.append(d)
+            continue
+        key = _identity(d["conn_first"], d["cid"])
+        cands = [o for o in by_identity[key] if _resumes(o, d)]
+        if cands:
+            o = max(cands, key=lambda o: (o["times"][-1], o["member"]))
+            by_identity[key].remove(o)
+            o["times"] += [d["start"]] + d["times"]
+            o["events"] += ["join"] + d["events"]
+            o["conn_last"] = d["conn_last"]
+            o["rto"] = o["rto"] if o["rto"] is not None else d["rto"]
+            o["sto"] = o["sto"] if o["sto"] is not None else d["sto"]
+        else:
+            o = d
+            out.append(d)
+        by_identity[_identity(o["conn_last"], o["cid"])].append(o)
+    return out
+
+
+def _identity(connection: Optional[str], client_id: Optional[str]) -> tuple:
+    return ("connection", connection) if connection is not None else ("client", client_id)
+
+
 def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnation]:
-    incs.sort(key=lambda d: (d["start"], d["member"]))
+    incs = _merge_resumed(incs)
     for d in incs:
         times, events = d["times"], d["events"]
         hb_gaps = [b - a for a, b, ea, eb in zip(times, times[1:], events, events[1:])
@@ -287,6 +353,9 @@ def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnatio
     group_hb = _median(known) or DEFAULT_HEARTBEAT_MS
     group_session = _median([d["sto"] for d in incs if d["sto"] is not None]) \
         or DEFAULT_SESSION_MS
+    # max.poll.interval.ms is the rebalance timeout a consumer's joins carry: one that
+    # joined before the trace began is taken to run with its group's
+    group_rto = _median([d["rto"] for d in incs if d["rto"] is not None])
     # slots: static members by instance id; a dynamic one continues the latest stopped
     # incarnation of its process: its client id and the client host of its connection
     # (a process restarted under the same client.id on the same host; consumers of
@@ -333,8 +402,10 @@ def _group_behaviour(gid: str, incs: List[dict], end_ms: int) -> List[Incarnatio
             end = "end"
         stop = -1 if end == "end" else (min(last, nxt["start"]) if nxt is not None else last)
         out.append(Incarnation(gid, d["slot"], d["member"], d["inst"], d["cid"], d["start"],
-                               last, end, stop, hb, d["rto"], pauses,
-                               d["sto"] or group_session))
+                               last, end, stop, hb,
+                               d["rto"] if d["rto"] is not None else group_rto, pauses,
+                               d["sto"] or group_session,
+                               tuple(t for t, ev in zip(times, events) if ev == "heartbeat")))
     return out
 
 
@@ -363,7 +434,7 @@ class _Client:
     """One simulated consumer process (one incarnation)."""
     __slots__ = ("inc", "group", "inst", "hb", "rto", "session", "starts", "ends", "alive",
                  "crashed", "crash_at", "rid", "gen", "state", "epoch", "last_touch", "check_at",
-                 "leader_members", "next_commit")
+                 "leader_members", "next_commit", "anchors")
 
     def __init__(self, inc: Incarnation, inst: Optional[str], hb: int, rto: int, session: int):
         self.inc = inc
@@ -385,6 +456,24 @@ class _Client:
         self.check_at: Optional[int] = None
         self.leader_members: Optional[List[str]] = None
         self.next_commit = 0            # when its next auto-commit is due (trace recording)
+        # when its heartbeat timer fired in the trace: its heartbeats (only its first,
+        # the phase, when it runs another interval than the trace's) and the end of each
+        # pause (a resumed process heartbeats at once)
+        beats = inc.heartbeats if hb == inc.heartbeat_ms else inc.heartbeats[:1]
+        self.anchors = sorted(set(beats).union(self.ends)) if beats else []
+
+    def next_beat(self, t: int) -> int:
+        """Its next heartbeat after t: its next one in the trace, when that comes within
+        one and a half intervals (its timer ran on, whatever the interval's jitter); else
+        one interval on, in the phase of the latest one at or before t (else the first)."""
+        anchors = self.anchors
+        if not anchors:
+            return t + self.hb
+        i = bisect.bisect_right(anchors, t)
+        if i < len(anchors) and anchors[i] - t <= self.hb * PAUSE_FACTOR:
+            return anchors[i]
+        a = anchors[max(0, i - 1)]
+        return a + ((t - a) // self.hb + 1) * self.hb
 
     def paused_until(self, t: int) -> Optional[int]:
         """The end of the pause that covers t (strictly inside it), else None."""
@@ -688,7 +777,7 @@ class ShardSimulation:
         hb = cfg.heartbeat_interval_ms or inc.heartbeat_ms
         if hb >= session:                 # Kafka refuses heartbeat >= session: what an operator would set
             hb = max(1, session // 3)
-        rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or session
+        rto = cfg.rebalance_timeout_ms or inc.rebalance_timeout_ms or DEFAULT_MAX_POLL_MS
         c = _Client(inc, inst, hb, rto, session)
         gv = self.groups[inc.group]
         gv.rtos.add(rto)
@@ -761,7 +850,7 @@ class ShardSimulation:
             self._on_error(c, err)
             return
         c.state = "stable"
-        self._push(self.now + c.hb, _HB, c, c.epoch)
+        self._push(c.next_beat(self.now), _HB, c, c.epoch)
 
     def _heartbeat(self, c: _Client) -> None:
         gv = self.groups[c.group]
@@ -775,7 +864,7 @@ class ShardSimulation:
         if err == _NONE:
             if self.commit_interval_ms is not None and self.now >= c.next_commit:
                 self._commit(c)
-            self._push(self.now + c.hb, _HB, c, c.epoch)
+            self._push(c.next_beat(self.now), _HB, c, c.epoch)
         else:
             self._on_error(c, err)
 

@@ -84,22 +84,23 @@ def test_a_member_joins(impl):
     gap (zero latency), 6 revoked, both paused. Cooperative: the first round keeps 2
     with each of a and b and withholds the 2 that move to c; a and b revoke one each at
     33000 and rejoin; c, synced at 33000, learns of the follow-up at its heartbeat at
-    36000, and takes them then: 2 x 3 s, two rebalances. Consumer (3 s heartbeats, the
+    34000 (its heartbeats keep the trace's phase: 34000, 37000, ...), and takes them
+    then: 2 x 1 s, two rebalances. Consumer (3 s heartbeats, the
     grid from each one's join): a and b revoke one each at their heartbeat at 33000 and
     c, whose grid runs 31000, 34000, takes them at 34000: 2 x 1 s."""
     out = _by_protocol(protocol_whatif(scale_out_trace(), [HB3], partitions=6, impl=impl))
     assert out == {"classic-eager": (6000, 70000, 0, 1, 2, 6),
-                   "classic-cooperative": (6000, 70000, 6000, 2, 2, 2),
+                   "classic-cooperative": (6000, 70000, 2000, 2, 2, 2),
                    "consumer": (6000, 70000, 2000, 1, 2, 2)}
     # Each consumer acting on an answer 100 ms after it: eager's 6 partitions wait for
     # the join answer's and the sync answer's reaction (6 x 200 ms); cooperative's 2 wait
     # from the revocation (33200, its sync answer handled) to c's sync answer of the
-    # follow-up (c's heartbeat at 36200, then two reactions: 36400).
+    # follow-up (c's heartbeat at 34000, in its trace phase, then two reactions: 34200).
     out = _by_protocol(protocol_whatif(scale_out_trace(), [HB3],
                                        ["classic-eager", "classic-cooperative"], partitions=6,
                                        impl=impl, reaction_ms=100))
     assert (out["classic-eager"][2:], out["classic-cooperative"][2:]) == \
-        ((1200, 1, 2, 6), (6400, 2, 2, 2))
+        ((1200, 1, 2, 6), (2000, 2, 2, 2))
 
 
 def test_assignments():

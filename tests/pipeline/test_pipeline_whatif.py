@@ -192,12 +192,16 @@ def test_static_rolling_restart(impl):
     off = _sim(trace, WhatIfConfig(10_000, "off"), impl)
     # dynamic: each stop is a LeaveGroup right after the 18000 (33000, 48000) heartbeat, a
     # rebalance until the others' next heartbeat 3 s later; each restart 5 s after the
-    # stop is a new member, a rebalance until the others' next heartbeat 1 s later
+    # stop is a new member, a rebalance until the last of the others' next heartbeats.
+    # Each heartbeats in its phase in the trace: the first members at 6000 + 3000k, a
+    # restarted one from its first heartbeat, 3 s after its join (a2: 26000, 29000, ...;
+    # b2: 41000, ...): a2's and b2's fall in the ms of the next restart's join, just
+    # before it, and learn of it 3 s later; c's leave at 48000 they learn of at 50000
     assert _rebalances(off) == [
         (0, 6000, "initial", 0, 3),
         (18000, 21000, "leave", 3, 2), (23000, 24000, "join", 2, 3),
-        (33000, 36000, "leave", 3, 2), (38000, 39000, "join", 2, 3),
-        (48000, 51000, "leave", 3, 2), (53000, 54000, "join", 2, 3)]
+        (33000, 36000, "leave", 3, 2), (38000, 41000, "join", 2, 3),
+        (48000, 50000, "leave", 3, 2), (53000, 56000, "join", 2, 3)]
     assert _removals(off) == []
 
 
