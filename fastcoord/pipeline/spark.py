@@ -67,11 +67,13 @@ def spark_ddl(schema: pa.Schema) -> str:
 
 # Each worker call also sends a "_runtime" table of one row per shard: where fastcoord
 # came from and which twin ran, so a cluster run can be checked (runtime.json) without a
-# second job.
+# second job; and the shard's events and the seconds its task spent replaying them and
+# writing its tables (the command's timings.json sums them).
 RUNTIME_TABLE = "_runtime"
 RUNTIME_SCHEMA = pa.schema([("shard", pa.int32()), ("fastcoord", pa.string()),
                             ("python", pa.string()), ("impl", pa.string()),
-                            ("host", pa.string())])
+                            ("host", pa.string()), ("events", pa.int64()),
+                            ("replay_s", pa.float64()), ("write_s", pa.float64())])
 
 # Results the driver collects (replay_spark without an output directory, and the
 # runtime rows) leave the workers as Arrow IPC streams (LZ4-compressed), one row per
@@ -128,6 +130,130 @@ def is_local(master: str) -> bool:
     """A master whose Python workers are children of this machine's JVM, started with
     this interpreter (so they see this interpreter's fastcoord)."""
     return master == "local" or master.startswith("local[")
+
+
+# -- before a job: the master reachable, the executors' Python able to run it ----------------
+
+DEFAULT_PORTS = {"spark": 7077, "sc": 15002}
+PROBE_TIMEOUT_S = 3.0
+
+
+def master_endpoints(master: str) -> List[Tuple[str, int]]:
+    """The (host, port)s a spark:// or sc:// master names (a standalone master may list
+    several, comma-separated; a missing port is the scheme's default); [] for the others,
+    which have no one address to try (local, yarn, k8s://)."""
+    scheme, sep, rest = master.partition("://")
+    if not sep or scheme not in DEFAULT_PORTS:
+        return []
+    out = []
+    for hostport in rest.split("/", 1)[0].split(","):
+        host, colon, port = hostport.rpartition(":")
+        if not colon or host.endswith(":") or not port.isdigit():
+            host, port = hostport, ""                       # (no port, or bare IPv6)
+        out.append((host.strip("[]"), int(port) if port else DEFAULT_PORTS[scheme]))
+    return out
+
+
+def unreachable(master: str, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """Why no endpoint of `master` accepts a TCP connection within `timeout` seconds each,
+    in a few words ('' when one does, or when there is nothing to try). Tried before
+    Spark starts: a standalone master or Connect server that is not there would have
+    Spark retry for minutes before it gives up."""
+    import socket
+    reasons = []
+    for host, port in master_endpoints(master):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return ""
+        except socket.timeout:
+            reasons.append(f"{host}:{port}: no answer within {timeout:g}s")
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+    return "; ".join(reasons)
+
+
+# What an executor's Python must import for the jobs (the pandas-UDF baseline and what
+# the tasks use), then fastcoord itself (shipped, see the module doc)
+EXECUTOR_MODULES = ("numpy", "pandas", "pyarrow")
+SHIP_ADVICE = ("ship a Python environment that has them: pack a venv (venv-pack) or conda "
+               "env (conda-pack) of the driver's Python version, then --conf "
+               "spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python "
+               "(docs/pipeline.md, Running on a cluster)")
+
+
+class ExecutorEnvError(RuntimeError):
+    """The executors' Python cannot run the jobs; the message is one line."""
+
+
+def _executor_probe_fn(modules):
+    """A function for a plain (pickled, not Arrow) Python UDF: what the executor's
+    Python imports of `modules` and fastcoord, as JSON. It refers to nothing of this
+    module, so it unpickles on an executor that cannot import fastcoord or pyarrow and
+    says so (a nested function is pickled by value)."""
+    def probe(_):
+        import importlib
+        import json as js
+        import socket
+        import sys as system
+        got = {"python": system.executable, "version": "%d.%d.%d" % system.version_info[:3],
+               "host": socket.gethostname(), "versions": {}, "missing": {}}
+        for name in list(modules) + ["fastcoord"]:
+            try:
+                module = importlib.import_module(name)
+                got["versions"][name] = getattr(module, "__version__", "?")
+            except Exception as exc:            # ImportError, or a broken install
+                got["missing"][name] = f"{type(exc).__name__}: {exc}"
+        return js.dumps(got)
+    return probe
+
+
+def check_executors(spark, tasks: Optional[int] = None) -> List[dict]:
+    """Run one small task per task slot (`tasks`, default the parallelism) that imports
+    numpy, pandas, pyarrow and the shipped fastcoord on the executor and reports its
+    Python, host and the versions: the distinct reports. An executor that lacks one, or
+    whose Python cannot start or cannot run PySpark's worker, raises ExecutorEnvError
+    naming the module and the Python, with how to ship an environment (SHIP_ADVICE),
+    instead of the job failing later with a bare ModuleNotFoundError in a page of JVM
+    stack."""
+    import re
+
+    from pyspark.sql import functions as F
+    n = tasks or default_parallelism(spark)
+    probe = F.udf(_executor_probe_fn(EXECUTOR_MODULES), "string", useArrow=False)
+    try:
+        rows = spark.range(0, n, 1, numPartitions=n).select(probe("id").alias("r")).collect()
+    except Exception as exc:       # the worker itself failed: a missing module, no Python
+        text = str(exc)
+        missing = re.search(r"No module named '([^']+)'", text)
+        if missing:
+            raise ExecutorEnvError(
+                f"the executors' Python cannot import {missing.group(1)} (PySpark's worker "
+                f"needs it); {SHIP_ADVICE}") from None
+        cannot = re.search(r'Cannot run program "([^"]+)"', text)
+        if cannot:
+            raise ExecutorEnvError(f"the executors cannot start their Python "
+                                   f"{cannot.group(1)}; {SHIP_ADVICE}") from None
+        raise
+    reports = []
+    for row in rows:
+        report = json.loads(row["r"])
+        if report not in reports:
+            reports.append(report)
+    driver = "%d.%d" % sys.version_info[:2]
+    for r in reports:
+        lacks = [m for m in EXECUTOR_MODULES if m in r["missing"]]
+        where = f"{r['python']} (Python {r['version']} on {r['host']})"
+        if lacks:
+            raise ExecutorEnvError(f"the executors' Python {where} cannot import "
+                                   f"{', '.join(lacks)}; {SHIP_ADVICE}")
+        if not r["version"].startswith(driver + "."):
+            raise ExecutorEnvError(f"the executors' Python {where} is not the driver's "
+                                   f"Python {driver}, which the shipped compiled fastcoord "
+                                   f"is built for; {SHIP_ADVICE}")
+        if "fastcoord" in r["missing"]:
+            raise ExecutorEnvError(f"the executors' Python {where} cannot import the "
+                                   f"shipped fastcoord: {r['missing']['fastcoord']}")
+    return reports
 
 
 def _package_files(root: str) -> List[str]:
@@ -226,11 +352,16 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
         b = b.config("spark.driver.bindAddress", "127.0.0.1")
         b = b.config("spark.driver.host", "127.0.0.1")
     else:
+        conf = dict(conf or {})
         # PySpark reads the executors' interpreter from PYSPARK_PYTHON when the context
-        # starts; unset, the executors run Spark's default `python3`, never our venv.
+        # starts (not from spark.pyspark.python); unset, the executors run Spark's
+        # default `python3`, never our venv.
+        executor_python = executor_python or conf.get("spark.pyspark.python")
         if executor_python:
             os.environ["PYSPARK_PYTHON"] = executor_python
-        b = b.config("spark.archives", f"{package_archive()}#{SHIP_NAME}")
+        # a user's archives (a packed Python environment) go beside fastcoord's
+        archives = [a for a in conf.pop("spark.archives", "").split(",") if a.strip()]
+        b = b.config("spark.archives", ",".join(archives + [f"{package_archive()}#{SHIP_NAME}"]))
     # the replay's shuffle has one key per coordinator shard: Spark's default of 200
     # partitions leaves most of them empty and costs every later job (the per-table
     # writes and collects) 200 tasks each
@@ -336,12 +467,14 @@ def table_blobs(name: str, table: pa.Table) -> pa.RecordBatch:
         schema=BLOB_SCHEMA)
 
 
-def _runtime_row(shard: int, impl: str) -> pa.Table:
+def _runtime_row(shard: int, impl: str, events: int = 0, replay_s: float = 0.0,
+                 write_s: float = 0.0) -> pa.Table:
     import socket
 
     import fastcoord
     values = {"shard": shard, "fastcoord": os.path.dirname(os.path.abspath(fastcoord.__file__)),
-              "python": sys.executable, "impl": impl, "host": socket.gethostname()}
+              "python": sys.executable, "impl": impl, "host": socket.gethostname(),
+              "events": events, "replay_s": round(replay_s, 4), "write_s": round(write_s, 4)}
     return pa.Table.from_pylist([values], schema=RUNTIME_SCHEMA)
 
 
@@ -350,15 +483,19 @@ def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards,
     """One shard's valid trace rows (pack_by_shard's) -> its result blobs: the replay
     tables (replay.TABLES, unless written to `out_dir` here, see write_shard_tables),
     the runtime row and the shard's count of rows out of order."""
+    import time
+    t0 = time.perf_counter()
     replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
     out = replay.run(table, end_ms)
     used = replay.coord.impl if replay.coord is not None else "none"
+    t1 = time.perf_counter()
     if out_dir is not None:
         write_shard_tables(out_dir, shard, out)
     else:
         for name, t in out.items():
             yield table_blobs(name, t)
-    yield table_blobs(RUNTIME_TABLE, _runtime_row(shard, used))
+    yield table_blobs(RUNTIME_TABLE, _runtime_row(shard, used, table.num_rows, t1 - t0,
+                                                  time.perf_counter() - t1))
 
 
 def shard_file(out_dir: str, name: str, shard: int) -> str:
@@ -707,3 +844,61 @@ def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards, collect, stat
     return {name: canonical(ds.dataset(os.path.join(out_dir, name), format="parquet")
                             .to_table(), name)
             for name in TABLES}
+
+
+# -- where a command's time goes ------------------------------------------------------------------
+
+class StageClock:
+    """While a job runs (`with`), when each of its Spark stages was first seen running (a
+    background thread polling the status tracker every `interval` seconds): `split()`
+    turns that into the driver's planning (from the start until the first stage runs),
+    the first stage (the replay's reading, validating and packing of the trace), the
+    rest (the shuffle by shard: replay and the tasks' writing) until no stage runs, and
+    the driver's finishing after that. A Spark Connect session has no status tracker
+    here: its job is one span."""
+
+    def __init__(self, spark, interval: float = 0.05):
+        import threading
+        self.tracker = None if is_connect_session(spark) else spark.sparkContext.statusTracker()
+        self.interval = interval
+        self.first_seen: Dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.start = self.end = self.last_active = 0.0
+
+    def _run(self) -> None:
+        import time
+        while not self._stop.wait(self.interval):
+            try:
+                ids = self.tracker.getActiveStageIds()
+            except Exception:          # the context is going away
+                return
+            now = time.perf_counter()
+            for sid in ids:
+                self.first_seen.setdefault(sid, now)
+            if ids:
+                self.last_active = now
+
+    def __enter__(self) -> "StageClock":
+        import time
+        self.start = time.perf_counter()
+        if self.tracker is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import time
+        self.end = time.perf_counter()
+        if self.tracker is not None:
+            self._stop.set()
+            self._thread.join()
+
+    def split(self) -> Dict[str, float]:
+        """{planning, reading_packing, replay_writing, finishing} seconds, or {job}
+        when fewer than two stages were seen."""
+        seen = sorted(self.first_seen.values())
+        if len(seen) < 2:
+            return {"job": self.end - self.start}
+        return {"planning": seen[0] - self.start, "reading_packing": seen[1] - seen[0],
+                "replay_writing": self.last_active - seen[1],
+                "finishing": self.end - self.last_active}
