@@ -237,7 +237,7 @@ def _spark_session(master: str, conf: Optional[Dict[str, str]] = None):
 
     from . import spark as sp
     existing = SparkSession.getActiveSession()
-    session = sp.session(master, conf=conf)
+    session = sp.session(master, conf=conf, write_class_archive=existing is None)
     if existing is not None and conf and not sp.is_connect(master):
         ignored = sorted(k for k, v in conf.items()
                          if session.sparkContext.getConf().get(k, None) != v)
@@ -367,8 +367,11 @@ def _on_spark(args, what: str, job, timings: Optional[Dict[str, float]] = None):
     finally:
         if owned:
             t0 = time.perf_counter()
+            if sp.writing_class_archive() and not ctrl_c.pressed:
+                _stage(args.command, "saving the JVM's classes for a faster start next time "
+                                     "(once)")
             try:
-                session.stop()
+                sp.end_session(session, keep_archive=not ctrl_c.pressed)
             except Exception:
                 if not ctrl_c.pressed:   # (after Ctrl-C the gateway may be half gone)
                     raise

@@ -322,11 +322,129 @@ ARROW_MAX_BYTES_PER_BATCH = str(4 << 20)
 LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+# The local JVM's start (thousands of Spark classes loaded, verified and linked) and its
+# first job are seconds of a command's fixed cost. A class-data-sharing archive of those
+# classes (JDK 13+'s dynamic archive) maps them instead: the first command to find none
+# has its JVM write one when it exits (`-XX:ArchiveClassesAtExit`, to a name of its own),
+# waits for that JVM (end_session) and renames the file into place only if the JVM
+# exited cleanly: a truncated archive crashes the JVM that maps it, so a file under the
+# final name is always whole. The name is keyed by the java binary and Spark's jars (a
+# JVM checks the classpath too, and runs without an archive that does not match).
+# FASTCOORD_JVM_CACHE: the directory (default ~/.cache/fastcoord/jvm); "off": none.
+_ARCHIVE_WRITING: Dict[str, str] = {}     # this process's archive being written -> final
+
+
+def _java_binary() -> Optional[str]:
+    import shutil
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    return os.path.realpath(java) if java and os.path.exists(java) else None
+
+
+def class_archive() -> Optional[str]:
+    """Where the local JVM's class-data-sharing archive for this java and Spark is (it
+    may not exist yet); None when turned off or there is no java to key it by."""
+    import pyspark
+    cache = os.environ.get("FASTCOORD_JVM_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "fastcoord", "jvm")
+    java = _java_binary()
+    if cache == "off" or java is None:
+        return None
+    jars = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "jars")
+    keyed = [java]
+    if os.path.isdir(jars):
+        keyed += sorted(os.path.join(jars, j) for j in os.listdir(jars) if j.endswith(".jar"))
+    digest = hashlib.sha256()
+    for path in keyed:
+        st = os.stat(path)
+        digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return os.path.join(cache, f"spark-{pyspark.__version__}-{digest.hexdigest()[:16]}.jsa")
+
+
+def _class_archive_options(write: bool) -> str:
+    """The java options that map the archive when it is there, or (`write`) have the
+    JVM write it at exit under a name of this process's."""
+    archive = class_archive()
+    if archive is None:
+        return ""
+    if os.path.exists(archive):
+        return f" -XX:SharedArchiveFile={archive}"
+    if not write:
+        return ""
+    os.makedirs(os.path.dirname(archive), exist_ok=True)
+    _drop_abandoned(os.path.dirname(archive))
+    writing = f"{archive}.{os.getpid()}.tmp"
+    _ARCHIVE_WRITING[writing] = archive
+    # (the JVM lists every class it leaves out of the archive: hundreds of lines)
+    return f" -XX:ArchiveClassesAtExit={writing} -Xlog:cds*=off"
+
+
+def _drop_abandoned(cache: str, age_s: float = 600.0) -> None:
+    """Remove archives being written (`<name>.<pid>.tmp`) whose command is gone and
+    which have not changed for `age_s`: a command killed before it could rename its
+    archive leaves one (its JVM writes it when it notices)."""
+    import time
+    for name in os.listdir(cache):
+        parts = name.split(".")
+        if name.endswith(".tmp") and len(parts) >= 3 and parts[-2].isdigit():
+            path = os.path.join(cache, name)
+            try:
+                if (not os.path.exists(f"/proc/{parts[-2]}")
+                        and time.time() - os.path.getmtime(path) > age_s):
+                    os.unlink(path)
+            except OSError:
+                pass
+
+
+def writing_class_archive() -> bool:
+    """Whether this process's JVM writes the class archive when it ends (end_session)."""
+    return bool(_ARCHIVE_WRITING)
+
+
+def end_session(spark, timeout: float = 60.0, keep_archive: bool = True) -> None:
+    """Stop `spark`; if its JVM is writing the class archive (session's
+    `write_class_archive=True`), end that JVM (its gateway exits when its stdin closes),
+    wait for it, and put the archive in place if it exited cleanly (else drop it).
+    Not `keep_archive` (Ctrl-C): the JVM is killed at once instead, and writes none."""
+    try:
+        spark.stop()
+    finally:
+        if _ARCHIVE_WRITING:
+            _end_archive_writer(timeout, keep_archive)
+
+
+def _end_archive_writer(timeout: float, keep: bool) -> None:
+    from pyspark import SparkContext
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    try:
+        if proc is not None and not keep:
+            proc.kill()
+            proc.wait(timeout)
+        elif proc is not None:
+            gateway.shutdown()
+            proc.stdin.close()
+            proc.wait(timeout)
+        for writing, archive in list(_ARCHIVE_WRITING.items()):
+            if proc is not None and proc.returncode == 0 and os.path.exists(writing):
+                os.replace(writing, archive)
+    except Exception:               # (the archive is an optimisation: never fail for it)
+        pass
+    finally:
+        for writing in list(_ARCHIVE_WRITING):
+            _ARCHIVE_WRITING.pop(writing)
+            if os.path.exists(writing):
+                os.unlink(writing)
+        SparkContext._gateway = SparkContext._jvm = None
+
+
 def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool = False,
             shuffle_partitions: Optional[int] = None, executor_python: Optional[str] = None,
-            conf: Optional[Dict[str, str]] = None):
+            conf: Optional[Dict[str, str]] = None, write_class_archive: bool = False):
     """A SparkSession for the replay on `master` (see the module doc for shipping).
-    `conf`: extra Spark settings (e.g. spark.executor.memory)."""
+    `conf`: extra Spark settings (e.g. spark.executor.memory). A local JVM maps the
+    class-data-sharing archive when there is one; `write_class_archive`: else its JVM
+    writes it (stop such a session with end_session, which puts it in place)."""
     if is_connect(master):
         settings = {"spark.sql.execution.arrow.pyspark.enabled": "true",
                     "spark.sql.execution.arrow.maxBytesPerBatch": ARROW_MAX_BYTES_PER_BATCH,
@@ -346,7 +464,9 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
     if is_local(master):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         b = b.config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        b = b.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS)
+        if "spark.driver.extraJavaOptions" not in (conf or {}):
+            b = b.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS
+                         + _class_archive_options(write_class_archive))
         # In local mode nothing outside this machine talks to the driver: it listens on
         # loopback, not on the address Spark would pick (the machine's external one)
         b = b.config("spark.driver.bindAddress", "127.0.0.1")

@@ -118,10 +118,13 @@ def test_ctrl_c_stops_the_job_and_the_jvm(big_trace, tmp_path, command):
     child gone within CTRL_C_BOUND_S."""
     err_path = tmp_path / "stderr"
     with open(err_path, "wb") as err_file:
+        # a JVM cache of its own: this run's JVM would write the class archive, and
+        # after Ctrl-C it must not (it is killed, not waited for)
         proc = subprocess.Popen(_command(big_trace, tmp_path / "out", "local[1]",
                                          command=command),
                                 stdout=subprocess.DEVNULL, stderr=err_file,
-                                env=spark_env(), start_new_session=True)
+                                env=spark_env(FASTCOORD_JVM_CACHE=str(tmp_path / "jvm")),
+                                start_new_session=True)
         try:
             deadline = time.monotonic() + RUNNING_BOUND_S
             while b"tasks of the running stages" not in err_path.read_bytes():
@@ -145,15 +148,30 @@ def test_ctrl_c_stops_the_job_and_the_jvm(big_trace, tmp_path, command):
     assert "Traceback" not in err, err[-3000:]
     assert err.rstrip().splitlines()[-1] == f"fastcoord {command}: interrupted; stopped", \
         err[-3000:]
+    assert os.listdir(tmp_path / "jvm") == []           # no archive, whole or partial
 
 
-def test_replay_timings(trace_file, tmp_path):
+def test_replay_timings_and_the_jvms_class_archive(trace_file, tmp_path):
     """OUT/timings.json: the spans of the command's wall time (JVM start, planning,
     reading/packing, replay+writing, finishing, stop) cover it, and the tasks' replay
-    seconds and events come from runtime.json."""
-    out = tmp_path / "out"
-    rc, stdout, err, took = _run(_command(trace_file, out, "local[2]"), spark_env(), 150)
+    seconds and events come from runtime.json. The first local run in an empty JVM
+    cache leaves the JVM's class archive there, whole under its final name (nothing
+    else); the next run maps it and leaves it as it is."""
+    cache = tmp_path / "jvm"
+    env = spark_env(FASTCOORD_JVM_CACHE=str(cache))
+    rc, _, err, _ = _run(_command(trace_file, tmp_path / "first", "local[2]"), env, 150)
     assert rc == 0, err[-3000:]
+    assert "saving the JVM's classes" in err
+    (archive,) = os.listdir(cache)
+    assert archive.endswith(".jsa")
+    written = os.stat(cache / archive)
+
+    out = tmp_path / "out"
+    rc, stdout, err, took = _run(_command(trace_file, out, "local[2]"), env, 150)
+    assert rc == 0, err[-3000:]
+    assert "saving the JVM's classes" not in err and "[cds]" not in err + stdout
+    assert os.listdir(cache) == [archive]
+    assert os.stat(cache / archive).st_mtime_ns == written.st_mtime_ns
     doc = json.loads((out / "timings.json").read_text())
     spans = doc["spans_s"]
     assert list(spans) == ["jvm_start", "planning", "reading_packing", "replay_writing",
@@ -212,3 +230,20 @@ def test_executor_without_pyarrow_is_named(cluster, trace_file, tmp_path):
     assert last.startswith(f"fastcoord replay: the executors' Python {python} "), last
     assert "cannot import numpy, pandas, pyarrow;" in last, last
     assert "spark.archives=env.tar.gz#env" in last and "spark.pyspark.python" in last, last
+
+
+def test_an_abandoned_archive_is_dropped(tmp_path):
+    """A class archive left half-written by a command that is gone (its pid no longer
+    runs) goes once it is old; one whose command still runs, or a recent one, stays."""
+    from fastcoord.pipeline.spark import _drop_abandoned
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    old, mine, recent = (tmp_path / f"spark-x.jsa.{gone.pid}.tmp",
+                         tmp_path / f"spark-x.jsa.{os.getpid()}.tmp",
+                         tmp_path / f"spark-y.jsa.{gone.pid}.tmp")
+    for path in (old, mine, recent):
+        path.write_bytes(b"partial")
+    for path in (old, mine):
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    _drop_abandoned(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == sorted([mine.name, recent.name])
