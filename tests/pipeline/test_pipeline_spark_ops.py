@@ -247,3 +247,22 @@ def test_an_abandoned_archive_is_dropped(tmp_path):
         os.utime(path, (time.time() - 3600, time.time() - 3600))
     _drop_abandoned(str(tmp_path))
     assert sorted(os.listdir(tmp_path)) == sorted([mine.name, recent.name])
+
+
+def test_a_shipped_environment_goes_beside_fastcoord(monkeypatch, tmp_path):
+    """--conf spark.archives=env.tar.gz#env keeps fastcoord's own archive in the list
+    (it replaced it), and --conf spark.pyspark.python becomes the executors'
+    PYSPARK_PYTHON (which PySpark reads, not the setting)."""
+    from pyspark.sql import SparkSession
+
+    from fastcoord.pipeline import spark as sp
+    monkeypatch.setenv("FASTCOORD_SHIP_CACHE", str(tmp_path / "ship"))
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", lambda self: dict(self._options))
+    options = sp.session("spark://127.0.0.1:7077", conf={
+        "spark.archives": "hdfs:///envs/env.tar.gz#env",
+        "spark.pyspark.python": "./env/bin/python"})
+    archives = options["spark.archives"].split(",")
+    assert archives[0] == "hdfs:///envs/env.tar.gz#env"
+    assert archives[1] == f"{sp.package_archive()}#{sp.SHIP_NAME}"
+    assert os.environ["PYSPARK_PYTHON"] == "./env/bin/python"
