@@ -181,6 +181,9 @@ SHIP_ADVICE = ("ship a Python environment that has them: pack a venv (venv-pack)
                "(docs/pipeline.md, Running on a cluster)")
 
 
+MAX_PROBE_TASKS = 256      # a sample of the task slots of a large cluster
+
+
 class ExecutorEnvError(RuntimeError):
     """The executors' Python cannot run the jobs; the message is one line."""
 
@@ -208,9 +211,10 @@ def _executor_probe_fn(modules):
 
 
 def check_executors(spark, tasks: Optional[int] = None) -> List[dict]:
-    """Run one small task per task slot (`tasks`, default the parallelism) that imports
-    numpy, pandas, pyarrow and the shipped fastcoord on the executor and reports its
-    Python, host and the versions: the distinct reports. An executor that lacks one, or
+    """Run one small task per task slot (`tasks`, default the parallelism, at most
+    MAX_PROBE_TASKS: a sample on a large cluster) that imports numpy, pandas, pyarrow
+    and the shipped fastcoord on the executor and reports its Python, host and the
+    versions: the distinct reports. An executor that lacks one, or
     whose Python cannot start or cannot run PySpark's worker, raises ExecutorEnvError
     naming the module and the Python, with how to ship an environment (SHIP_ADVICE),
     instead of the job failing later with a bare ModuleNotFoundError in a page of JVM
@@ -218,7 +222,7 @@ def check_executors(spark, tasks: Optional[int] = None) -> List[dict]:
     import re
 
     from pyspark.sql import functions as F
-    n = tasks or default_parallelism(spark)
+    n = tasks or min(default_parallelism(spark), MAX_PROBE_TASKS)
     probe = F.udf(_executor_probe_fn(EXECUTOR_MODULES), "string", useArrow=False)
     try:
         rows = spark.range(0, n, 1, numPartitions=n).select(probe("id").alias("r")).collect()
