@@ -237,7 +237,7 @@ def _spark_session(master: str, conf: Optional[Dict[str, str]] = None):
 
     from . import spark as sp
     existing = SparkSession.getActiveSession()
-    session = sp.session(master, conf=conf)
+    session = sp.session(master, conf=conf, write_class_archive=existing is None)
     if existing is not None and conf and not sp.is_connect(master):
         ignored = sorted(k for k, v in conf.items()
                          if session.sparkContext.getConf().get(k, None) != v)
@@ -247,7 +247,25 @@ def _spark_session(master: str, conf: Optional[Dict[str, str]] = None):
     return session, existing is None
 
 
+class Refused(Exception):
+    """A Spark job that cannot start (its master unreachable, its executors' Python
+    unable to run it), said in one line; the command exits 2."""
+
+
 def run(args) -> int:
+    """The command; a job that cannot start says why in one line and exits 2, Ctrl-C
+    cancels a running job, stops Spark and exits 130, without a traceback."""
+    try:
+        return _run(args)
+    except Refused as exc:
+        print(f"fastcoord {args.command}: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except KeyboardInterrupt:
+        print(f"fastcoord {args.command}: interrupted; stopped", file=sys.stderr, flush=True)
+        return 130
+
+
+def _run(args) -> int:
     try:
         from . import adapters, gen, replay, trace  # noqa: F401  (adapters: the extra's check)
         if args.command == "whatif":
@@ -297,30 +315,164 @@ def run(args) -> int:
     else:
         from . import spark as sp
         stats = trace.IngestStats()
+        timings: Dict[str, float] = {}
+
+        def job(session):
+            with sp.StageClock(session) as clock:
+                counts = sp.write_replay_spark(session, args.trace, args.out, impl=args.impl,
+                                               stats=stats)
+            timings.update(clock.split())
+            return counts
+
+        t0 = time.perf_counter()
         rows = _on_spark(args, "reading, validating and replaying the shards as Spark tasks",
-                         lambda session: sp.write_replay_spark(session, args.trace, args.out,
-                                                               impl=args.impl, stats=stats))
+                         job, timings)
         _ingested(args, stats)
+        _write_timings(args, timings, time.perf_counter() - t0)
     print(f"fastcoord replay: {stats.rows_ok} events ({stats.malformed} malformed, "
           f"{stats.unknown_event} unknown, {stats.out_of_order} out of order); "
           + ", ".join(f"{n} {count}" for n, count in rows.items()) + f" -> {args.out}")
     return 0
 
 
-def _on_spark(args, what: str, job):
+def _on_spark(args, what: str, job, timings: Optional[Dict[str, float]] = None):
     """Run `job(session)` on a Spark session for args.master with its progress on
     stderr; the session is stopped only if this command started it. The trace is read
-    by the tasks: on a cluster its path must be readable by the executors."""
+    by the tasks: on a cluster its path must be readable by the executors.
+
+    Before Spark starts, a spark:// or sc:// master must accept a TCP connection
+    (spark.unreachable), and on any master but a local one the executors' Python must
+    import what the job needs (spark.check_executors): else Refused. Ctrl-C while the
+    session runs cancels its jobs (CtrlC) and stops it, then raises KeyboardInterrupt.
+    `timings` gets the seconds of the JVM's start, the executors' check and the stop."""
+    from . import spark as sp
     from .whatif import SparkProgress
+    timings = {} if timings is None else timings
+    reason = sp.unreachable(args.master)
+    if reason:
+        raise Refused(f"cannot reach the Spark master {args.master} ({reason}): is it "
+                      "running, and is the address right?")
     _stage(args.command, f"starting Spark ({args.master})")
+    t0 = time.perf_counter()
     session, owned = _spark_session(args.master, spark_conf(args))
+    timings["jvm_start"] = time.perf_counter() - t0
+    ctrl_c = CtrlC(session)
     try:
-        _stage(args.command, what)
-        with SparkProgress(session, args.command):
-            return job(session)
+        with ctrl_c:
+            if not sp.is_local(args.master):
+                _check_executors(args, session, timings)
+            _stage(args.command, what)
+            with SparkProgress(session, args.command):
+                return job(session)
     finally:
         if owned:
-            session.stop()
+            t0 = time.perf_counter()
+            if sp.writing_class_archive() and not ctrl_c.pressed:
+                _stage(args.command, "saving the JVM's classes for a faster start next time "
+                                     "(once)")
+            try:
+                sp.end_session(session, keep_archive=not ctrl_c.pressed)
+            except Exception:
+                if not ctrl_c.pressed:   # (after Ctrl-C the gateway may be half gone)
+                    raise
+            timings["stop"] = time.perf_counter() - t0
+
+
+class CtrlC:
+    """Within `with`: the first SIGINT cancels the session's running jobs from a thread
+    of its own, so the call the main thread is blocked in returns (failed, as cancelled)
+    rather than being broken off inside py4j's or gRPC's socket read (which logs a
+    traceback and leaves the connection unusable for the cancel: what PySpark's own
+    handler does); on leaving, a pressed Ctrl-C is a KeyboardInterrupt, whatever the
+    job did meanwhile. A second SIGINT raises KeyboardInterrupt at once. Outside the
+    main thread, nothing is installed."""
+
+    def __init__(self, session):
+        self.session = session
+        self.pressed = False
+        self._previous = None
+
+    def _on_sigint(self, signum, frame) -> None:
+        if self.pressed:
+            raise KeyboardInterrupt
+        self.pressed = True
+        import threading
+        threading.Thread(target=_cancel, args=(self.session,), daemon=True).start()
+
+    def __enter__(self) -> "CtrlC":
+        import signal
+        import threading
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        import signal
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        if self.pressed and kind is not KeyboardInterrupt:
+            raise KeyboardInterrupt from None
+        return False
+
+
+def _check_executors(args, session, timings: Dict[str, float]) -> None:
+    """spark.check_executors, its failure as Refused, its finding on stderr."""
+    from . import spark as sp
+    _stage(args.command, "checking the executors' Python")
+    t0 = time.perf_counter()
+    try:
+        reports = sp.check_executors(session)
+    except sp.ExecutorEnvError as exc:
+        raise Refused(str(exc)) from None
+    timings["executor_check"] = time.perf_counter() - t0
+    for r in reports:
+        _stage(args.command, f"executor Python {r['python']} ({r['version']} on {r['host']}): "
+               + ", ".join(f"{m} {v}" for m, v in r["versions"].items()))
+
+
+def _cancel(session) -> None:
+    """Cancel the session's running jobs (after Ctrl-C; best effort: the session may be
+    stopping)."""
+    from . import spark as sp
+    try:
+        if sp.is_connect_session(session):
+            session.interruptAll()
+        else:
+            session.sparkContext.cancelAllJobs()
+    except Exception:
+        pass
+
+
+TIMINGS_FILE = "timings.json"
+TIMING_NAMES = {"jvm_start": "JVM start", "executor_check": "executor check",
+                "planning": "planning", "reading_packing": "reading/packing",
+                "replay_writing": "replay+writing", "job": "job", "finishing": "finishing",
+                "stop": "stop", "other": "other"}
+
+
+def _write_timings(args, timings: Dict[str, float], wall: float) -> None:
+    """Where the replay's time went, to OUT/timings.json and one stderr line: the
+    driver's spans (TIMING_NAMES, in order; finishing: counting the rows written,
+    runtime.json; other: what no span covers) and, from runtime.json, the tasks'
+    seconds replaying and writing (summed over shards: core-seconds) and the replay's
+    events per core-second."""
+    with open(os.path.join(args.out, "runtime.json")) as f:
+        shards = json.load(f)
+    events = sum(r.get("events", 0) for r in shards)
+    replay_s = sum(r.get("replay_s", 0.0) for r in shards)
+    write_s = sum(r.get("write_s", 0.0) for r in shards)
+    spans = {k: round(timings[k], 3) for k in TIMING_NAMES if k in timings}
+    spans["other"] = round(max(0.0, wall - sum(spans.values())), 3)
+    doc = {"master": args.master, "wall_s": round(wall, 3), "spans_s": spans,
+           "tasks_core_s": {"replay": round(replay_s, 3), "write": round(write_s, 3)},
+           "events": events,
+           "replay_events_per_core_s": round(events / replay_s) if replay_s else None}
+    with open(os.path.join(args.out, TIMINGS_FILE), "w") as f:
+        json.dump(doc, f, indent=2)
+    _stage(args.command, f"{wall:.1f}s: " + ", ".join(
+        f"{TIMING_NAMES[k]} {v:.1f}s" for k, v in spans.items())
+        + f" (tasks: replay {replay_s:.1f} core-s, writing {write_s:.1f} core-s) "
+        f"-> {os.path.join(args.out, TIMINGS_FILE)}")
 
 
 INGEST_FILE = "ingest.json"

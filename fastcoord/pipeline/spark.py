@@ -67,11 +67,13 @@ def spark_ddl(schema: pa.Schema) -> str:
 
 # Each worker call also sends a "_runtime" table of one row per shard: where fastcoord
 # came from and which twin ran, so a cluster run can be checked (runtime.json) without a
-# second job.
+# second job; and the shard's events and the seconds its task spent replaying them and
+# writing its tables (the command's timings.json sums them).
 RUNTIME_TABLE = "_runtime"
 RUNTIME_SCHEMA = pa.schema([("shard", pa.int32()), ("fastcoord", pa.string()),
                             ("python", pa.string()), ("impl", pa.string()),
-                            ("host", pa.string())])
+                            ("host", pa.string()), ("events", pa.int64()),
+                            ("replay_s", pa.float64()), ("write_s", pa.float64())])
 
 # Results the driver collects (replay_spark without an output directory, and the
 # runtime rows) leave the workers as Arrow IPC streams (LZ4-compressed), one row per
@@ -128,6 +130,134 @@ def is_local(master: str) -> bool:
     """A master whose Python workers are children of this machine's JVM, started with
     this interpreter (so they see this interpreter's fastcoord)."""
     return master == "local" or master.startswith("local[")
+
+
+# -- before a job: the master reachable, the executors' Python able to run it ----------------
+
+DEFAULT_PORTS = {"spark": 7077, "sc": 15002}
+PROBE_TIMEOUT_S = 3.0
+
+
+def master_endpoints(master: str) -> List[Tuple[str, int]]:
+    """The (host, port)s a spark:// or sc:// master names (a standalone master may list
+    several, comma-separated; a missing port is the scheme's default); [] for the others,
+    which have no one address to try (local, yarn, k8s://)."""
+    scheme, sep, rest = master.partition("://")
+    if not sep or scheme not in DEFAULT_PORTS:
+        return []
+    out = []
+    for hostport in rest.split("/", 1)[0].split(","):
+        host, colon, port = hostport.rpartition(":")
+        if not colon or host.endswith(":") or not port.isdigit():
+            host, port = hostport, ""                       # (no port, or bare IPv6)
+        out.append((host.strip("[]"), int(port) if port else DEFAULT_PORTS[scheme]))
+    return out
+
+
+def unreachable(master: str, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """Why no endpoint of `master` accepts a TCP connection within `timeout` seconds each,
+    in a few words ('' when one does, or when there is nothing to try). Tried before
+    Spark starts: a standalone master or Connect server that is not there would have
+    Spark retry for minutes before it gives up."""
+    import socket
+    reasons = []
+    for host, port in master_endpoints(master):
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return ""
+        except socket.timeout:
+            reasons.append(f"{host}:{port}: no answer within {timeout:g}s")
+        except OSError as exc:
+            reasons.append(f"{host}:{port}: {exc.strerror or exc}")
+    return "; ".join(reasons)
+
+
+# What an executor's Python must import for the jobs (the pandas-UDF baseline and what
+# the tasks use), then fastcoord itself (shipped, see the module doc)
+EXECUTOR_MODULES = ("numpy", "pandas", "pyarrow")
+SHIP_ADVICE = ("ship a Python environment that has them: pack a venv (venv-pack) or conda "
+               "env (conda-pack) of the driver's Python version, then --conf "
+               "spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python "
+               "(docs/pipeline.md, Running on a cluster)")
+
+
+MAX_PROBE_TASKS = 256      # a sample of the task slots of a large cluster
+
+
+class ExecutorEnvError(RuntimeError):
+    """The executors' Python cannot run the jobs; the message is one line."""
+
+
+def _executor_probe_fn(modules):
+    """A function for a plain (pickled, not Arrow) Python UDF: what the executor's
+    Python imports of `modules` and fastcoord, as JSON. It refers to nothing of this
+    module, so it unpickles on an executor that cannot import fastcoord or pyarrow and
+    says so (a nested function is pickled by value)."""
+    def probe(_):
+        import importlib
+        import json as js
+        import socket
+        import sys as system
+        got = {"python": system.executable, "version": "%d.%d.%d" % system.version_info[:3],
+               "host": socket.gethostname(), "versions": {}, "missing": {}}
+        for name in list(modules) + ["fastcoord"]:
+            try:
+                module = importlib.import_module(name)
+                got["versions"][name] = getattr(module, "__version__", "?")
+            except Exception as exc:            # ImportError, or a broken install
+                got["missing"][name] = f"{type(exc).__name__}: {exc}"
+        return js.dumps(got)
+    return probe
+
+
+def check_executors(spark, tasks: Optional[int] = None) -> List[dict]:
+    """Run one small task per task slot (`tasks`, default the parallelism, at most
+    MAX_PROBE_TASKS: a sample on a large cluster) that imports numpy, pandas, pyarrow
+    and the shipped fastcoord on the executor and reports its Python, host and the
+    versions: the distinct reports. An executor that lacks one, or
+    whose Python cannot start or cannot run PySpark's worker, raises ExecutorEnvError
+    naming the module and the Python, with how to ship an environment (SHIP_ADVICE),
+    instead of the job failing later with a bare ModuleNotFoundError in a page of JVM
+    stack."""
+    import re
+
+    from pyspark.sql import functions as F
+    n = tasks or min(default_parallelism(spark), MAX_PROBE_TASKS)
+    probe = F.udf(_executor_probe_fn(EXECUTOR_MODULES), "string", useArrow=False)
+    try:
+        rows = spark.range(0, n, 1, numPartitions=n).select(probe("id").alias("r")).collect()
+    except Exception as exc:       # the worker itself failed: a missing module, no Python
+        text = str(exc)
+        missing = re.search(r"No module named '([^']+)'", text)
+        if missing:
+            raise ExecutorEnvError(
+                f"the executors' Python cannot import {missing.group(1)} (PySpark's worker "
+                f"needs it); {SHIP_ADVICE}") from None
+        cannot = re.search(r'Cannot run program "([^"]+)"', text)
+        if cannot:
+            raise ExecutorEnvError(f"the executors cannot start their Python "
+                                   f"{cannot.group(1)}; {SHIP_ADVICE}") from None
+        raise
+    reports = []
+    for row in rows:
+        report = json.loads(row["r"])
+        if report not in reports:
+            reports.append(report)
+    driver = "%d.%d" % sys.version_info[:2]
+    for r in reports:
+        lacks = [m for m in EXECUTOR_MODULES if m in r["missing"]]
+        where = f"{r['python']} (Python {r['version']} on {r['host']})"
+        if lacks:
+            raise ExecutorEnvError(f"the executors' Python {where} cannot import "
+                                   f"{', '.join(lacks)}; {SHIP_ADVICE}")
+        if not r["version"].startswith(driver + "."):
+            raise ExecutorEnvError(f"the executors' Python {where} is not the driver's "
+                                   f"Python {driver}, which the shipped compiled fastcoord "
+                                   f"is built for; {SHIP_ADVICE}")
+        if "fastcoord" in r["missing"]:
+            raise ExecutorEnvError(f"the executors' Python {where} cannot import the "
+                                   f"shipped fastcoord: {r['missing']['fastcoord']}")
+    return reports
 
 
 def _package_files(root: str) -> List[str]:
@@ -196,11 +326,129 @@ ARROW_MAX_BYTES_PER_BATCH = str(4 << 20)
 LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+# The local JVM's start (thousands of Spark classes loaded, verified and linked) and its
+# first job are seconds of a command's fixed cost. A class-data-sharing archive of those
+# classes (JDK 13+'s dynamic archive) maps them instead: the first command to find none
+# has its JVM write one when it exits (`-XX:ArchiveClassesAtExit`, to a name of its own),
+# waits for that JVM (end_session) and renames the file into place only if the JVM
+# exited cleanly: a truncated archive crashes the JVM that maps it, so a file under the
+# final name is always whole. The name is keyed by the java binary and Spark's jars (a
+# JVM checks the classpath too, and runs without an archive that does not match).
+# FASTCOORD_JVM_CACHE: the directory (default ~/.cache/fastcoord/jvm); "off": none.
+_ARCHIVE_WRITING: Dict[str, str] = {}     # this process's archive being written -> final
+
+
+def _java_binary() -> Optional[str]:
+    import shutil
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    return os.path.realpath(java) if java and os.path.exists(java) else None
+
+
+def class_archive() -> Optional[str]:
+    """Where the local JVM's class-data-sharing archive for this java and Spark is (it
+    may not exist yet); None when turned off or there is no java to key it by."""
+    import pyspark
+    cache = os.environ.get("FASTCOORD_JVM_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "fastcoord", "jvm")
+    java = _java_binary()
+    if cache == "off" or java is None:
+        return None
+    jars = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "jars")
+    keyed = [java]
+    if os.path.isdir(jars):
+        keyed += sorted(os.path.join(jars, j) for j in os.listdir(jars) if j.endswith(".jar"))
+    digest = hashlib.sha256()
+    for path in keyed:
+        st = os.stat(path)
+        digest.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return os.path.join(cache, f"spark-{pyspark.__version__}-{digest.hexdigest()[:16]}.jsa")
+
+
+def _class_archive_options(write: bool) -> str:
+    """The java options that map the archive when it is there, or (`write`) have the
+    JVM write it at exit under a name of this process's."""
+    archive = class_archive()
+    if archive is None:
+        return ""
+    if os.path.exists(archive):
+        return f" -XX:SharedArchiveFile={archive}"
+    if not write:
+        return ""
+    os.makedirs(os.path.dirname(archive), exist_ok=True)
+    _drop_abandoned(os.path.dirname(archive))
+    writing = f"{archive}.{os.getpid()}.tmp"
+    _ARCHIVE_WRITING[writing] = archive
+    # (the JVM lists every class it leaves out of the archive: hundreds of lines)
+    return f" -XX:ArchiveClassesAtExit={writing} -Xlog:cds*=off"
+
+
+def _drop_abandoned(cache: str, age_s: float = 600.0) -> None:
+    """Remove archives being written (`<name>.<pid>.tmp`) whose command is gone and
+    which have not changed for `age_s`: a command killed before it could rename its
+    archive leaves one (its JVM writes it when it notices)."""
+    import time
+    for name in os.listdir(cache):
+        parts = name.split(".")
+        if name.endswith(".tmp") and len(parts) >= 3 and parts[-2].isdigit():
+            path = os.path.join(cache, name)
+            try:
+                if (not os.path.exists(f"/proc/{parts[-2]}")
+                        and time.time() - os.path.getmtime(path) > age_s):
+                    os.unlink(path)
+            except OSError:
+                pass
+
+
+def writing_class_archive() -> bool:
+    """Whether this process's JVM writes the class archive when it ends (end_session)."""
+    return bool(_ARCHIVE_WRITING)
+
+
+def end_session(spark, timeout: float = 60.0, keep_archive: bool = True) -> None:
+    """Stop `spark`; if its JVM is writing the class archive (session's
+    `write_class_archive=True`), end that JVM (its gateway exits when its stdin closes),
+    wait for it, and put the archive in place if it exited cleanly (else drop it).
+    Not `keep_archive` (Ctrl-C): the JVM is killed at once instead, and writes none."""
+    try:
+        spark.stop()
+    finally:
+        if _ARCHIVE_WRITING:
+            _end_archive_writer(timeout, keep_archive)
+
+
+def _end_archive_writer(timeout: float, keep: bool) -> None:
+    from pyspark import SparkContext
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    try:
+        if proc is not None and not keep:
+            proc.kill()
+            proc.wait(timeout)
+        elif proc is not None:
+            gateway.shutdown()
+            proc.stdin.close()
+            proc.wait(timeout)
+        for writing, archive in list(_ARCHIVE_WRITING.items()):
+            if proc is not None and proc.returncode == 0 and os.path.exists(writing):
+                os.replace(writing, archive)
+    except Exception:               # (the archive is an optimisation: never fail for it)
+        pass
+    finally:
+        for writing in list(_ARCHIVE_WRITING):
+            _ARCHIVE_WRITING.pop(writing)
+            if os.path.exists(writing):
+                os.unlink(writing)
+        SparkContext._gateway = SparkContext._jvm = None
+
+
 def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool = False,
             shuffle_partitions: Optional[int] = None, executor_python: Optional[str] = None,
-            conf: Optional[Dict[str, str]] = None):
+            conf: Optional[Dict[str, str]] = None, write_class_archive: bool = False):
     """A SparkSession for the replay on `master` (see the module doc for shipping).
-    `conf`: extra Spark settings (e.g. spark.executor.memory)."""
+    `conf`: extra Spark settings (e.g. spark.executor.memory). A local JVM maps the
+    class-data-sharing archive when there is one; `write_class_archive`: else its JVM
+    writes it (stop such a session with end_session, which puts it in place)."""
     if is_connect(master):
         settings = {"spark.sql.execution.arrow.pyspark.enabled": "true",
                     "spark.sql.execution.arrow.maxBytesPerBatch": ARROW_MAX_BYTES_PER_BATCH,
@@ -220,17 +468,24 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
     if is_local(master):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         b = b.config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-        b = b.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS)
+        if "spark.driver.extraJavaOptions" not in (conf or {}):
+            b = b.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS
+                         + _class_archive_options(write_class_archive))
         # In local mode nothing outside this machine talks to the driver: it listens on
         # loopback, not on the address Spark would pick (the machine's external one)
         b = b.config("spark.driver.bindAddress", "127.0.0.1")
         b = b.config("spark.driver.host", "127.0.0.1")
     else:
+        conf = dict(conf or {})
         # PySpark reads the executors' interpreter from PYSPARK_PYTHON when the context
-        # starts; unset, the executors run Spark's default `python3`, never our venv.
+        # starts (not from spark.pyspark.python); unset, the executors run Spark's
+        # default `python3`, never our venv.
+        executor_python = executor_python or conf.get("spark.pyspark.python")
         if executor_python:
             os.environ["PYSPARK_PYTHON"] = executor_python
-        b = b.config("spark.archives", f"{package_archive()}#{SHIP_NAME}")
+        # a user's archives (a packed Python environment) go beside fastcoord's
+        archives = [a for a in conf.pop("spark.archives", "").split(",") if a.strip()]
+        b = b.config("spark.archives", ",".join(archives + [f"{package_archive()}#{SHIP_NAME}"]))
     # the replay's shuffle has one key per coordinator shard: Spark's default of 200
     # partitions leaves most of them empty and costs every later job (the per-table
     # writes and collects) 200 tasks each
@@ -336,12 +591,14 @@ def table_blobs(name: str, table: pa.Table) -> pa.RecordBatch:
         schema=BLOB_SCHEMA)
 
 
-def _runtime_row(shard: int, impl: str) -> pa.Table:
+def _runtime_row(shard: int, impl: str, events: int = 0, replay_s: float = 0.0,
+                 write_s: float = 0.0) -> pa.Table:
     import socket
 
     import fastcoord
     values = {"shard": shard, "fastcoord": os.path.dirname(os.path.abspath(fastcoord.__file__)),
-              "python": sys.executable, "impl": impl, "host": socket.gethostname()}
+              "python": sys.executable, "impl": impl, "host": socket.gethostname(),
+              "events": events, "replay_s": round(replay_s, 4), "write_s": round(write_s, 4)}
     return pa.Table.from_pylist([values], schema=RUNTIME_SCHEMA)
 
 
@@ -350,15 +607,19 @@ def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards,
     """One shard's valid trace rows (pack_by_shard's) -> its result blobs: the replay
     tables (replay.TABLES, unless written to `out_dir` here, see write_shard_tables),
     the runtime row and the shard's count of rows out of order."""
+    import time
+    t0 = time.perf_counter()
     replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
     out = replay.run(table, end_ms)
     used = replay.coord.impl if replay.coord is not None else "none"
+    t1 = time.perf_counter()
     if out_dir is not None:
         write_shard_tables(out_dir, shard, out)
     else:
         for name, t in out.items():
             yield table_blobs(name, t)
-    yield table_blobs(RUNTIME_TABLE, _runtime_row(shard, used))
+    yield table_blobs(RUNTIME_TABLE, _runtime_row(shard, used, table.num_rows, t1 - t0,
+                                                  time.perf_counter() - t1))
 
 
 def shard_file(out_dir: str, name: str, shard: int) -> str:
@@ -707,3 +968,61 @@ def _replay_spark(spark, trace_path, out_dir, *, impl, num_shards, collect, stat
     return {name: canonical(ds.dataset(os.path.join(out_dir, name), format="parquet")
                             .to_table(), name)
             for name in TABLES}
+
+
+# -- where a command's time goes ------------------------------------------------------------------
+
+class StageClock:
+    """While a job runs (`with`), when each of its Spark stages was first seen running (a
+    background thread polling the status tracker every `interval` seconds): `split()`
+    turns that into the driver's planning (from the start until the first stage runs),
+    the first stage (the replay's reading, validating and packing of the trace), the
+    rest (the shuffle by shard: replay and the tasks' writing) until no stage runs, and
+    the driver's finishing after that. A Spark Connect session has no status tracker
+    here: its job is one span."""
+
+    def __init__(self, spark, interval: float = 0.05):
+        import threading
+        self.tracker = None if is_connect_session(spark) else spark.sparkContext.statusTracker()
+        self.interval = interval
+        self.first_seen: Dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.start = self.end = self.last_active = 0.0
+
+    def _run(self) -> None:
+        import time
+        while not self._stop.wait(self.interval):
+            try:
+                ids = self.tracker.getActiveStageIds()
+            except Exception:          # the context is going away
+                return
+            now = time.perf_counter()
+            for sid in ids:
+                self.first_seen.setdefault(sid, now)
+            if ids:
+                self.last_active = now
+
+    def __enter__(self) -> "StageClock":
+        import time
+        self.start = time.perf_counter()
+        if self.tracker is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import time
+        self.end = time.perf_counter()
+        if self.tracker is not None:
+            self._stop.set()
+            self._thread.join()
+
+    def split(self) -> Dict[str, float]:
+        """{planning, reading_packing, replay_writing, finishing} seconds, or {job}
+        when fewer than two stages were seen."""
+        seen = sorted(self.first_seen.values())
+        if len(seen) < 2:
+            return {"job": self.end - self.start}
+        return {"planning": seen[0] - self.start, "reading_packing": seen[1] - seen[0],
+                "replay_writing": self.last_active - seen[1],
+                "finishing": self.end - self.last_active}

@@ -2,6 +2,7 @@
 each started as a process group of its own on 127.0.0.1 and stopped by PID (its group:
 a JVM's executors and Python workers are its children), a Python for the executors that
 cannot import fastcoord, and `fastcoord replay` run as a bounded subprocess."""
+import contextlib
 import os
 import shutil
 import signal
@@ -140,3 +141,33 @@ def check_replay_output(out, trace, python: str, shipped_under) -> None:
         want = replay_local(trace, impl=impl)
         for name in TABLES:
             assert got[name].to_pylist() == want[name].to_pylist(), (impl, name)
+
+
+@contextlib.contextmanager
+def standalone_cluster(d):
+    """spark://127.0.0.1:PORT with one worker (2 cores, 1 GiB), its logs and work
+    directory under `d`: yields (url, the worker's work directory); both stopped by PID
+    after."""
+    port = free_port()
+    url = f"spark://127.0.0.1:{port}"
+    procs, logs = [], []
+    try:
+        master, mlog = start([SPARK_CLASS, "org.apache.spark.deploy.master.Master",
+                              "--host", "127.0.0.1", "--port", str(port),
+                              "--webui-port", str(free_port())], d / "master.log", spark_env())
+        procs.append(master)
+        logs.append(mlog)
+        wait_for(d / "master.log", "I have been elected leader", master, "the master")
+        worker, wlog = start([SPARK_CLASS, "org.apache.spark.deploy.worker.Worker",
+                              "--host", "127.0.0.1", "--webui-port", str(free_port()),
+                              "--cores", "2", "--memory", "1g", "--work-dir", str(d / "work"),
+                              url], d / "worker.log", spark_env())
+        procs.append(worker)
+        logs.append(wlog)
+        wait_for(d / "worker.log", "Successfully registered with master", worker, "the worker")
+        yield url, d / "work"
+    finally:
+        for p in reversed(procs):
+            stop(p)
+        for log in logs:
+            log.close()

@@ -20,8 +20,8 @@ pytest.importorskip("pyspark")
 from fastcoord.pipeline.gen import generate
 from fastcoord.pipeline.trace import write_trace
 
-from helpers.spark import (SPARK_CLASS, check_replay_output, free_port,
-                         python_without_fastcoord, run_job, spark_env, start, stop, wait_for)
+from helpers.spark import (check_replay_output, python_without_fastcoord, run_job, spark_env,
+                           standalone_cluster)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow,
               pytest.mark.skipif(shutil.which("java") is None, reason="no java on PATH")]
@@ -30,30 +30,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow,
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """spark://127.0.0.1:PORT with one worker (2 cores, 1 GiB)."""
-    d = tmp_path_factory.mktemp("cluster")
-    port = free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs, logs = [], []
-    try:
-        master, mlog = start([SPARK_CLASS, "org.apache.spark.deploy.master.Master",
-                              "--host", "127.0.0.1", "--port", str(port),
-                              "--webui-port", str(free_port())], d / "master.log", spark_env())
-        procs.append(master)
-        logs.append(mlog)
-        wait_for(d / "master.log", "I have been elected leader", master, "the master")
-        worker, wlog = start([SPARK_CLASS, "org.apache.spark.deploy.worker.Worker",
-                              "--host", "127.0.0.1", "--webui-port", str(free_port()),
-                              "--cores", "2", "--memory", "1g", "--work-dir", str(d / "work"),
-                              url], d / "worker.log", spark_env())
-        procs.append(worker)
-        logs.append(wlog)
-        wait_for(d / "worker.log", "Successfully registered with master", worker, "the worker")
-        yield url, d / "work"
-    finally:
-        for p in reversed(procs):
-            stop(p)
-        for log in logs:
-            log.close()
+    with standalone_cluster(tmp_path_factory.mktemp("cluster")) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
