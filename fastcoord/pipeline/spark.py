@@ -42,6 +42,7 @@ footers and never holds the trace.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -210,6 +211,23 @@ def _executor_probe_fn(modules):
     return probe
 
 
+@contextlib.contextmanager
+def _task_failures_quiet(spark):
+    """Spark's log at ERROR while the probe runs: a failing probe's tasks would each log
+    a WARN with the worker's traceback, where the probe's one line says what is wrong.
+    Back at WARN, Spark's default, afterwards. (Spark Connect: the server's log.)"""
+    try:
+        context = spark.sparkContext
+    except Exception:                   # (Spark Connect has no SparkContext here)
+        yield
+        return
+    context.setLogLevel("ERROR")
+    try:
+        yield
+    finally:
+        context.setLogLevel("WARN")
+
+
 def check_executors(spark, tasks: Optional[int] = None) -> List[dict]:
     """Run one small task per task slot (`tasks`, default the parallelism, at most
     MAX_PROBE_TASKS: a sample on a large cluster) that imports numpy, pandas, pyarrow
@@ -225,7 +243,8 @@ def check_executors(spark, tasks: Optional[int] = None) -> List[dict]:
     n = tasks or min(default_parallelism(spark), MAX_PROBE_TASKS)
     probe = F.udf(_executor_probe_fn(EXECUTOR_MODULES), "string", useArrow=False)
     try:
-        rows = spark.range(0, n, 1, numPartitions=n).select(probe("id").alias("r")).collect()
+        with _task_failures_quiet(spark):
+            rows = spark.range(0, n, 1, numPartitions=n).select(probe("id").alias("r")).collect()
     except Exception as exc:       # the worker itself failed: a missing module, no Python
         text = str(exc)
         missing = re.search(r"No module named '([^']+)'", text)
@@ -237,6 +256,17 @@ def check_executors(spark, tasks: Optional[int] = None) -> List[dict]:
         if cannot:
             raise ExecutorEnvError(f"the executors cannot start their Python "
                                    f"{cannot.group(1)}; {SHIP_ADVICE}") from None
+        versions = re.search(r"Python in worker has different version:? ([\w.]+) than "
+                             r"that in driver:? ([\w.]+?),", text)
+        if versions:
+            raise ExecutorEnvError(
+                f"the executors' Python {versions.group(1)} is not the driver's Python "
+                f"{versions.group(2)} (PySpark needs the same minor version); "
+                f"{SHIP_ADVICE}") from None
+        worker = re.search(r"Error from python worker:\s*\n\s*(\S[^\n]*)", text)
+        if worker:
+            raise ExecutorEnvError(f"the executors' Python fails to start PySpark's worker "
+                                   f"({worker.group(1).strip()[:200]}); {SHIP_ADVICE}") from None
         raise
     reports = []
     for row in rows:

@@ -266,3 +266,38 @@ def test_a_shipped_environment_goes_beside_fastcoord(monkeypatch, tmp_path):
     assert archives[0] == "hdfs:///envs/env.tar.gz#env"
     assert archives[1] == f"{sp.package_archive()}#{sp.SHIP_NAME}"
     assert os.environ["PYSPARK_PYTHON"] == "./env/bin/python"
+
+
+def _another_python() -> str:
+    """A CPython of another minor version than this one that runs (pyenv's shims name
+    versions that may not be active: the interpreters themselves are tried too)."""
+    import glob
+    mine = "%d.%d" % sys.version_info[:2]
+    candidates = [shutil.which(f"python3.{m}") for m in (12, 13, 10)]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1*/bin/python3.1*")))
+    for path in filter(None, candidates):
+        probe = subprocess.run([path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                               capture_output=True, text=True, timeout=30)
+        if probe.returncode == 0 and probe.stdout.strip() not in ("", mine):
+            return path
+    pytest.fail("no runnable Python of another minor version (the machine's pyenv has them)")
+
+
+@pytest.mark.parametrize("executor_python", ["other-version", "missing"])
+def test_an_executor_python_that_cannot_serve_is_named(cluster, trace_file, tmp_path,
+                                                         executor_python):
+    """The executors' Python of another minor version than the driver's (PySpark's worker
+    refuses it), or one that does not exist: one line naming it and how to ship an
+    environment, exit 2, no traceback."""
+    url, _ = cluster
+    python = _another_python() if executor_python == "other-version" \
+        else str(tmp_path / "no-such" / "python3")
+    rc, out, err, took = _run(_command(trace_file, tmp_path / "out", url),
+                              spark_env(PYSPARK_PYTHON=python,
+                                        FASTCOORD_SHIP_CACHE=str(tmp_path / "ship")), 150)
+    assert rc == 2, (rc, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    last = err.rstrip().splitlines()[-1]
+    assert last.startswith("fastcoord replay: the executors"), last
+    assert python in last if executor_python == "missing" else "is not the driver's" in last, last
+    assert "spark.archives=env.tar.gz#env" in last, last
