@@ -215,17 +215,18 @@ def _executor_probe_fn(modules):
 def _task_failures_quiet(spark):
     """Spark's log at ERROR while the probe runs: a failing probe's tasks would each log
     a WARN with the worker's traceback, where the probe's one line says what is wrong.
-    Back at WARN, Spark's default, afterwards. (Spark Connect: the server's log.)"""
+    Back at WARN, Spark's default, once the probe passed; after a failure it stays at
+    ERROR (the command ends with the probe's line), since the tasks the failed job
+    kills report after it, and would log the traceback then. (Spark Connect: the
+    server's log.)"""
     try:
         context = spark.sparkContext
     except Exception:                   # (Spark Connect has no SparkContext here)
         yield
         return
     context.setLogLevel("ERROR")
-    try:
-        yield
-    finally:
-        context.setLogLevel("WARN")
+    yield
+    context.setLogLevel("WARN")
 
 
 def check_executors(spark, tasks: Optional[int] = None) -> List[dict]:
