@@ -218,18 +218,26 @@ def python_without_pyarrow(d) -> str:
     return py
 
 
-def test_executor_without_pyarrow_is_named(cluster, trace_file, tmp_path):
-    url, _ = cluster
-    python = python_without_pyarrow(tmp_path / "bare")
+def _replay_with_executor_python(url, trace_file, tmp_path, python) -> str:
+    """`fastcoord replay` on the cluster with the executors' Python `python`: it must
+    fail with exit 2 and no traceback; its last line (the one naming the problem)."""
     rc, out, err, took = _run(_command(trace_file, tmp_path / "out", url),
                               spark_env(PYSPARK_PYTHON=python,
                                         FASTCOORD_SHIP_CACHE=str(tmp_path / "ship")), 150)
     assert rc == 2, (rc, err[-3000:])
     assert "Traceback" not in err, err[-3000:]
     last = err.rstrip().splitlines()[-1]
+    assert "spark.archives=env.tar.gz#env" in last, last
+    return last
+
+
+def test_executor_without_pyarrow_is_named(cluster, trace_file, tmp_path):
+    url, _ = cluster
+    python = python_without_pyarrow(tmp_path / "bare")
+    last = _replay_with_executor_python(url, trace_file, tmp_path, python)
     assert last.startswith(f"fastcoord replay: the executors' Python {python} "), last
     assert "cannot import numpy, pandas, pyarrow;" in last, last
-    assert "spark.archives=env.tar.gz#env" in last and "spark.pyspark.python" in last, last
+    assert "spark.pyspark.python" in last, last
 
 
 def test_an_abandoned_archive_is_dropped(tmp_path):
@@ -292,12 +300,6 @@ def test_an_executor_python_that_cannot_serve_is_named(cluster, trace_file, tmp_
     url, _ = cluster
     python = _another_python() if executor_python == "other-version" \
         else str(tmp_path / "no-such" / "python3")
-    rc, out, err, took = _run(_command(trace_file, tmp_path / "out", url),
-                              spark_env(PYSPARK_PYTHON=python,
-                                        FASTCOORD_SHIP_CACHE=str(tmp_path / "ship")), 150)
-    assert rc == 2, (rc, err[-3000:])
-    assert "Traceback" not in err, err[-3000:]
-    last = err.rstrip().splitlines()[-1]
+    last = _replay_with_executor_python(url, trace_file, tmp_path, python)
     assert last.startswith("fastcoord replay: the executors"), last
     assert python in last if executor_python == "missing" else "is not the driver's" in last, last
-    assert "spark.archives=env.tar.gz#env" in last, last
