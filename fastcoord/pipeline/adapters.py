@@ -13,7 +13,12 @@ and never fatal.
   members one row each. Older logs (no join timeouts) still convert: their joins get
   no session timeout (the replay's default), and a join with member "" takes the id of
   the next request from the same (group, client, host) that has one (noted in the
-  stats' examples).
+  stats' examples). A Heartbeat line names the instance id its request named
+  (`instance`); one without it (every heartbeat of a log written before heartbeat lines
+  had it) takes the instance id of its member's last join (same group and member id)
+  that named one, unless its version (v0-v2) has no such field (noted in the stats'
+  examples when that happens): a static member's heartbeat after a newer incarnation
+  took its instance id is then fenced in the replay as it was by the server.
 - `from_kafka_log`: Apache Kafka's `kafka.request.logger` lines at DEBUG:
   "[time] DEBUG Completed request:{"isForwarded":false,"requestHeader":{"requestApiKey":
   11,...,"clientId":...},"request":{...},"response":{...},"connection":...,
@@ -89,6 +94,7 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
     stats = IngestStats()
     rows: List[dict] = []
     pending = {}     # (group, client, host) -> index of an old-format join with member ""
+    static = {}      # (group, member id) -> the instance id its last join named
     notes = set()
     arrivals: List[float] = []      # each row's request's arrival (ms, unrounded)
     for line in _lines(source):
@@ -135,10 +141,14 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
         if event == "join":
             _join_fields(row, rec)
             member = row["member_id"]
+            _note_static(static, rows, row)
+        elif event == "heartbeat" and "instance" not in rec:
+            _heartbeat_instance(static, row, rec, notes)
         if member:
             i = pending.pop(key, None)
             if i is not None:
                 rows[i]["member_id"] = member
+                _note_static(static, rows, rows[i])
         elif old_join and member == "":
             pending[key] = len(rows)
             notes.add("old-format log: a first join's member id is the next id its client "
@@ -151,6 +161,25 @@ def from_fastcoord_log(source) -> Tuple[pa.Table, IngestStats]:
     # (first: a log's many malformed lines would otherwise crowd them out of the examples)
     stats.examples[:0] = [f"note: {text}" for text in sorted(notes)]
     return _finish(_in_arrival_order(rows, arrivals), stats)
+
+
+def _note_static(static: dict, rows: List[dict], join: dict) -> None:
+    """Remember the instance id a join row named, for its member's heartbeats."""
+    if join["instance_id"] is not None and join["member_id"]:
+        static[(join["group_id"], join["member_id"])] = join["instance_id"]
+
+
+def _heartbeat_instance(static: dict, row: dict, rec: dict, notes: set) -> None:
+    """A heartbeat line without `instance` (an older log's): the instance id of its
+    member's last join that named one, where its version has the field (v3+)."""
+    version = rec.get("version")
+    if _is_int(version, 15) and version < 3:
+        return
+    inst = static.get((row["group_id"], row["member_id"]))
+    if inst is not None:
+        row["instance_id"] = inst
+        notes.add("heartbeat lines without an instance id (an older log): each takes the "
+                  "one its member's join named")
 
 
 def _in_arrival_order(rows: List[dict], arrivals: List[float]) -> List[dict]:

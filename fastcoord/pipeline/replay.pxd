@@ -16,7 +16,7 @@ from fastcoord.core._native.engines cimport MemberTable
 from fastcoord.pipeline._native.runs cimport HeartbeatRun
 
 # The event codes and the error codes the driver compares with (plain ints in the .py)
-cdef int _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER, _UNKNOWN, _MIDREQ
+cdef int _HEARTBEAT, _JOIN, _SYNC, _LEAVE, _COMMIT, _OTHER, _UNKNOWN, _MIDREQ, _IN_REBALANCE
 # The answers' field positions: int objects, so that an item is read through the
 # answer's mapping slot (tuple's own, inherited as C); a C index would go through its
 # sequence slot, which a subclass of tuple defined in Python reaches by a Python call
@@ -90,13 +90,14 @@ cdef class ShardReplay:
     cpdef _sync(self, _Member m, idx)
     cpdef _sync_answered(self, _Member m, idx, result)
     cpdef _leave(self, _Member m, idx)
+    cpdef _heartbeat(self, _Member m, idx)
     cpdef _commit(self, _Member m, idx, seq)
     cpdef _run(self, table, end_ms)
     # The event arrays (HeartbeatRun's too) as typed views of their buffers, and the
     # per-event state the same way: an event's kind, time and indexes are C loads
     @cython.locals(m=_Member, n=Py_ssize_t, idx=Py_ssize_t, nxt=Py_ssize_t, ix=Py_ssize_t,
                    kind=int, t="long long", long_runs=bint, handles="long long[:]",
-                   group_events="long long[:]", errors="int[:]", answered="long long[:]")
+                   group_events="long long[:]")
     cpdef _loop(self, runs, const unsigned char[:] kinds, const long long[:] times,
                 const long long[:] seqs, const int[:] member_ix, const int[:] group_ix,
                 join_rows)

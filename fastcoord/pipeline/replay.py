@@ -114,6 +114,7 @@ _EVENT_CODES = {"heartbeat": _HEARTBEAT, "join": _JOIN, "sync": _SYNC, "leave": 
 # handle not looked up) or the handle; its check_at: NOT_ARMED or the check's time.
 _UNKNOWN = int(Errors.UNKNOWN_MEMBER_ID)
 _MIDREQ = int(Errors.MEMBER_ID_REQUIRED)
+_IN_REBALANCE = int(Errors.REBALANCE_IN_PROGRESS)
 _REBALANCING = ("PreparingRebalance", "CompletingRebalance")
 # The answers' fields the driver reads, by position (compiled: an item of the tuple,
 # where the field's name is a property look-up and call, a few per answer)
@@ -411,13 +412,13 @@ class ShardReplay:
         inst, session, rebalance, ptype, protos, client = row
         gid = m.group
         gv = m.view
+        arrays, ix = self.arrays, m.ix
         if inst is not None:
             old = self.static.get((gid, inst))
             if old is not None and old is not m:
                 old.replaced = True
             self.static[(gid, inst)] = m
         # m.inst, m.replaced and m.session, in the arrays directly: every join sets them
-        arrays, ix = self.arrays, m.ix
         arrays.instances[ix] = inst
         arrays.replaced[ix] = False
         m.leaving = False
@@ -522,6 +523,25 @@ class ShardReplay:
         self._observe(m.view, "leave")
         self._drop(m)
 
+    def _heartbeat(self, m: _Member, idx: int) -> None:
+        """A heartbeat of a member the coordinator holds no handle of: one given an id
+        by MEMBER_ID_REQUIRED that has not joined yet, or one a newer incarnation of its
+        instance id replaced (the runs leave those here). Naming an instance id, it goes
+        by id with it, as the server's does: Kafka checks the instance first, and
+        answers FENCED_INSTANCE_ID when it is another member's (a replaced member's id,
+        which the replay no longer holds, is no member's: "" stands for it). Naming
+        none, it is UNKNOWN_MEMBER_ID."""
+        inst = self._sorted.column("instance_id")[idx].as_py()
+        if inst is None:
+            self.errors[idx] = _UNKNOWN
+            self.answered[idx] = self.now
+            return
+        err = int(self.coord.heartbeat(m.group, m.rid or "", self.arrays.generations[m.ix],
+                                       inst))
+        self._respond(idx, err)
+        if err == 0 or err == _IN_REBALANCE:
+            self._touch(m)
+
     def _commit(self, m: _Member, idx: int, seq: int) -> None:
         res = self.coord.commit_offsets(m.group, m.rid or "", self.arrays.generations[m.ix],
                                         {COMMIT_PARTITION: seq}, group_instance_id=m.inst)
@@ -598,7 +618,6 @@ class ShardReplay:
         by_ix, checks, coord = self.by_ix, self.checks, self.coord
         advance_time, set_time_if_idle = coord.advance_time, coord.set_time_if_idle
         member_handle = coord.member_handle
-        errors, answered = self.errors, self.answered
         handles, group_events = self.arrays.handles, self.arrays.group_events
         long_runs = self.heartbeat_runs
         idx = 0
@@ -639,10 +658,9 @@ class ShardReplay:
                     h = member_handle(m.group, m.rid)
                     if h >= 0:
                         handles[ix] = h
-                if kind == _HEARTBEAT and handles[ix] == LOOK_UP:   # not a member (yet):
-                    group_events[group_ix[idx]] += 1                # not sent
-                    errors[idx] = _UNKNOWN
-                    answered[idx] = t
+                if kind == _HEARTBEAT and handles[ix] == LOOK_UP:   # no member by that id
+                    group_events[group_ix[idx]] += 1
+                    self._heartbeat(m, idx)
                     idx += 1
                     continue
                 nxt = self._play(runs, idx, None if long_runs else idx + 1)
@@ -652,6 +670,8 @@ class ShardReplay:
             group_events[group_ix[idx]] += 1
             if kind == _COMMIT:
                 self._commit(m, idx, seqs[idx])
+            elif kind == _HEARTBEAT:            # one the runs leave (_heartbeat)
+                self._heartbeat(m, idx)
             elif kind == _JOIN:
                 self._join(m, idx, join_rows[next_join])
                 next_join += 1

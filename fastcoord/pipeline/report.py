@@ -1,8 +1,8 @@
 """`fastcoord report DIR`: one self-contained HTML page from a replay output directory
 and, when there is one, a what-if output directory.
 
-Reads DIR/{responses,rebalances,expirations,groups}/ (Parquet, as `fastcoord replay`
-writes them, by Spark or in one process) and DIR/ingest.json; the what-if tables from
+Reads DIR/{responses,rebalances,expirations,groups,offsets}/ (Parquet, as `fastcoord
+replay` writes them, by Spark or in one process) and DIR/ingest.json; the what-if tables from
 `--whatif DIR2` or DIR/whatif/ (as `fastcoord whatif` writes them). Any of them may be
 missing: the report shows what there is. The plots are matplotlib PNGs (Agg, no display
 needed, no pyplot global state) embedded as base64 data URIs, so report.html can be
@@ -28,7 +28,7 @@ import pyarrow as pa
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-REPLAY_TABLES = ("responses", "rebalances", "expirations", "groups")
+REPLAY_TABLES = ("responses", "rebalances", "expirations", "groups", "offsets")
 
 _CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em;
@@ -379,6 +379,53 @@ def _replay_section(tables: Dict[str, pa.Table], top: int) -> List[str]:
     return parts
 
 
+def _offsets_section(tables: Dict[str, pa.Table], top: int) -> List[str]:
+    """The committed offsets at the trace's end (the replay's offsets table): how many
+    partitions each group committed, and the `top` groups with the most in a table, the
+    rest counted in a line, so the page's size does not grow with the trace's groups.
+    Nothing without the table (an older replay's output); a line saying so when it is
+    empty."""
+    import pyarrow.compute as pc
+    off = tables.get("offsets")
+    if off is None:
+        return []
+    parts = ["<h2>Committed offsets</h2>",
+             "<p class='note'>Per group, topic and partition, the last offset a commit the "
+             "replay's coordinator accepted named, at the trace's end (refused commits "
+             "change nothing, as in Kafka).</p>"]
+    if not off.num_rows:
+        parts.append("<p>None: no commit the coordinator accepted named a partition (a "
+                     "trace whose commits name no partitions, such as one made before "
+                     "traces carried them, has none).</p>")
+        return parts
+    per = off.group_by("group_id").aggregate(
+        [("partition", "count"), ("topic", "count_distinct"), ("time_ms", "max")])
+    per = per.sort_by([("partition_count", "descending"), ("group_id", "ascending")])
+    shown = per.slice(0, top).to_pylist()
+    parts.append(html_table(["", "value"], [
+        ("groups with committed offsets", per.num_rows),
+        ("partitions committed (total, all groups)", off.num_rows),
+        ("topics", pc.count_distinct(off.column("topic")).as_py())]))
+    resp = tables.get("responses")
+    start = pc.min(resp.column("time_ms")).as_py() \
+        if resp is not None and resp.num_rows else None
+    if start is None:
+        when, at = "last accepted commit (trace time, ms)", (lambda t: t)
+    else:
+        when, at = "last accepted commit (s after the trace's start)", \
+            (lambda t: (t - start) / 1000.0)
+    parts.append(f"<h3>Top {len(shown)} groups by partitions committed</h3>" + html_table(
+        ["group", "partitions committed", "topics", when],
+        [[r["group_id"], r["partition_count"], r["topic_count_distinct"],
+          at(r["time_ms_max"])] for r in shown]))
+    left = per.num_rows - len(shown)
+    if left:
+        rest = pc.sum(per.column("partition_count").slice(len(shown))).as_py()
+        parts.append(f"<p class='note'>{left:,} more groups ({rest:,} partitions) left out: "
+                     "the offsets table has every row.</p>")
+    return parts
+
+
 WHATIF_COLUMNS = [("label", "configuration"), ("rebalances", "rebalances (total)"),
                   ("initial_rebalances", "first formations (apart)"),
                   ("rebalances_per_hour", "rebalances per hour"),
@@ -612,6 +659,7 @@ def write_report(directory: str, *, whatif_dir: Optional[str] = None, top: int =
     if tables:
         say("plotting the replay")
         parts += _replay_section(tables, top)
+        parts += _offsets_section(tables, top)
     if w is not None:
         say(f"plotting the what-if ({wdir})")
         parts += _whatif_section(w)

@@ -14,8 +14,9 @@ order) and its answer's `answer_member` (when not the request's) and
 `answer_generation`; a LeaveGroup v3+'s `members` ([member id, instance id, error]
 each); an OffsetCommit's `offsets` ([topic, partition, offset] each) and, for `error`,
 the error its partitions share. Lists are cut at a byte budget each (`<list>_total`
-then gives the request's count), so a line stays bounded. A Heartbeat's line has none
-of them (the fast paths' format: its member's join names its instance).
+then gives the request's count), so a line stays bounded. A Heartbeat's line has only
+`instance`, when the request named one (v3+ of a static member): a replaced static
+member's heartbeat is fenced by it; a dynamic member's line is the common fields alone.
 Writes are buffered and flushed by the server every second and at shutdown. Rotation
 renames files in the caller's thread but deletes the oldest in a thread of its own:
 unlinking a large file is slow on the filesystem, a stall the event loop would
@@ -60,7 +61,7 @@ _encode_str = json.encoder.encode_basestring_ascii     # what json.dumps uses (C
 _LINE = ('{{"ts":{:.6f},"api":{},"version":{},"client":{},"host":{},"group":{},"member":{},'
          '"generation":{},"error":{},"latency_ms":{:.3f}{}}}\n')
 
-OFFSET_COMMIT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP = 8, 11, 13, 14
+OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 11, 12, 13, 14
 # The byte budget of each list a line carries (its entries' JSON text): what a client
 # sends is bounded by the frame, but one topic named per partition would multiply it
 _LIST_BUDGET = {"protocols": 4096, "members": 16384, "offsets": 65536}
@@ -69,14 +70,20 @@ _ONE_MS = timedelta(milliseconds=1)
 
 def heartbeat_line(ts: float, version: int, client_id, host_json: str, group_id: str,
                    member_id: str, generation: int, error: int, seconds: float,
-                   api: str = "Heartbeat") -> str:
+                   api: str = "Heartbeat", instance_id=None) -> str:
     """The request-log line of an answered Heartbeat, or `api` (a steady
     ConsumerGroupHeartbeat: `generation` its member epoch) (`host_json`: the peer's
-    address as JSON text): what RequestLog writes for it, and what the fast paths
-    format."""
+    address as JSON text; `instance_id`: the group instance id the request named, or
+    None): what RequestLog writes for it, and what the fast paths format."""
     return _LINE.format(ts, _encode_str(api), version, _json_str(client_id), host_json,
                         _encode_str(group_id), _encode_str(member_id), generation, error,
-                        seconds * 1000.0, "")
+                        seconds * 1000.0, _instance(instance_id))
+
+
+def _instance(instance_id) -> str:
+    """A heartbeat line's `,"instance":...` (nothing for None: a dynamic member's line
+    stays the common fields alone)."""
+    return "" if instance_id is None else f',"instance":{_json_str(instance_id)}'
 
 
 def host_json(host) -> str:
@@ -143,8 +150,11 @@ def _shared_error(body):
 def _extras(api_key: int, req, body) -> str:
     """The fields a replay needs beyond the common ones (the module's docstring), as
     JSON text to go before the line's closing brace ("" for most requests)."""
-    if req is None or api_key not in (JOIN_GROUP, SYNC_GROUP, LEAVE_GROUP, OFFSET_COMMIT):
+    if req is None or api_key not in (JOIN_GROUP, SYNC_GROUP, LEAVE_GROUP, OFFSET_COMMIT,
+                                      HEARTBEAT):
         return ""
+    if api_key == HEARTBEAT:        # (the fast paths' text: heartbeat_line)
+        return _instance(getattr(req, "group_instance_id", None))
     out = []
     instance = getattr(req, "group_instance_id", None)
     if instance is not None:
@@ -242,10 +252,11 @@ class RequestLog:
                     _extras(request.api_key, req, body))
 
     def record_heartbeat(self, conn, version: int, client_id, group_id, member_id,
-                         generation: int, error: int, seconds: float) -> None:
+                         generation: int, error: int, seconds: float,
+                         instance_id=None) -> None:
         """A heartbeat answered by the server's fast path: the same line `record` makes."""
         self._write("Heartbeat", version, client_id, conn, group_id, member_id, generation,
-                    error, seconds)
+                    error, seconds, _instance(instance_id))
 
     def record_consumer_heartbeat(self, conn, version: int, client_id, group_id, member_id,
                                   member_epoch: int, seconds: float) -> None:

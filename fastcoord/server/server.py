@@ -374,9 +374,10 @@ class Connection(asyncio.Protocol):
             if entries:
                 record = server.request_log.record_heartbeat
                 try:
-                    for version, client_id, group, member, generation, error in entries:
+                    for version, client_id, group, member, generation, error, instance \
+                            in entries:
                         record(self, version, client_id, group, member, generation, error,
-                               seconds)
+                               seconds, instance)
                 except Exception:
                     rate_log.error("request-log", "writing the request log failed", exc_info=True)
         return new_pos

@@ -46,7 +46,7 @@ def leave_trace():
     return from_rows(rows)
 
 
-def static_restart_trace():
+def _static_restart_rows():
     rows = []
     _start(rows, "g", "ab", static="b")
     _hb(rows, "g", "a", range(6000, 45001, 3000))
@@ -55,7 +55,11 @@ def static_restart_trace():
     rows.append(dict(time_ms=20000, group_id="g", member_id="b2", instance_id="i-b", event="join", **J))
     rows.append(dict(time_ms=20001, group_id="g", member_id="b2", instance_id="i-b", event="sync"))
     _hb(rows, "g", "b2", range(23000, 45001, 3000), inst="i-b")
-    return from_rows(rows)
+    return rows
+
+
+def static_restart_trace():
+    return from_rows(_static_restart_rows())
 
 
 def static_rejoin_while_parked_trace():
@@ -68,4 +72,13 @@ def static_rejoin_while_parked_trace():
                      event="join", **J))
     _hb(rows, "g", "a", range(6000, 45001, 3000))
     _hb(rows, "g", "b", range(6000, 45001, 3000), inst="i-b")
+    return from_rows(rows)
+
+
+def static_replaced_heartbeats_trace(old_instance="i-b"):
+    """static_restart_trace, but the old incarnation b goes on heartbeating after b2 took
+    its instance id (a process that was not stopped), with `old_instance` on those
+    heartbeats (None: a request that names no instance id)."""
+    rows = _static_restart_rows()
+    _hb(rows, "g", "b", range(21000, 27001, 3000), inst=old_instance)
     return from_rows(rows)

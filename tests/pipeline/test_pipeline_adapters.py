@@ -293,3 +293,100 @@ def test_an_admin_leave_of_static_members_names_the_members_it_removes(impl):
     out = replay_local(table, impl=impl)
     assert out["expirations"].num_rows == 0
     assert [r["cause"] for r in out["rebalances"].to_pylist()] == ["member-join", "leave"]
+
+
+def _static_replacement_log(heartbeat_instance: bool):
+    """fastcoord's log of a static member (instance i-b, member m-1) replaced by a new
+    incarnation (m-2) while the old process goes on heartbeating, fenced (82), beside a
+    dynamic member (m-a). `heartbeat_instance`: the heartbeat lines name the instance id
+    (the log as written now), else not (as before they did)."""
+    def line(ts, api, member, error=0, gen=1, latency=0.1, version=4, inst=None, **extra):
+        rec = {"ts": ts, "api": api, "version": version, "client": "c", "host": "h",
+               "group": "g", "member": member, "generation": gen, "error": error,
+               "latency_ms": latency}
+        if inst is not None and (api != "Heartbeat" or heartbeat_instance):
+            rec["instance"] = inst
+        rec.update(extra)
+        return json.dumps(rec)
+
+    join = dict(gen=None, session_timeout_ms=10000, rebalance_timeout_ms=30000,
+                protocol_type="consumer", protocols=["range"])
+    return [
+        line(100.0, "JoinGroup", "", 79, answer_member="m-a", **join),
+        line(103.0, "JoinGroup", "", latency=3000.0, inst="i-b", answer_member="m-1",
+             answer_generation=1, **join),
+        line(103.0, "JoinGroup", "m-a", latency=2999.0, answer_generation=1, **join),
+        line(103.01, "SyncGroup", "m-1", inst="i-b"), line(103.01, "SyncGroup", "m-a"),
+        line(106.0, "Heartbeat", "m-1", inst="i-b"), line(106.0, "Heartbeat", "m-a"),
+        line(109.0, "Heartbeat", "m-1", inst="i-b"), line(109.0, "Heartbeat", "m-a"),
+        # the new incarnation takes i-b: answered at once, no rebalance
+        line(110.0, "JoinGroup", "", inst="i-b", answer_member="m-2", answer_generation=1,
+             **join),
+        line(110.01, "SyncGroup", "m-2", inst="i-b"),
+        line(112.0, "Heartbeat", "m-1", 82, inst="i-b"), line(112.0, "Heartbeat", "m-a"),
+        line(113.0, "Heartbeat", "m-2", inst="i-b"),
+        line(115.0, "Heartbeat", "m-1", 82, inst="i-b"),
+    ]
+
+
+@pytest.mark.parametrize("heartbeat_instance", [True, False])
+def test_a_replaced_static_members_heartbeats_replay_fenced_as_logged(impl, heartbeat_instance):
+    """A heartbeat row's instance id is its line's, or (a log from before heartbeat lines
+    had one) its member's join's: the old incarnation's heartbeats after its
+    replacement then replay as FENCED_INSTANCE_ID, the answer the server gave; a
+    dynamic member's stay without one."""
+    table, stats = from_fastcoord_log(_static_replacement_log(heartbeat_instance))
+    assert stats.malformed == 0
+    rows = table.to_pylist()
+    beats = {(r["member_id"], r["instance_id"]) for r in rows if r["event"] == "heartbeat"}
+    assert beats == {("m-1", "i-b"), ("m-2", "i-b"), ("m-a", None)}
+    filled = any("older log" in e for e in stats.examples)
+    assert filled == (not heartbeat_instance)
+    out = replay_local(table, impl=impl)
+    got = [(r["member_id"], r["event"], r["error"]) for r in out["responses"].to_pylist()]
+    assert got == [(r["member_id"], r["event"], r["error"]) for r in rows]
+    assert got.count(("m-1", "heartbeat", 82)) == 2
+
+
+def test_a_heartbeat_line_of_a_version_without_the_instance_field_is_not_given_one():
+    """Heartbeat v0-v2 has no group instance id: such a line of a static member's is
+    not filled from its join (Kafka answered it by member id alone)."""
+    join = _fc_line("JoinGroup", "m-1", instance="i-1", session_timeout_ms=10000,
+                    protocol_type="consumer", protocols=["range"])
+    old = json.loads(_fc_line("Heartbeat", "m-1"))
+    old["version"] = 2
+    table, stats = from_fastcoord_log([join, json.dumps(old), _fc_line("Heartbeat", "m-1")])
+    assert [r["instance_id"] for r in table.to_pylist()] == ["i-1", None, "i-1"]
+
+
+def test_a_kafka_heartbeat_row_names_the_instance_its_request_did(impl):
+    """Kafka's request logger writes a Heartbeat's groupInstanceId: the old incarnation's
+    heartbeat after its replacement replays fenced (82), as the broker answered."""
+    def join(stamp, member, inst, total=0.0):
+        line = _kafka_line(11, 5, {"groupId": "g", "sessionTimeoutMs": 10000,
+                                   "rebalanceTimeoutMs": 30000, "memberId": "",
+                                   "groupInstanceId": inst, "protocolType": "consumer",
+                                   "protocols": [{"name": "range", "metadata": "AAE="}]},
+                           {"errorCode": 0, "generationId": 1, "memberId": member,
+                            "leader": "m-1"}, stamp=stamp)
+        return line.replace('"totalTimeMs": 0.0', f'"totalTimeMs": {total}')
+
+    def sync(stamp, member, inst):
+        return _kafka_line(14, 3, {"groupId": "g", "generationId": 1, "memberId": member,
+                                   "groupInstanceId": inst, "assignments": []},
+                           {"errorCode": 0}, stamp=stamp)
+
+    def heartbeat(stamp, member, inst, error=0):
+        return _kafka_line(12, 4, {"groupId": "g", "generationId": 1, "memberId": member,
+                                   "groupInstanceId": inst}, {"errorCode": error}, stamp=stamp)
+
+    lines = [join("10:00:03,000", "m-1", "i-1", 3000.0), sync("10:00:03,100", "m-1", "i-1"),
+             heartbeat("10:00:06,000", "m-1", "i-1"),
+             join("10:00:08,000", "m-2", "i-1"), sync("10:00:08,100", "m-2", "i-1"),
+             heartbeat("10:00:09,000", "m-1", "i-1", 82), heartbeat("10:00:09,500", "m-2", "i-1")]
+    table, stats = from_kafka_log(lines)
+    rows = table.to_pylist()
+    assert stats.malformed == 0
+    assert [r["instance_id"] for r in rows if r["event"] == "heartbeat"] == ["i-1"] * 3
+    out = replay_local(table, impl=impl)
+    assert [r["error"] for r in out["responses"].to_pylist()] == [r["error"] for r in rows]

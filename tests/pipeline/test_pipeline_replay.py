@@ -12,7 +12,8 @@ from fastcoord.pipeline.replay import replay_local
 from fastcoord.pipeline.trace import validate
 
 from helpers.traces import (
-    crash_trace, leave_trace, static_rejoin_while_parked_trace, static_restart_trace,
+    crash_trace, leave_trace, static_rejoin_while_parked_trace, static_replaced_heartbeats_trace,
+    static_restart_trace,
 )
 
 def _rebalances(out):
@@ -66,6 +67,28 @@ def test_golden_second_join_in_flight_decides_the_member(impl):
     assert _rebalances(out) == [(0, 6000, "member-join", 0, 2, 1)]
     hb = [r["error"] for r in out["responses"].to_pylist() if r["event"] == "heartbeat"]
     assert hb == [0] * len(hb)
+
+
+@pytest.mark.parametrize("runs", [True, False])
+def test_a_replaced_static_members_heartbeat_is_fenced(impl, runs):
+    """b2 takes b's instance id at 20000 while b's process goes on heartbeating: Kafka
+    answers those FENCED_INSTANCE_ID (82), the instance id being another member's, and
+    so must the replay (by heartbeat runs and by the general path alike); the same
+    heartbeats naming no instance id are UNKNOWN_MEMBER_ID (25), as Kafka answers them."""
+    from fastcoord.pipeline.replay import NUM_SHARDS, ShardReplay
+    for inst, expected in (("i-b", 82), (None, 25)):
+        trace = static_replaced_heartbeats_trace(inst)
+        out = ShardReplay(shard_for("g", NUM_SHARDS), impl=impl, heartbeat_runs=runs).run(
+            trace.sort_by([("time_ms", "ascending"), ("seq", "ascending")]), 45000)
+        rows = out["responses"].to_pylist()
+        old = [(r["time_ms"], r["error"]) for r in rows
+               if r["member_id"] == "b" and r["time_ms"] > 20000]
+        assert old == [(21000, expected), (24000, expected), (27000, expected)], inst
+        # the new incarnation and the other member are untouched by them
+        others = {r["error"] for r in rows if r["event"] == "heartbeat"
+                  and r["member_id"] in ("a", "b2")}
+        assert others == {0}
+        assert out["expirations"].num_rows == 0
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -424,3 +424,51 @@ def test_a_rebalance_unfinished_at_the_end_is_counted_as_such(tmp_path):
     assert '<td class="t">unfinished when the trace ends</td><td>1</td>' in doc
     assert ('<td class="t">time spent rebalancing after them (s, total)</td>'
             f'<td>{second["duration_ms"] / 1000.0}</td>') in doc
+
+
+def _write_table(directory, name, table):
+    import pyarrow.parquet as pq
+    os.makedirs(os.path.join(directory, name), exist_ok=True)
+    pq.write_table(table, os.path.join(directory, name, "part-0.parquet"))
+
+
+def test_the_committed_offsets_section_counts_each_groups_partitions(tmp_path):
+    """The replay's offsets table in the report: per group its partitions committed, the
+    top groups (by that count) in a table of at most `top` rows, the rest counted in a
+    line; a table with no rows says so; no table (an older output), no section."""
+    from fastcoord.pipeline.replay import OFFSETS_SCHEMA, RESPONSES_SCHEMA
+    import pyarrow as pa
+    rows = []
+    for g in range(25):                  # g-00 commits 1 partition ... g-24 commits 25
+        for p in range(g + 1):
+            rows.append(dict(shard=0, group_id=f"g-{g:02d}", topic=f"t{p % 2}", partition=p,
+                             offset=100 + p, time_ms=1_000_000 + 1000 * g + p))
+    d = str(tmp_path / "out")
+    _write_table(d, "offsets", pa.Table.from_pylist(rows, OFFSETS_SCHEMA))
+    _write_table(d, "responses", pa.Table.from_pylist(
+        [dict(shard=0, seq=0, time_ms=1_000_000, group_id="g-00", member_id="m",
+              event="commit", error=0, answered_ms=1_000_000)], RESPONSES_SCHEMA))
+    with open(write_report(d, top=20), encoding="utf-8") as f:
+        doc = f.read()
+    section = doc[doc.index("<h2>Committed offsets</h2>"):]
+    assert '<td class="t">groups with committed offsets</td><td>25</td>' in section
+    assert '<td class="t">partitions committed (total, all groups)</td><td>325</td>' in section
+    assert '<td class="t">topics</td><td>2</td>' in section
+    assert "<h3>Top 20 groups by partitions committed</h3>" in section
+    # the busiest first: 25 partitions in 2 topics, its last commit 24.024 s in
+    assert '<td class="t">g-24</td><td>25</td><td>2</td><td>24.024</td>' in section
+    listed = re.findall(r'<td class="t">(g-\d\d)</td>', section)
+    assert listed == [f"g-{g:02d}" for g in range(24, 4, -1)]
+    # g-00..g-04 left out: 5 groups, 1+2+3+4+5 partitions
+    assert "5 more groups (15 partitions) left out" in section
+
+    _write_table(d, "offsets", OFFSETS_SCHEMA.empty_table())
+    with open(write_report(d), encoding="utf-8") as f:
+        doc = f.read()
+    assert "<h2>Committed offsets</h2>" in doc and "<p>None: no commit" in doc
+    assert "groups by partitions committed" not in doc
+
+    import shutil
+    shutil.rmtree(os.path.join(d, "offsets"))
+    with open(write_report(d), encoding="utf-8") as f:
+        assert "Committed offsets" not in f.read()

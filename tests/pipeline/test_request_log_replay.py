@@ -5,8 +5,10 @@ every answer the server gave.
 The run: confluent-kafka (librdkafka) or kafka-python consumers (whose LeaveGroup is
 v4: members named in a list) in their own processes against
 `fastcoord serve` with its request log on: static members (`group.instance.id`) with a
-6 s session (not the converter's old 10 s default), one closing and coming back under
-the same instance id, a dynamic member joining and leaving, a static one killed and
+6 s session (not the converter's old 10 s default), one replaced by a new process under
+the same instance id while the old one still runs (its heartbeats fenced,
+FENCED_INSTANCE_ID, until it is stopped), a dynamic member joining and leaving, a
+static one killed and
 expired by its session timeout; beside them a dynamic group with 20 s sessions, one of
 whose members is killed and expires. Every wait is bounded.
 
@@ -16,6 +18,7 @@ FREEZE_BEFORE_S.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -73,6 +76,25 @@ def _freezes(clients, deadline: float) -> list:
             (deadline + FREEZE_AFTER_S, signal_all(signal.SIGCONT))]
 
 
+def _wait_fenced(server, timeout: float) -> int:
+    """How many heartbeats the server has answered FENCED_INSTANCE_ID (82), once it has
+    answered one (its request log is written out every second); failing after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        fenced = 0
+        if server.request_log_path.exists():
+            for line in server.request_log_path.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                except ValueError:          # a line still being written
+                    continue
+                fenced += rec["api"] == "Heartbeat" and rec["error"] == 82
+        if fenced:
+            return fenced
+        assert time.monotonic() < deadline, "no heartbeat of the replaced member was fenced"
+        time.sleep(0.2)
+
+
 def _run(steps) -> None:
     """Each step at its time, in order; failing if one comes too late to keep its
     frozen members clear of the deadline it guards (the machine was stalled)."""
@@ -107,10 +129,12 @@ def test_a_real_static_run_replays_with_the_answers_the_server_gave(tmp_path, li
         assert_covered([x, y], PARTITIONS, BOUND, server=server)
         assert_covered([a, b, c], PARTITIONS, BOUND, all_busy=False, server=server)
         a.commit({tp: 7 for tp in a.assignment})
-        # a static member closes (no LeaveGroup) and comes back under its instance id
-        b.close()
+        # a static member's new process takes its instance id while the old one still
+        # runs: the old one's heartbeats are fenced until it is stopped
         b2 = spawn("b2", "inst-b")
         assert_covered([a, b2, c], PARTITIONS, BOUND, all_busy=False, server=server)
+        _wait_fenced(server, BOUND)
+        b.kill()
         # a dynamic member joins, then leaves
         d = spawn("d")
         assert_covered([a, b2, c, d], PARTITIONS, BOUND, server=server)
@@ -137,6 +161,10 @@ def test_a_real_static_run_replays_with_the_answers_the_server_gave(tmp_path, li
     assert stats.malformed == 0, stats.examples
     events = trace.column("event").to_pylist()
     assert {"join", "sync", "heartbeat", "leave", "commit"} <= set(events)
+    # the old incarnation's fenced heartbeats are in the trace, with the instance id they
+    # named, and compared below like every other answer
+    fenced = [r for r in trace.to_pylist() if r["event"] == "heartbeat" and r["error"] == 82]
+    assert fenced and {r["instance_id"] for r in fenced} == {"inst-b"}
     for impl in ("native", "pure"):
         out = replay_local(trace, impl=impl)
         wrong, skipped = _differences(trace, out["responses"])

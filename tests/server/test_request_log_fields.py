@@ -114,6 +114,48 @@ def test_lists_are_cut_at_a_byte_budget_and_say_how_many_there_were(tmp_path):
     assert joined["protocols"] == [f"assignor-{i:04d}" for i in range(len(joined["protocols"]))]
 
 
+def test_a_heartbeat_line_names_the_instance_its_request_named(tmp_path):
+    """A static member's Heartbeat (v3+) line carries its group instance id, by the
+    general path (`record`) and the fast paths' (`record_heartbeat`, `heartbeat_line`)
+    alike: the replay fences a replaced incarnation's heartbeat by it. A dynamic
+    member's line is byte for byte what it was, the common fields alone."""
+    import re
+
+    from fastcoord.server.requestlog import heartbeat_line
+    static = {"group_id": "g", "generation_id": 3, "member_id": "inst-1-x",
+              "group_instance_id": "inst-1"}
+    dynamic = dict(static, member_id="m-2", group_instance_id=None)
+    v2 = {k: v for k, v in dynamic.items() if k != "group_instance_id"}
+    lines = _logged(tmp_path, (12, 4, static, {"error_code": 82}),
+                    (12, 4, dynamic, {"error_code": 0}), (12, 2, v2, {"error_code": 0}))
+    fenced, steady, old = (json.loads(line) for line in lines)
+    assert (fenced["instance"], fenced["error"]) == ("inst-1", 82)
+    assert list(fenced)[-2:] == ["latency_ms", "instance"]
+    assert "instance" not in steady and "instance" not in old
+    common = ('"api":"Heartbeat","version":{v},"client":"client-1","host":"127.0.0.1",'
+              '"group":"g","member":"m-2","generation":3,"error":0,"latency_ms":2.000}}')
+    for line, version in ((lines[1], 4), (lines[2], 2)):
+        assert re.fullmatch(r'\{"ts":\d+\.\d{6},' + re.escape(common.format(v=version)),
+                            line), line
+    # the fast paths' text: the same fields, the instance after latency_ms
+    assert heartbeat_line(1.5, 4, "c", '"h"', "g", "m", 3, 82, 0.002,
+                          instance_id="i\u00e9") == (
+        '{"ts":1.500000,"api":"Heartbeat","version":4,"client":"c","host":"h","group":"g",'
+        '"member":"m","generation":3,"error":82,"latency_ms":2.000,"instance":"i\\u00e9"}\n')
+    assert heartbeat_line(1.5, 4, "c", '"h"', "g", "m", 3, 0, 0.002) == (
+        '{"ts":1.500000,"api":"Heartbeat","version":4,"client":"c","host":"h","group":"g",'
+        '"member":"m","generation":3,"error":0,"latency_ms":2.000}\n')
+    log = RequestLog(tmp_path / "fast.jsonl")
+    log.record_heartbeat(CONN, 4, "c", "g", "inst-1-x", 3, 82, 0.002, "inst-1")
+    log.record_heartbeat(CONN, 4, "c", "g", "m-2", 3, 0, 0.002)
+    log.close()
+    fast = [json.loads(line) for line in (tmp_path / "fast.jsonl").read_text().splitlines()]
+    assert [line.get("instance") for line in fast] == ["inst-1", None]
+    # converted, each heartbeat row names the instance its line did
+    table, _ = from_fastcoord_log(lines)
+    assert [r["instance_id"] for r in table.to_pylist()] == ["inst-1", None, None]
+
+
 def test_the_converter_uses_the_fields_and_still_reads_old_logs(tmp_path):
     leave = {"group_id": "g", "members": [
         {"member_id": "inst-1-x", "group_instance_id": "inst-1"},

@@ -100,7 +100,7 @@ def test_answered_frames_are_what_kio_reads_and_encodes(impl):
         error = Recorder()(group, member, generation, instance)
         correlation = struct.unpack_from(">i", frame, 4)[0]
         assert out == [encode_response(12, version, correlation, {"error_code": error})]
-        assert entries == [(version, client, group, member, generation, error)]
+        assert entries == [(version, client, group, member, generation, error, instance)]
         assert end == len(frame) + 4
 
 
@@ -325,9 +325,10 @@ def test_reader_log_lines_are_the_request_logs(impl):
         used, writes, lines = _log_read(impl, data)
         assert used == end and writes == ([b"".join(out)] if out else [])
         expected = []
-        for version, client, group, member, generation, error in entries:
+        for version, client, group, member, generation, error, instance in entries:
             line = json.loads(heartbeat_line(0.5, version, client, _HOST.decode(), group,
-                                             member, generation, error, 0.001))
+                                             member, generation, error, 0.001,
+                                             instance_id=instance))
             del line["ts"], line["latency_ms"]
             expected.append(line)
         assert lines == expected
@@ -338,14 +339,15 @@ def test_reader_log_lines_are_the_request_logs(impl):
 _EDGE_IDS = ["", "consumer-1-0f3a", 'quo"te', "back\\slash", "tab\tnl\ncr\r", "\x00\x1f",
              "del\x7f", "tilde~ space", "\u00e9", "\u6f22", "\U0001f600", 'mix \u00e9"\\\x7f']
 _TS = re.compile(rb'^\{"ts":[0-9]+\.[0-9]{6},')
-_LATENCY = re.compile(rb',"latency_ms":[0-9]+\.[0-9]{3}\}$')
+_LATENCY = re.compile(rb',"latency_ms":[0-9]+\.[0-9]{3}(?=,"instance":|\}$)')
 
 
 def test_reader_log_line_text_is_the_request_logs(impl):
     """Byte for byte the text RequestLog writes (heartbeat_line), but for the values of
     ts and latency_ms (checked for their form: %.6f and %.3f digits): ids that need
     JSON escapes (quotes, backslashes, control characters, DEL, non-ASCII, beyond the
-    BMP), a null client id, the extreme generations and negative error codes."""
+    BMP), a null client id, the extreme generations and negative error codes; a static
+    member's group instance id (v3+) after them, a dynamic member's line without it."""
     from fastcoord.server.requestlog import heartbeat_line
     errors = iter([-1, 0, 25, 27, 22, 16, 15] * 100)
     cases = []
@@ -353,8 +355,10 @@ def test_reader_log_line_text_is_the_request_logs(impl):
         client = [None, "", text, "consumer-7"][i % 4]
         generation = [-2**31, -1, 0, 2**31 - 1][i % 4]
         version = [0, 1, 2, 3, 4][i % 5]
-        cases.append((version, client, text, _EDGE_IDS[-1 - i], generation))
-        cases.append((4, text, "g", text, -1))
+        instance = text if version >= 3 and i % 2 else None
+        cases.append((version, client, text, _EDGE_IDS[-1 - i], generation, instance))
+        cases.append((4, text, "g", text, -1, None))
+        cases.append((3, "c", "g", "m", 1, text))
     data = b""
     answers = []
 
@@ -362,10 +366,10 @@ def test_reader_log_line_text_is_the_request_logs(impl):
         answers.append(next(errors))
         return answers[-1]
 
-    for c, (version, client, group, member, generation) in enumerate(cases):
+    for c, (version, client, group, member, generation, instance) in enumerate(cases):
         body = {"group_id": group, "generation_id": generation, "member_id": member}
         if version >= 3:
-            body["group_instance_id"] = None
+            body["group_instance_id"] = instance
         data += _framed(encode_request(12, version, c, body, client_id=client)[4:])
     chunks = []
     reader = module(impl, "server.wire").HeartbeatReader(heartbeat, MAX_FRAME, LO, HI, None,
@@ -373,11 +377,13 @@ def test_reader_log_line_text_is_the_request_logs(impl):
     assert reader(data, Writes(), _HOST) == len(data)
     lines = b"".join(chunks).splitlines(keepends=False)
     assert len(lines) == len(cases) == len(answers)
-    for line, (version, client, group, member, generation), error in zip(lines, cases,
-                                                                          answers):
+    for line, (version, client, group, member, generation, instance), error in zip(
+            lines, cases, answers):
         assert _TS.search(line) and _LATENCY.search(line), line
+        assert (b',"instance":' in line) == (instance is not None), line
         want = heartbeat_line(0.5, version, client, _HOST.decode(), group, member,
-                              generation, error, 0.001).rstrip("\n").encode("ascii")
+                              generation, error, 0.001,
+                              instance_id=instance).rstrip("\n").encode("ascii")
         assert _LATENCY.sub(b"", _TS.sub(b"", line)) == \
             _LATENCY.sub(b"", _TS.sub(b"", want)), (line, want)
 

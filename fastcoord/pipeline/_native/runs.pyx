@@ -278,6 +278,8 @@ cdef class HeartbeatRun:
                 touched = error == C_NONE
             else:
                 if handle == C_NO_HANDLE:
+                    if self.replaced[m]:
+                        break                   # the replay's: by id (see the pure twin)
                     error = C_UNKNOWN
                 else:
                     error = self.table.c_heartbeat_handle(handle, self.generations[m], now)

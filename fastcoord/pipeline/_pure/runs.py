@@ -9,7 +9,10 @@ at the first event that needs the replay's general path:
 
 - an event that is not a heartbeat (or a commit, below);
 - a heartbeat with a check due by its time that the replay must take itself (below);
-- a member whose handle the replay has yet to look up (`LOOK_UP`).
+- a member whose handle the replay has yet to look up (`LOOK_UP`);
+- a heartbeat of a member without a handle (`NO_HANDLE`) that a newer incarnation of
+  its instance id `replaced`: whether it is UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID
+  depends on the instance id the request names, which the replay reads and answers by.
 
 Where the coordinator's timer has something due before a heartbeat's time, or its wheel
 would have to move (`Timer.idle_through`), the run moves time with the coordinator's
@@ -212,6 +215,8 @@ class HeartbeatRun:
                 touched = error == 0
             else:
                 if handle == NO_HANDLE:
+                    if self._replaced[m]:
+                        break                   # the replay's: by id with its instance id
                     error = _UNKNOWN
                 else:
                     error = self._table.heartbeat_handle(handle, self._generations[m])

@@ -3,7 +3,8 @@ from typing import Callable, Deque, List, Optional, Tuple
 def heartbeat_run(buf: bytearray, pos: int, max_frame: int, min_version: int,
                   max_version: int, heartbeat: Callable[[str, str, int, Optional[str]], int],
                   out: List[bytes],
-                  log: Optional[List[Tuple[int, Optional[str], str, str, int, int]]] = ...) -> int: ...
+                  log: Optional[List[Tuple[int, Optional[str], str, str, int, int,
+                                           Optional[str]]]] = ...) -> int: ...
 
 
 class HeartbeatReader:

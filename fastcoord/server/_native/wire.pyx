@@ -179,14 +179,15 @@ cdef enum:
     ID_GROUP = 0
     ID_MEMBER = 1
     ID_CLIENT = 2
+    ID_INSTANCE = 3
 
 
 cdef inline int _answer(const uint8_t* f, Heartbeat* hb, heartbeat,
                         list ids) except? -0x10001:
     """Call heartbeat(group, member, generation, instance) for a parsed request: its
     error code, or DECLINED when an id is not valid UTF-8 (the general path then
-    decides, and heartbeat was not called). With `ids` (a list of 3), the decoded
-    group, member and client ids are left there (ID_*) for the request log."""
+    decides, and heartbeat was not called). With `ids` (a list of 4), the decoded
+    group, member, client and instance ids are left there (ID_*) for the request log."""
     try:
         group_id = _text(f, hb.group)
         member_id = _text(f, hb.member)
@@ -198,6 +199,7 @@ cdef inline int _answer(const uint8_t* f, Heartbeat* hb, heartbeat,
         ids[ID_GROUP] = group_id
         ids[ID_MEMBER] = member_id
         ids[ID_CLIENT] = client_id
+        ids[ID_INSTANCE] = instance_id
     return heartbeat(group_id, member_id, hb.generation, instance_id)
 
 
@@ -207,14 +209,14 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
 
     Answer the consecutive plain Heartbeat frames of `buf` from `pos`; return the
     position of the first frame not answered (== len(buf) when all were). `log`, when a
-    list, receives (api_version, client_id, group_id, member_id, generation, error) per
-    answered request, for the request log."""
+    list, receives (api_version, client_id, group_id, member_id, generation, error,
+    group_instance_id) per answered request, for the request log."""
     cdef Py_ssize_t end = len(buf), next_pos
     cdef const uint8_t* f
     cdef Heartbeat hb
     cdef int error
     cdef char response[MAX_RESPONSE]
-    cdef list ids = [None, None, None] if log is not None else None
+    cdef list ids = [None, None, None, None] if log is not None else None
     if pos < 0 or pos > end:
         raise ValueError(f"pos must be within the buffer, got {pos}")
     while True:
@@ -231,7 +233,7 @@ def heartbeat_run(bytearray buf, Py_ssize_t pos, Py_ssize_t max_frame, int min_v
                                              _encode(response, hb.version, hb.correlation, error)))
         if log is not None:
             log.append((hb.version, ids[ID_CLIENT], ids[ID_GROUP], ids[ID_MEMBER],
-                        hb.generation, error))
+                        hb.generation, error, ids[ID_INSTANCE]))
         pos = next_pos
     return pos
 
@@ -263,7 +265,8 @@ cdef class HeartbeatReader:
 
     With `log` (the request log's write_lines) and a connection's `host` (its address
     as JSON text, bytes), each answer also gets its request-log line, formatted here
-    (RequestLog's fields and format); the lines go to `log` in one call per read, or
+    (RequestLog's fields and format, the request's group instance id where it names
+    one); the lines go to `log` in one call per read, or
     per `flush_log()` for callers of the C-level `answer`."""
 
     def __cinit__(self, heartbeat, Py_ssize_t max_frame, int min_version, int max_version,
@@ -389,6 +392,7 @@ cdef class HeartbeatReader:
         hb.client = cg.client
         hb.group = cg.group
         hb.member = cg.member
+        hb.instance.length = -1             # (null in the steady form: no line field)
         hb.client.start += pos + 4          # (spans of f, as _parse leaves them)
         hb.group.start += pos + 4
         hb.member.start += pos + 4
@@ -402,8 +406,9 @@ cdef class HeartbeatReader:
         (ts is the read's, formatted once; latency_ms is rounded to the microsecond)."""
         cdef Py_ssize_t host_len = PyBytes_GET_SIZE(host)
         cdef Py_ssize_t ids_len = (hb.group.length + hb.member.length
-                                   + (hb.client.length if hb.client.length > 0 else 0))
-        # The fixed text and numbers take under 200 bytes; a JSON string at most 6
+                                   + (hb.client.length if hb.client.length > 0 else 0)
+                                   + (hb.instance.length if hb.instance.length > 0 else 0))
+        # The fixed text and numbers take under 240 bytes; a JSON string at most 6
         # bytes per byte of UTF-8 (a \uXXXX escape) and its quotes.
         cdef Py_ssize_t need = self.log_len + 256 + ts_len + host_len + 6 * ids_len
         cdef char* p
@@ -432,6 +437,9 @@ cdef class HeartbeatReader:
         p = _put_literal(p, b',"latency_ms":')
         micros = <long long>(seconds * 1e6 + (0.5 if seconds >= 0 else -0.5))
         p = put_thousandths(p, micros)
+        if hb.instance.length >= 0:             # a static member's (heartbeat_line's)
+            p = _put_literal(p, b',"instance":')
+            p = _put_id(p, f, hb.instance)
         p = _put_literal(p, b'}\n')
         self.log_len = p - self.log_buf
         return 0

@@ -20,7 +20,8 @@ from ..requestlog import heartbeat_line
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hhi")
 
-LogEntry = Tuple[int, Optional[str], str, str, int, int]
+# (version, client id, group id, member id, generation, error, instance id)
+LogEntry = Tuple[int, Optional[str], str, str, int, int, Optional[str]]
 
 
 def heartbeat_run(buf: bytearray, pos: int, max_frame: int, min_version: int,
@@ -47,7 +48,7 @@ def heartbeat_run(buf: bytearray, pos: int, max_frame: int, min_version: int,
         out.append(encode_heartbeat_response(version, correlation, error))
         if log is not None:
             log.append((version, request.client_id, body.group_id, body.member_id,
-                        body.generation_id, error))
+                        body.generation_id, error, body.group_instance_id))
         pos += 4 + size
     return pos
 
@@ -123,7 +124,7 @@ class HeartbeatReader:
                 out.append(data_out)
                 consumers += 1
                 if entries is not None:
-                    entries.append((version, client_id, group, member, epoch, 0))
+                    entries.append((version, client_id, group, member, epoch, 0, None))
                     apis.append("ConsumerGroupHeartbeat")
                 pos += 4 + _SIZE.unpack_from(buf, pos)[0]
         finally:
@@ -139,9 +140,9 @@ class HeartbeatReader:
                     host_text = host.decode("ascii")
                     self.log("".join(
                         heartbeat_line(ts, version, client_id, host_text, group, member,
-                                       generation, error, seconds, api)
-                        for (version, client_id, group, member, generation, error), api
-                        in zip(entries, apis)
+                                       generation, error, seconds, api, instance)
+                        for (version, client_id, group, member, generation, error,
+                             instance), api in zip(entries, apis)
                     ).encode("ascii"))
 
     def _answer_steady(self, buf: bytearray, pos: int, ident):
