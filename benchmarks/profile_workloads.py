@@ -45,6 +45,11 @@ PATHS: Dict[str, Dict[str, int]] = {
     "timer_schedule": {"native": 2_000, "pure": 1_000},
     "timer_cancel": {"native": 2_000, "pure": 1_000},
     "timer_expire": {"native": 2_000, "pure": 1_000},
+    "timer_schedule_tag": {"native": 2_000, "pure": 1_000},
+    "timer_cancel_id": {"native": 2_000, "pure": 1_000},
+    "timer_schedule_tags": {"native": 20_000, "pure": 1_000},
+    "timer_cancel_ids": {"native": 20_000, "pure": 1_000},
+    "purgatory_heartbeat": {"native": 2_000, "pure": 1_000},
     "rebalance_10": {"native": 10, "pure": 10},
 }
 DESCRIPTIONS = {
@@ -53,6 +58,11 @@ DESCRIPTIONS = {
     "timer_schedule": "one `timer.schedule_at(deadline, fn)` (deadlines spread over 30 s)",
     "timer_cancel": "one `handle.cancel()` of a pending timer",
     "timer_expire": "one timer fired by `timer.advance_to(end)` (callback a no-op)",
+    "timer_schedule_tag": "one `timer.schedule_tag_at(deadline, sink, tag)` (deadlines spread over 30 s)",
+    "timer_cancel_id": "one `timer.cancel_id(id)` of a pending tag entry",
+    "timer_schedule_tags": "one entry of `timer.schedule_tags(deadlines, tags, sink)`",
+    "timer_cancel_ids": "one entry of `timer.cancel_ids(ids)`",
+    "purgatory_heartbeat": "one heartbeat of Kafka's design on the purgatory: check_and_complete, a new DelayedOperation, try_complete_else_watch (1,000 members)",
     "rebalance_10": "a whole rebalance of a new 10-member group: 10 joins, completion, 10 syncs",
 }
 MARKER = "getppid"          # libc function used as the dump trigger
@@ -188,6 +198,83 @@ class TimerExpire(_TimerBase):
         assert len(self.timer) == 0
 
 
+class _TagSink:
+    def on_timer(self, tag, deadline_ms):
+        pass
+
+
+class _TagBase(_TimerBase):
+    """Tag entries (schedule_tag_at / cancel_id and their batch forms) of one sink."""
+
+    def arrays(self, n):
+        import numpy as np
+        return (np.array(self.deadlines(n), dtype=np.int64),
+                np.arange(n, dtype=np.int64))
+
+    def cleanup(self):
+        self.drain()
+
+
+class TimerScheduleTag(_TagBase):
+    def prepare(self, n):
+        self.sink = _TagSink()
+        self.ds = self.deadlines(n)
+
+    def measure(self, n):
+        at, sink = self.timer.schedule_tag_at, self.sink
+        for tag, d in enumerate(self.ds):
+            at(d, sink, tag)
+
+
+class TimerCancelId(_TagBase):
+    def prepare(self, n):
+        d, tags = self.arrays(n)
+        self.ids = self.timer.schedule_tags(d, tags, _TagSink()).tolist()
+
+    def measure(self, n):
+        cancel = self.timer.cancel_id
+        for i in self.ids:
+            cancel(i)
+
+
+class TimerScheduleTags(_TagBase):
+    def prepare(self, n):
+        self.sink = _TagSink()
+        self.d, self.tags = self.arrays(n)
+
+    def measure(self, n):
+        self.timer.schedule_tags(self.d, self.tags, self.sink)
+
+
+class TimerCancelIds(_TagBase):
+    def prepare(self, n):
+        d, tags = self.arrays(n)
+        self.ids = self.timer.schedule_tags(d, tags, _TagSink())
+
+    def measure(self, n):
+        assert self.timer.cancel_ids(self.ids) == n
+
+
+class PurgatoryHeartbeat(Workload):
+    """Kafka's heartbeat design on the purgatory (test_bench_purgatory.py's)."""
+
+    def __init__(self, impl):
+        sys.path.insert(0, str(HERE))
+        from test_bench_purgatory import heartbeat_design
+        self.purg, self.order, self.heartbeat = heartbeat_design(impl, 1_000)
+
+    def prepare(self, n):
+        self.calls = list(itertools.islice(itertools.cycle(self.order), n))
+
+    def measure(self, n):
+        heartbeat = self.heartbeat
+        for m in self.calls:
+            heartbeat(m)
+
+    def cleanup(self):
+        assert self.purg.watched == len(self.order)
+
+
 class Rebalance(Workload):
     SIZE = 10
 
@@ -233,6 +320,11 @@ WORKLOADS: Dict[str, Callable[[str], Workload]] = {
     "timer_schedule": TimerSchedule,
     "timer_cancel": TimerCancel,
     "timer_expire": TimerExpire,
+    "timer_schedule_tag": TimerScheduleTag,
+    "timer_cancel_id": TimerCancelId,
+    "timer_schedule_tags": TimerScheduleTags,
+    "timer_cancel_ids": TimerCancelIds,
+    "purgatory_heartbeat": PurgatoryHeartbeat,
     "rebalance_10": Rebalance,
 }
 

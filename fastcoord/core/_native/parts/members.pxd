@@ -167,6 +167,8 @@ cdef class MemberTable(TimerSink):
     cdef Py_ssize_t _batch(self, int64_t* hp, int32_t* gp, int16_t* op, Py_ssize_t n,
                            int64_t now) noexcept nogil
     cdef int _rearm_if_needed(self, Py_ssize_t slot) except -1
+    cdef inline void _prefetch_ahead(self, int64_t* hp, Py_ssize_t i, Py_ssize_t n,
+                                     bint cslots) noexcept nogil
     cdef Py_ssize_t _consumer_batch(self, int64_t* hp, int32_t* ep, uint8_t* op, Py_ssize_t n,
                                     int64_t now) noexcept nogil
     cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1

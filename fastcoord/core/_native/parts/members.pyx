@@ -789,6 +789,28 @@ cdef class MemberTable(TimerSink):
             pthread_mutex_unlock(&core.mu)
         return result
 
+    cdef inline void _prefetch_ahead(self, int64_t* hp, Py_ssize_t i, Py_ssize_t n,
+                                     bint cslots) noexcept nogil:
+        """A batch loop at element i of the n handles `hp` asks the cache for what later
+        elements read: random handles make the loop memory-bound, so the loads start
+        early (the slot, and its CSlot for consumer heartbeats, PREFETCH_SLOT ahead; the
+        group core, through a slot loaded by then, PREFETCH_CORE ahead)."""
+        cdef int64_t ahead
+        cdef GroupCore* core
+        cdef Py_ssize_t nslots = self.nslots
+        if i + PREFETCH_SLOT < n:
+            ahead = hp[i + PREFETCH_SLOT]
+            if ahead >= 0 and <Py_ssize_t><uint32_t>ahead < nslots:
+                fc_prefetch(self.slot_ptr(<Py_ssize_t><uint32_t>ahead))
+                if cslots:
+                    fc_prefetch(self.cslot_ptr(<Py_ssize_t><uint32_t>ahead))
+        if i + PREFETCH_CORE < n:
+            ahead = hp[i + PREFETCH_CORE]
+            if ahead >= 0 and <Py_ssize_t><uint32_t>ahead < nslots:
+                core = self.slot_ptr(<Py_ssize_t><uint32_t>ahead).core
+                if core is not NULL:
+                    fc_prefetch(core)
+
     cdef Py_ssize_t _consumer_batch(self, int64_t* hp, int32_t* ep, uint8_t* op, Py_ssize_t n,
                                     int64_t now) noexcept nogil:
         """The steady consumer heartbeats of `hp` at epochs `ep`: op[i] 1 when answered,
@@ -796,10 +818,9 @@ cdef class MemberTable(TimerSink):
         0 when left alone. Returns how many need the wheel."""
         cdef GroupCore* held = NULL
         cdef GroupCore* core
-        cdef GroupCore* ahead_core
         cdef Slot* s
         cdef CSlot* c
-        cdef int64_t h, deadline, ahead
+        cdef int64_t h, deadline
         cdef int32_t epoch
         cdef Py_ssize_t i, slot, nrearm = 0, nslots = self.nslots
         cdef uint32_t gen
@@ -807,18 +828,7 @@ cdef class MemberTable(TimerSink):
         if not self.active:
             return 0
         for i in range(n):
-            # Random handles make this loop memory-bound: start the loads early.
-            if i + PREFETCH_SLOT < n:
-                ahead = hp[i + PREFETCH_SLOT]
-                if ahead >= 0 and <Py_ssize_t><uint32_t>ahead < nslots:
-                    fc_prefetch(self.slot_ptr(<Py_ssize_t><uint32_t>ahead))
-                    fc_prefetch(self.cslot_ptr(<Py_ssize_t><uint32_t>ahead))
-            if i + PREFETCH_CORE < n:
-                ahead = hp[i + PREFETCH_CORE]
-                if ahead >= 0 and <Py_ssize_t><uint32_t>ahead < nslots:
-                    ahead_core = self.slot_ptr(<Py_ssize_t><uint32_t>ahead).core
-                    if ahead_core is not NULL:
-                        fc_prefetch(ahead_core)
+            self._prefetch_ahead(hp, i, n, True)
             op[i] = 0
             h = hp[i]
             epoch = ep[i]
@@ -1093,21 +1103,8 @@ cdef class MemberTable(TimerSink):
         cdef uint32_t gen
         cdef int state, shard_state
         cdef bint active = self.active
-        cdef int64_t ahead
-        cdef Py_ssize_t nslots = self.nslots
-        cdef GroupCore* ahead_core
         for i in range(n):
-            # Random handles make this loop memory-bound: start the loads early.
-            if i + PREFETCH_SLOT < n:
-                ahead = hp[i + PREFETCH_SLOT]
-                if ahead >= 0 and <Py_ssize_t><uint32_t>ahead < nslots:
-                    fc_prefetch(self.slot_ptr(<Py_ssize_t><uint32_t>ahead))
-            if i + PREFETCH_CORE < n:
-                ahead = hp[i + PREFETCH_CORE]
-                if ahead >= 0 and <Py_ssize_t><uint32_t>ahead < nslots:
-                    ahead_core = self.slot_ptr(<Py_ssize_t><uint32_t>ahead).core
-                    if ahead_core is not NULL:
-                        fc_prefetch(ahead_core)
+            self._prefetch_ahead(hp, i, n, False)
             h = hp[i]
             slot = <Py_ssize_t><uint32_t>h     # low 32 bits
             gen = <uint32_t>(h >> 32)
