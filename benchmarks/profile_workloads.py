@@ -45,6 +45,8 @@ PATHS: Dict[str, Dict[str, int]] = {
     "timer_schedule": {"native": 2_000, "pure": 1_000},
     "timer_cancel": {"native": 2_000, "pure": 1_000},
     "timer_expire": {"native": 2_000, "pure": 1_000},
+    "timer_tag_schedule": {"native": 2_000, "pure": 1_000},
+    "timer_tag_cancel": {"native": 2_000, "pure": 1_000},
     "rebalance_10": {"native": 10, "pure": 10},
 }
 DESCRIPTIONS = {
@@ -53,6 +55,8 @@ DESCRIPTIONS = {
     "timer_schedule": "one `timer.schedule_at(deadline, fn)` (deadlines spread over 30 s)",
     "timer_cancel": "one `handle.cancel()` of a pending timer",
     "timer_expire": "one timer fired by `timer.advance_to(end)` (callback a no-op)",
+    "timer_tag_schedule": "one `timer.schedule_tag_at(deadline, sink, tag)` (a Python sink)",
+    "timer_tag_cancel": "one `timer.cancel_id(entry_id)` of a pending tag entry",
     "rebalance_10": "a whole rebalance of a new 10-member group: 10 joins, completion, 10 syncs",
 }
 MARKER = "getppid"          # libc function used as the dump trigger
@@ -188,6 +192,40 @@ class TimerExpire(_TimerBase):
         assert len(self.timer) == 0
 
 
+class _TagSink:
+    def on_timer(self, tag, deadline_ms):
+        pass
+
+
+class TimerTagSchedule(_TimerBase):
+    def prepare(self, n):
+        self.sink = _TagSink()
+        self.ds = self.deadlines(n)
+
+    def measure(self, n):
+        at, sink = self.timer.schedule_tag_at, self.sink
+        for tag, d in enumerate(self.ds):
+            at(d, sink, tag)
+
+    def cleanup(self):
+        self.drain()
+
+
+class TimerTagCancel(_TimerBase):
+    def prepare(self, n):
+        import numpy as np
+        ds = np.array(self.deadlines(n), dtype=np.int64)
+        self.ids = self.timer.schedule_tags(ds, np.arange(n, dtype=np.int64), _TagSink()).tolist()
+
+    def measure(self, n):
+        cancel = self.timer.cancel_id
+        for i in self.ids:
+            cancel(i)
+
+    def cleanup(self):
+        self.drain()
+
+
 class Rebalance(Workload):
     SIZE = 10
 
@@ -233,6 +271,8 @@ WORKLOADS: Dict[str, Callable[[str], Workload]] = {
     "timer_schedule": TimerSchedule,
     "timer_cancel": TimerCancel,
     "timer_expire": TimerExpire,
+    "timer_tag_schedule": TimerTagSchedule,
+    "timer_tag_cancel": TimerTagCancel,
     "rebalance_10": Rebalance,
 }
 

@@ -6,6 +6,7 @@ import random
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from fastcoord import _twins
@@ -467,6 +468,35 @@ def test_many_sinks_are_released_and_reused(impl):
             t.schedule_tag_at(round_ * 10 + 5, s, i)
         assert t.advance_to(round_ * 10 + 5) == 100
     assert all(s.calls == [(i, 5), (i, 15), (i, 25)] for i, s in enumerate(sinks))
+
+
+class Stripped:
+    """A sink whose on_timer is an attribute of the instance (so it can be taken away)."""
+
+    def __init__(self):
+        self.calls = []
+        self.on_timer = lambda tag, deadline_ms: self.calls.append((tag, deadline_ms))
+
+
+def test_sink_is_checked_unless_the_timer_just_took_it(impl):
+    # The check costs an attribute lookup per call; a run of entries for one sink pays it
+    # once. A sink other than the last one taken is checked again.
+    clock, t = make(impl)
+    a, b = Stripped(), Sink()
+    t.schedule_tag_at(5, a, 1)
+    del a.on_timer
+    t.schedule_tag_at(6, a, 2)                  # the last sink taken: not checked again
+    t.schedule_tag_at(7, b, 3)
+    with pytest.raises(TypeError, match="sink"):
+        t.schedule_tag_at(8, a, 4)              # no longer the last one: checked
+    with pytest.raises(TypeError, match="sink"):
+        t.schedule_tag_at(8, Stripped.__new__(Stripped), 5)
+    t.schedule_tags(np.array([9], np.int64), np.array([6], np.int64), b)
+    t.schedule_tag_at(9, b, 7)
+    assert len(t) == 5
+    a.on_timer = lambda tag, deadline_ms: a.calls.append((tag, deadline_ms))
+    assert t.advance_to(10) == 5
+    assert a.calls == [(1, 5), (2, 6)] and b.calls == [(3, 7), (6, 9), (7, 9)]
 
 
 @pytest.mark.skipif(not _twins.NATIVE_AVAILABLE, reason="TimerSink is the native cdef base class")

@@ -1,6 +1,8 @@
 """Hierarchical timing wheel, native core: the C-level API for other Cython modules.
 
-Entries are 32-byte C structs in one growable pool (PyMem_Realloc), linked into
+Entries are 32-byte C structs in one growable pool (PyMem_Realloc; slots are
+handed out from the free list, else from the never-used tail, which is not written
+before then), linked into
 circular doubly linked lists by int32 indices (bucket sentinels live in the same
 pool), with a free list and a per-slot generation counter.  An entry id is
 ``slot | generation << 32``; a stale id never reaches a reused slot.
@@ -94,6 +96,7 @@ cdef class Timer:
     # entry pool
     cdef fc_entry* _pool
     cdef int32_t _cap
+    cdef int32_t _hwm               # slots [0, _hwm) were ever handed out; the rest are raw
     cdef int32_t _free
     cdef int32_t _ready
     # wheel
@@ -143,7 +146,7 @@ cdef class Timer:
     cdef int _add_u(self, int64_t deadline, int32_t kind, PyObject* fn, int64_t tag,
                     int64_t* eid) noexcept
     cdef int32_t _alloc_u(self) noexcept
-    cdef int _grow_u(self) noexcept
+    cdef int _grow_u(self, int64_t need) noexcept
     cdef int _add_level_u(self) noexcept
     cdef int _place_u(self, int32_t idx) noexcept
     cdef void _heap_push_u(self, int32_t bid) noexcept
