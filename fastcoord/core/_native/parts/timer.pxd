@@ -33,6 +33,19 @@ from fastcoord.core._native.mutex cimport (mutex_lock_with_gil, pthread_mutex_t,
                                           pthread_mutex_unlock)
 
 
+cdef extern from *:
+    """
+    #ifdef Py_GIL_DISABLED
+    #define FC_FREE_THREADED 1
+    #else
+    #define FC_FREE_THREADED 0
+    #endif
+    """
+    # a free-threaded CPython build (PEP 703): a constant, so the C compiler drops the
+    # branch it rules out
+    const bint FC_FREE_THREADED
+
+
 # threading.Lock.acquire's contract for such a mutex (timer.pyx): wait (timeout -1), wait
 # at most `timeout` seconds, or only try (blocking False); whether it was taken.
 cdef bint mutex_acquire(pthread_mutex_t* mu, bint blocking, double timeout) except -1
@@ -165,11 +178,18 @@ cdef class Timer:
     cdef int64_t _next_deadline_u(self, bint* found) noexcept
     cdef bint _idle_through_u(self, int64_t target, int64_t min_delay) noexcept
 
+    # The mutex guards the pool and wheel where threads run without a GIL. With a GIL it
+    # is redundant: every section it guards runs C only, holding the GIL throughout (no
+    # Python code, no GIL release, no allocation of a collected object, hence no
+    # collection), so no other thread can interleave; there it is not taken, which
+    # spares a lock and an unlock (about 60 instructions) per call.
     cdef inline void _acquire(self) noexcept:
-        mutex_lock_with_gil(&self._mtx)
+        if FC_FREE_THREADED:
+            mutex_lock_with_gil(&self._mtx)
 
     cdef inline void _release(self) noexcept:
-        pthread_mutex_unlock(&self._mtx)
+        if FC_FREE_THREADED:
+            pthread_mutex_unlock(&self._mtx)
 
     cdef inline void _unlink_u(self, int32_t idx) noexcept:
         cdef fc_entry* pool = self._pool

@@ -3,7 +3,8 @@
 Read fastcoord/core/_pure/timer.py first: it is the specification.  Here the entries
 are 32-byte C structs in one pool (see timer.pxd), the bucket heap is a C binary
 heap of bucket ids, and the lock is a pthread mutex that is never held while
-Python code runs (callbacks, __del__ of released objects, the clock).
+Python code runs (callbacks, __del__ of released objects, the clock); it is taken on
+a free-threaded build only, the GIL doing its work otherwise (timer.pxd, _acquire).
 
 Callbacks run without the lock, in deadline order; a callback that raises is
 logged on the ``fastcoord.timer`` logger and the other due entries still fire.
