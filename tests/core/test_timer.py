@@ -811,3 +811,27 @@ def test_both_twins_share_the_deadline_range(impl):
     timer.schedule_tag_at(-top, sink, 2)
     timer.schedule_tags(np.array([top, -top], np.int64), np.array([3, 4], np.int64), sink)
     assert len(timer) == 4
+
+
+def test_cancelled_entries_leave_no_trace_in_order_or_next_deadline(impl):
+    # (The native twin unlinks cancelled entries later, in runs of up to 256: until then
+    # they stay in their lists, the ready list's head included. Guards that nothing sees
+    # them: next_deadline_ms, the firing order, the count, slot reuse, stale ids.)
+    clock, t = make(impl)
+    sink = Sink()
+    t.advance_to(100)
+    now = [t.schedule_tag_at(100, sink, k) for k in range(5)]     # due now: the ready list
+    later = [t.schedule_tag_at(101 + k % 700, sink, 1000 + k) for k in range(1000)]
+    rng = random.Random(7)
+    gone = set(rng.sample(range(1000), 600)) | set(range(0, 1000, 7))
+    assert all(t.cancel_id(later[k]) for k in sorted(gone, key=lambda k: rng.random()))
+    assert all(t.cancel_id(i) for i in now)     # the last ones: still linked (native)
+    assert not any(t.cancel_id(later[k]) for k in gone) and not any(map(t.cancel_id, now))
+    left = sorted((101 + k % 700, k) for k in range(1000) if k not in gone)
+    assert len(t) == len(left)
+    assert 100 < t.next_deadline_ms() <= left[0][0]    # (a bucket's start: a lower bound)
+    again = [t.schedule_tag_at(100, sink, 5000 + k) for k in range(300)]    # reused slots
+    assert len(set(again) | set(later) | set(now)) == 300 + 1000 + 5
+    assert t.next_deadline_ms() == 100
+    assert t.advance_to(2000) == 300 + len(left)
+    assert sink.calls == [(5000 + k, 100) for k in range(300)] + [(1000 + k, d) for d, k in left]

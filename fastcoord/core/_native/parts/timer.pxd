@@ -55,12 +55,17 @@ cdef enum:
     FC_KIND_FN = -1        # payload is a strong reference to a callable
     FC_KIND_SENTINEL = -2  # a bucket's (or the ready list's) list head
     FC_KIND_FREE = -3      # on the free list
+    FC_KIND_DEAD = -4      # cancelled, still linked in its list: on the pending list
     # kind >= 0: a tag entry; kind is the index of its sink in the sink table
 
 # prev of an entry that waits in the run (a whole-due bucket sorted by deadline);
 # prev == -1: fired, cancelled, free or being moved; prev >= 0: linked in a list
 cdef enum:
     FC_LINK_RUN = -2
+
+# cancelled entries whose unlinking waits (see Timer._cancel_u)
+cdef enum:
+    FC_PEND_CAP = 256
 
 ctypedef union fc_payload:
     PyObject* fn           # FC_KIND_FN
@@ -112,6 +117,8 @@ cdef class Timer:
     cdef int32_t _hwm               # slots [0, _hwm) were ever handed out; the rest are raw
     cdef int32_t _free
     cdef int32_t _ready
+    cdef int32_t _pend[FC_PEND_CAP]  # FC_KIND_DEAD entries, unlinked by _drain_u
+    cdef int32_t _pend_n
     # wheel
     cdef fc_level* _levels
     cdef int32_t _nlevels
@@ -174,6 +181,7 @@ cdef class Timer:
     cdef int32_t _pop_due_u(self, int64_t target) noexcept
     cdef int32_t _sink_id_u(self, object sink, list garbage) except -2
     cdef bint _cancel_u(self, int64_t entry_id, PyObject** fn) noexcept
+    cdef void _drain_u(self) noexcept
     cdef int32_t _lock_with_sink(self, object sink, list garbage) except -1
     cdef int64_t _next_deadline_u(self, bint* found) noexcept
     cdef bint _idle_through_u(self, int64_t target, int64_t min_delay) noexcept

@@ -43,6 +43,7 @@ cdef int32_t MAX_LEVELS = 64
 cdef int32_t MAX_CAP = 0x7FFFFFFF
 cdef int32_t RUN_KEEP = 1 << 16  # an exhausted run buffer above this is released
 cdef int32_t RUN_PREFETCH = 6    # run entries prefetched ahead of the one fired
+cdef int32_t DRAIN_PREFETCH = 8  # pending entries whose neighbours are prefetched ahead
 cdef size_t HUGE_POOL_BYTES = 8 << 20  # a pool this big asks for huge pages
 # test hooks (Timer._test_alloc_limits): simulate running out of memory
 cdef int32_t _collect_cap_limit = 0x7FFFFFFF  # collect buffers never grow past this
@@ -320,6 +321,7 @@ cdef class Timer:
         self._cap = 0
         self._hwm = 0
         self._free = -1
+        self._pend_n = 0
         self._levels = <fc_level*>PyMem_Malloc(MAX_LEVELS * sizeof(fc_level))
         self._batch_cap = 256
         self._batch = <fc_sortitem*>PyMem_Malloc(self._batch_cap * sizeof(fc_sortitem))
@@ -401,6 +403,9 @@ cdef class Timer:
         -1: no memory. Its fields are the caller's to set (a new slot's gen is 0)."""
         cdef int32_t idx = self._free
         cdef fc_entry* e
+        if idx < 0 and self._pend_n:
+            self._drain_u()
+            idx = self._free
         if idx >= 0:
             self._free = self._pool[idx].next
             return idx
@@ -731,7 +736,10 @@ cdef class Timer:
         return -1
 
     cdef int32_t _pop_due_u(self, int64_t target) noexcept:
-        cdef fc_entry* pool = self._pool
+        cdef fc_entry* pool
+        if self._pend_n:    # the wheel is walked with no cancelled entry left in it
+            self._drain_u()
+        pool = self._pool
         cdef int32_t ready = self._ready
         cdef int64_t origin = self._origin
         cdef int64_t rtarget = target - origin
@@ -772,8 +780,11 @@ cdef class Timer:
 
     cdef int64_t _next_deadline_u(self, bint* found) noexcept:
         cdef int64_t best = 0
-        cdef int32_t head = self._pool[self._ready].next
-        cdef int32_t r = self._run_head_u()
+        cdef int32_t head, r
+        if self._pend_n:    # (a cancelled entry may head the ready list)
+            self._drain_u()
+        head = self._pool[self._ready].next
+        r = self._run_head_u()
         found[0] = False
         if self._heap_n > 0:
             best = self._buckets[self._heap[0]].expiration + self._origin
@@ -969,15 +980,48 @@ cdef class Timer:
         e = &self._pool[idx]
         if e.kind < FC_KIND_FN or e.gen != gen:
             return False
-        if e.prev >= 0:  # else it waits in the run, which skips it once freed
-            self._unlink_u(idx)
         self._count -= 1
         if e.kind == FC_KIND_FN:
             fn[0] = e.u.fn
         else:
             self._sink_live[e.kind] -= 1
-        self._free_slot_u(idx)
+        if e.prev < 0:  # it waits in the run, which skips it once freed
+            self._free_slot_u(idx)
+            return True
+        # Unlinking touches its two neighbours, at random places in a big pool: two
+        # cache misses after the entry's own. It waits on the pending list instead, to
+        # be unlinked with others by _drain_u, whose misses overlap. Meanwhile it stays
+        # in its list, dead (its id stale already), and nothing walks a list before
+        # draining: _pop_due_u and _next_deadline_u drain first (linking a new entry
+        # beside it, or merging past it by deadline, is as for a live one).
+        if self._pend_n == FC_PEND_CAP:
+            self._drain_u()
+        e.kind = FC_KIND_DEAD
+        e.gen = (e.gen + 1) & 0x7FFFFFFF
+        e.u.tag = 0
+        self._pend[self._pend_n] = idx
+        self._pend_n += 1
         return True
+
+    cdef void _drain_u(self) noexcept:
+        """Unlink and free the pending cancelled entries, prefetching the neighbours of
+        those a few places ahead (a neighbour may change before its turn: each unlink
+        reads the links as they are then)."""
+        cdef fc_entry* pool = self._pool
+        cdef int32_t* pend = self._pend
+        cdef int32_t n = self._pend_n
+        cdef int32_t k, j
+        for k in range(min(n, DRAIN_PREFETCH)):
+            FC_PREFETCH(&pool[pool[pend[k]].prev])
+            FC_PREFETCH(&pool[pool[pend[k]].next])
+        for k in range(n):
+            if k + DRAIN_PREFETCH < n:
+                j = pend[k + DRAIN_PREFETCH]
+                FC_PREFETCH(&pool[pool[j].prev])
+                FC_PREFETCH(&pool[pool[j].next])
+            self._unlink_u(pend[k])
+            self._free_slot_u(pend[k])
+        self._pend_n = 0
 
     cdef int c_schedule_tags(self, const int64_t[:] deadlines, const int64_t[:] tags,
                              object sink, int64_t[:] ids) except -1:
