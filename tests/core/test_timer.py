@@ -6,6 +6,7 @@ import random
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from fastcoord import _twins
@@ -469,6 +470,35 @@ def test_many_sinks_are_released_and_reused(impl):
     assert all(s.calls == [(i, 5), (i, 15), (i, 25)] for i, s in enumerate(sinks))
 
 
+class Stripped:
+    """A sink whose on_timer is an attribute of the instance (so it can be taken away)."""
+
+    def __init__(self):
+        self.calls = []
+        self.on_timer = lambda tag, deadline_ms: self.calls.append((tag, deadline_ms))
+
+
+def test_sink_is_checked_unless_the_timer_just_took_it(impl):
+    # The check costs an attribute lookup per call; a run of entries for one sink pays it
+    # once. A sink other than the last one taken is checked again.
+    clock, t = make(impl)
+    a, b = Stripped(), Sink()
+    t.schedule_tag_at(5, a, 1)
+    del a.on_timer
+    t.schedule_tag_at(6, a, 2)                  # the last sink taken: not checked again
+    t.schedule_tag_at(7, b, 3)
+    with pytest.raises(TypeError, match="sink"):
+        t.schedule_tag_at(8, a, 4)              # no longer the last one: checked
+    with pytest.raises(TypeError, match="sink"):
+        t.schedule_tag_at(8, Stripped.__new__(Stripped), 5)
+    t.schedule_tags(np.array([9], np.int64), np.array([6], np.int64), b)
+    t.schedule_tag_at(9, b, 7)
+    assert len(t) == 5
+    a.on_timer = lambda tag, deadline_ms: a.calls.append((tag, deadline_ms))
+    assert t.advance_to(10) == 5
+    assert a.calls == [(1, 5), (2, 6)] and b.calls == [(3, 7), (6, 9), (7, 9)]
+
+
 @pytest.mark.skipif(not _twins.NATIVE_AVAILABLE, reason="TimerSink is the native cdef base class")
 def test_native_timer_sink_subclass():
     impl = "native"
@@ -781,3 +811,27 @@ def test_both_twins_share_the_deadline_range(impl):
     timer.schedule_tag_at(-top, sink, 2)
     timer.schedule_tags(np.array([top, -top], np.int64), np.array([3, 4], np.int64), sink)
     assert len(timer) == 4
+
+
+def test_cancelled_entries_leave_no_trace_in_order_or_next_deadline(impl):
+    # (The native twin unlinks cancelled entries later, in runs of up to 256: until then
+    # they stay in their lists, the ready list's head included. Guards that nothing sees
+    # them: next_deadline_ms, the firing order, the count, slot reuse, stale ids.)
+    clock, t = make(impl)
+    sink = Sink()
+    t.advance_to(100)
+    now = [t.schedule_tag_at(100, sink, k) for k in range(5)]     # due now: the ready list
+    later = [t.schedule_tag_at(101 + k % 700, sink, 1000 + k) for k in range(1000)]
+    rng = random.Random(7)
+    gone = set(rng.sample(range(1000), 600)) | set(range(0, 1000, 7))
+    assert all(t.cancel_id(later[k]) for k in sorted(gone, key=lambda k: rng.random()))
+    assert all(t.cancel_id(i) for i in now)     # the last ones: still linked (native)
+    assert not any(t.cancel_id(later[k]) for k in gone) and not any(map(t.cancel_id, now))
+    left = sorted((101 + k % 700, k) for k in range(1000) if k not in gone)
+    assert len(t) == len(left)
+    assert 100 < t.next_deadline_ms() <= left[0][0]    # (a bucket's start: a lower bound)
+    again = [t.schedule_tag_at(100, sink, 5000 + k) for k in range(300)]    # reused slots
+    assert len(set(again) | set(later) | set(now)) == 300 + 1000 + 5
+    assert t.next_deadline_ms() == 100
+    assert t.advance_to(2000) == 300 + len(left)
+    assert sink.calls == [(5000 + k, 100) for k in range(300)] + [(1000 + k, d) for d, k in left]

@@ -174,3 +174,20 @@ def test_batch_calls_equal_one_at_a_time_calls(impl, ops, wheel_size):
         assert sa.calls == sb.calls
     assert a.advance_to(now + 10_000) == b.advance_to(now + 10_000)
     assert sa.calls == sb.calls
+
+
+def test_native_batch_grows_the_pool_once_and_raw_slots_name_nothing():
+    # A batch on a fresh timer takes its slots from the pool's never-used tail: the pool
+    # grows once, to the batch's size and some room, not by doubling past it; the slots
+    # beyond those ever handed out are raw memory, and no id reaches them.
+    pytest.importorskip("fastcoord.core._native.engines")
+    t = make("native")
+    n = 100_000
+    ids = t.schedule_tags(i64(range(1, n + 1)), i64(range(n)), Recorder())
+    cap = t._pool_capacity()
+    assert n < cap < 1.25 * n
+    top = int(ids.max()) & 0xFFFFFFFF
+    assert top < cap - 1000
+    assert not any(t.cancel_id(slot) for slot in range(top + 1, cap))
+    assert not any(t.cancel_id(slot | gen << 32) for slot in (top + 1, cap - 1) for gen in (0, 1, 7))
+    assert t.cancel_ids(ids) == n and len(t) == 0

@@ -226,6 +226,7 @@ class Timer:
         self._count = 0
         self._tags = {}  # entry id -> entry, for the low-level tag API
         self._ids = itertools.count(1)
+        self._last_sink = None  # the sink of the last tag entries scheduled: checked then
         # reaper
         self._wake_at = _NO_REAPER
         self._wake = threading.Event()
@@ -279,15 +280,18 @@ class Timer:
         return TimerHandle(self, e)
 
     def schedule_tag_at(self, deadline_ms, sink, tag) -> int:
-        """Low-level: at deadline_ms call sink.on_timer(tag, deadline_ms). Returns an entry id."""
+        """Low-level: at deadline_ms call sink.on_timer(tag, deadline_ms). Returns an entry id.
+        The sink is checked unless it is the last one the timer took (it was then)."""
         _check_int(deadline_ms, "deadline_ms")
         _check_range(deadline_ms, "deadline_ms")
         _check_int(tag, "tag")
         if tag < -(1 << 63) or tag >= (1 << 63):
             raise ValueError(f"tag must fit in int64, got {tag}")
-        _check_sink(sink)
+        if sink is not self._last_sink:
+            _check_sink(sink)
         e = _Entry(deadline_ms, None, sink, tag, next(self._ids))
         self._add(e, register=True)
+        self._last_sink = sink
         return e.eid
 
     def cancel_id(self, entry_id) -> bool:
@@ -313,6 +317,8 @@ class Timer:
         ids = self._ids
         entries = [_Entry(d, None, sink, t, next(ids)) for d, t in zip(deadlines, tag_list)]
         self._add_all(entries, register=True)
+        if entries:
+            self._last_sink = sink
         return np.fromiter((e.eid for e in entries), dtype=np.int64, count=len(entries))
 
     def cancel_ids(self, ids) -> int:

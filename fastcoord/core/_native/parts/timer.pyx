@@ -3,7 +3,8 @@
 Read fastcoord/core/_pure/timer.py first: it is the specification.  Here the entries
 are 32-byte C structs in one pool (see timer.pxd), the bucket heap is a C binary
 heap of bucket ids, and the lock is a pthread mutex that is never held while
-Python code runs (callbacks, __del__ of released objects, the clock).
+Python code runs (callbacks, __del__ of released objects, the clock); it is taken on
+a free-threaded build only, the GIL doing its work otherwise (timer.pxd, _acquire).
 
 Callbacks run without the lock, in deadline order; a callback that raises is
 logged on the ``fastcoord.timer`` logger and the other due entries still fire.
@@ -42,6 +43,8 @@ cdef int32_t MAX_LEVELS = 64
 cdef int32_t MAX_CAP = 0x7FFFFFFF
 cdef int32_t RUN_KEEP = 1 << 16  # an exhausted run buffer above this is released
 cdef int32_t RUN_PREFETCH = 6    # run entries prefetched ahead of the one fired
+cdef int32_t DRAIN_PREFETCH = 8  # pending entries whose neighbours are prefetched ahead
+cdef size_t HUGE_POOL_BYTES = 8 << 20  # a pool this big asks for huge pages
 # test hooks (Timer._test_alloc_limits): simulate running out of memory
 cdef int32_t _collect_cap_limit = 0x7FFFFFFF  # collect buffers never grow past this
 cdef int32_t _radix_n_limit = 0x7FFFFFFF      # longer sorts get no scratch (qsort)
@@ -50,8 +53,30 @@ cdef int32_t _radix_n_limit = 0x7FFFFFFF      # longer sorts get no scratch (qso
 cdef extern from *:
     """
     #define FC_PREFETCH(p) __builtin_prefetch((p), 1, 3)
+    #if defined(__linux__)
+    #include <stdint.h>
+    #include <sys/mman.h>
+    #endif
+    /* Ask for transparent huge pages on the pages of [p, p + n): a big pool is touched at
+       random (cancel) and page-faulted in as it is first written (schedule), both far
+       cheaper on 2 MiB pages (the TLB covers it; one fault per 2 MiB). Whole pages, not
+       just the 2 MiB-aligned middle: a big block is a mapping of its own, and marking only
+       part of it would split it, and then realloc could no longer grow it in place
+       (mremap) but would copy it. Linux only, and only a hint: without THP, or
+       elsewhere, nothing changes. */
+    static void fc_advise_huge(void* p, size_t n) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        const uintptr_t page = 4096;
+        uintptr_t a = (uintptr_t)p & ~(page - 1);
+        uintptr_t b = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+        (void)madvise((void*)a, (size_t)(b - a), MADV_HUGEPAGE);
+    #else
+        (void)p; (void)n;
+    #endif
+    }
     """
     void FC_PREFETCH(const void* p) nogil
+    void fc_advise_huge(void* p, size_t n) nogil
 
 
 cdef int _cmp_sortitem(const void* a, const void* b) noexcept nogil:
@@ -142,8 +167,19 @@ cdef void _sort_items(fc_sortitem* a, int32_t n) noexcept:
     PyMem_Free(tmp)
 
 
-cdef int64_t _as_ms(object value, str name) except? -1:
+cdef inline int64_t _as_ms(object value, str name) except? -1:
     """An int argument within [-LIMIT, LIMIT] (TypeError / ValueError naming it)."""
+    cdef int overflow = 0
+    cdef long long v
+    if type(value) is int:  # the common case: one C conversion, no exception frame
+        v = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if not overflow and -LIMIT <= v <= LIMIT:
+            return v
+    return _as_ms_checked(value, name)
+
+
+cdef int64_t _as_ms_checked(object value, str name) except? -1:
+    """_as_ms for any argument: the checks, and their errors."""
     cdef int64_t v
     if type(value) is not int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -168,6 +204,21 @@ cdef object _int64_view(object buf, str name):
         raise TypeError(f"{name} must be a 1-D int64 buffer, got format {m.format!r} "
                         f"in {m.ndim} dimension(s)")
     return m
+
+
+cdef inline int64_t _as_tag(object tag) except? -1:
+    """A tag argument: an int within int64 (TypeError / ValueError otherwise)."""
+    cdef int overflow = 0
+    cdef long long v
+    if type(tag) is int:
+        v = PyLong_AsLongLongAndOverflow(tag, &overflow)
+        if not overflow:
+            return v
+    elif isinstance(tag, bool) or not isinstance(tag, int):
+        raise TypeError(f"tag must be an int, got {type(tag).__name__}")
+    if tag < -(1 << 63) or tag >= (1 << 63):
+        raise ValueError(f"tag must fit in int64, got {tag}")
+    return tag
 
 
 cdef int _check_sink(object sink) except -1:
@@ -268,7 +319,9 @@ cdef class Timer:
             raise MemoryError("pthread_mutex_init failed")
         self._mtx_ok = True
         self._cap = 0
+        self._hwm = 0
         self._free = -1
+        self._pend_n = 0
         self._levels = <fc_level*>PyMem_Malloc(MAX_LEVELS * sizeof(fc_level))
         self._batch_cap = 256
         self._batch = <fc_sortitem*>PyMem_Malloc(self._batch_cap * sizeof(fc_sortitem))
@@ -277,9 +330,9 @@ cdef class Timer:
         self._nlevels = 0
         self._heap_n = 0
         self._heap_cap = 0
-        if self._grow_u() < 0:
-            raise MemoryError()
         self._ready = self._alloc_u()
+        if self._ready < 0:
+            raise MemoryError()
         self._pool[self._ready].kind = FC_KIND_SENTINEL
         self._pool[self._ready].prev = self._ready
         self._pool[self._ready].next = self._ready
@@ -299,7 +352,7 @@ cdef class Timer:
     def __dealloc__(self):
         cdef int32_t i
         if self._pool != NULL:
-            for i in range(self._cap):
+            for i in range(self._hwm):
                 if self._pool[i].kind == FC_KIND_FN:
                     Py_XDECREF(self._pool[i].u.fn)
             PyMem_Free(self._pool)
@@ -319,38 +372,54 @@ cdef class Timer:
             pthread_mutex_destroy(&self._mtx)
 
     # ------------------------------------------------------------ pool / wheel
-    cdef int _grow_u(self) noexcept:
+    cdef int _grow_u(self, int64_t need) noexcept:
+        """Make the pool hold at least `need` slots (at least double it). The new
+        slots are not written: _alloc_u initialises each as it first hands it out, so
+        a big pool is faulted in once, by its first use, not by a pass of its own."""
         cdef int64_t newcap
-        cdef int32_t i
         cdef fc_entry* p
-        if self._cap >= MAX_CAP:
+        cdef size_t nbytes
+        if need <= self._cap:
+            return 0
+        if need > MAX_CAP:
             return -1
         newcap = 64 if self._cap == 0 else <int64_t>self._cap * 2
+        if newcap < need:       # a batch's reserve: with room for what comes next
+            newcap = need + (need >> 3)     # (a new level's sentinels, a few more)
         if newcap > MAX_CAP:
             newcap = MAX_CAP
-        p = <fc_entry*>PyMem_Realloc(self._pool, <size_t>newcap * sizeof(fc_entry))
+        nbytes = <size_t>newcap * sizeof(fc_entry)
+        p = <fc_entry*>PyMem_Realloc(self._pool, nbytes)
         if p == NULL:
             return -1
-        for i in range(self._cap, <int32_t>newcap):
-            p[i].prev = -1
-            p[i].next = i + 1
-            p[i].gen = 0
-            p[i].kind = FC_KIND_FREE
-            p[i].deadline = 0
-            p[i].u.tag = 0
-        p[newcap - 1].next = self._free
-        self._free = self._cap
+        if nbytes >= HUGE_POOL_BYTES:
+            fc_advise_huge(p, nbytes)
         self._pool = p
         self._cap = <int32_t>newcap
         return 0
 
     cdef int32_t _alloc_u(self) noexcept:
-        cdef int32_t idx
-        if self._free < 0:
-            if self._grow_u() < 0:
-                return -1
-        idx = self._free
-        self._free = self._pool[idx].next
+        """A slot off the free list, else the first never-used one (growing the pool);
+        -1: no memory. Its fields are the caller's to set (a new slot's gen is 0)."""
+        cdef int32_t idx = self._free
+        cdef fc_entry* e
+        if idx < 0 and self._pend_n:
+            self._drain_u()
+            idx = self._free
+        if idx >= 0:
+            self._free = self._pool[idx].next
+            return idx
+        idx = self._hwm
+        if idx == self._cap and self._grow_u(<int64_t>idx + 1) < 0:
+            return -1
+        self._hwm = idx + 1
+        e = &self._pool[idx]
+        e.prev = -1
+        e.next = -1
+        e.gen = 0
+        e.kind = FC_KIND_FREE
+        e.deadline = 0
+        e.u.tag = 0
         return idx
 
     cdef int _add_level_u(self) noexcept:
@@ -667,7 +736,10 @@ cdef class Timer:
         return -1
 
     cdef int32_t _pop_due_u(self, int64_t target) noexcept:
-        cdef fc_entry* pool = self._pool
+        cdef fc_entry* pool
+        if self._pend_n:    # the wheel is walked with no cancelled entry left in it
+            self._drain_u()
+        pool = self._pool
         cdef int32_t ready = self._ready
         cdef int64_t origin = self._origin
         cdef int64_t rtarget = target - origin
@@ -708,8 +780,11 @@ cdef class Timer:
 
     cdef int64_t _next_deadline_u(self, bint* found) noexcept:
         cdef int64_t best = 0
-        cdef int32_t head = self._pool[self._ready].next
-        cdef int32_t r = self._run_head_u()
+        cdef int32_t head, r
+        if self._pend_n:    # (a cancelled entry may head the ready list)
+            self._drain_u()
+        head = self._pool[self._ready].next
+        r = self._run_head_u()
         found[0] = False
         if self._heap_n > 0:
             best = self._buckets[self._heap[0]].expiration + self._origin
@@ -864,8 +939,14 @@ cdef class Timer:
         cdef int32_t sid
         cdef int64_t eid = 0
         cdef int r
-        cdef list garbage = []  # sinks released by a sweep: dropped after the lock
-        sid = self._lock_with_sink(sink, garbage)
+        cdef list garbage = None  # sinks released by a sweep: dropped after the lock
+        self._acquire()
+        if <PyObject*>sink == self._last_sink:     # (sinks come in runs: usually it is)
+            sid = self._last_sid
+        else:
+            self._release()
+            garbage = []
+            sid = self._lock_with_sink(sink, garbage)
         r = self._add_u(deadline_ms, sid, NULL, tag, &eid)
         self._release()
         if r < 0:
@@ -894,20 +975,53 @@ cdef class Timer:
         # the low 32 bits (a C cast: `& 0xFFFFFFFF` would make Cython box a Python int per call)
         idx = <int32_t><uint32_t>entry_id
         gen = <int32_t>(entry_id >> 32)
-        if idx >= self._cap:
+        if idx >= self._hwm:     # (a never-used slot's memory is not initialised)
             return False
         e = &self._pool[idx]
         if e.kind < FC_KIND_FN or e.gen != gen:
             return False
-        if e.prev >= 0:  # else it waits in the run, which skips it once freed
-            self._unlink_u(idx)
         self._count -= 1
         if e.kind == FC_KIND_FN:
             fn[0] = e.u.fn
         else:
             self._sink_live[e.kind] -= 1
-        self._free_slot_u(idx)
+        if e.prev < 0:  # it waits in the run, which skips it once freed
+            self._free_slot_u(idx)
+            return True
+        # Unlinking touches its two neighbours, at random places in a big pool: two
+        # cache misses after the entry's own. It waits on the pending list instead, to
+        # be unlinked with others by _drain_u, whose misses overlap. Meanwhile it stays
+        # in its list, dead (its id stale already), and nothing walks a list before
+        # draining: _pop_due_u and _next_deadline_u drain first (linking a new entry
+        # beside it, or merging past it by deadline, is as for a live one).
+        if self._pend_n == FC_PEND_CAP:
+            self._drain_u()
+        e.kind = FC_KIND_DEAD
+        e.gen = (e.gen + 1) & 0x7FFFFFFF
+        e.u.tag = 0
+        self._pend[self._pend_n] = idx
+        self._pend_n += 1
         return True
+
+    cdef void _drain_u(self) noexcept:
+        """Unlink and free the pending cancelled entries, prefetching the neighbours of
+        those a few places ahead (a neighbour may change before its turn: each unlink
+        reads the links as they are then)."""
+        cdef fc_entry* pool = self._pool
+        cdef int32_t* pend = self._pend
+        cdef int32_t n = self._pend_n
+        cdef int32_t k, j
+        for k in range(min(n, DRAIN_PREFETCH)):
+            FC_PREFETCH(&pool[pool[pend[k]].prev])
+            FC_PREFETCH(&pool[pool[pend[k]].next])
+        for k in range(n):
+            if k + DRAIN_PREFETCH < n:
+                j = pend[k + DRAIN_PREFETCH]
+                FC_PREFETCH(&pool[pool[j].prev])
+                FC_PREFETCH(&pool[pool[j].next])
+            self._unlink_u(pend[k])
+            self._free_slot_u(pend[k])
+        self._pend_n = 0
 
     cdef int c_schedule_tags(self, const int64_t[:] deadlines, const int64_t[:] tags,
                              object sink, int64_t[:] ids) except -1:
@@ -924,6 +1038,8 @@ cdef class Timer:
         if n == 0:
             return 0
         sid = self._lock_with_sink(sink, garbage)
+        if self._free < 0:      # all from the never-used tail: grow the pool once
+            self._grow_u(<int64_t>self._hwm + n)    # (failing, the loop finds out)
         while done < n:
             r = self._add_u(deadlines[done], sid, NULL, tags[done], &ids[done])
             if r < 0:
@@ -1003,18 +1119,22 @@ cdef class Timer:
 
     @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
     def schedule_tag_at(self, deadline_ms, sink, tag):
-        """Low-level: at deadline_ms call sink.on_timer(tag, deadline_ms). Returns an entry id."""
+        """Low-level: at deadline_ms call sink.on_timer(tag, deadline_ms). Returns an entry id.
+        The sink is checked unless it is the last one the timer took (it was then)."""
         cdef int64_t deadline = _as_ms(deadline_ms, "deadline_ms")
-        if isinstance(tag, bool) or not isinstance(tag, int):
-            raise TypeError(f"tag must be an int, got {type(tag).__name__}")
-        if tag < -(1 << 63) or tag >= (1 << 63):
-            raise ValueError(f"tag must fit in int64, got {tag}")
-        _check_sink(sink)
-        return self.c_schedule_tag_at(deadline, sink, tag)
+        cdef int64_t t = _as_tag(tag)
+        if <PyObject*>sink != self._last_sink:   # (a racy read: at worst one more check)
+            _check_sink(sink)
+        return self.c_schedule_tag_at(deadline, sink, t)
 
     @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
     def cancel_id(self, entry_id):
         """Cancel an entry by id; True only if it was still scheduled."""
+        cdef int overflow = 0
+        cdef long long eid
+        if type(entry_id) is int:   # one C conversion; beyond int64 it names no entry
+            eid = PyLong_AsLongLongAndOverflow(entry_id, &overflow)
+            return False if overflow else self.c_cancel_id(eid)
         if isinstance(entry_id, bool) or not isinstance(entry_id, int):
             raise TypeError(f"entry_id must be an int, got {type(entry_id).__name__}")
         if entry_id < 0 or entry_id >= (1 << 63):
@@ -1287,7 +1407,7 @@ cdef int _timer_traverse(PyObject* o, visitproc visit, void* arg) noexcept:
     cdef PyObject** sinks = (<Timer>o)._sink_obj
     cdef int32_t i, r
     if pool != NULL:
-        for i in range((<Timer>o)._cap):
+        for i in range((<Timer>o)._hwm):
             if pool[i].kind == FC_KIND_FN and pool[i].u.fn != NULL:
                 r = visit(pool[i].u.fn, arg)
                 if r:
