@@ -19,13 +19,16 @@ cdef class DelayedOperation:
     cdef int64_t _eid
     cdef object _handle          # entry of any other timer: its handle
     cdef object _owner
-    cdef list _watches           # [purgatory, key, ...]: the lists it is on
+    cdef object _w_owner         # the first list it is on: (_w_owner, _w_key)
+    cdef object _w_key
+    cdef list _watches           # the others: [purgatory, key, ...]
     cdef object __weakref__
 
     cdef bint c_force_complete(self) except -1
     cdef bint _disarm(self) except -1
     cdef int _watch(self, object owner, object key) except -1
     cdef int _unwatch(self) except -1
+    cdef int _arm(self, object timer, object owner) except -1
 
 
 # How many watcher lists (and their locks) a purgatory has: a key's is hash(key) % STRIPES
@@ -48,7 +51,8 @@ cdef class Purgatory:
 
     cdef int _add_delayed(self, int64_t n) except -1
     cdef bint _try_complete(self, object op) except -1
-    cdef bint _watch_op(self, object op, list keys) except -1
+    cdef bint _watch_op(self, object op, list keys, object key0) except -1
+    cdef int _check_op(self, object op, Py_ssize_t* already, Py_ssize_t* now) except -1
     cdef Py_ssize_t _check_key(self, key) except -1
     cdef Py_ssize_t _purge_key(self, int i, key) except -1
     cdef Py_ssize_t _clean(self, int i, key, list lst) except -1
