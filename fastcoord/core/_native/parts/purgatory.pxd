@@ -41,10 +41,10 @@ cdef class Purgatory:
     cdef readonly object timer
     cdef readonly int64_t purge_interval
     cdef pthread_mutex_t _stripe_mu[STRIPES]    # a watcher list's lock
-    cdef list _maps
+    cdef list _maps                       # per stripe: key -> op, or list of ops
     cdef list _dirty                      # per stripe: keys whose list may hold a completed op
-    cdef pthread_mutex_t _count_mu        # _delayed's and _estimated's
-    cdef int64_t _delayed
+    cdef pthread_mutex_t _count_mu        # a purge's start and _purge_visits
+    cdef int64_t _delayed                 # (atomic, as _estimated)
     cdef int64_t _estimated
     cdef int64_t _purge_visits
     cdef bint _purge_queued                # a purge is queued in the timer or running
@@ -55,6 +55,6 @@ cdef class Purgatory:
     cdef int _check_op(self, object op, Py_ssize_t* already, Py_ssize_t* now) except -1
     cdef Py_ssize_t _check_key(self, key) except -1
     cdef Py_ssize_t _purge_key(self, int i, key) except -1
-    cdef Py_ssize_t _clean(self, int i, key, list lst) except -1
+    cdef Py_ssize_t _clean(self, int i, key, lst) except -1
     cdef int _completed_on(self, key) except -1
     cdef Py_ssize_t _maybe_purge(self) except -1

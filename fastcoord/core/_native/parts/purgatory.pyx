@@ -4,8 +4,13 @@ fastcoord/core/_pure/purgatory.py, which documents it).
 Fast path: a native DelayedOperation on a native Timer puts itself in the timer
 as the entry's callable (``op()`` runs its expiration), so arming creates no
 handle object; any other combination goes through the Python-level protocol.
+
+A watcher list of one operation is that operation itself, the value of its key in
+the stripe's dict (a key's value: a list, of one or more operations, or an
+operation, never a list); a second operation on the key makes it a list.
 """
 cimport cython
+from cpython.dict cimport PyDict_SetDefault
 from libc.stdint cimport int64_t
 
 import threading
@@ -21,16 +26,22 @@ cdef extern from *:
                                            __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     }
     static inline int fc_load_int(int *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+    static inline void fc_add_i64(int64_t *p, int64_t n) { __atomic_add_fetch(p, n, __ATOMIC_SEQ_CST); }
+    static inline int64_t fc_load_i64(int64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+    static inline void fc_store_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
     """
     bint fc_cas_int(int* p, int expected, int desired) nogil
     int fc_load_int(int* p) nogil
+    void fc_add_i64(int64_t* p, int64_t n) nogil
+    int64_t fc_load_i64(int64_t* p) nogil
+    void fc_store_i64(int64_t* p, int64_t v) nogil
 
 
 # threading's lock types (what threading.RLock() and threading.Lock() make) and their
 # methods, unbound: an operation's lock of one of them is taken by calling these, with
 # neither the bound methods nor the __exit__ arguments a `with` makes at every call
-_purg_RLock = type(threading.RLock())
-_purg_Lock = type(threading.Lock())
+cdef object _purg_RLock = type(threading.RLock())
+cdef object _purg_Lock = type(threading.Lock())
 cdef object _purg_rlock_acquire = _purg_RLock.acquire
 cdef object _purg_rlock_release = _purg_RLock.release
 cdef object _purg_lock_acquire = _purg_Lock.acquire
@@ -50,6 +61,12 @@ cdef inline int _purg_completed_on(owner, key) except -1:
         return (<Purgatory>owner)._completed_on(key)
     owner._fc_completed_on(key)
     return 0
+
+
+cdef inline bint _purg_purge_due(Purgatory p) noexcept:
+    # more watched than in the timer by over purge_interval, and no purge queued
+    return (fc_load_i64(&p._estimated) - fc_load_i64(&p._delayed) > p.purge_interval
+            and not p._purge_queued)
 
 
 cdef tuple _purg_watch_args(ops, keys_per_op):
@@ -283,9 +300,7 @@ cdef class Purgatory:
         pthread_mutex_destroy(&self._count_mu)
 
     cdef int _add_delayed(self, int64_t n) except -1:
-        mutex_lock_with_gil(&self._count_mu)
-        self._delayed += n
-        pthread_mutex_unlock(&self._count_mu)
+        fc_add_i64(&self._delayed, n)
         return 0
 
     def _fc_delayed_add(self, n):
@@ -294,7 +309,7 @@ cdef class Purgatory:
     @property
     def delayed(self):
         """Operations of this purgatory whose expiry is in the timer."""
-        return self._delayed
+        return fc_load_i64(&self._delayed)
 
     @property
     def watched(self):
@@ -307,7 +322,7 @@ cdef class Purgatory:
             try:
                 m = self._maps[i]
                 for lst in m.values():
-                    total += len(<list>lst)
+                    total += len(<list>lst) if type(lst) is list else 1
             finally:
                 pthread_mutex_unlock(&self._stripe_mu[i])
         return total
@@ -360,10 +375,10 @@ cdef class Purgatory:
         cdef int i
         cdef dict m
         cdef bint watch_created = False
-        cdef Py_ssize_t k, n = 1 if keys is None else len(keys)
+        cdef Py_ssize_t k, nkeys = 1 if keys is None else len(keys), n
         if self._try_complete(op):
             return True
-        for k in range(n):
+        for k in range(nkeys):
             key = key0 if keys is None else keys[k]
             if _completed(op):
                 return False
@@ -371,11 +386,14 @@ cdef class Purgatory:
             mutex_lock_with_gil(&self._stripe_mu[i])
             try:
                 m = self._maps[i]
-                lst = m.get(key)
-                if lst is None:
-                    m[key] = [op]
-                else:
+                n = len(m)
+                lst = <object>PyDict_SetDefault(m, key, op)   # one lookup
+                if len(m) != n:
+                    pass                        # key's list: op alone
+                elif type(lst) is list:
                     (<list>lst).append(op)
+                else:
+                    m[key] = [lst, op]
                 if isinstance(op, DelayedOperation):
                     (<DelayedOperation>op)._watch(self, key)
                 else:
@@ -386,9 +404,7 @@ cdef class Purgatory:
                 pthread_mutex_unlock(&self._stripe_mu[i])
             if not watch_created:
                 watch_created = True
-                mutex_lock_with_gil(&self._count_mu)
-                self._estimated += 1
-                pthread_mutex_unlock(&self._count_mu)
+                fc_add_i64(&self._estimated, 1)
         if self._try_complete(op):
             return True
         if _completed(op):
@@ -442,7 +458,9 @@ cdef class Purgatory:
             lst = m.get(key)
             if lst is None:
                 return 0
-            if len(<list>lst) == 1:
+            if type(lst) is not list:
+                one = lst
+            elif len(<list>lst) == 1:
                 one = (<list>lst)[0]
             else:
                 snapshot = list(lst)
@@ -467,7 +485,6 @@ cdef class Purgatory:
 
     cdef Py_ssize_t _purge_key(self, int i, key) except -1:
         cdef dict m
-        cdef list lst, keep
         mutex_lock_with_gil(&self._stripe_mu[i])
         try:
             m = self._maps[i]
@@ -478,22 +495,27 @@ cdef class Purgatory:
         finally:
             pthread_mutex_unlock(&self._stripe_mu[i])
 
-    cdef Py_ssize_t _clean(self, int i, key, list lst) except -1:
+    cdef Py_ssize_t _clean(self, int i, key, lst) except -1:
         # (stripe i's lock held) drop the completed operations of key's list
         cdef list keep
         cdef Py_ssize_t done = 0
         cdef set dirty = self._dirty[i]
         if dirty:
             dirty.discard(key)
-        for op in lst:
+        if type(lst) is not list:               # one op
+            if not _completed(lst):
+                return 0
+            del (<dict>self._maps[i])[key]
+            return 1
+        for op in <list>lst:
             done += _completed(op)
         if done == 0:
             return 0
-        if done == len(lst):    # (the common list: one op, completed) no new list
+        if done == len(<list>lst):      # no new list
             del (<dict>self._maps[i])[key]
             return done
-        keep = [op for op in lst if not _completed(op)]
-        done = len(lst) - len(keep)
+        keep = [op for op in <list>lst if not _completed(op)]
+        done = len(<list>lst) - len(keep)
         if keep:
             lst[:] = keep
         else:
@@ -524,8 +546,10 @@ cdef class Purgatory:
             (<set>self._dirty[i]).discard(key)
         finally:
             pthread_mutex_unlock(&self._stripe_mu[i])
-        if not lst:
+        if lst is None:
             return []
+        if type(lst) is not list:
+            lst = [lst]
         for op in lst:
             op._fc_disarm()
         return lst
@@ -533,11 +557,13 @@ cdef class Purgatory:
     cdef Py_ssize_t _maybe_purge(self) except -1:
         # With a reaper thread the purge runs there, else on the caller's thread; one
         # purge at a time (_purge_queued from here to its end)
+        if not _purg_purge_due(self):
+            return 0    # (the common case, decided without the lock)
         mutex_lock_with_gil(&self._count_mu)
-        if self._estimated - self._delayed <= self.purge_interval or self._purge_queued:
+        if not _purg_purge_due(self):
             pthread_mutex_unlock(&self._count_mu)
             return 0
-        self._estimated = self._delayed
+        fc_store_i64(&self._estimated, fc_load_i64(&self._delayed))
         self._purge_queued = True
         pthread_mutex_unlock(&self._count_mu)
         if getattr(self.timer, "reaping", False):
@@ -571,7 +597,7 @@ cdef class Purgatory:
                         dirty.discard(key)
                         continue
                     visits += 1
-                    purged += self._clean(i, key, <list>lst)
+                    purged += self._clean(i, key, lst)
             finally:
                 pthread_mutex_unlock(&self._stripe_mu[i])
         mutex_lock_with_gil(&self._count_mu)
@@ -587,7 +613,10 @@ cdef class Purgatory:
             mutex_lock_with_gil(&self._stripe_mu[i])
             try:
                 for lst in (<dict>self._maps[i]).values():
-                    ops.extend(lst)
+                    if type(lst) is list:
+                        ops.extend(<list>lst)
+                    else:
+                        ops.append(lst)
                 (<dict>self._maps[i]).clear()
                 (<set>self._dirty[i]).clear()
             finally:
