@@ -227,6 +227,29 @@ def test_an_operation_watched_twice_on_one_key_is_listed_twice(env):
     assert purg.watched == 0 and purg.delayed == 0
 
 
+def test_completed_in_check_but_not_reported_leaves_its_list_to_a_purge(env):
+    # try_complete completes the op yet answers False: the check completed nothing, so
+    # it purges nothing; the op's key is left for the next purge (one visit)
+    clock, timer, purg, Op = env
+
+    class Quiet(Op):
+        def try_complete(self):
+            if self.completable:
+                self.force_complete()
+            return False
+
+    op = Quiet(100000)
+    key = ("group", "member")
+    purg.try_complete_else_watch(op, [key])
+    op.completable = True
+    assert purg.check_and_complete(key) == 0
+    assert op.is_completed and op.completions == 1
+    assert purg.watched == 1 and purg.delayed == 0
+    visits = purg.purge_visits
+    assert purg.purge_completed() == 1
+    assert purg.purge_visits == visits + 1 and purg.watched == 0
+
+
 def test_force_complete_exactly_once(env):
     clock, timer, purg, Op = env
     op = Op(50)

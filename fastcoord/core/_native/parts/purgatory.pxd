@@ -13,6 +13,7 @@ cdef class OperationLock:
 
 cdef class DelayedOperation:
     cdef int _completed          # 0/1, flipped once with an atomic compare-and-swap
+    cdef int _checked            # 1 while a check of its first key tries it, 2 if completed then
     cdef int64_t _delay_ms
     cdef public object lock
     cdef Timer _ntimer           # native timer entry: (_ntimer, _eid)
@@ -52,7 +53,7 @@ cdef class Purgatory:
     cdef int _add_delayed(self, int64_t n) except -1
     cdef bint _try_complete(self, object op) except -1
     cdef bint _watch_op(self, object op, list keys, object key0) except -1
-    cdef int _check_op(self, object op, Py_ssize_t* already, Py_ssize_t* now) except -1
+    cdef int _check_op(self, object op, object key, Py_ssize_t* already, Py_ssize_t* now) except -1
     cdef Py_ssize_t _check_key(self, key) except -1
     cdef Py_ssize_t _purge_key(self, int i, key) except -1
     cdef Py_ssize_t _clean(self, int i, key, lst) except -1

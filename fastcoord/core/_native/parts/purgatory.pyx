@@ -26,12 +26,16 @@ cdef extern from *:
                                            __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     }
     static inline int fc_load_int(int *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+    static inline void fc_store_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+    static inline int fc_xchg_int(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
     static inline void fc_add_i64(int64_t *p, int64_t n) { __atomic_add_fetch(p, n, __ATOMIC_SEQ_CST); }
     static inline int64_t fc_load_i64(int64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
     static inline void fc_store_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
     """
     bint fc_cas_int(int* p, int expected, int desired) nogil
     int fc_load_int(int* p) nogil
+    void fc_store_int(int* p, int v) nogil
+    int fc_xchg_int(int* p, int v) nogil
     void fc_add_i64(int64_t* p, int64_t n) nogil
     int64_t fc_load_i64(int64_t* p) nogil
     void fc_store_i64(int64_t* p, int64_t v) nogil
@@ -208,7 +212,8 @@ cdef class DelayedOperation:
             return 0
         key = self._w_key
         self._w_owner = self._w_key = self._watches = None
-        _purg_completed_on(owner, key)
+        if not fc_cas_int(&self._checked, 1, 2):   # (else that check purges key next)
+            _purg_completed_on(owner, key)
         if w is not None:
             for i in range(0, len(w), 2):
                 _purg_completed_on(w[i], w[i + 1])
@@ -467,19 +472,37 @@ cdef class Purgatory:
         finally:
             pthread_mutex_unlock(&self._stripe_mu[i])
         if snapshot is None:
-            self._check_op(one, &already, &now)
+            self._check_op(one, key, &already, &now)
         else:
             for op in snapshot:
-                self._check_op(op, &already, &now)
+                self._check_op(op, key, &already, &now)
         if already or now:
             self._purge_key(i, key)
         return now
 
-    cdef int _check_op(self, object op, Py_ssize_t* already, Py_ssize_t* now) except -1:
-        # one op of check_and_complete's snapshot: count it completed before, or try it
+    cdef int _check_op(self, object op, key, Py_ssize_t* already, Py_ssize_t* now) except -1:
+        # one op of check_and_complete(key)'s snapshot: count it completed before, or try
+        # it. A native op first listed by this very key object is tried with _checked 1:
+        # completing then, it does not mark key dirty (it sets _checked 2); the mark is
+        # made here after all unless the try answers True (then this check purges key)
+        cdef DelayedOperation d
+        cdef bint done = False
         if _completed(op):
             already[0] += 1
-        elif self._try_complete(op):
+            return 0
+        if not (isinstance(op, DelayedOperation) and (<DelayedOperation>op)._w_owner is self
+                and (<DelayedOperation>op)._w_key is key):
+            if self._try_complete(op):
+                now[0] += 1
+            return 0
+        d = <DelayedOperation>op
+        fc_store_int(&d._checked, 1)
+        try:
+            done = self._try_complete(op)
+        finally:
+            if fc_xchg_int(&d._checked, 0) == 2 and not done:
+                self._completed_on(key)
+        if done:
             now[0] += 1
         return 0
 
