@@ -26,7 +26,6 @@ cdef extern from *:
                                            __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
     }
     static inline int fc_load_int(int *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
-    static inline void fc_store_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
     static inline int fc_xchg_int(int *p, int v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
     static inline void fc_add_i64(int64_t *p, int64_t n) { __atomic_add_fetch(p, n, __ATOMIC_SEQ_CST); }
     static inline int64_t fc_load_i64(int64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
@@ -34,7 +33,6 @@ cdef extern from *:
     """
     bint fc_cas_int(int* p, int expected, int desired) nogil
     int fc_load_int(int* p) nogil
-    void fc_store_int(int* p, int v) nogil
     int fc_xchg_int(int* p, int v) nogil
     void fc_add_i64(int64_t* p, int64_t n) nogil
     int64_t fc_load_i64(int64_t* p) nogil
@@ -482,21 +480,23 @@ cdef class Purgatory:
 
     cdef int _check_op(self, object op, key, Py_ssize_t* already, Py_ssize_t* now) except -1:
         # one op of check_and_complete(key)'s snapshot: count it completed before, or try
-        # it. A native op first listed by this very key object is tried with _checked 1:
-        # completing then, it does not mark key dirty (it sets _checked 2); the mark is
-        # made here after all unless the try answers True (then this check purges key)
-        cdef DelayedOperation d
+        # it. A native op first listed by this very key object is tried with _checked 1
+        # (taken 0 -> 1: a check that finds it taken tries the plain way, and only the
+        # taker resets it): completing then, it does not mark key dirty (it sets
+        # _checked 2); the mark is made here after all unless the try answers True (then
+        # this check purges key)
+        cdef DelayedOperation d = None
         cdef bint done = False
         if _completed(op):
             already[0] += 1
             return 0
-        if not (isinstance(op, DelayedOperation) and (<DelayedOperation>op)._w_owner is self
-                and (<DelayedOperation>op)._w_key is key):
+        if isinstance(op, DelayedOperation):
+            d = <DelayedOperation>op
+        if not (d is not None and d._w_owner is self and d._w_key is key
+                and fc_cas_int(&d._checked, 0, 1)):
             if self._try_complete(op):
                 now[0] += 1
             return 0
-        d = <DelayedOperation>op
-        fc_store_int(&d._checked, 1)
         try:
             done = self._try_complete(op)
         finally:
