@@ -19,6 +19,11 @@ from fastcoord.core._pure.purgatory import batch_keys as _purg_batch_keys
 from fastcoord.core._pure.purgatory import batch_watch_args as _purg_batch_watch_args
 
 
+cdef extern from "Python.h":
+    # (public since 3.9: a vectorcall with one argument, no generic call path)
+    object PyObject_CallOneArg(object callable, object arg)
+
+
 cdef extern from *:
     """
     static inline int fc_cas_int(int *p, int expected, int desired) {
@@ -439,11 +444,11 @@ cdef class Purgatory:
         else:
             with lock:
                 return op.try_complete()
-        acquire(lock)
+        PyObject_CallOneArg(acquire, lock)
         try:
             return op.try_complete()
         finally:
-            release(lock)
+            PyObject_CallOneArg(release, lock)
 
     def check_and_complete(self, key):
         """Try the operations watched on key; return how many this call completed."""
