@@ -9,6 +9,10 @@ in a fixed random order; ops = members.
 
 With ``--benchmark-disable`` (``make test``) the member counts are small so this
 runs as a test.
+
+What bounds the heartbeat design (its instructions per heartbeat, the purgatory's part
+and the Python user code's, against a C floor and a Python floor):
+docs/purgatory-heartbeat.md; the floors are in benchmarks/floors/.
 """
 import gc
 import random
@@ -25,22 +29,20 @@ MEMBERS_PER_GROUP = 10
 
 
 class Member:
-    __slots__ = ("key", "lock", "satisfied", "beats")
+    __slots__ = ("key", "lock", "satisfied", "beats", "op")
 
     def __init__(self, key, lock):
         self.key = key
         self.lock = lock
         self.satisfied = False
         self.beats = 0
+        self.op = None      # (the floors' own record of its operation)
 
 
-def heartbeat_design(impl, members):
-    """The purgatory, its members (each with one operation watched) and heartbeat()."""
-    purgatory = _twins.module(impl, "core.purgatory")
-    timer = _twins.module(impl, "core.timer").Timer(ManualClock(0))
-    purg = purgatory.Purgatory("Heartbeat", timer)
+def heartbeat_class(base):
+    """Kafka's DelayedHeartbeat on a DelayedOperation class `base`."""
 
-    class DelayedHeartbeat(purgatory.DelayedOperation):
+    class DelayedHeartbeat(base):
         __slots__ = ("member",)
 
         def __init__(self, member):
@@ -50,6 +52,15 @@ def heartbeat_design(impl, members):
         def try_complete(self):
             return self.force_complete() if self.member.satisfied else False
 
+    return DelayedHeartbeat
+
+
+def heartbeat_design(impl, members):
+    """The purgatory, its members (each with one operation watched) and heartbeat()."""
+    purgatory = _twins.module(impl, "core.purgatory")
+    timer = _twins.module(impl, "core.timer").Timer(ManualClock(0))
+    purg = purgatory.Purgatory("Heartbeat", timer)
+    DelayedHeartbeat = heartbeat_class(purgatory.DelayedOperation)
     ms = make_members(members)
     check, watch = purg.check_and_complete, purg.try_complete_else_watch
 

@@ -155,6 +155,101 @@ def test_lock_is_held_in_try_complete_else_watch(env):
     assert seen == [True]
 
 
+class _CountingLock:
+    """A lock that is neither threading's: the purgatory takes it by `with`."""
+
+    def __init__(self):
+        self.inner = threading.Lock()
+        self.acquired = 0
+
+    def acquire(self, blocking=True, timeout=-1):
+        self.acquired += 1
+        return self.inner.acquire(blocking, timeout)
+
+    def release(self):
+        self.inner.release()
+
+    def locked(self):
+        return self.inner.locked()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+class _RLockSubclass(type(threading.RLock())):
+    pass
+
+
+@pytest.mark.parametrize("make_lock", [threading.Lock, threading.RLock, _CountingLock,
+                                       _RLockSubclass])
+def test_every_kind_of_lock_is_held_around_try_complete_and_released(env, make_lock):
+    # (threading's two lock types are taken by their unbound methods in the native
+    # twin, any other lock by `with`: each is held in try_complete, free after)
+    clock, timer, purg, Op = env
+    lock = make_lock()
+    held = []
+
+    class LockCheck(Op):
+        def try_complete(self):
+            held.append(lock._is_owned() if hasattr(lock, "_is_owned") else lock.locked())
+            return self.force_complete() if self.completable else False
+
+    op = LockCheck(100000, lock=lock)
+    assert purg.try_complete_else_watch(op, ("key",)) is False
+    op.completable = True
+    assert purg.check_and_complete("key") == 1
+    assert held == [True, True, True]
+    assert lock.acquire(False)
+    lock.release()
+    if make_lock is _CountingLock:
+        assert lock.acquired == 4
+    assert purg.watched == 0 and purg.delayed == 0
+
+
+def test_an_operation_watched_twice_on_one_key_is_listed_twice(env):
+    # (a key's list of one operation, then the same operation again, then another)
+    clock, timer, purg, Op = env
+    a, b = Op(100000), Op(100000)
+    assert purg.try_complete_else_watch(a, ["k", "k"]) is False
+    assert purg.watched == 2
+    assert purg.try_complete_else_watch(b, ["k"]) is False
+    assert purg.watched == 3
+    a.completable = b.completable = True
+    assert purg.check_and_complete("k") == 2
+    assert a.completions == b.completions == 1
+    assert purg.watched == 0 and purg.delayed == 0
+    c = Op(100000)
+    purg.try_complete_else_watch(c, ["only"])
+    assert purg.watched == 1
+    assert list(map(id, purg.cancel_for_key("only"))) == [id(c)]
+    assert purg.watched == 0 and purg.delayed == 0
+
+
+def test_completed_in_check_but_not_reported_leaves_its_list_to_a_purge(env):
+    # try_complete completes the op yet answers False: the check completed nothing, so
+    # it purges nothing; the op's key is left for the next purge (one visit)
+    clock, timer, purg, Op = env
+
+    class Quiet(Op):
+        def try_complete(self):
+            if self.completable:
+                self.force_complete()
+            return False
+
+    op = Quiet(100000)
+    key = ("group", "member")
+    purg.try_complete_else_watch(op, [key])
+    op.completable = True
+    assert purg.check_and_complete(key) == 0
+    assert op.is_completed and op.completions == 1
+    assert purg.watched == 1 and purg.delayed == 0
+    visits = purg.purge_visits
+    assert purg.purge_completed() == 1
+    assert purg.purge_visits == visits + 1 and purg.watched == 0
+
+
 def test_force_complete_exactly_once(env):
     clock, timer, purg, Op = env
     op = Op(50)
