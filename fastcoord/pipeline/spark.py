@@ -181,6 +181,20 @@ SHIP_ADVICE = ("ship a Python environment that has them: pack a venv (venv-pack)
                "spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python "
                "(docs/pipeline.md, Running on a cluster)")
 
+# How a probe's failure names what is wrong with the executors' Python (PySpark's and the
+# JVM's error texts), first match wins: (pattern, message over the pattern's groups,
+# each stripped and at most 200 characters)
+_EXECUTOR_FAILURES = (
+    (r"No module named '([^']+)'",
+     "the executors' Python cannot import {0} (PySpark's worker needs it)"),
+    (r'Cannot run program "([^"]+)"', "the executors cannot start their Python {0}"),
+    (r"Python in worker has different version:? ([\w.]+) than that in driver:? ([\w.]+?),",
+     "the executors' Python {0} is not the driver's Python {1} (PySpark needs the same "
+     "minor version)"),
+    (r"Error from python worker:\s*\n\s*(\S[^\n]*)",
+     "the executors' Python fails to start PySpark's worker ({0})"),
+)
+
 
 MAX_PROBE_TASKS = 256      # a sample of the task slots of a large cluster
 
@@ -248,26 +262,12 @@ def check_executors(spark, tasks: Optional[int] = None) -> List[dict]:
             rows = spark.range(0, n, 1, numPartitions=n).select(probe("id").alias("r")).collect()
     except Exception as exc:       # the worker itself failed: a missing module, no Python
         text = str(exc)
-        missing = re.search(r"No module named '([^']+)'", text)
-        if missing:
-            raise ExecutorEnvError(
-                f"the executors' Python cannot import {missing.group(1)} (PySpark's worker "
-                f"needs it); {SHIP_ADVICE}") from None
-        cannot = re.search(r'Cannot run program "([^"]+)"', text)
-        if cannot:
-            raise ExecutorEnvError(f"the executors cannot start their Python "
-                                   f"{cannot.group(1)}; {SHIP_ADVICE}") from None
-        versions = re.search(r"Python in worker has different version:? ([\w.]+) than "
-                             r"that in driver:? ([\w.]+?),", text)
-        if versions:
-            raise ExecutorEnvError(
-                f"the executors' Python {versions.group(1)} is not the driver's Python "
-                f"{versions.group(2)} (PySpark needs the same minor version); "
-                f"{SHIP_ADVICE}") from None
-        worker = re.search(r"Error from python worker:\s*\n\s*(\S[^\n]*)", text)
-        if worker:
-            raise ExecutorEnvError(f"the executors' Python fails to start PySpark's worker "
-                                   f"({worker.group(1).strip()[:200]}); {SHIP_ADVICE}") from None
+        for pattern, what in _EXECUTOR_FAILURES:
+            found = re.search(pattern, text)
+            if found:
+                raise ExecutorEnvError(
+                    what.format(*(g.strip()[:200] for g in found.groups())) +
+                    f"; {SHIP_ADVICE}") from None
         raise
     reports = []
     for row in rows:
