@@ -377,6 +377,10 @@ def _on_spark(args, what: str, job, timings: Optional[Dict[str, float]] = None):
                 if not ctrl_c.pressed:   # (after Ctrl-C the gateway may be half gone)
                     raise
             timings["stop"] = time.perf_counter() - t0
+        ctrl_c.close()
+
+
+CANCEL_JOIN_S = 5.0
 
 
 class CtrlC:
@@ -392,13 +396,16 @@ class CtrlC:
         self.session = session
         self.pressed = False
         self._previous = None
+        self._canceller = None
 
     def _on_sigint(self, signum, frame) -> None:
         if self.pressed:
             raise KeyboardInterrupt
         self.pressed = True
+        _PY4J_QUIET.install()
         import threading
-        threading.Thread(target=_cancel, args=(self.session,), daemon=True).start()
+        self._canceller = threading.Thread(target=_cancel, args=(self.session,), daemon=True)
+        self._canceller.start()
 
     def __enter__(self) -> "CtrlC":
         import signal
@@ -414,6 +421,50 @@ class CtrlC:
         if self.pressed and kind is not KeyboardInterrupt:
             raise KeyboardInterrupt from None
         return False
+
+    def close(self) -> None:
+        """py4j's logging back as it was, once the session is stopped and the cancelling
+        thread done (one still stuck in py4j after some seconds keeps it quiet)."""
+        if self._canceller is not None:
+            self._canceller.join(CANCEL_JOIN_S)
+            if self._canceller.is_alive():
+                return
+        _PY4J_QUIET.remove()
+
+
+class _Py4jQuiet:
+    """After Ctrl-C the JVM (same process group: it got the SIGINT too) goes away under
+    py4j's open connections, and py4j logs each broken call with its traceback, some on
+    the root logger through `logging.exception` (installing a stderr handler there as
+    it does). Installed, this drops py4j's records: on the root logger by the file that
+    made them, on py4j's own loggers by their level."""
+
+    def __init__(self) -> None:
+        self._installed = False
+        self._level = 0
+
+    @staticmethod
+    def filter(record) -> bool:
+        return os.path.basename(os.path.dirname(record.pathname)) != "py4j"
+
+    def install(self) -> None:
+        import logging
+        if not self._installed:
+            self._installed = True
+            logging.getLogger().addFilter(self.filter)
+            py4j = logging.getLogger("py4j")
+            self._level = py4j.level
+            py4j.setLevel(logging.CRITICAL + 1)
+
+    def remove(self) -> None:
+        import logging
+        if self._installed:
+            self._installed = False
+            logging.getLogger().removeFilter(self.filter)
+            logging.getLogger("py4j").setLevel(self._level)
+
+
+_PY4J_QUIET = _Py4jQuiet()
 
 
 def _check_executors(args, session, timings: Dict[str, float]) -> None:

@@ -87,3 +87,76 @@ def test_a_trace_without_the_optional_offsets_replays_and_says_what_that_means(
     assert ("optional columns the trace does not have, filled with defaults: offsets "
             "(commits name no partitions: the replay's offsets table is empty)") in err
     assert pq.read_table(str(out / "offsets")).num_rows == 0
+
+
+class _Context:
+    def __init__(self):
+        self.cancelled = 0
+
+    def cancelAllJobs(self):
+        self.cancelled += 1
+
+
+class _Session:
+    def __init__(self):
+        self.sparkContext = _Context()
+
+
+def _py4j_record(logger_name):
+    """What py4j logs when the JVM is gone under a call: `logging.exception` from its
+    own file, on the root logger or on one of its own."""
+    import logging
+    import os
+    try:
+        raise ConnectionResetError(104, "Connection reset by peer")
+    except ConnectionResetError:
+        import sys
+        exc_info = sys.exc_info()
+    return logging.LogRecord(logger_name, logging.ERROR,
+                             os.path.join("site-packages", "py4j", "java_gateway.py"), 1,
+                             "Exception while sending command.", None, exc_info)
+
+
+def test_ctrl_c_silences_py4j_until_the_session_is_stopped():
+    """Once Ctrl-C is pressed the JVM goes away under py4j, which logs a traceback per
+    broken call (the stray traceback after "interrupted; stopped"): from the press until
+    close() py4j's records are dropped, before and after they pass, and fastcoord's own
+    records pass throughout."""
+    import logging
+    from fastcoord.pipeline.cli import CtrlC
+
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append((record.name, record.getMessage()))
+
+    root = logging.getLogger()
+    keep = Keep()
+    root.addHandler(keep)
+    try:
+        session = _Session()
+        ctrl_c = CtrlC(session)
+
+        def log_all(tag):
+            root.handle(_py4j_record("root"))
+            py4j = logging.getLogger("py4j.clientserver")
+            if py4j.isEnabledFor(logging.ERROR):
+                py4j.handle(_py4j_record("py4j.clientserver"))
+            logging.getLogger("fastcoord.pipeline").error(tag)
+
+        log_all("before")
+        with pytest.raises(KeyboardInterrupt):
+            with ctrl_c:
+                ctrl_c._on_sigint(2, None)
+                log_all("pressed")
+        log_all("stopping")
+        ctrl_c.close()
+        log_all("after")
+    finally:
+        root.removeHandler(keep)
+    assert session.sparkContext.cancelled == 1
+    py4j_seen = [name for name, msg in seen if msg == "Exception while sending command."]
+    assert py4j_seen == ["root", "py4j.clientserver"] * 2       # before and after only
+    assert [msg for name, msg in seen if name == "fastcoord.pipeline"] == \
+        ["before", "pressed", "stopping", "after"]
