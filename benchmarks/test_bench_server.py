@@ -41,7 +41,8 @@ engine with FASTCOORD_BENCH_LOADGEN_ENGINE=python (it saturates its core near
 per_server_cpu_s (heartbeats answered per CPU second of the server), setup_s,
 loadgen_cpu_s and server_cpu_s (CPU seconds of the load generator's thread and of the
 server process over the measured call, warm-up and drain included: server_cpu_s /
-duration is the server's core utilisation), loadgen_runq_wait_s and server_runq_wait_s (seconds each
+duration is the server's core utilisation; server_sys_share: the kernel's part of it),
+loadgen_runq_wait_s and server_runq_wait_s (seconds each
 was runnable but waiting for its core: other processes' share of a shared machine,
 which shows up as latency; all per measured window). Full size: 1,000 connections,
 100,000 members in 1,000 groups, 10 s windows after 2 s of warm-up: one for a closed
@@ -125,12 +126,19 @@ class _Server:
 
     def cpu_s(self) -> float:
         """User + system CPU seconds of the server process so far (Linux), else 0."""
+        return sum(self.cpu_split_s())
+
+    def cpu_split_s(self) -> tuple:
+        """(user, system) CPU seconds of the server process so far (Linux), else zeros:
+        system is the kernel's share (its sockets, epoll, and on loopback the peer's
+        TCP receive work done inside the server's send)."""
         try:
             with open(f"/proc/{self.proc.pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            return (0.0, 0.0)
+        tick = os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) / tick, int(fields[12]) / tick)
 
     def runq_wait_s(self) -> float:
         """Seconds the server's main thread has been runnable but not running (Linux), else 0."""
@@ -244,11 +252,12 @@ def _measure(benchmark, loaded, peer, case, pipeline, rate, quick_rate):
     # The open loop's tail moves a lot between windows on a shared machine: three
     # windows, and the medians of their figures (each window's in *_rounds).
     rounds = OPEN_ROUNDS if rate is not None and not quick else 1
-    server_cpu, server_wait = server.cpu_s(), server.runq_wait_s()
+    server_split, server_wait = server.cpu_split_s(), server.runq_wait_s()
     benchmark.pedantic(lambda: results.append(
         loop.run_until_complete(gen.measure(size["duration_s"], 0.0, offered, ENGINE))),
         rounds=rounds, iterations=1)
-    server_cpu, server_wait = server.cpu_s() - server_cpu, server.runq_wait_s() - server_wait
+    server_split = [b - a for a, b in zip(server_split, server.cpu_split_s())]
+    server_cpu, server_wait = sum(server_split), server.runq_wait_s() - server_wait
     for summary in results:
         assert summary["heartbeats"] == summary["sent"] > 0       # all answered
         assert summary["errors"] == {}, summary   # every member stays in its generation
@@ -270,6 +279,7 @@ def _measure(benchmark, loaded, peer, case, pipeline, rate, quick_rate):
         # per round: CPU seconds of the server over one measured call (warm-up and drain
         # included): / duration is its core's utilisation
         "server_cpu_s": round(server_cpu / rounds, 3),
+        "server_sys_share": round(server_split[1] / server_cpu, 3) if server_cpu else None,
         "loadgen_runq_wait_s": round(sum(r["loadgen_runq_wait_s"] or 0 for r in results)
                                      / rounds, 3),
         "server_runq_wait_s": round(server_wait / rounds, 3),
