@@ -23,6 +23,7 @@ the count is the same from run to run.
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import itertools
 import json
@@ -50,6 +51,7 @@ PATHS: Dict[str, Dict[str, int]] = {
     "timer_schedule_tags": {"native": 20_000, "pure": 1_000},
     "timer_cancel_ids": {"native": 20_000, "pure": 1_000},
     "purgatory_heartbeat": {"native": 2_000, "pure": 1_000},
+    "consumer_heartbeat": {"native": 2_000, "pure": 1_000},
     "rebalance_10": {"native": 10, "pure": 10},
 }
 DESCRIPTIONS = {
@@ -63,6 +65,7 @@ DESCRIPTIONS = {
     "timer_schedule_tags": "one entry of `timer.schedule_tags(deadlines, tags, sink)`",
     "timer_cancel_ids": "one entry of `timer.cancel_ids(ids)`",
     "purgatory_heartbeat": "one heartbeat of Kafka's design on the purgatory: check_and_complete, a new DelayedOperation, try_complete_else_watch (1,000 members)",
+    "consumer_heartbeat": "one steady `coord.consumer_group_heartbeat(group, member, epoch, callback=cb)` of a settled member (1,000 members, random order)",
     "rebalance_10": "a whole rebalance of a new 10-member group: 10 joins, completion, 10 syncs",
 }
 MARKER = "getppid"          # libc function used as the dump trigger
@@ -275,6 +278,33 @@ class PurgatoryHeartbeat(Workload):
         assert self.purg.watched == len(self.order)
 
 
+class ConsumerHeartbeat(Workload):
+    """Settled KIP-848 members (test_bench_consumer_heartbeat.py's), each at its epoch."""
+
+    def __init__(self, impl):
+        import numpy as np
+        sys.path.insert(0, str(HERE))
+        from test_bench_consumer_heartbeat import settled
+        self.coord, members = settled(impl, 100, 10)
+        order = np.random.default_rng(7).permutation(len(members))
+        self.members = [members[i] for i in order]
+        self.last: collections.deque = collections.deque(maxlen=1)   # the benchmark's callback
+
+    def prepare(self, n):
+        self.calls = list(itertools.islice(itertools.cycle(self.members), n))
+        self.last.clear()
+
+    def measure(self, n):
+        hb, cb = self.coord.consumer_group_heartbeat, self.last.append
+        for g, m, epoch in self.calls:
+            hb(g, m, epoch, callback=cb)
+
+    def cleanup(self):
+        from fastcoord import Errors
+        _, m, epoch = self.calls[-1]
+        assert self.last[0] == (Errors.NONE, None, m, epoch, 5000, None)
+
+
 class Rebalance(Workload):
     SIZE = 10
 
@@ -325,6 +355,7 @@ WORKLOADS: Dict[str, Callable[[str], Workload]] = {
     "timer_schedule_tags": TimerScheduleTags,
     "timer_cancel_ids": TimerCancelIds,
     "purgatory_heartbeat": PurgatoryHeartbeat,
+    "consumer_heartbeat": ConsumerHeartbeat,
     "rebalance_10": Rebalance,
 }
 

@@ -241,6 +241,51 @@ def test_a_raising_callback_is_logged_not_raised(impl, caplog):
     assert "a coordinator callback raised" in caplog.text
 
 
+def test_every_call_shape_of_a_steady_heartbeat_is_answered_alike(impl):
+    """The native table's entry reads the plain call (three positional arguments and
+    `callback=`) itself and hands every other shape to its general path: each shape
+    of the same steady heartbeat gets the same cached answer, none the slow path's."""
+    coord, _ = make(impl)
+    epoch = settled_group(coord, members=("a",))["a"]
+    expected = hb(coord, "g", "a", epoch)
+    calls = counting(coord)
+    name = "".join(["call", "back"])     # equal to the keyword, not its interned object
+    out = []
+    heartbeat = coord.consumer_group_heartbeat
+    heartbeat("g", "a", epoch, **{name: out.append})
+    heartbeat("g", "a", epoch, client_id="", callback=out.append)
+    heartbeat("g", "a", epoch, rebalance_timeout_ms=-1, client_host="", callback=out.append)
+    heartbeat(group_id="g", member_id="a", member_epoch=epoch, callback=out.append)
+    heartbeat("g", "a", member_epoch=epoch, callback=out.append)
+    heartbeat("g", "a", epoch, callback=out.append)
+    assert out == [expected] * 6
+    assert calls == []
+    with pytest.raises(TypeError):
+        heartbeat("g", "a", epoch, callback=out.append, bogus=1)
+    with pytest.raises(TypeError):
+        heartbeat("g", "a", epoch)
+    with pytest.raises(TypeError):
+        heartbeat("g", "a", epoch, None, callback=out.append)
+    assert len(out) == 6 and calls == []
+
+
+@pytest.mark.parametrize("shape", [{}, {"client_id": ""}])
+def test_a_callback_raising_a_base_exception_propagates(impl, shape):
+    """Only an Exception from a callback is logged and swallowed: KeyboardInterrupt
+    reaches the caller, from the plain steady call and from the general one."""
+    coord, _ = make(impl)
+    epoch = settled_group(coord, members=("a",))["a"]
+    calls = counting(coord)
+
+    def interrupted(result):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        coord.consumer_group_heartbeat("g", "a", epoch, callback=interrupted, **shape)
+    assert calls == []
+    assert hb(coord, "g", "a", epoch).error == E.NONE
+
+
 def test_the_class_method_is_the_checked_path(impl):
     coord, _ = make(impl)
     assert coord.consumer_group_heartbeat.__self__ is coord.member_table

@@ -162,6 +162,13 @@ class MemberTable(TimerSink):
                            subscribed_topic_regex: Any = ..., server_assignor: Any = ...,
                            owned_partitions: Any = ..., client_id: Any = ...,
                            client_host: Any = ..., callback: Any) -> None: ...
+    def consumer_heartbeat_general(self, group_id: Any, member_id: Any, member_epoch: Any, *,
+                                   instance_id: Any = ..., rack_id: Any = ...,
+                                   rebalance_timeout_ms: Any = ...,
+                                   subscribed_topic_names: Any = ...,
+                                   subscribed_topic_regex: Any = ..., server_assignor: Any = ...,
+                                   owned_partitions: Any = ..., client_id: Any = ...,
+                                   client_host: Any = ..., callback: Any) -> None: ...
     def consumer_member_handle(self, group_id: str, member_id: str) -> int: ...
     def consumer_heartbeat_batch(self, handles: npt.NDArray[np.int64],
                                  member_epochs: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]: ...

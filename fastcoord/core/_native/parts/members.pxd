@@ -104,6 +104,11 @@ cdef inline bint id_equal(PyObject* stored, object given) except -1:
     return PyObject_RichCompareBool(s, given, Py_EQ)
 
 
+cdef inline bint same_id(PyObject* stored, object given) except -1:
+    """id_equal, its identity case first without a call (the steady heartbeat's)."""
+    return stored == <PyObject*>given or id_equal(stored, given)
+
+
 cdef inline void lock_with_gil(GroupCore* core) noexcept:
     mutex_lock_with_gil(&core.mu)       # (a group's lock, as every C mutex: mutex.pxd)
 
@@ -149,12 +154,16 @@ cdef class MemberTable(TimerSink):
     cdef public object consumer_fallback  # consumer_group_heartbeat's checked path
     cdef CSlot** cchunks            # the CSlot chunks beside `chunks` (NULL until used)
     cdef int64_t ctopics            # the consumer logic's topics version (set_topics)
+    # consumer_heartbeat: a builtin method of the C entry bound to this table, and the
+    # general path it hands every call but the plain steady one (bound)
+    cdef readonly object consumer_heartbeat
+    cdef object consumer_general
 
     cdef Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil
     cdef CSlot* cslot_ptr(self, Py_ssize_t slot) noexcept nogil
     cdef void consumer_clear(self, Py_ssize_t slot) noexcept
     cdef int64_t now(self) except? -1
-    cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer)
+    cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer) except -2
     cdef int map_insert(self, Py_ssize_t slot) except -1
     cdef void map_delete(self, Py_ssize_t slot) noexcept
     cdef int map_resize(self, Py_ssize_t cap) except -1
@@ -174,6 +183,10 @@ cdef class MemberTable(TimerSink):
     cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1
     cdef object c_consumer_steady(self, object group_id, object member_id, object member_epoch,
                                   object client_id, object client_host)
+    cdef object c_steady(self, object group_id, object member_id, object member_epoch,
+                         str client_id, str client_host)
+    cdef int c_answer(self, object callback, object result) except -1
+    cdef int c_callback_raised(self) except -1
     cpdef int shard_state(self, int shard) except -1
     cpdef object make_result(self, type cls, tuple values)
     cpdef unsigned long current_thread(self)

@@ -11,7 +11,8 @@ per run of consecutive handles of that group.
 cimport cython
 from cpython.mem cimport PyMem_RawCalloc, PyMem_RawFree
 from cpython.dict cimport PyDict_GetItem
-from cpython.object cimport PyObject
+from cpython.object cimport PyCFunction, PyMethodDef, PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_XDECREF
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t, uintptr_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
@@ -40,6 +41,33 @@ cdef extern from *:
     }
     """
     uint64_t fc_mix(Py_hash_t g, Py_hash_t m) nogil
+
+
+cdef extern from "Python.h":
+    # CPython's fast call convention for a builtin function (public API)
+    int METH_FASTCALL
+    int METH_KEYWORDS
+    object PyCFunction_NewEx(PyMethodDef* ml, object self, object module)
+    object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf,
+                               PyObject* kwnames)
+    long PyLong_AsLongAndOverflow(object o, int* overflow) except? -1
+
+
+cdef extern from *:
+    """
+    /* callback(arg), its result dropped: 0, or -1 with what it raised pending. */
+    static int fc_call1(PyObject *callback, PyObject *arg) {
+        PyObject *r = PyObject_CallOneArg(callback, arg);
+        if (r == NULL)
+            return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+    /* -1, the error indicator already set: a pending exception, raised in Cython. */
+    static int fc_pending(void) { return -1; }
+    """
+    int fc_call1(object callback, object arg)     # (-1 is checked by the caller)
+    int fc_pending() except -1
 
 
 cdef extern from *:
@@ -96,6 +124,42 @@ cdef object E_INVALID_GROUP = Errors.INVALID_GROUP_ID
 cdef object E_UNKNOWN = Errors.UNKNOWN_MEMBER_ID
 cdef object E_REBALANCING = Errors.REBALANCE_IN_PROGRESS
 cdef object E_FENCED = Errors.FENCED_INSTANCE_ID
+
+
+# consumer_heartbeat's entry: a C function of CPython's fast call convention
+# (METH_FASTCALL | METH_KEYWORDS), bound to its table as a builtin method. Cython's own
+# wrapper for a def of thirteen arguments fills and releases all thirteen on every
+# call; the steady heartbeat passes three and `callback`, so the entry reads those
+# four from the caller's argument array and hands every other call, unchanged, to
+# consumer_heartbeat_general, which parses them all.
+cdef object _consumer_entry(MemberTable table, PyObject** args, Py_ssize_t nargs,
+                            PyObject* kwnames):
+    cdef object callback, result
+    # kwnames holds the keyword names after the positional arguments; a call written
+    # `callback=cb` passes the interned name, so identity is the test (any other
+    # object naming it takes the general path, which compares by value)
+    if (nargs == 3 and kwnames is not NULL and PyTuple_GET_SIZE(<object>kwnames) == 1
+            and PyTuple_GET_ITEM(<object>kwnames, 0) == <PyObject*>"callback"):
+        callback = <object>args[3]
+        if callable(callback):
+            # every other argument its default (client_id and client_host "")
+            result = table.c_steady(<object>args[0], <object>args[1], <object>args[2], "", "")
+            if result is not None:
+                table.c_answer(callback, result)
+                return None
+    return PyObject_Vectorcall(table.consumer_general, args, <size_t>nargs, kwnames)
+
+
+cdef PyMethodDef _CONSUMER_ENTRY
+_CONSUMER_ENTRY.ml_name = b"consumer_heartbeat"
+_CONSUMER_ENTRY.ml_meth = <PyCFunction><void*>_consumer_entry
+_CONSUMER_ENTRY.ml_flags = METH_FASTCALL | METH_KEYWORDS
+_CONSUMER_ENTRY.ml_doc = (
+    b"consumer_heartbeat(group_id, member_id, member_epoch, *, instance_id=None, rack_id=None, "
+    b"rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, "
+    b"server_assignor=None, owned_partitions=None, client_id='', client_host='', callback)\n\n"
+    b"GroupCoordinator.consumer_group_heartbeat, bound to it: the plain steady heartbeat of a "
+    b"settled member is answered here, every other call as consumer_heartbeat_general.")
 
 
 cdef object static_error(GroupRecord rec, object member_id, object instance_id):
@@ -221,6 +285,9 @@ cdef class MemberTable(TimerSink):
         self.mixed_heartbeat = None
         self.consumer_fallback = None
         self.ctopics = 0
+        # (bound methods of this table: a cycle through it, which the GC collects)
+        self.consumer_general = self.consumer_heartbeat_general
+        self.consumer_heartbeat = PyCFunction_NewEx(&_CONSUMER_ENTRY, self, None)
 
     def __dealloc__(self):
         cdef Py_ssize_t i, j
@@ -268,7 +335,7 @@ cdef class MemberTable(TimerSink):
         Py_DECREF(<object>client_id)
         Py_DECREF(<object>client_host)
 
-    cdef int64_t now(self) except? -1:
+    cdef inline int64_t now(self) except? -1:
         """clock.now_ms() without a Python call for the two clocks fastcoord ships."""
         cdef timespec ts
         if self.clock_kind == 2:            # SystemClock: the same CLOCK_MONOTONIC
@@ -279,7 +346,7 @@ cdef class MemberTable(TimerSink):
         return self.now_ms()
 
     # -- the (group id, member id) -> slot map ------------------------------------------
-    cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer):
+    cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer) except -2:
         """The slot of (group id, member id) among classic members (consumer 0) or
         consumer-protocol members (consumer 1), or -1."""
         cdef uint64_t h = fc_mix(id_hash(group_id), id_hash(member_id))
@@ -510,7 +577,7 @@ cdef class MemberTable(TimerSink):
     def deadline(self, Py_ssize_t slot):
         return self.slot_ptr(slot).deadline
 
-    cdef int refresh(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1:
+    cdef inline int refresh(self, Py_ssize_t slot, Slot* s, int64_t deadline) except -1:
         s.deadline = deadline
         if s.armed < 0 or deadline < s.armed:
             # Rare: not armed, or a shorter timeout (the lazy re-check would come too late).
@@ -634,20 +701,25 @@ cdef class MemberTable(TimerSink):
                                   object client_id, object client_host):
         """The cached answer of a settled member's steady heartbeat (its session
         refreshed), or None, having changed nothing: the slow path's to answer."""
+        if not (type(client_id) is str and type(client_host) is str):
+            return None
+        return self.c_steady(group_id, member_id, member_epoch, client_id, client_host)
+
+    cdef inline object c_steady(self, object group_id, object member_id, object member_epoch,
+                                str client_id, str client_host):
+        """c_consumer_steady once the client id and host are known to be str."""
         cdef Py_ssize_t slot
         cdef Slot* s
         cdef GroupCore* core
         cdef long epoch
+        cdef int overflow
         cdef uint32_t gen
         cdef CSlot* c
         if not (type(group_id) is str and type(member_id) is str and type(member_epoch) is int
-                and type(client_id) is str and type(client_host) is str and self.active):
+                and self.active):
             return None
-        try:
-            epoch = member_epoch
-        except OverflowError:
-            return None
-        if epoch <= 0 or epoch > 0x7FFFFFFF:
+        epoch = PyLong_AsLongAndOverflow(member_epoch, &overflow)
+        if overflow or epoch <= 0 or epoch > 0x7FFFFFFF:
             return None
         slot = self.map_find(group_id, member_id, 1)
         if slot < 0:
@@ -664,25 +736,41 @@ cdef class MemberTable(TimerSink):
                     or core.cquiet != epoch or core.ctopics != self.ctopics):
                 return None
             c = self.cslot_ptr(slot)
-            if c is NULL or c.result is NULL or not (id_equal(c.client_id, client_id)
-                                                    and id_equal(c.client_host, client_host)):
+            if c is NULL or c.result is NULL or not (same_id(c.client_id, client_id)
+                                                    and same_id(c.client_host, client_host)):
                 return None     # a new client id or host: the slow path records it
             self.refresh(slot, s, self.now() + s.session_timeout)
             return <object>c.result
         finally:
             pthread_mutex_unlock(&core.mu)
 
+    cdef inline int c_answer(self, object callback, object result) except -1:
+        """callback(result) as the coordinator runs callbacks: what it raises is logged."""
+        if fc_call1(callback, result) < 0:
+            self.c_callback_raised()
+        return 0
+
+    cdef int c_callback_raised(self) except -1:
+        """What a callback raised, pending: an Exception is logged (the group state is
+        unaffected), anything else (KeyboardInterrupt, SystemExit) propagates."""
+        try:
+            fc_pending()
+        except Exception:
+            _coord_log.exception("a coordinator callback raised; the group state is unaffected")
+        return 0
+
     @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
-    def consumer_heartbeat(self, group_id, member_id, member_epoch, *, instance_id=None,
-                           rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
-                           subscribed_topic_regex=None, server_assignor=None,
-                           owned_partitions=None, client_id="", client_host="", callback):
-        """GroupCoordinator.consumer_group_heartbeat, bound to it: a settled member's
-        steady heartbeat (every optional field None, rebalance_timeout_ms -1, at its
-        settled epoch, in an active shard) is answered here, its session refreshed and
-        `callback` given the slow path's answer, cached; every other case, and any
-        other argument, goes to `consumer_fallback` (every argument, in order), the
-        coordinator's checked path."""
+    def consumer_heartbeat_general(self, group_id, member_id, member_epoch, *, instance_id=None,
+                                   rack_id=None, rebalance_timeout_ms=-1,
+                                   subscribed_topic_names=None, subscribed_topic_regex=None,
+                                   server_assignor=None, owned_partitions=None, client_id="",
+                                   client_host="", callback):
+        """consumer_heartbeat with any arguments (its entry hands here every call but the
+        plain steady one): a settled member's steady heartbeat (every optional field
+        None, rebalance_timeout_ms -1, at its settled epoch, in an active shard) is
+        answered here, its session refreshed and `callback` given the slow path's
+        answer, cached; every other case, and any other argument, goes to
+        `consumer_fallback` (every argument, in order), the coordinator's checked path."""
         cdef object result = None
         if (instance_id is None and rack_id is None and subscribed_topic_names is None
                 and subscribed_topic_regex is None and server_assignor is None
@@ -696,10 +784,7 @@ cdef class MemberTable(TimerSink):
                                    subscribed_topic_regex, server_assignor, owned_partitions,
                                    client_id, client_host, callback)
             return
-        try:
-            callback(result)
-        except Exception:
-            _coord_log.exception("a coordinator callback raised; the group state is unaffected")
+        self.c_answer(callback, result)
 
     def consumer_steady(self, group_id, member_id, member_epoch, client_id, client_host):
         """consumer_heartbeat's fast case alone, for a server's wire path: the settled
