@@ -1736,8 +1736,24 @@ def _default_member_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4()}"
 
 
+# The twin's DelayedOperation -> its operation classes (_delayed_op_classes)
+_OP_CLASSES: Dict[type, tuple] = {}
+
+
 def _delayed_op_classes(base):
-    """DelayedJoin, InitialDelayedJoin and DelayedSync on the twin's DelayedOperation."""
+    """DelayedJoin, InitialDelayedJoin and DelayedSync on the twin's DelayedOperation:
+    made once per twin and shared by its GroupLogics (an operation's state is its own,
+    the class holds none). Made per GroupLogic, every coordinator built (one per
+    replayed shard) cost three class creations, and left three classes behind for the
+    cyclic collector: a class and its dict and mro refer to one another."""
+    classes = _OP_CLASSES.get(base)
+    if classes is None:
+        # (two threads may both make them: the first stored is the one every logic uses)
+        classes = _OP_CLASSES.setdefault(base, _new_delayed_op_classes(base))
+    return classes
+
+
+def _new_delayed_op_classes(base):
 
     class DelayedJoin(base):
         def __init__(self, logic, group, rebalance_timeout_ms):

@@ -70,7 +70,7 @@ import pyarrow.compute as pc
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, _twins, shard_for
 from ..core.results import GroupSummary, JoinGroupMember, JoinGroupResult, SyncGroupResult
 from ..core.store import InMemoryStore
-from ._gc import fewer_collections
+from ._gc import collected_after, fewer_collections
 from ._pure.runs import COMMIT, HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED  # both twins' values
 
 NUM_SHARDS = 50
@@ -1015,7 +1015,10 @@ def split_on(table: pa.Table, shards) -> Dict[int, pa.Table]:
 
 def replay_shard_table(table: pa.Table, shard: int, *, impl=None, end_ms=None,
                        num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
-    return ShardReplay(shard, impl=impl, num_shards=num_shards).run(table, end_ms)
+    # the replay is dropped inside: its coordinator's cycles are collected once, dead (_gc)
+    with collected_after():
+        tables = ShardReplay(shard, impl=impl, num_shards=num_shards).run(table, end_ms)
+    return tables
 
 
 def replay_local(table: pa.Table, *, impl=None, num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:

@@ -87,7 +87,7 @@ import pyarrow.compute as pc
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from ..core.store import InMemoryStore
-from ._gc import fewer_collections
+from ._gc import collected_after, fewer_collections
 from .replay import (COMMIT_PARTITION, NUM_SHARDS, leave_answer, member_ids, read_members,
                      rows_table, sort_canonical, split_by_shard)
 
@@ -1035,8 +1035,11 @@ def simulate_shard(table: pa.Table, config: WhatIfConfig, *, config_id: int = 0,
                    num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
     """One (configuration, shard) simulation: `table` holds that shard's trace rows;
     `end_ms` is the whole trace's end."""
-    return ShardSimulation(derive_behaviour(table, end_ms), config, config_id=config_id,
-                           shard=shard, end_ms=end_ms, impl=impl, num_shards=num_shards).run()
+    behaviour = derive_behaviour(table, end_ms)
+    with collected_after():     # the simulation dropped inside, its garbage collected (_gc)
+        tables = ShardSimulation(behaviour, config, config_id=config_id, shard=shard,
+                                 end_ms=end_ms, impl=impl, num_shards=num_shards).run()
+    return tables
 
 
 # -- aggregation ----------------------------------------------------------------------------------
@@ -1144,9 +1147,10 @@ def simulate_configs(table: pa.Table, configs: Sequence[WhatIfConfig], *, shard:
     Deriving is about a quarter of a configuration's time."""
     behaviour = derive_behaviour(table, end_ms)
     for config_id, config in enumerate(configs):
-        yield config_id, ShardSimulation(behaviour, config, config_id=config_id, shard=shard,
-                                         end_ms=end_ms, impl=impl,
-                                         num_shards=num_shards).run()
+        with collected_after():     # (not held across the yield: the caller's time)
+            tables = ShardSimulation(behaviour, config, config_id=config_id, shard=shard,
+                                     end_ms=end_ms, impl=impl, num_shards=num_shards).run()
+        yield config_id, tables
 
 
 # -- Spark ------------------------------------------------------------------------------------------

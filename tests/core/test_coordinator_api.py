@@ -381,3 +381,15 @@ def test_hot_paths_are_declared_on_the_class(impl):
     handles, gens = np.array([handle, handle], np.int64), np.array([generation, 0], np.int32)
     assert (GroupCoordinator.heartbeat_batch(coord, handles, gens).tolist()
             == coord.heartbeat_batch(handles, gens).tolist())
+
+
+def test_coordinators_of_a_twin_share_their_delayed_operation_classes(impl):
+    """The group logic of every coordinator of a twin takes the same DelayedJoin,
+    InitialDelayedJoin and DelayedSync (core/groups.py _delayed_op_classes), made once:
+    classes of its own cost every coordinator (one per replayed shard) three class
+    creations, and left three cyclic class graphs for the collector."""
+    first, joined = formed_group(impl, InMemoryStore())
+    second, _ = formed_group(impl, InMemoryStore())
+    assert first._logic._join_ops is second._logic._join_ops
+    assert first._logic._sync_ops is second._logic._sync_ops
+    assert all(s.error == Errors.NONE for s in sync_all(first, joined))   # still theirs to run

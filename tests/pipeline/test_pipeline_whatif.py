@@ -402,3 +402,28 @@ def test_spark_task_layout():
     assert spark_task_layout(6, 4, 2) == (8, "configuration x shard")
     assert spark_task_layout(6, 50, 64) == (256, "configuration x shard")   # a big cluster
     assert spark_task_layout(1, 1, 2) == (1, "shard")
+
+
+def test_no_simulations_coordinator_outlives_it(impl):
+    """A finished simulation leaves its coordinator as cyclic garbage, as a replayed
+    shard does (pipeline/_gc.py): simulate_shard and simulate_configs (what-if's
+    single-process and Spark paths) collect it before they hand the tables over, and
+    the thresholds are put back."""
+    import gc
+
+    from fastcoord import GroupCoordinator
+    from fastcoord.pipeline.whatif import simulate_configs
+
+    def coordinators():
+        return sum(isinstance(o, GroupCoordinator) for o in gc.get_objects())
+
+    trace = generate(groups=3, members=4, duration_s=60, seed=2)
+    end = pc.max(trace.column("time_ms")).as_py()
+    configs = [WhatIfConfig(10_000), WhatIfConfig(30_000)]
+    gc.collect()
+    before, left = gc.get_threshold(), coordinators()
+    assert simulate_shard(trace, configs[0], end_ms=end, impl=impl)["groups"].num_rows == 3
+    assert coordinators() == left and gc.get_threshold() == before
+    for config_id, tables in simulate_configs(trace, configs, shard=0, end_ms=end, impl=impl):
+        assert tables["groups"].num_rows == 3
+        assert coordinators() == left and gc.get_threshold() == before
