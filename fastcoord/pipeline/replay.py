@@ -1013,12 +1013,22 @@ def split_on(table: pa.Table, shards) -> Dict[int, pa.Table]:
     return out
 
 
+def replay_shard(table: pa.Table, shard: int, *, impl=None, end_ms=None,
+                 num_shards: int = NUM_SHARDS) -> Tuple[Dict[str, pa.Table], str]:
+    """(the shard's replay tables, the twin that replayed it, "none" for no
+    coordinator). The replay is dropped inside: its coordinator's cycles are collected
+    once, dead (_gc)."""
+    with collected_after():
+        replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
+        tables = replay.run(table, end_ms)
+        used = replay.coord.impl if replay.coord is not None else "none"
+        del replay
+    return tables, used
+
+
 def replay_shard_table(table: pa.Table, shard: int, *, impl=None, end_ms=None,
                        num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:
-    # the replay is dropped inside: its coordinator's cycles are collected once, dead (_gc)
-    with collected_after():
-        tables = ShardReplay(shard, impl=impl, num_shards=num_shards).run(table, end_ms)
-    return tables
+    return replay_shard(table, shard, impl=impl, end_ms=end_ms, num_shards=num_shards)[0]
 
 
 def replay_local(table: pa.Table, *, impl=None, num_shards: int = NUM_SHARDS) -> Dict[str, pa.Table]:

@@ -53,9 +53,8 @@ from typing import Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
-from ._gc import collected_after
-from .replay import (NUM_SHARDS, TABLES, ShardReplay, canonical, fresh_table_dirs,
-                     shard_array, split_on, write_table_file)
+from .replay import (NUM_SHARDS, TABLES, canonical, fresh_table_dirs,
+                     replay_shard, shard_array, split_on, write_table_file)
 from .delta import from_steps, to_steps
 
 _SPARK_TYPES = {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string",
@@ -641,8 +640,7 @@ def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards,
     the runtime row and the shard's count of rows out of order."""
     import time
     t0 = time.perf_counter()
-    with collected_after():     # the replay dropped inside, its garbage collected (_gc)
-        out, used = _replayed(table, shard, impl, end_ms, num_shards)
+    out, used = replay_shard(table, shard, impl=impl, end_ms=end_ms, num_shards=num_shards)
     t1 = time.perf_counter()
     if out_dir is not None:
         write_shard_tables(out_dir, shard, out)
@@ -651,14 +649,6 @@ def _replay_shard(table: pa.Table, shard: int, impl, end_ms, num_shards,
             yield table_blobs(name, t)
     yield table_blobs(RUNTIME_TABLE, _runtime_row(shard, used, table.num_rows, t1 - t0,
                                                   time.perf_counter() - t1))
-
-
-def _replayed(table: pa.Table, shard: int, impl, end_ms, num_shards):
-    """(the shard's replay tables, the twin that replayed it): its ShardReplay is gone
-    when this returns."""
-    replay = ShardReplay(shard, impl=impl, num_shards=num_shards)
-    out = replay.run(table, end_ms)
-    return out, replay.coord.impl if replay.coord is not None else "none"
 
 
 def shard_file(out_dir: str, name: str, shard: int) -> str:
