@@ -293,6 +293,36 @@ def test_cyclic_collector_state_is_kept(impl, name):
         gc.enable()
 
 
+class _Probe:
+    """A container made through the type's allocator (no free list): the collection that
+    is due, if any, runs when one is made."""
+
+
+@pytest.mark.parametrize("name", ASSIGNORS)
+def test_collection_made_due_runs_in_the_call(impl, name):
+    """The native twin pauses the cyclic collector while it makes a result, then runs
+    the collection the result's containers made due before it returns, not at the
+    caller's next allocation (where the caller would pay for it)."""
+    members = [m(f"m{i:04}", "t", "u") for i in range(2000)]
+    inside, starts = [False], []
+
+    def callback(phase, info):
+        if phase == "start":
+            starts.append(inside[0])
+
+    gc.collect()
+    gc.callbacks.append(callback)
+    try:
+        inside[0] = True  # set and read without making a container
+        result = assign(impl, name, members, {"t": 3000, "u": 3000})
+        inside[0] = False
+        _Probe()
+    finally:
+        gc.callbacks.remove(callback)
+    assert starts and all(starts)
+    assert len(result) == len(members)
+
+
 # -- arguments --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args, error", [

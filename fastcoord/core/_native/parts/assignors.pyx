@@ -1,17 +1,20 @@
 """The consumer group protocol's assignors in C (twin: _pure/assignors.py).
 
 Read fastcoord/core/_pure/assignors.py first: it is the specification. Here the input
-is converted once into int arrays: topics (the existing ones some member subscribes to)
-numbered by name, each topic's partitions a slice of one flat owner array (member
-index or -1), each member's subscribed topic indices, each topic's subscribers in
-member order. The assignors run on those arrays without a Python object per
-partition; the result's dicts and lists are built at the end.
+is read once into int arrays while it is checked: each member's subscription is a kind
+(one of the distinct subscriptions, each read once), topics (the existing ones some
+member subscribes to) are numbered by name, each topic's partitions are a slice of one
+flat owner array (member index or -1), each topic's subscribers are listed in member
+order (in range order for the range assignor). The assignors run on those arrays
+without a Python object per partition; the result's dicts and lists are built at the
+end, each at its final size where the API allows it.
 """
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport qsort
+from libc.string cimport memcmp
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cpython.object cimport PyObject
-from cpython.mem cimport PyMem_Calloc, PyMem_Realloc, PyMem_Free
+from cpython.mem cimport PyMem_Malloc, PyMem_Calloc, PyMem_Realloc, PyMem_Free
 
 
 cdef extern from "Python.h":
@@ -26,6 +29,17 @@ cdef extern from "Python.h":
     # the cyclic collector's switch (public since 3.10): each returns the previous state
     int _asg_gc_disable "PyGC_Disable"()
     int _asg_gc_enable "PyGC_Enable"()
+    # a str's code points (the documented accessors of PEP 393 strings): an ASCII
+    # string's are its bytes
+    Py_UCS4 _asg_str_max "PyUnicode_MAX_CHAR_VALUE"(object text)
+    void* _asg_str_data "PyUnicode_DATA"(object text)
+    Py_ssize_t _asg_str_length "PyUnicode_GET_LENGTH"(object text)
+    # a current partition id read from its list without a reference of its own: only
+    # an exact int (no user code runs while it is read)
+    Py_ssize_t _asg_list_size "PyList_GET_SIZE"(object items)
+    PyObject* _asg_list_at "PyList_GET_ITEM"(object items, Py_ssize_t at)
+    bint _asg_exact_int "PyLong_CheckExact"(PyObject* value)
+    long long _asg_int_value "PyLong_AsLongLongAndOverflow"(PyObject* value, int* overflow)
 
 from collections.abc import Mapping as _AsgMapping
 
@@ -55,6 +69,12 @@ cdef struct asg_topic_key:
     int32_t topic
 
 
+cdef struct asg_id_key:
+    const char* text    # an ASCII member id's bytes (the str holds them)
+    Py_ssize_t size
+    int32_t member
+
+
 cdef int _asg_cmp_member(const void* a, const void* b) noexcept nogil:
     # load ascending, then member index ascending
     cdef const asg_member_key* x = <const asg_member_key*>a
@@ -78,9 +98,25 @@ cdef int _asg_cmp_topic(const void* a, const void* b) noexcept nogil:
     return -1 if x.topic < y.topic else (1 if x.topic > y.topic else 0)
 
 
+cdef int _asg_cmp_id(const void* a, const void* b) noexcept nogil:
+    # bytes, then length (a prefix first); ids are unique, so never equal
+    cdef const asg_id_key* x = <const asg_id_key*>a
+    cdef const asg_id_key* y = <const asg_id_key*>b
+    cdef int order = memcmp(x.text, y.text, <size_t>(x.size if x.size < y.size else y.size))
+    if order != 0:
+        return order
+    return -1 if x.size < y.size else (1 if x.size > y.size else 0)
+
+
 cdef class _AsgGroup:
     """A group converted to arrays (C blocks, freed with this object)."""
     cdef list member_ids
+    cdef object instance_ids  # _pure's prepare's: None when no member is static
+    cdef dict seen            # member id -> None, in member order: the result's keys
+    cdef dict topics          # the checked topics (read by _asg_convert only)
+    cdef list distinct        # the kinds' subscriptions (frozensets)
+    cdef dict first_seen      # topic name -> its number in first-seen order, -1 if not existing
+    cdef list names_seen      # the existing topics' names in first-seen order
     cdef list topic_names
     cdef int32_t n_members
     cdef int32_t n_topics
@@ -88,21 +124,73 @@ cdef class _AsgGroup:
     cdef void** blocks
     cdef Py_ssize_t n_blocks
     cdef Py_ssize_t blocks_cap
+    cdef int32_t* kind      # [n_members]: each member's subscription, an index in distinct
+    cdef int64_t* koff      # [n_kinds + 1]: kind k's topics are ktopics[koff[k]:koff[k+1]]
+    cdef int32_t* ktopics   # topic numbers (first-seen order, then by name after _asg_convert)
+    cdef int32_t n_kinds
+    cdef int32_t koff_cap
+    cdef int64_t ktopics_cap
     cdef int64_t* toff      # [n_topics + 1]: topic t's partitions are owner[toff[t]:toff[t+1]]
     cdef int32_t* owner     # [total]
     cdef int32_t* soff      # [n_topics + 1]: topic t's subscribers are subs[soff[t]:soff[t+1]]
-    cdef int32_t* subs      # member indices, ascending within a topic
+    cdef int32_t* subs      # member indices, in member (or range) order within a topic
 
     def __dealloc__(self):
         cdef Py_ssize_t i
         for i in range(self.n_blocks):
             PyMem_Free(self.blocks[i])
         PyMem_Free(self.blocks)
+        PyMem_Free(self.koff)
+        PyMem_Free(self.ktopics)
 
-    cdef void* _block(self, int64_t n, size_t size) except NULL:
-        """n zeroed items of `size` bytes (one at least), freed with this object."""
+    cdef int start(self, Py_ssize_t n, dict topics) except -1:
+        if n > 0x7FFFFFFF:
+            raise MemoryError()
+        self.n_members = <int32_t>n
+        self.topics = topics
+        self.member_ids = []
+        self.seen = {}
+        self.distinct = []
+        self.first_seen = {}
+        self.names_seen = []
+        self.kind = <int32_t*>self._block(n, sizeof(int32_t), False)
+        self.koff = <int64_t*>PyMem_Calloc(16, sizeof(int64_t))
+        if self.koff == NULL:
+            raise MemoryError()
+        self.koff_cap = 16
+        return 0
+
+    cdef int _add_topic(self, int32_t topic) except -1:
+        """Append a topic number to the kind being read."""
+        cdef int64_t at = self.koff[self.n_kinds + 1]
+        cdef int32_t* grown
+        if at == self.ktopics_cap:
+            grown = <int32_t*>PyMem_Realloc(self.ktopics, (2 * at + 64) * sizeof(int32_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.ktopics = grown
+            self.ktopics_cap = 2 * at + 64
+        self.ktopics[at] = topic
+        self.koff[self.n_kinds + 1] = at + 1
+        return 0
+
+    cdef int _new_kind(self, frozenset names) except -1:
+        """Start reading a kind (its topics follow with _add_topic)."""
+        cdef int64_t* grown
+        if self.n_kinds + 2 > self.koff_cap:
+            grown = <int64_t*>PyMem_Realloc(self.koff, 2 * self.koff_cap * sizeof(int64_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.koff = grown
+            self.koff_cap *= 2
+        self.koff[self.n_kinds + 1] = self.koff[self.n_kinds]
+        self.distinct.append(names)
+        return 0
+
+    cdef void* _block(self, int64_t n, size_t size, bint zeroed) except NULL:
+        """n items of `size` bytes (one at least; zeroed or not), freed with this object."""
         cdef void** grown
-        cdef void* block
+        cdef void* block = NULL
         if self.n_blocks == self.blocks_cap:
             grown = <void**>PyMem_Realloc(self.blocks, (2 * self.blocks_cap + 16) * sizeof(void*))
             if grown == NULL:
@@ -111,7 +199,8 @@ cdef class _AsgGroup:
             self.blocks_cap = 2 * self.blocks_cap + 16
         if n < 1:
             n = 1
-        block = PyMem_Calloc(<size_t>n, size) if <uint64_t>n <= (<size_t>-1) // size else NULL
+        if <uint64_t>n <= (<size_t>-1) // size:
+            block = PyMem_Calloc(<size_t>n, size) if zeroed else PyMem_Malloc(<size_t>n * size)
         if block == NULL:
             raise MemoryError()
         self.blocks[self.n_blocks] = block
@@ -119,7 +208,8 @@ cdef class _AsgGroup:
         return block
 
     cdef int32_t* _buffer(self, int64_t n, int32_t fill) except NULL:
-        cdef int32_t* buffer = <int32_t*>self._block(n, sizeof(int32_t))
+        """n int32 set to `fill`."""
+        cdef int32_t* buffer = <int32_t*>self._block(n, sizeof(int32_t), fill == 0)
         cdef int64_t i
         if fill != 0:
             for i in range(n):
@@ -127,56 +217,122 @@ cdef class _AsgGroup:
         return buffer
 
     cdef int64_t* _buffer64(self, int64_t n) except NULL:
-        return <int64_t*>self._block(n, sizeof(int64_t))
+        """n int64 set to 0."""
+        return <int64_t*>self._block(n, sizeof(int64_t), True)
 
 
-cdef _AsgGroup _asg_convert(list member_ids, list subscriptions, dict topics, current):
-    """Number the topics, count the subscribers, read `current` into the owner array
-    (the rules of _pure's _current_owners). Members mostly share a subscription (the
-    same object, or an equal frozenset): each distinct one (a kind) is read once into
-    a C array of its existing topics' numbers; the per-member work is C loops."""
+cdef _AsgGroup _asg_prepare(name, members, topics, current):
+    """_pure's prepare, reading the members into a group (ids, kinds) as they are checked.
+    None where _pure's prepare is needed: anything but the plain case (dict topics and
+    current, a list or tuple of 3-tuples of str id, str or None rack, and a frozenset,
+    set, tuple or list of str names) and every error. A subscription met before in this
+    call (the same object, or an equal frozenset) is not read again."""
+    if type(topics) is not dict or type(current) is not dict or type(members) not in (list, tuple) \
+            or name not in ASSIGNORS:
+        return None
+    for topic, count in (<dict>topics).items():
+        if type(topic) is not str or type(count) is not int or count < 0 or count > _asg_pure.MAX_PARTITIONS:
+            return None
     cdef _AsgGroup g = _AsgGroup()
-    cdef int32_t i, t, k = -1, n_kinds
-    cdef int64_t j, n_subs = 0, upper = 0
-    g.member_ids = member_ids
-    g.n_members = len(member_ids)
-    # each member's kind, kinds numbered in first-seen order
-    cdef int32_t* kind = g._buffer(g.n_members, 0)
-    cdef dict kinds = {}
-    cdef list distinct = []
-    last = None
-    for i in range(g.n_members):
-        subscribed = subscriptions[i]
-        if subscribed is not last:
-            found = kinds.get(subscribed)
-            if found is None:
-                found = kinds[subscribed] = len(distinct)
-                distinct.append(subscribed)
-                upper += len(subscribed)
-            k = found
+    g.start(len(members), topics)
+    cdef dict seen = g.seen
+    cdef Py_ssize_t n_seen
+    cdef int32_t i = 0, k = -1
+    last = None  # the previous member's subscription object
+    for entry in members:
+        if i == g.n_members or type(entry) is not tuple or len(<tuple>entry) != 3:
+            return None
+        member_id, rack, subscribed = <tuple>entry
+        if type(member_id) is not str or (rack is not None and type(rack) is not str):
+            return None
+        # one hash lookup: a duplicate id leaves the dict's size as it was
+        n_seen = len(seen)
+        seen[member_id] = None
+        if len(seen) == n_seen:
+            return None
+        g.member_ids.append(member_id)
+        if subscribed is not last:  # members mostly share one subscription object
+            k = _asg_kind(g, subscribed, True)
+            if k < 0:
+                return None
             last = subscribed
-        kind[i] = k
-    n_kinds = len(distinct)
-    # each kind's existing topics: numbered in first-seen order here, by name below
-    cdef int64_t* koff = g._buffer64(n_kinds + 1)
-    cdef int32_t* ktopics = g._buffer(upper, 0)
-    cdef dict first_seen = {}
-    cdef list names = []
-    j = 0
-    for k in range(n_kinds):
-        for name in distinct[k]:
-            found = first_seen.get(name)
-            if found is None:
-                if name not in topics:
-                    continue
-                found = first_seen[name] = len(names)
-                names.append(name)
-            ktopics[j] = <int32_t>found
-            j += 1
-        koff[k + 1] = j
-    g.topic_names = sorted(names)
-    g.n_topics = len(names)
-    tindex = dict(zip(g.topic_names, range(g.n_topics)))
+        g.kind[i] = k
+        i += 1
+    return g if i == g.n_members else None
+
+
+cdef _AsgGroup _asg_prepared(name, members, topics, current):
+    """The general case: _pure's prepare (and its errors), then the group."""
+    member_ids, instance_ids, subscriptions, topics = _asg_pure.prepare(name, members, topics, current)
+    cdef _AsgGroup g = _AsgGroup()
+    g.start(len(member_ids), topics)
+    g.member_ids = member_ids
+    g.instance_ids = instance_ids
+    g.seen = dict.fromkeys(member_ids)
+    cdef int32_t i
+    for i in range(g.n_members):
+        g.kind[i] = _asg_kind(g, subscriptions[i], False)
+    return g
+
+
+cdef int32_t _asg_kind(_AsgGroup g, subscribed, bint plain) except -2:
+    """The kind of a member's subscription: 0, the first member's, when equal to it (one
+    kind for all members is a homogeneous group), else a new kind, its names read.
+    With `plain` (_asg_prepare), -1 for one outside the plain case; else it is a checked
+    frozenset."""
+    if type(subscribed) is frozenset:
+        names = subscribed
+    elif plain and type(subscribed) in (set, tuple, list):
+        for topic in subscribed:
+            if type(topic) is not str:
+                return -1
+        names = frozenset(subscribed)
+    elif plain:
+        return -1
+    else:
+        names = frozenset(subscribed)
+    if g.n_kinds > 0 and names == g.distinct[0]:
+        return 0
+    return _asg_read_kind(g, names, plain)
+
+
+cdef int32_t _asg_read_kind(_AsgGroup g, frozenset names, bint plain) except -2:
+    """A new kind: its existing topics' numbers (in first-seen order); -1 for a name
+    that is not a str with `plain`."""
+    cdef dict first_seen = g.first_seen
+    cdef dict topics = g.topics
+    cdef int32_t number
+    g._new_kind(names)
+    for name in names:
+        if plain and type(name) is not str:
+            return -1
+        found = first_seen.get(name)
+        if found is not None:
+            number = found
+        else:
+            number = <int32_t>len(g.names_seen) if name in topics else -1
+            first_seen[name] = number
+            if number >= 0:
+                g.names_seen.append(name)
+        if number >= 0:
+            g._add_topic(number)
+    g.n_kinds += 1
+    return g.n_kinds - 1
+
+
+cdef int _asg_convert(_AsgGroup g, const int32_t* rank) except -1:
+    """Number the existing subscribed topics by name, list each topic's subscribers (in
+    member order, or in the order rank -> member given): C loops over the kinds'
+    topic numbers."""
+    cdef int32_t i, r, t, k, n_kinds = g.n_kinds
+    cdef int64_t j, n_subs = 0
+    cdef int64_t* koff = g.koff
+    cdef int32_t* ktopics = g.ktopics
+    cdef dict topics = g.topics
+    cdef dict first_seen = g.first_seen
+    cdef list names_seen = g.names_seen
+    g.topic_names = sorted(names_seen)
+    g.n_topics = len(names_seen)
     cdef int32_t* renumber = g._buffer(g.n_topics, 0)
     g.toff = g._buffer64(g.n_topics + 1)
     for t in range(g.n_topics):
@@ -185,8 +341,9 @@ cdef _AsgGroup _asg_convert(list member_ids, list subscriptions, dict topics, cu
         g.toff[t + 1] = g.toff[t] + <int64_t>topics[name]
     g.total = g.toff[g.n_topics]
     g.owner = g._buffer(g.total, -1)
-    # subscribers per topic, in member order: count, then place
+    # subscribers per topic: count, then place
     g.soff = g._buffer(g.n_topics + 1, 0)
+    cdef int32_t* kind = g.kind
     with nogil:
         for j in range(koff[n_kinds]):
             ktopics[j] = renumber[ktopics[j]]
@@ -197,20 +354,19 @@ cdef _AsgGroup _asg_convert(list member_ids, list subscriptions, dict topics, cu
             n_subs += koff[k + 1] - koff[k]
         for t in range(g.n_topics):
             g.soff[t + 1] += g.soff[t]
-    g.subs = g._buffer(n_subs, 0)
-    cdef int32_t* fill = g._buffer(g.n_topics, 0)
+    g.subs = <int32_t*>g._block(n_subs, sizeof(int32_t), False)
+    cdef int32_t* fill = <int32_t*>g._block(g.n_topics, sizeof(int32_t), False)
     with nogil:
         for t in range(g.n_topics):
             fill[t] = g.soff[t]
-        for i in range(g.n_members):
+        for r in range(g.n_members):
+            i = rank[r] if rank != NULL else r
             k = kind[i]
             for j in range(koff[k], koff[k + 1]):
                 t = ktopics[j]
                 g.subs[fill[t]] = i
                 fill[t] += 1
-    if current:
-        _asg_read_current(g, subscriptions, tindex, current)
-    return g
+    return 0
 
 
 cdef inline int64_t _asg_partition(value) except? -2:
@@ -226,15 +382,17 @@ cdef inline int64_t _asg_partition(value) except? -2:
     return x
 
 
-cdef int _asg_read_current(_AsgGroup g, list subscriptions, dict tindex, current) except -1:
+cdef int _asg_read_current(_AsgGroup g, current) except -1:
+    """`current` into the owner array (the rules of _pure's _current_owners)."""
     cdef int32_t i
+    cdef dict tindex = dict(zip(g.topic_names, range(g.n_topics)))
     cdef dict plain = current if type(current) is dict else None  # read without method calls
     for i in range(g.n_members):
         member_id = g.member_ids[i]
         assigned = plain.get(member_id) if plain is not None else current.get(member_id)
         if assigned is None:
             continue
-        subscribed = subscriptions[i]
+        subscribed = g.distinct[g.kind[i]]
         if type(assigned) is dict:
             for topic, partitions in (<dict>assigned).items():
                 _asg_read_topic(g, i, subscribed, tindex, topic, partitions)
@@ -246,26 +404,36 @@ cdef int _asg_read_current(_AsgGroup g, list subscriptions, dict tindex, current
     return 0
 
 
-cdef int _asg_read_topic(_AsgGroup g, int32_t i, subscribed, dict tindex, topic, partitions) except -1:
+cdef int _asg_read_topic(_AsgGroup g, int32_t i, frozenset subscribed, dict tindex, topic,
+                         partitions) except -1:
     """Member i's current partitions of `topic` into the owner array."""
     cdef int32_t t = -1
     cdef int64_t p, count = 0, base = 0
     cdef Py_ssize_t k = 0
+    cdef PyObject* item
+    cdef int overflow = 0
+    cdef long long x
     if type(topic) is not str:
         _asg_pure._check_topic_name(topic, f"current[{g.member_ids[i]!r}]'s keys")
     if isinstance(partitions, (str, bytes)):
         raise TypeError(f"current[{g.member_ids[i]!r}][{topic!r}] must be an iterable of partition ids")
-    if topic in subscribed:
-        t = tindex.get(topic, -1)
-    if t >= 0:
+    found = tindex.get(topic)
+    if found is not None and _asg_subscribes(g, i, <int32_t>found, subscribed, topic):
+        t = found
         base = g.toff[t]
         count = g.toff[t + 1] - base
     if type(partitions) is list:
         # the length is read at each step, as a list iterator does: a partition id's
         # __index__ may shrink the list
-        while k < len(<list>partitions):
-            p = _asg_partition((<list>partitions)[k])
+        while k < _asg_list_size(partitions):
+            item = _asg_list_at(partitions, k)
             k += 1
+            if _asg_exact_int(item):
+                x = _asg_int_value(item, &overflow)
+                p = -1 if overflow != 0 or x < 0 else x
+            else:
+                value = <object>item  # a reference of its own while user code may run
+                p = _asg_partition(value)
             if 0 <= p < count and g.owner[base + p] == -1:
                 g.owner[base + p] = i
     else:
@@ -274,6 +442,19 @@ cdef int _asg_read_topic(_AsgGroup g, int32_t i, subscribed, dict tindex, topic,
             if 0 <= p < count and g.owner[base + p] == -1:
                 g.owner[base + p] = i
     return 0
+
+
+cdef bint _asg_subscribes(_AsgGroup g, int32_t i, int32_t t, frozenset subscribed, topic) except -1:
+    """Whether member i subscribes to existing topic t (named `topic`): its kind's topic
+    numbers hold t (a short scan), or for a long subscription, its set holds the name."""
+    cdef int32_t k = g.kind[i]
+    cdef int64_t j
+    if g.koff[k + 1] - g.koff[k] > 16:
+        return topic in subscribed
+    for j in range(g.koff[k], g.koff[k + 1]):
+        if g.ktopics[j] == t:
+            return True
+    return False
 
 
 # partition ids 0.. as int objects, shared by the results (ints are immutable); made
@@ -286,19 +467,34 @@ cdef list _asg_ints(int64_t count):
     return _ASG_INTS if count <= len(_ASG_INTS) else list(range(count))
 
 
-cdef dict _asg_result(_AsgGroup g):
-    """{member: {topic: sorted partitions}} from the owner array (see _asg_fill)."""
+cdef dict _asg_result(_AsgGroup g, bint ranges):
+    """{member: {topic: sorted partitions}}: the members' dicts from _asg_range_fill
+    (ranges) or _asg_fill (the owner array), each in place of its member's None in
+    g.seen, which becomes the result (its keys table is the result's: nothing rehashed)."""
     cdef list dicts
-    # The result is acyclic (dicts of lists of ints) and made in one go: the cyclic
-    # collector is paused meanwhile rather than run every few hundred containers made
-    # (its counts go on: it runs once at the next allocation, over all of them).
+    cdef int32_t i
+    cdef dict result = g.seen
+    # The dicts and lists are acyclic and made in one go: the cyclic collector is paused
+    # meanwhile rather than run every few hundred containers made; its counts go on, and
+    # the collection they made due runs once, here (not at the caller's next allocation).
     cdef int collecting = _asg_gc_disable()
     try:
-        dicts = _asg_fill(g)
+        dicts = _asg_range_fill(g) if ranges else _asg_fill(g)
+        for i in range(g.n_members):
+            result[g.member_ids[i]] = dicts[i]
     finally:
         if collecting:
             _asg_gc_enable()
-    return dict(zip(g.member_ids, dicts))
+    if collecting:
+        _AsgCollectDue()
+    return result
+
+
+cdef class _AsgCollectDue:
+    """Made (and dropped) once the paused collector is back on: an allocation through
+    the collector's allocator (no free list), where the collector runs the collection
+    that is due, of the generation it picks, as at any container's allocation."""
+    cdef object unused  # an object field: a type the collector tracks
 
 
 cdef list _asg_fill(_AsgGroup g):
@@ -315,7 +511,7 @@ cdef list _asg_fill(_AsgGroup g):
     cdef PyObject* made
     cdef int64_t* counts = g._buffer64(g.n_members)
     # each owner's list of the current topic: borrowed, its dict holds it
-    cdef PyObject** slots = <PyObject**>g._block(g.n_members, sizeof(PyObject*))
+    cdef PyObject** slots = <PyObject**>g._block(g.n_members, sizeof(PyObject*), False)
     for t in range(g.n_topics):
         base = g.toff[t]
         count = g.toff[t + 1] - base
@@ -348,74 +544,23 @@ cdef list _asg_fill(_AsgGroup g):
     return dicts
 
 
-cdef tuple _asg_prepare(name, members, topics, current):
-    """_pure's prepare, with the per-member work in C: a subscription object met before
-    in this call (the same object, or an equal frozenset) is not checked again."""
-    if type(topics) is not dict or type(current) is not dict or type(members) not in (list, tuple) \
-            or name not in ASSIGNORS:
-        return _asg_pure.prepare(name, members, topics, current)  # the general case, and its errors
-    cdef dict checked_topics = {}
-    for topic, count in (<dict>topics).items():
-        if type(topic) is not str or type(count) is not int or count < 0 or count > _asg_pure.MAX_PARTITIONS:
-            return _asg_pure.prepare(name, members, topics, current)
-        checked_topics[topic] = count
-    cdef list member_ids = []
-    cdef list subscriptions = []
-    cdef set seen = set()
-    cdef Py_ssize_t n_seen
-    cdef dict known = {}  # subscription object -> its checked frozenset
-    last = checked = None  # the previous member's subscription object, checked
-    cdef Py_ssize_t n = len(members)
-    for entry in members:
-        if type(entry) is not tuple or len(<tuple>entry) != 3:
-            return _asg_pure.prepare(name, members, topics, current)
-        member_id, rack, subscribed = <tuple>entry
-        if type(member_id) is not str or (rack is not None and type(rack) is not str):
-            return _asg_pure.prepare(name, members, topics, current)
-        # one hash lookup: a duplicate id leaves the set's size as it was
-        n_seen = len(seen)
-        seen.add(member_id)
-        if len(seen) == n_seen:
-            return _asg_pure.prepare(name, members, topics, current)
-        if subscribed is last:  # members mostly share one subscription object
-            member_ids.append(member_id)
-            subscriptions.append(checked)
-            continue
-        last = subscribed
-        checked = known.get(subscribed) if type(subscribed) is frozenset else None
-        if checked is None:
-            if type(subscribed) not in (frozenset, set, tuple, list):
-                return _asg_pure.prepare(name, members, topics, current)
-            for topic in subscribed:
-                if type(topic) is not str:
-                    return _asg_pure.prepare(name, members, topics, current)
-            checked = subscribed if type(subscribed) is frozenset else frozenset(subscribed)
-            if type(subscribed) is frozenset:
-                known[subscribed] = checked
-        member_ids.append(member_id)
-        subscriptions.append(checked)
-    return member_ids, None, subscriptions, checked_topics
-
-
 def compute_assignment(name, members, topics, current):
     """See fastcoord.core.assignors.compute_assignment."""
-    member_ids, instance_ids, subscriptions, topics = _asg_prepare(name, members, topics, current)
+    cdef _AsgGroup g = _asg_prepare(name, members, topics, current)
+    if g is None:
+        g = _asg_prepared(name, members, topics, current)
     if name == "range":
-        return _asg_range(member_ids, instance_ids, subscriptions, topics)
-    cdef _AsgGroup g = _asg_convert(member_ids, subscriptions, topics, current)
+        return _asg_range(g) if g.n_members else {}
+    _asg_convert(g, NULL)
+    if current:
+        _asg_read_current(g, current)
     if g.n_members == 0:
         return {}
-    first = subscriptions[0]
-    cdef bint homogeneous = True
-    for subscribed in subscriptions:
-        if subscribed is not first and subscribed != first:
-            homogeneous = False
-            break
-    if homogeneous:
+    if g.n_kinds == 1:
         _asg_homogeneous(g)
     else:
         _asg_heterogeneous(g)
-    return _asg_result(g)
+    return _asg_result(g, False)
 
 
 # -- uniform, homogeneous subscriptions ---------------------------------------------
@@ -433,7 +578,7 @@ cdef int _asg_homogeneous(_AsgGroup g) except -1:
     # where each member's given-back partitions go in the hand-out list: after the
     # unowned ones, in member order (counted in a first pass, placed in a second)
     cdef int64_t* back = g._buffer64(n + 1)
-    cdef int64_t* handout = g._buffer64(g.total)
+    cdef int64_t* handout = <int64_t*>g._block(g.total, sizeof(int64_t), False)
     with nogil:
         for i in range(n):
             quota[i] = min_quota + (1 if i < extra else 0)
@@ -467,6 +612,7 @@ cdef int _asg_homogeneous(_AsgGroup g) except -1:
                 g.owner[handout[taken]] = i
                 taken += 1
     return 0
+
 
 
 # -- uniform, heterogeneous subscriptions -------------------------------------------
@@ -646,10 +792,10 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
     cdef asg_balancer b
     b.sizes = g._buffer64(g.n_members)
     b.order = g._buffer(g.n_members, 0)
-    b.keys = <asg_member_key*>g._block(g.n_members, sizeof(asg_member_key))
+    b.keys = <asg_member_key*>g._block(g.n_members, sizeof(asg_member_key), False)
     b.tally_cap = min(4 * <int64_t>g.n_members + 64, _asg_tally_limit)
     b.tally = g._buffer(b.tally_cap, 0)
-    cdef asg_topic_key* tkeys = <asg_topic_key*>g._block(g.n_topics, sizeof(asg_topic_key))
+    cdef asg_topic_key* tkeys = <asg_topic_key*>g._block(g.n_topics, sizeof(asg_topic_key), False)
     cdef int32_t* visit = g._buffer(g.n_topics, 0)
     for t in range(g.n_topics):
         max_count = max(max_count, <int32_t>(g.toff[t + 1] - g.toff[t]))
@@ -683,45 +829,56 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
     return 0
 
 
+
+
 # -- range --------------------------------------------------------------------------
 
-cdef list _asg_range_order(list member_ids, instance_ids):
-    """_pure's range_order. Without static members and with ASCII member ids, UTF-16
-    code unit order is str order: a plain sort by id (ids are unique)."""
-    if instance_ids is not None:
-        return _asg_pure.range_order(member_ids, instance_ids)
-    for member_id in member_ids:
-        if not (<str>member_id).isascii():
-            return _asg_pure.range_order(member_ids, instance_ids)
-    return sorted(range(len(member_ids)), key=member_ids.__getitem__)
+cdef int32_t* _asg_range_order(_AsgGroup g) except NULL:
+    """_pure's range_order, as an array rank -> member. Without static members and with
+    ASCII member ids (UTF-16 code unit order is then byte order): the ids' bytes,
+    checked in order in one pass (as members often are) or else sorted."""
+    cdef int32_t* rank = <int32_t*>g._block(g.n_members, sizeof(int32_t), False)
+    cdef asg_id_key* keys
+    cdef int32_t i, r
+    cdef bint ordered = True
+    if g.instance_ids is None:
+        keys = <asg_id_key*>g._block(g.n_members, sizeof(asg_id_key), False)
+        for i in range(g.n_members):
+            member_id = g.member_ids[i]
+            if _asg_str_max(member_id) > 0x7F:
+                break
+            keys[i].text = <const char*>_asg_str_data(member_id)
+            keys[i].size = _asg_str_length(member_id)
+            keys[i].member = i
+        else:
+            with nogil:
+                for i in range(1, g.n_members):
+                    if _asg_cmp_id(&keys[i - 1], &keys[i]) > 0:
+                        ordered = False
+                        break
+                if not ordered:
+                    qsort(keys, g.n_members, sizeof(asg_id_key), _asg_cmp_id)
+                for r in range(g.n_members):
+                    rank[r] = keys[r].member
+            return rank
+    order = _asg_pure.range_order(g.member_ids, g.instance_ids)
+    for r in range(g.n_members):
+        rank[r] = <int32_t>order[r]
+    return rank
 
 
-cdef dict _asg_range(list member_ids, instance_ids, list subscriptions, dict topics):
+cdef dict _asg_range(_AsgGroup g):
     """_pure's _range: per topic, its subscribers in range order take consecutive
     ranges. Only ranges are computed: no per-partition work but the output lists."""
-    by_id = _asg_range_order(member_ids, instance_ids)
-    cdef _AsgGroup g = _asg_convert([member_ids[i] for i in by_id], [subscriptions[i] for i in by_id],
-                                    topics, {})
-    cdef list dicts
-    cdef int collecting = _asg_gc_disable()  # as in _asg_result
-    try:
-        dicts = _asg_range_fill(g)
-    finally:
-        if collecting:
-            _asg_gc_enable()
-    cdef int32_t rank
-    # back to the given member order
-    cdef list in_order = [None] * g.n_members
-    for rank in range(g.n_members):
-        in_order[<Py_ssize_t>by_id[rank]] = dicts[rank]
-    return dict(zip(member_ids, in_order))
+    _asg_convert(g, _asg_range_order(g))
+    return _asg_result(g, True)
 
 
 cdef list _asg_range_fill(_AsgGroup g):
-    """Each member's dict (in range order) of its ranges. A member that gets a range of
+    """Each member's dict of its ranges, in member order. A member that gets a range of
     every topic (the usual case) starts as a copy of a dict of all topics (its keys
     table copied whole) whose values are then replaced: no dict grows key by key."""
-    cdef int32_t t, j, n, rank, o
+    cdef int32_t t, n, rank, o
     cdef int64_t count, min_quota, extra, begin, stop, max_count = 0
     for t in range(g.n_topics):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
