@@ -492,6 +492,26 @@ def test_property_twins_agree_on_the_qsort_path(group, limit):
     assert native == compute_assignment("uniform", members, topics, current, impl="pure")
 
 
+@pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE, reason="the native twin is not built")
+@pytest.mark.parametrize("name", ASSIGNORS)
+def test_twins_agree_many_topics_names_as_distinct_objects(name):
+    """Topic names that are equal but distinct str objects, across more topics than the
+    native twin's first table of name objects holds: numbered as one topic each."""
+    rnd = random.Random(11)
+    topics = {f"topic-{t:03}": rnd.randint(0, 9) for t in range(120)}
+    names = sorted(topics) + ["not-created"]
+
+    def fresh(text):  # an equal str, another object
+        return "".join(list(text))
+
+    members = [(f"m{i:03}", None, frozenset(fresh(t) for t in rnd.sample(names, rnd.randint(1, 40))))
+               for i in range(60)]
+    current = {f"m{i:03}": {fresh(t): [0, 1, 2] for t in rnd.sample(names, 3)} for i in range(0, 60, 3)}
+    native = compute_assignment(name, members, topics, current, impl="native")
+    assert native == compute_assignment(name, members, topics, current, impl="pure")
+    check_valid(members, topics, native)
+
+
 def test_current_partition_ids_out_of_range_or_not_plain_ints(impl):
     import numpy as np
 

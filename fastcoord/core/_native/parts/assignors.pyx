@@ -9,7 +9,7 @@ order (in range order for the range assignor). The assignors run on those arrays
 without a Python object per partition; the result's dicts and lists are built at the
 end, each at its final size where the API allows it.
 """
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
 from libc.stdlib cimport qsort
 from libc.string cimport memcmp
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
@@ -130,6 +130,13 @@ cdef class _AsgGroup:
     cdef int32_t n_kinds
     cdef int32_t koff_cap
     cdef int64_t ktopics_cap
+    # topic name objects met (the kinds hold them) -> their first_seen number: an open
+    # addressing table by address, as members' subscriptions mostly hold the same str
+    # objects; a miss goes through first_seen (equal names, other objects)
+    cdef PyObject** cached_names
+    cdef int32_t* cached_numbers
+    cdef int64_t cache_cap
+    cdef int64_t cache_used
     cdef int64_t* toff      # [n_topics + 1]: topic t's partitions are owner[toff[t]:toff[t+1]]
     cdef int32_t* owner     # [total]
     cdef int32_t* soff      # [n_topics + 1]: topic t's subscribers are subs[soff[t]:soff[t+1]]
@@ -142,6 +149,8 @@ cdef class _AsgGroup:
         PyMem_Free(self.blocks)
         PyMem_Free(self.koff)
         PyMem_Free(self.ktopics)
+        PyMem_Free(self.cached_names)
+        PyMem_Free(self.cached_numbers)
 
     cdef int start(self, Py_ssize_t n, dict topics) except -1:
         if n > 0x7FFFFFFF:
@@ -172,6 +181,51 @@ cdef class _AsgGroup:
             self.ktopics_cap = 2 * at + 64
         self.ktopics[at] = topic
         self.koff[self.n_kinds + 1] = at + 1
+        return 0
+
+    cdef inline int64_t _slot(self, PyObject* name) noexcept:
+        """The cache slot of `name`, or of the empty one where it would go."""
+        cdef uint64_t mask = <uint64_t>self.cache_cap - 1
+        cdef uint64_t at = ((<uint64_t><uintptr_t>name >> 4) * <uint64_t>0x9E3779B97F4A7C15) >> 32
+        while True:
+            at &= mask
+            if self.cached_names[at] == name or self.cached_names[at] == NULL:
+                return <int64_t>at
+            at += 1
+
+    cdef int32_t _cached(self, PyObject* name) noexcept:
+        """The number cached for this name object; -2 if none is."""
+        cdef int64_t at
+        if self.cache_cap == 0:
+            return -2
+        at = self._slot(name)
+        return self.cached_numbers[at] if self.cached_names[at] != NULL else -2
+
+    cdef int _cache(self, PyObject* name, int32_t number) except -1:
+        cdef PyObject** old_names = self.cached_names
+        cdef int32_t* old_numbers = self.cached_numbers
+        cdef int64_t old_cap = self.cache_cap, i, at
+        if 2 * (self.cache_used + 1) > self.cache_cap:
+            # grow to twice the size (at least 64 slots) and put back what was cached
+            self.cache_cap = 2 * old_cap if old_cap else 64
+            self.cached_names = <PyObject**>PyMem_Calloc(<size_t>self.cache_cap, sizeof(PyObject*))
+            self.cached_numbers = <int32_t*>PyMem_Malloc(<size_t>self.cache_cap * sizeof(int32_t))
+            if self.cached_names == NULL or self.cached_numbers == NULL:
+                PyMem_Free(self.cached_names)
+                PyMem_Free(self.cached_numbers)
+                self.cached_names, self.cached_numbers, self.cache_cap = old_names, old_numbers, old_cap
+                raise MemoryError()
+            for i in range(old_cap):
+                if old_names[i] != NULL:
+                    at = self._slot(old_names[i])
+                    self.cached_names[at] = old_names[i]
+                    self.cached_numbers[at] = old_numbers[i]
+            PyMem_Free(old_names)
+            PyMem_Free(old_numbers)
+        at = self._slot(name)
+        self.cached_names[at] = name
+        self.cached_numbers[at] = number
+        self.cache_used += 1
         return 0
 
     cdef int _new_kind(self, frozenset names) except -1:
@@ -306,14 +360,17 @@ cdef int32_t _asg_read_kind(_AsgGroup g, frozenset names, bint plain) except -2:
     for name in names:
         if plain and type(name) is not str:
             return -1
-        found = first_seen.get(name)
-        if found is not None:
-            number = found
-        else:
-            number = <int32_t>len(g.names_seen) if name in topics else -1
-            first_seen[name] = number
-            if number >= 0:
-                g.names_seen.append(name)
+        number = g._cached(<PyObject*>name)
+        if number == -2:
+            found = first_seen.get(name)
+            if found is not None:
+                number = found
+            else:
+                number = <int32_t>len(g.names_seen) if name in topics else -1
+                first_seen[name] = number
+                if number >= 0:
+                    g.names_seen.append(name)
+            g._cache(<PyObject*>name, number)
         if number >= 0:
             g._add_topic(number)
     g.n_kinds += 1
