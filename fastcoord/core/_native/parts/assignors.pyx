@@ -9,6 +9,7 @@ order (in range order for the range assignor). The assignors run on those arrays
 without a Python object per partition; the result's dicts and lists are built at the
 end, each at its final size where the API allows it.
 """
+cimport cython
 from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
 from libc.stdlib cimport qsort
 from libc.string cimport memcmp
@@ -108,6 +109,7 @@ cdef int _asg_cmp_id(const void* a, const void* b) noexcept nogil:
     return -1 if x.size < y.size else (1 if x.size > y.size else 0)
 
 
+@cython.final  # its C methods called directly, the small ones inlined
 cdef class _AsgGroup:
     """A group converted to arrays (C blocks, freed with this object)."""
     cdef list member_ids
@@ -169,7 +171,7 @@ cdef class _AsgGroup:
         self.koff_cap = 16
         return 0
 
-    cdef int _add_topic(self, int32_t topic) except -1:
+    cdef inline int _add_topic(self, int32_t topic) except -1:
         """Append a topic number to the kind being read."""
         cdef int64_t at = self.koff[self.n_kinds + 1]
         cdef int32_t* grown
@@ -193,7 +195,7 @@ cdef class _AsgGroup:
                 return <int64_t>at
             at += 1
 
-    cdef int32_t _cached(self, PyObject* name) noexcept:
+    cdef inline int32_t _cached(self, PyObject* name) noexcept:
         """The number cached for this name object; -2 if none is."""
         cdef int64_t at
         if self.cache_cap == 0:
