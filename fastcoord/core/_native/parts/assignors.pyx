@@ -286,6 +286,8 @@ cdef _AsgGroup _asg_prepare(name, members, topics, current):
     if type(topics) is not dict or type(current) is not dict or type(members) not in (list, tuple) \
             or name not in ASSIGNORS:
         return None
+    # the call's own copy, checked: no later change to the caller's dict reaches it
+    topics = (<dict>topics).copy()
     for topic, count in (<dict>topics).items():
         if type(topic) is not str or type(count) is not int or count < 0 or count > _asg_pure.MAX_PARTITIONS:
             return None
