@@ -563,17 +563,20 @@ class ShardReplay:
             if pa.types.is_dictionary(field.type):
                 # one dictionary for the pieces' (_unified), made once for every reader
                 table = table.set_column(at, field, pa.chunked_array([_unified(table.column(at))]))
-        other = np.frombuffer(_event_kinds(table.column("event")), np.uint8) == _OTHER
+        kinds = _event_kinds(table.column("event"))
+        codes = np.frombuffer(kinds, np.uint8)
+        other = codes == _OTHER
         if other.any():
             # rows of no classic event (consumer_heartbeat: the consumer group protocol's,
             # which this replay of the classic protocol does not play): left out, unanswered
+            # (the kept rows' codes kept with them: the event column is not read again)
             table = table.filter(pa.array(~other))
+            kinds = array.array("B", codes[~other].tobytes())
         self._sorted = table
         n = table.num_rows
         if not n:
             return self.tables()
         member_ix, group_ix = self._index(table)
-        kinds = _event_kinds(table.column("event"))
         times = array.array("q", table.column("time_ms").to_numpy().tobytes())
         seqs = array.array("q", table.column("seq").to_numpy().tobytes())
         # The columns only a join reads, for the join rows alone (a small share of a trace)
