@@ -17,6 +17,7 @@ cimport cython
 from fastcoord.core._native.engines cimport GroupRecord, MemberTable
 
 cdef object _NONE       # Errors.NONE (a C global: not an attribute of the compiled module)
+cdef object _OM_METADATA, _OM_LEADER_EPOCH   # (the same: _offset_alone's defaults)
 
 
 

@@ -55,6 +55,9 @@ _NONE = Errors.NONE
 
 
 _OM_DEFAULTS = OffsetAndMetadata._field_defaults    # what an offset given alone stands for
+# ... its two defaults, read once (compiled, groups.pxd: C globals, one load each): every
+# commit of an offset alone makes one OffsetAndMetadata, which looked both up in the dict
+_OM_METADATA, _OM_LEADER_EPOCH = _OM_DEFAULTS["metadata"], _OM_DEFAULTS["leader_epoch"]
 _JG_DEFAULTS = JoinGroupResult._field_defaults      # what a join's error answer leaves out
 CONSUMER_PROTOCOL = "consumer"     # the protocol type whose subscriptions name topics
 STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
@@ -1683,8 +1686,7 @@ def _join_error(table, error: Errors, member_id: str) -> JoinGroupResult:
 def _offset_alone(table, offset: int, now: int) -> OffsetAndMetadata:
     """OffsetAndMetadata(offset, commit_timestamp_ms=now), made directly: the class's
     defaults for the rest, without the call through its Python __new__."""
-    return table.make_result(OffsetAndMetadata, (offset, _OM_DEFAULTS["metadata"],
-                                          _OM_DEFAULTS["leader_epoch"], now))
+    return table.make_result(OffsetAndMetadata, (offset, _OM_METADATA, _OM_LEADER_EPOCH, now))
 
 
 def _count_pending(group: Group, accepted: dict) -> None:
