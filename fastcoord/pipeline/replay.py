@@ -796,17 +796,23 @@ def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gid
                     schema=OFFSETS_SCHEMA)
 
 
-def _protocol_pairs(column) -> list:
+def _protocol_pairs(column, few_rows: Optional[int] = None) -> list:
     """Each join's protocol names (a list<string> column) as the (name, metadata) pairs
     join_group takes (["range"] when it names none): one list per distinct set of names,
     which every join naming it shares (join_group copies what it keeps). The rows are
     told apart by their names joined into one string, dictionary-encoded by Arrow, so
     only one row per distinct set becomes Python objects; where a name holds the
-    separator, or a row a null name, every row is read as Python lists instead."""
+    separator, or a row a null name, every row is read as Python lists instead, and so
+    is a column of fewer rows than `few_rows` (None: _FEW_ROWS)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if not len(column):
         return []
+    if len(column) < (_FEW_ROWS if few_rows is None else few_rows):
+        # a few rows (a small shard's joins): read as Python lists, cheaper than the
+        # dozen Arrow calls below, whose fixed cost only many rows repay
+        shared = {}
+        return [_pairs_of(row, shared) for row in column.to_pylist()]
     names = pc.list_flatten(column)
     if names.null_count == 0 and not pc.any(pc.match_substring(names, _NAME_SEP)).as_py():
         # A row's key: its names joined, null for a null or an empty list (both name
@@ -833,6 +839,7 @@ def _pairs_of(names: Optional[list], shared: Dict[tuple, list]) -> list:
 
 
 _NAME_SEP = "\x00"          # _protocol_pairs' separator: no protocol name holds it, as a rule
+_FEW_ROWS = 1024            # ... and below this many rows, it reads them as Python lists
 
 
 def _encoded(column) -> Tuple[pa.Array, np.ndarray]:

@@ -492,17 +492,19 @@ def _protocol_rows(names):
 def test_protocol_pairs_are_each_rows_names_with_empty_metadata(rows, chunks):
     """Against its definition, on a column of one or several chunks: each row's names
     (["range"] for a null or empty list) as (name, b"") pairs, one list shared by the
-    rows naming the same set."""
+    rows naming the same set; by either path (few_rows: the rows read as Python lists
+    below that many, by Arrow calls from there on)."""
     from fastcoord.pipeline.replay import _protocol_pairs
 
     arrays = [pa.array(rows[i::chunks], pa.list_(pa.string())) for i in range(chunks)]
     column = pa.chunked_array(arrays, pa.list_(pa.string()))
     ordered = [r for a in arrays for r in a.to_pylist()]
-    got = _protocol_pairs(column)
-    assert got == [[(p, b"") for p in (r or ["range"])] for r in ordered]
-    shared = {}
-    for r, pairs in zip(ordered, got):
-        assert shared.setdefault(tuple(r or ["range"]), pairs) is pairs
+    for few_rows in (None, 0):
+        got = _protocol_pairs(column, few_rows)
+        assert got == [[(p, b"") for p in (r or ["range"])] for r in ordered]
+        shared = {}
+        for r, pairs in zip(ordered, got):
+            assert shared.setdefault(tuple(r or ["range"]), pairs) is pairs
 
 
 def test_a_shuffled_trace_replays_as_the_sorted_one(impl):
