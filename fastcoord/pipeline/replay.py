@@ -733,6 +733,11 @@ class ShardReplay:
         schema = pa.schema([pa.field(f.name, cols[f.name].type)
                             if pa.types.is_dictionary(cols[f.name].type) else f
                             for f in RESPONSES_SCHEMA])
+        arrays = [cols[f.name] for f in schema]
+        if all(a.type == f.type for a, f in zip(arrays, schema)):
+            # the usual case: every column already of its type, put together as it is
+            # (a cast would check and pass each one on)
+            return pa.Table.from_arrays(arrays, schema=schema)
         return pa.table(cols).cast(schema)
 
 
