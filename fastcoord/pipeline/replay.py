@@ -778,7 +778,7 @@ def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gid
     topic, partition, offset = fields
     topics, topic_codes = _encoded(topic)
     pair = groups[at].astype(np.int64) * len(topics) + topic_codes
-    part = partition.to_numpy(zero_copy_only=False)
+    part = partitions = partition.to_numpy(zero_copy_only=False)
     if int(pair.max()) < ONE_KEY_PAIRS:
         # one int64 key (pair, then the partition's 32 bits): one stable sort of a
         # key, faster than a lexsort of two (the partition's bits unsigned: a negative
@@ -793,11 +793,15 @@ def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gid
         pair, part = pair[order], part[order]
         ends = np.ones(len(order), bool)
         ends[:-1] = (pair[1:] != pair[:-1]) | (part[1:] != part[:-1])
-    last = pa.array(np.sort(order[ends]))
+    last = np.sort(order[ends])
+    # The kept entries' fields picked in numpy where they are numbers (no nulls left
+    # among them): one Arrow take each costs more than the pick, for a shard's few
+    at_last = at[last]
     return pa.table([pa.array(np.full(len(last), shard, np.int32)),
-                     gids.take(pa.array(groups[at]).take(last)),
-                     topic.take(last), partition.take(last), offset.take(last),
-                     rows.column("time_ms").take(pa.array(at).take(last))],
+                     gids.take(pa.array(groups[at_last])), topic.take(pa.array(last)),
+                     pa.array(partitions[last]),
+                     pa.array(offset.to_numpy(zero_copy_only=False)[last]),
+                     pa.array(rows.column("time_ms").to_numpy()[at_last])],
                     schema=OFFSETS_SCHEMA)
 
 
