@@ -1106,7 +1106,9 @@ def canonical(table: pa.Table, name: str) -> pa.Table:
 
 def sort_canonical(table: pa.Table, schema: pa.Schema, keys: List[str]) -> pa.Table:
     """`table` in `schema`, sorted by `keys` then by every other column: a total order."""
-    table = table.select(schema.names).cast(schema)
+    # (one chunk per column first: a sort of several chunks sorts each, then merges
+    # them, and its take picks across them, each dearer than the copy into one)
+    table = table.select(schema.names).cast(schema).combine_chunks()
     keys = keys + [n for n in schema.names if n not in keys]
     return table.sort_by([(k, "ascending") for k in keys])
 
