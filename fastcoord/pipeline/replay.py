@@ -72,6 +72,7 @@ from ..core.results import GroupSummary, JoinGroupMember, JoinGroupResult, SyncG
 from ..core.store import InMemoryStore
 from ._gc import collected_after, fewer_collections
 from ._pure.runs import COMMIT, HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED  # both twins' values
+from .trace import OPTIONAL, TRACE_SCHEMA
 
 NUM_SHARDS = 50
 
@@ -94,6 +95,7 @@ GROUPS_SCHEMA = pa.schema([
 OFFSETS_SCHEMA = pa.schema([
     ("shard", pa.int32()), ("group_id", pa.string()), ("topic", pa.string()),
     ("partition", pa.int32()), ("offset", pa.int64()), ("time_ms", pa.int64())])
+_RESPONSES_FIELDS = list(RESPONSES_SCHEMA)   # (read once: the schema wraps each field anew)
 TABLES = {"responses": RESPONSES_SCHEMA, "rebalances": REBALANCES_SCHEMA,
           "expirations": EXPIRATIONS_SCHEMA, "groups": GROUPS_SCHEMA,
           "offsets": OFFSETS_SCHEMA}
@@ -730,11 +732,11 @@ class ShardReplay:
         # _run) stays encoded: decoding it here would cost a pass over every row, and
         # what the table goes to takes it as it is (an Arrow stream, a Parquet file) or
         # decodes it once for all shards (canonical, blob_tables)
-        schema = pa.schema([pa.field(f.name, cols[f.name].type)
-                            if pa.types.is_dictionary(cols[f.name].type) else f
-                            for f in RESPONSES_SCHEMA])
-        arrays = [cols[f.name] for f in schema]
-        if all(a.type == f.type for a, f in zip(arrays, schema)):
+        arrays = [cols[f.name] for f in _RESPONSES_FIELDS]
+        fields = [pa.field(f.name, a.type) if pa.types.is_dictionary(a.type) else f
+                  for f, a in zip(_RESPONSES_FIELDS, arrays)]
+        schema = pa.schema(fields)
+        if all(a.type == f.type for a, f in zip(arrays, fields)):
             # the usual case: every column already of its type, put together as it is
             # (a cast would check and pass each one on)
             return pa.Table.from_arrays(arrays, schema=schema)
@@ -743,13 +745,17 @@ class ShardReplay:
 
 def with_trace_columns(table: pa.Table) -> pa.Table:
     """The trace's columns in TRACE_SCHEMA's order; an optional one it lacks (a trace
-    made before it existed) as nulls."""
-    from .trace import OPTIONAL, TRACE_SCHEMA
+    made before it existed) as nulls. (Every shard's replay calls it: the names are
+    read once here, and TRACE_SCHEMA's once for all, _TRACE_NAMES.)"""
+    names = table.column_names
     for name in OPTIONAL:
-        if name not in table.column_names:
+        if name not in names:
             field = TRACE_SCHEMA.field(name)
             table = table.append_column(field, pa.nulls(table.num_rows, field.type))
-    return table.select(TRACE_SCHEMA.names)
+    return table.select(_TRACE_NAMES)
+
+
+_TRACE_NAMES = TRACE_SCHEMA.names
 
 
 def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gids: pa.Array,
@@ -1173,8 +1179,16 @@ def rows_table(rows: List[tuple], schema: pa.Schema) -> pa.Table:
     `schema`: converted as one array of structs, the table its fields. (One conversion,
     where one per column costs several times as much for the few rows of a shard's
     small tables: every shard's replay makes three.)"""
-    table = pa.Table.from_struct_array(pa.array(rows, type=pa.struct(list(schema))))
+    row_type = _ROW_TYPES.get(id(schema))
+    if row_type is None or row_type[0] is not schema:
+        # (each schema's struct type made once: its fields, read through the schema's
+        # iterator, are a wrapped object each)
+        row_type = _ROW_TYPES[id(schema)] = (schema, pa.struct(list(schema)))
+    table = pa.Table.from_struct_array(pa.array(rows, type=row_type[1]))
     return table.replace_schema_metadata(schema.metadata) if schema.metadata else table
+
+
+_ROW_TYPES: Dict[int, Tuple[pa.Schema, pa.DataType]] = {}    # rows_table's, by schema
 
 
 def member_ids(*scope) -> Callable[[str], str]:
