@@ -769,7 +769,7 @@ def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gid
     key's entries together in replay order, the last of each run the one kept."""
     accepted = np.flatnonzero((kinds == _COMMIT) & (errors == 0))
     offsets = rows.column("offsets").take(pa.array(accepted))
-    offsets = offsets.combine_chunks() if isinstance(offsets, pa.ChunkedArray) else offsets
+    offsets = _one_array(offsets)
     entries = pc.list_flatten(offsets)
     at = accepted[pc.list_parent_indices(offsets).to_numpy(zero_copy_only=False)]
     fields = [pc.struct_field(entries, f) for f in ("topic", "partition", "offset")]
@@ -819,8 +819,7 @@ def _protocol_pairs(column, few_rows: Optional[int] = None) -> list:
     only one row per distinct set becomes Python objects; where a name holds the
     separator, or a row a null name, every row is read as Python lists instead, and so
     is a column of fewer rows than `few_rows` (None: _FEW_ROWS)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
+    column = _one_array(column)
     if not len(column):
         return []
     if len(column) < (_FEW_ROWS if few_rows is None else few_rows):
@@ -867,10 +866,20 @@ def _encoded(column) -> Tuple[pa.Array, np.ndarray]:
         if recoded is not None:
             return recoded
         column = column.cast(column.type.value_type)
-    enc = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    enc = enc.dictionary_encode()
-    codes = pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False)
-    return enc.dictionary, codes
+    enc = _one_array(column).dictionary_encode()
+    codes = enc.indices
+    if codes.null_count:
+        codes = pc.fill_null(codes, len(enc.dictionary))
+    return enc.dictionary, codes.to_numpy(zero_copy_only=False)
+
+
+def _one_array(column) -> pa.Array:
+    """A column as one Array: a ChunkedArray's only chunk as it is (combine_chunks
+    copies even one: a pass over the column for every reader of it), else its chunks
+    combined."""
+    if isinstance(column, pa.ChunkedArray):
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    return column
 
 
 def _with_null(distinct: pa.Array) -> pa.Array:
@@ -994,13 +1003,13 @@ def _event_kinds(column) -> array.array:
                               np.uint8(_OTHER))
         at = pc.fill_null(column.indices, len(column.dictionary))
         return array.array("B", per_value[at.to_numpy(zero_copy_only=False)].tobytes())
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
+    column = _one_array(column)
     if column.type != pa.string():          # (a large_string column)
         column = column.cast(pa.string())
     at = pc.index_in(column, value_set=_EVENT_NAMES)
-    at = pc.fill_null(at, len(_EVENT_CODES)).to_numpy(zero_copy_only=False)
-    return array.array("B", _EVENT_LOOKUP[at].tobytes())
+    if at.null_count:                       # (an unknown event or a null one)
+        at = pc.fill_null(at, len(_EVENT_CODES))
+    return array.array("B", _EVENT_LOOKUP[at.to_numpy(zero_copy_only=False)].tobytes())
 
 
 def shard_column(group_ids, num_shards: int = NUM_SHARDS) -> List[int]:
@@ -1027,7 +1036,7 @@ def split_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS) -> Dict[int, p
 def split_on(table: pa.Table, shards) -> Dict[int, pa.Table]:
     """The rows of `table` by their value in `shards` (one per row, no nulls), values
     ascending, each one's rows in the table's order: one sort, then slices."""
-    shards = shards.combine_chunks() if isinstance(shards, pa.ChunkedArray) else shards
+    shards = _one_array(shards)
     order = pc.sort_indices(shards)              # a stable sort: table order within a shard
     table = table.take(order)
     ids, counts = np.unique(shards.to_numpy(), return_counts=True)
