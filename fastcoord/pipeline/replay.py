@@ -772,7 +772,10 @@ def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gid
     offsets = _one_array(offsets)
     entries = pc.list_flatten(offsets)
     at = accepted[pc.list_parent_indices(offsets).to_numpy(zero_copy_only=False)]
-    fields = [pc.struct_field(entries, f) for f in ("topic", "partition", "offset")]
+    # (each field with the entry's own validity: the struct's flatten, one call for
+    # the three, by name)
+    by_name = dict(zip((f.name for f in entries.type), entries.flatten()))
+    fields = [by_name[f] for f in ("topic", "partition", "offset")]
     if any(f.null_count for f in fields):
         keep = np.ones(len(entries), bool)
         for f in fields:

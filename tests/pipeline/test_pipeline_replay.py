@@ -652,6 +652,25 @@ def test_offsets_are_the_last_ones_each_accepted_commit_named(impl):
     assert set(out["offsets"].column("shard").to_pylist()) == {shard_for("g", 50)}
 
 
+def test_a_null_entry_or_an_entry_with_a_null_field_commits_nothing():
+    """Of an accepted commit's entries, a null one and one with a null topic, partition
+    or offset commit nothing; the others of the same commit count as usual."""
+    from helpers.traces import _hb, _start
+    from fastcoord.pipeline.trace import from_rows
+    rows = []
+    _start(rows, "g", "a")
+    _hb(rows, "g", "a", range(6000, 9001, 3000))
+    commit = _commit(6500, "a", [("t", 0, 10)])
+    commit["offsets"] += [None, {"topic": None, "partition": 1, "offset": 5},
+                          {"topic": "t", "partition": None, "offset": 6},
+                          {"topic": "t", "partition": 2, "offset": None},
+                          {"topic": "u", "partition": 0, "offset": 7}]
+    rows.append(commit)
+    out = replay_local(from_rows(sorted(rows, key=lambda r: r["time_ms"])))
+    got = [(r["topic"], r["partition"], r["offset"]) for r in out["offsets"].to_pylist()]
+    assert got == [("t", 0, 10), ("u", 0, 7)]
+
+
 def test_a_rebalance_open_when_the_trace_ends_has_an_unfinished_row(impl):
     """A rebalance the trace ends inside (the group still waiting out its initial delay)
     gets a row with end and duration -1, as the replay's tables document; the groups'
