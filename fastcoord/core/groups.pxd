@@ -17,6 +17,9 @@ cimport cython
 from fastcoord.core._native.engines cimport GroupRecord, MemberTable
 
 cdef object _NONE       # Errors.NONE (a C global: not an attribute of the compiled module)
+cdef object _OM_METADATA, _OM_LEADER_EPOCH   # (the same: _offset_alone's defaults,
+cdef object _JG_GENERATION, _JG_PROTOCOL_TYPE, _JG_PROTOCOL_NAME, _JG_LEADER  # _join_error's)
+cdef object _JG_MEMBERS, _JG_SKIP
 
 
 

@@ -55,7 +55,14 @@ _NONE = Errors.NONE
 
 
 _OM_DEFAULTS = OffsetAndMetadata._field_defaults    # what an offset given alone stands for
+# ... its two defaults, read once (compiled, groups.pxd: C globals, one load each): every
+# commit of an offset alone makes one OffsetAndMetadata, which looked both up in the dict
+_OM_METADATA, _OM_LEADER_EPOCH = _OM_DEFAULTS["metadata"], _OM_DEFAULTS["leader_epoch"]
 _JG_DEFAULTS = JoinGroupResult._field_defaults      # what a join's error answer leaves out
+# ... those defaults, read once (C globals too, groups.pxd): _join_error's every answer
+_JG_GENERATION, _JG_LEADER = _JG_DEFAULTS["generation_id"], _JG_DEFAULTS["leader_id"]
+_JG_PROTOCOL_TYPE, _JG_PROTOCOL_NAME = _JG_DEFAULTS["protocol_type"], _JG_DEFAULTS["protocol_name"]
+_JG_MEMBERS, _JG_SKIP = _JG_DEFAULTS["members"], _JG_DEFAULTS["skip_assignment"]
 CONSUMER_PROTOCOL = "consumer"     # the protocol type whose subscriptions name topics
 STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
                GroupState.COMPLETING_REBALANCE, GroupState.STABLE, GroupState.DEAD)
@@ -648,8 +655,11 @@ class GroupLogic:
     def _update_member_and_rebalance(self, group, member, protocols, rebalance_timeout_ms,
                                      session_timeout_ms, callback) -> None:
         # A join of the member still parked is superseded by this one (a client that
-        # retried, or pipelined): it gets an answer, never dropped (Kafka drops it)
-        self._invoke_join(member, group, _join_error(self.table, E.REBALANCE_IN_PROGRESS, member.member_id))
+        # retried, or pipelined): it gets an answer, never dropped (Kafka drops it). (The
+        # answer is made only then: a member's join finds none parked as a rule.)
+        if member.join_callback is not None:
+            self._invoke_join(member, group,
+                              _join_error(self.table, E.REBALANCE_IN_PROGRESS, member.member_id))
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, callback)
         self.table.set_session_timeout(member.slot, session_timeout_ms)
         self._maybe_prepare_rebalance(group)
@@ -1672,19 +1682,15 @@ def _join_error(table, error: Errors, member_id: str) -> JoinGroupResult:
     """JoinGroupResult(error, member_id=member_id), made directly: the class's defaults
     for the rest, without the call through its Python __new__ (a join answered without
     a generation: MEMBER_ID_REQUIRED, for every new dynamic member, and the errors)."""
-    return table.make_result(JoinGroupResult, (error, _JG_DEFAULTS["generation_id"],
-                                        _JG_DEFAULTS["protocol_type"],
-                                        _JG_DEFAULTS["protocol_name"],
-                                        _JG_DEFAULTS["leader_id"], member_id,
-                                        _JG_DEFAULTS["members"],
-                                        _JG_DEFAULTS["skip_assignment"]))
+    return table.make_result(JoinGroupResult, (error, _JG_GENERATION, _JG_PROTOCOL_TYPE,
+                                                _JG_PROTOCOL_NAME, _JG_LEADER, member_id,
+                                                _JG_MEMBERS, _JG_SKIP))
 
 
 def _offset_alone(table, offset: int, now: int) -> OffsetAndMetadata:
     """OffsetAndMetadata(offset, commit_timestamp_ms=now), made directly: the class's
     defaults for the rest, without the call through its Python __new__."""
-    return table.make_result(OffsetAndMetadata, (offset, _OM_DEFAULTS["metadata"],
-                                          _OM_DEFAULTS["leader_epoch"], now))
+    return table.make_result(OffsetAndMetadata, (offset, _OM_METADATA, _OM_LEADER_EPOCH, now))
 
 
 def _count_pending(group: Group, accepted: dict) -> None:

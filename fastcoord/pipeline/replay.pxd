@@ -76,6 +76,7 @@ cdef class ShardReplay:
     cpdef advance_to(self, t)
     @cython.locals(m=_Member)
     cpdef _observe(self, _GroupView gv, cause)
+    @cython.locals(check_at="long long[::1]", d="long long")
     cpdef _arm_group(self, _GroupView gv, now)
     cdef inline int64_t _clock_now(self) except? -1
     cpdef _touch(self, _Member m)

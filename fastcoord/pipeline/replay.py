@@ -72,6 +72,7 @@ from ..core.results import GroupSummary, JoinGroupMember, JoinGroupResult, SyncG
 from ..core.store import InMemoryStore
 from ._gc import collected_after, fewer_collections
 from ._pure.runs import COMMIT, HEARTBEAT, LOOK_UP, NO_HANDLE, NOT_ARMED  # both twins' values
+from .trace import OPTIONAL, TRACE_SCHEMA
 
 NUM_SHARDS = 50
 
@@ -94,6 +95,7 @@ GROUPS_SCHEMA = pa.schema([
 OFFSETS_SCHEMA = pa.schema([
     ("shard", pa.int32()), ("group_id", pa.string()), ("topic", pa.string()),
     ("partition", pa.int32()), ("offset", pa.int64()), ("time_ms", pa.int64())])
+_RESPONSES_FIELDS = list(RESPONSES_SCHEMA)   # (read once: the schema wraps each field anew)
 TABLES = {"responses": RESPONSES_SCHEMA, "rebalances": REBALANCES_SCHEMA,
           "expirations": EXPIRATIONS_SCHEMA, "groups": GROUPS_SCHEMA,
           "offsets": OFFSETS_SCHEMA}
@@ -563,17 +565,20 @@ class ShardReplay:
             if pa.types.is_dictionary(field.type):
                 # one dictionary for the pieces' (_unified), made once for every reader
                 table = table.set_column(at, field, pa.chunked_array([_unified(table.column(at))]))
-        other = np.frombuffer(_event_kinds(table.column("event")), np.uint8) == _OTHER
+        kinds = _event_kinds(table.column("event"))
+        codes = np.frombuffer(kinds, np.uint8)
+        other = codes == _OTHER
         if other.any():
             # rows of no classic event (consumer_heartbeat: the consumer group protocol's,
             # which this replay of the classic protocol does not play): left out, unanswered
+            # (the kept rows' codes kept with them: the event column is not read again)
             table = table.filter(pa.array(~other))
+            kinds = array.array("B", codes[~other].tobytes())
         self._sorted = table
         n = table.num_rows
         if not n:
             return self.tables()
         member_ix, group_ix = self._index(table)
-        kinds = _event_kinds(table.column("event"))
         times = array.array("q", table.column("time_ms").to_numpy().tobytes())
         seqs = array.array("q", table.column("seq").to_numpy().tobytes())
         # The columns only a join reads, for the join rows alone (a small share of a trace)
@@ -727,21 +732,30 @@ class ShardReplay:
         # _run) stays encoded: decoding it here would cost a pass over every row, and
         # what the table goes to takes it as it is (an Arrow stream, a Parquet file) or
         # decodes it once for all shards (canonical, blob_tables)
-        schema = pa.schema([pa.field(f.name, cols[f.name].type)
-                            if pa.types.is_dictionary(cols[f.name].type) else f
-                            for f in RESPONSES_SCHEMA])
+        arrays = [cols[f.name] for f in _RESPONSES_FIELDS]
+        fields = [pa.field(f.name, a.type) if pa.types.is_dictionary(a.type) else f
+                  for f, a in zip(_RESPONSES_FIELDS, arrays)]
+        schema = pa.schema(fields)
+        if all(a.type == f.type for a, f in zip(arrays, fields)):
+            # the usual case: every column already of its type, put together as it is
+            # (a cast would check and pass each one on)
+            return pa.Table.from_arrays(arrays, schema=schema)
         return pa.table(cols).cast(schema)
 
 
 def with_trace_columns(table: pa.Table) -> pa.Table:
     """The trace's columns in TRACE_SCHEMA's order; an optional one it lacks (a trace
-    made before it existed) as nulls."""
-    from .trace import OPTIONAL, TRACE_SCHEMA
+    made before it existed) as nulls. (Every shard's replay calls it: the names are
+    read once here, and TRACE_SCHEMA's once for all, _TRACE_NAMES.)"""
+    names = table.column_names
     for name in OPTIONAL:
-        if name not in table.column_names:
+        if name not in names:
             field = TRACE_SCHEMA.field(name)
             table = table.append_column(field, pa.nulls(table.num_rows, field.type))
-    return table.select(TRACE_SCHEMA.names)
+    return table.select(_TRACE_NAMES)
+
+
+_TRACE_NAMES = TRACE_SCHEMA.names
 
 
 def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gids: pa.Array,
@@ -755,10 +769,13 @@ def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gid
     key's entries together in replay order, the last of each run the one kept."""
     accepted = np.flatnonzero((kinds == _COMMIT) & (errors == 0))
     offsets = rows.column("offsets").take(pa.array(accepted))
-    offsets = offsets.combine_chunks() if isinstance(offsets, pa.ChunkedArray) else offsets
+    offsets = _one_array(offsets)
     entries = pc.list_flatten(offsets)
     at = accepted[pc.list_parent_indices(offsets).to_numpy(zero_copy_only=False)]
-    fields = [pc.struct_field(entries, f) for f in ("topic", "partition", "offset")]
+    # (each field with the entry's own validity: the struct's flatten, one call for
+    # the three, by name)
+    by_name = dict(zip((f.name for f in entries.type), entries.flatten()))
+    fields = [by_name[f] for f in ("topic", "partition", "offset")]
     if any(f.null_count for f in fields):
         keep = np.ones(len(entries), bool)
         for f in fields:
@@ -770,7 +787,7 @@ def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gid
     topic, partition, offset = fields
     topics, topic_codes = _encoded(topic)
     pair = groups[at].astype(np.int64) * len(topics) + topic_codes
-    part = partition.to_numpy(zero_copy_only=False)
+    part = partitions = partition.to_numpy(zero_copy_only=False)
     if int(pair.max()) < ONE_KEY_PAIRS:
         # one int64 key (pair, then the partition's 32 bits): one stable sort of a
         # key, faster than a lexsort of two (the partition's bits unsigned: a negative
@@ -785,25 +802,34 @@ def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gid
         pair, part = pair[order], part[order]
         ends = np.ones(len(order), bool)
         ends[:-1] = (pair[1:] != pair[:-1]) | (part[1:] != part[:-1])
-    last = pa.array(np.sort(order[ends]))
+    last = np.sort(order[ends])
+    # The kept entries' fields picked in numpy where they are numbers (no nulls left
+    # among them): one Arrow take each costs more than the pick, for a shard's few
+    at_last = at[last]
     return pa.table([pa.array(np.full(len(last), shard, np.int32)),
-                     gids.take(pa.array(groups[at]).take(last)),
-                     topic.take(last), partition.take(last), offset.take(last),
-                     rows.column("time_ms").take(pa.array(at).take(last))],
+                     gids.take(pa.array(groups[at_last])), topic.take(pa.array(last)),
+                     pa.array(partitions[last]),
+                     pa.array(offset.to_numpy(zero_copy_only=False)[last]),
+                     pa.array(rows.column("time_ms").to_numpy()[at_last])],
                     schema=OFFSETS_SCHEMA)
 
 
-def _protocol_pairs(column) -> list:
+def _protocol_pairs(column, few_rows: Optional[int] = None) -> list:
     """Each join's protocol names (a list<string> column) as the (name, metadata) pairs
     join_group takes (["range"] when it names none): one list per distinct set of names,
     which every join naming it shares (join_group copies what it keeps). The rows are
     told apart by their names joined into one string, dictionary-encoded by Arrow, so
     only one row per distinct set becomes Python objects; where a name holds the
-    separator, or a row a null name, every row is read as Python lists instead."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
+    separator, or a row a null name, every row is read as Python lists instead, and so
+    is a column of fewer rows than `few_rows` (None: _FEW_ROWS)."""
+    column = _one_array(column)
     if not len(column):
         return []
+    if len(column) < (_FEW_ROWS if few_rows is None else few_rows):
+        # a few rows (a small shard's joins): read as Python lists, cheaper than the
+        # dozen Arrow calls below, whose fixed cost only many rows repay
+        shared = {}
+        return [_pairs_of(row, shared) for row in column.to_pylist()]
     names = pc.list_flatten(column)
     if names.null_count == 0 and not pc.any(pc.match_substring(names, _NAME_SEP)).as_py():
         # A row's key: its names joined, null for a null or an empty list (both name
@@ -830,6 +856,7 @@ def _pairs_of(names: Optional[list], shared: Dict[tuple, list]) -> list:
 
 
 _NAME_SEP = "\x00"          # _protocol_pairs' separator: no protocol name holds it, as a rule
+_FEW_ROWS = 1024            # ... and below this many rows, it reads them as Python lists
 
 
 def _encoded(column) -> Tuple[pa.Array, np.ndarray]:
@@ -842,10 +869,20 @@ def _encoded(column) -> Tuple[pa.Array, np.ndarray]:
         if recoded is not None:
             return recoded
         column = column.cast(column.type.value_type)
-    enc = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    enc = enc.dictionary_encode()
-    codes = pc.fill_null(enc.indices, len(enc.dictionary)).to_numpy(zero_copy_only=False)
-    return enc.dictionary, codes
+    enc = _one_array(column).dictionary_encode()
+    codes = enc.indices
+    if codes.null_count:
+        codes = pc.fill_null(codes, len(enc.dictionary))
+    return enc.dictionary, codes.to_numpy(zero_copy_only=False)
+
+
+def _one_array(column) -> pa.Array:
+    """A column as one Array: a ChunkedArray's only chunk as it is (combine_chunks
+    copies even one: a pass over the column for every reader of it), else its chunks
+    combined."""
+    if isinstance(column, pa.ChunkedArray):
+        return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    return column
 
 
 def _with_null(distinct: pa.Array) -> pa.Array:
@@ -969,13 +1006,13 @@ def _event_kinds(column) -> array.array:
                               np.uint8(_OTHER))
         at = pc.fill_null(column.indices, len(column.dictionary))
         return array.array("B", per_value[at.to_numpy(zero_copy_only=False)].tobytes())
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
+    column = _one_array(column)
     if column.type != pa.string():          # (a large_string column)
         column = column.cast(pa.string())
     at = pc.index_in(column, value_set=_EVENT_NAMES)
-    at = pc.fill_null(at, len(_EVENT_CODES)).to_numpy(zero_copy_only=False)
-    return array.array("B", _EVENT_LOOKUP[at].tobytes())
+    if at.null_count:                       # (an unknown event or a null one)
+        at = pc.fill_null(at, len(_EVENT_CODES))
+    return array.array("B", _EVENT_LOOKUP[at.to_numpy(zero_copy_only=False)].tobytes())
 
 
 def shard_column(group_ids, num_shards: int = NUM_SHARDS) -> List[int]:
@@ -1002,7 +1039,7 @@ def split_by_shard(table: pa.Table, num_shards: int = NUM_SHARDS) -> Dict[int, p
 def split_on(table: pa.Table, shards) -> Dict[int, pa.Table]:
     """The rows of `table` by their value in `shards` (one per row, no nulls), values
     ascending, each one's rows in the table's order: one sort, then slices."""
-    shards = shards.combine_chunks() if isinstance(shards, pa.ChunkedArray) else shards
+    shards = _one_array(shards)
     order = pc.sort_indices(shards)              # a stable sort: table order within a shard
     table = table.take(order)
     ids, counts = np.unique(shards.to_numpy(), return_counts=True)
@@ -1087,9 +1124,32 @@ def canonical(table: pa.Table, name: str) -> pa.Table:
 
 def sort_canonical(table: pa.Table, schema: pa.Schema, keys: List[str]) -> pa.Table:
     """`table` in `schema`, sorted by `keys` then by every other column: a total order."""
-    table = table.select(schema.names).cast(schema)
+    # (one chunk per column first: a sort of several chunks sorts each, then merges
+    # them, and its take picks across them, each dearer than the copy into one)
+    table = table.select(schema.names).cast(schema).combine_chunks()
+    if _strictly_ordered(table, keys):
+        return table        # (what the sort would give: no two rows tie on `keys`)
     keys = keys + [n for n in schema.names if n not in keys]
     return table.sort_by([(k, "ascending") for k in keys])
+
+
+def _strictly_ordered(table: pa.Table, keys: List[str]) -> bool:
+    """Whether the rows are already in strictly ascending order of `keys` (so no two
+    share them, and the other columns order nothing): decided for integer key columns
+    without nulls, in a few array passes (replay_local's responses, shard then seq, come
+    so as a rule); any other key column: False, the caller sorts."""
+    columns = []
+    for k in keys:
+        column = table.column(k)
+        if not pa.types.is_integer(column.type) or column.null_count:
+            return False
+        columns.append(column.to_numpy())
+    undecided = np.ones(max(table.num_rows - 1, 0), bool)   # adjacent pairs tied so far
+    for c in columns:
+        if (undecided & (c[1:] < c[:-1])).any():
+            return False
+        undecided &= c[1:] == c[:-1]
+    return not undecided.any()
 
 
 def read_members(coord: GroupCoordinator, gid: str, view,
@@ -1148,10 +1208,20 @@ def in_trace_order(table: pa.Table) -> bool:
 
 
 def rows_table(rows: List[tuple], schema: pa.Schema) -> pa.Table:
-    """Row tuples (in `schema`'s column order) as a table of `schema`."""
-    cols = list(zip(*rows)) if rows else [[] for _ in schema.names]
-    return pa.table([pa.array(list(c), type=f.type) for c, f in zip(cols, schema)],
-                    schema=schema)
+    """Row tuples (in `schema`'s column order, one value per field) as a table of
+    `schema`: converted as one array of structs, the table its fields. (One conversion,
+    where one per column costs several times as much for the few rows of a shard's
+    small tables: every shard's replay makes three.)"""
+    row_type = _ROW_TYPES.get(id(schema))
+    if row_type is None or row_type[0] is not schema:
+        # (each schema's struct type made once: its fields, read through the schema's
+        # iterator, are a wrapped object each)
+        row_type = _ROW_TYPES[id(schema)] = (schema, pa.struct(list(schema)))
+    table = pa.Table.from_struct_array(pa.array(rows, type=row_type[1]))
+    return table.replace_schema_metadata(schema.metadata) if schema.metadata else table
+
+
+_ROW_TYPES: Dict[int, Tuple[pa.Schema, pa.DataType]] = {}    # rows_table's, by schema
 
 
 def member_ids(*scope) -> Callable[[str], str]:

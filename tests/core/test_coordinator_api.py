@@ -393,3 +393,19 @@ def test_coordinators_of_a_twin_share_their_delayed_operation_classes(impl):
     assert first._logic._join_ops is second._logic._join_ops
     assert first._logic._sync_ops is second._logic._sync_ops
     assert all(s.error == Errors.NONE for s in sync_all(first, joined))   # still theirs to run
+
+
+def test_make_result_builds_the_named_tuple_and_refuses_a_non_tuple_type(impl):
+    """The member table's make_result (every answer the group logic builds) gives what
+    the class itself gives, typed as it; a class that is no tuple is a TypeError, not
+    an object whose memory the items are written past."""
+    from fastcoord.core.results import JoinGroupMember
+    coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(), impl=impl)
+    made = coord.member_table.make_result(JoinGroupMember, ("m-1", None, b"meta"))
+    assert type(made) is JoinGroupMember and made == JoinGroupMember("m-1", None, b"meta")
+    assert made.member_id == "m-1" and made.metadata == b"meta"
+    offset = coord.member_table.make_result(OffsetAndMetadata, (7, "", -1, 5))
+    assert type(offset) is OffsetAndMetadata and offset == OffsetAndMetadata(7, "", -1, 5)
+    assert coord.member_table.make_result(tuple, (1, 2)) == (1, 2)
+    with pytest.raises(TypeError):
+        coord.member_table.make_result(dict, (1,))

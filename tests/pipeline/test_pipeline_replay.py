@@ -492,17 +492,19 @@ def _protocol_rows(names):
 def test_protocol_pairs_are_each_rows_names_with_empty_metadata(rows, chunks):
     """Against its definition, on a column of one or several chunks: each row's names
     (["range"] for a null or empty list) as (name, b"") pairs, one list shared by the
-    rows naming the same set."""
+    rows naming the same set; by either path (few_rows: the rows read as Python lists
+    below that many, by Arrow calls from there on)."""
     from fastcoord.pipeline.replay import _protocol_pairs
 
     arrays = [pa.array(rows[i::chunks], pa.list_(pa.string())) for i in range(chunks)]
     column = pa.chunked_array(arrays, pa.list_(pa.string()))
     ordered = [r for a in arrays for r in a.to_pylist()]
-    got = _protocol_pairs(column)
-    assert got == [[(p, b"") for p in (r or ["range"])] for r in ordered]
-    shared = {}
-    for r, pairs in zip(ordered, got):
-        assert shared.setdefault(tuple(r or ["range"]), pairs) is pairs
+    for few_rows in (None, 0):
+        got = _protocol_pairs(column, few_rows)
+        assert got == [[(p, b"") for p in (r or ["range"])] for r in ordered]
+        shared = {}
+        for r, pairs in zip(ordered, got):
+            assert shared.setdefault(tuple(r or ["range"]), pairs) is pairs
 
 
 def test_a_shuffled_trace_replays_as_the_sorted_one(impl):
@@ -650,6 +652,25 @@ def test_offsets_are_the_last_ones_each_accepted_commit_named(impl):
     assert set(out["offsets"].column("shard").to_pylist()) == {shard_for("g", 50)}
 
 
+def test_a_null_entry_or_an_entry_with_a_null_field_commits_nothing():
+    """Of an accepted commit's entries, a null one and one with a null topic, partition
+    or offset commit nothing; the others of the same commit count as usual."""
+    from helpers.traces import _hb, _start
+    from fastcoord.pipeline.trace import from_rows
+    rows = []
+    _start(rows, "g", "a")
+    _hb(rows, "g", "a", range(6000, 9001, 3000))
+    commit = _commit(6500, "a", [("t", 0, 10)])
+    commit["offsets"] += [None, {"topic": None, "partition": 1, "offset": 5},
+                          {"topic": "t", "partition": None, "offset": 6},
+                          {"topic": "t", "partition": 2, "offset": None},
+                          {"topic": "u", "partition": 0, "offset": 7}]
+    rows.append(commit)
+    out = replay_local(from_rows(sorted(rows, key=lambda r: r["time_ms"])))
+    got = [(r["topic"], r["partition"], r["offset"]) for r in out["offsets"].to_pylist()]
+    assert got == [("t", 0, 10), ("u", 0, 7)]
+
+
 def test_a_rebalance_open_when_the_trace_ends_has_an_unfinished_row(impl):
     """A rebalance the trace ends inside (the group still waiting out its initial delay)
     gets a row with end and duration -1, as the replay's tables document; the groups'
@@ -714,3 +735,26 @@ def test_offsets_are_the_same_by_either_sort(monkeypatch):
             for e in row["offsets"]:
                 want[(row["group_id"], e["topic"], e["partition"])] = e["offset"]
     assert got == want and any(p < 0 for _, _, p in got)
+
+
+_SORT_SCHEMA = pa.schema([("shard", pa.int32()), ("seq", pa.int64()), ("name", pa.string())])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3)), st.integers(-3, 3),
+                          st.sampled_from(["a", "b", None])), max_size=12),
+       st.booleans())
+def test_sort_canonical_is_the_sort_by_every_column(rows, presorted):
+    """sort_canonical (which leaves a table already strictly ordered by its integer keys
+    as it is) gives the sort by the keys then every other column, nulls last: rows in
+    any order, ties on the keys, null keys; as they come or already in key order."""
+    from fastcoord.pipeline.replay import rows_table, sort_canonical
+
+    if presorted:
+        rows = sorted(rows, key=lambda r: (r[0] is None, r[0] or 0, r[1]))
+    table = rows_table(rows, _SORT_SCHEMA)
+    keys = ["shard", "seq"]
+    want = table.sort_by([(k, "ascending") for k in keys + ["name"]])
+    got = sort_canonical(table, _SORT_SCHEMA, keys)
+    assert got.equals(want)
+    assert got.schema == _SORT_SCHEMA
