@@ -52,6 +52,8 @@ PATHS: Dict[str, Dict[str, int]] = {
     "timer_cancel_ids": {"native": 20_000, "pure": 1_000},
     "purgatory_heartbeat": {"native": 2_000, "pure": 1_000},
     "consumer_heartbeat": {"native": 2_000, "pure": 1_000},
+    "consumer_heartbeat_handle": {"native": 2_000, "pure": 1_000},
+    "consumer_heartbeat_checked": {"native": 500, "pure": 500},
     "rebalance_10": {"native": 10, "pure": 10},
 }
 DESCRIPTIONS = {
@@ -66,6 +68,8 @@ DESCRIPTIONS = {
     "timer_cancel_ids": "one entry of `timer.cancel_ids(ids)`",
     "purgatory_heartbeat": "one heartbeat of Kafka's design on the purgatory: check_and_complete, a new DelayedOperation, try_complete_else_watch (1,000 members)",
     "consumer_heartbeat": "one steady `coord.consumer_group_heartbeat(group, member, epoch, callback=cb)` of a settled member (1,000 members, random order)",
+    "consumer_heartbeat_handle": "one `coord.consumer_heartbeat_handle(handle, epoch)` of a settled member (1,000 members, random order)",
+    "consumer_heartbeat_checked": "the same steady heartbeat through the checked slow path, `GroupCoordinator.consumer_group_heartbeat(coord, group, member, epoch, callback=cb)` (1,000 members, random order)",
     "rebalance_10": "a whole rebalance of a new 10-member group: 10 joins, completion, 10 syncs",
 }
 MARKER = "getppid"          # libc function used as the dump trigger
@@ -305,6 +309,30 @@ class ConsumerHeartbeat(Workload):
         assert self.last[0] == (Errors.NONE, None, m, epoch, 5000, None)
 
 
+class ConsumerHeartbeatHandle(ConsumerHeartbeat):
+    """The same members by handle, one call each."""
+
+    def prepare(self, n):
+        super().prepare(n)
+        handle = self.coord.consumer_member_handle
+        self.hcalls = [(handle(g, m), epoch) for g, m, epoch in self.calls]
+
+    def measure(self, n):
+        hb, cb = self.coord.consumer_heartbeat_handle, self.last.append
+        for h, epoch in self.hcalls:
+            cb(hb(h, epoch))
+
+
+class ConsumerHeartbeatChecked(ConsumerHeartbeat):
+    """The same steady heartbeats through the class's method: the checked slow path."""
+
+    def measure(self, n):
+        from fastcoord import GroupCoordinator
+        hb, coord, cb = GroupCoordinator.consumer_group_heartbeat, self.coord, self.last.append
+        for g, m, epoch in self.calls:
+            hb(coord, g, m, epoch, callback=cb)
+
+
 class Rebalance(Workload):
     SIZE = 10
 
@@ -356,6 +384,8 @@ WORKLOADS: Dict[str, Callable[[str], Workload]] = {
     "timer_cancel_ids": TimerCancelIds,
     "purgatory_heartbeat": PurgatoryHeartbeat,
     "consumer_heartbeat": ConsumerHeartbeat,
+    "consumer_heartbeat_handle": ConsumerHeartbeatHandle,
+    "consumer_heartbeat_checked": ConsumerHeartbeatChecked,
     "rebalance_10": Rebalance,
 }
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import operator
 import uuid
 from typing import Dict, FrozenSet, List, Optional
 
@@ -64,6 +65,9 @@ def kafka_uuid() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode("ascii")
 
 
+_new_object = object.__new__
+
+
 class ConsumerMember:
     """One member of a consumer group (Kafka's ConsumerGroupMember). `assigned` and
     `revoking` map a topic name to a frozenset of partitions, never empty sets. A member
@@ -98,9 +102,29 @@ class ConsumerMember:
         self.sync_timer = None
 
     def copy(self, member_id: Optional[str] = None) -> "ConsumerMember":
-        other = ConsumerMember(self.member_id if member_id is None else member_id)
-        for name in ConsumerMember.__slots__[1:]:
-            setattr(other, name, getattr(self, name))
+        # Every slot, one by one (every slow-path heartbeat copies its member, and a
+        # loop of getattr and setattr costs several times this); a test checks that
+        # each slot is copied
+        other = _new_object(ConsumerMember)
+        other.member_id = self.member_id if member_id is None else member_id
+        other.instance_id = self.instance_id
+        other.rack_id = self.rack_id
+        other.client_id = self.client_id
+        other.client_host = self.client_host
+        other.rebalance_timeout_ms = self.rebalance_timeout_ms
+        other.server_assignor = self.server_assignor
+        other.topic_names = self.topic_names
+        other.topic_regex = self.topic_regex
+        other.state = self.state
+        other.member_epoch = self.member_epoch
+        other.previous_epoch = self.previous_epoch
+        other.assigned = self.assigned
+        other.revoking = self.revoking
+        other.slot = self.slot
+        other.rebalance_timer = self.rebalance_timer
+        other.classic = self.classic
+        other.join_timer = self.join_timer
+        other.sync_timer = self.sync_timer
         return other
 
     def is_reconciled_to(self, epoch: int) -> bool:
@@ -263,7 +287,9 @@ class ConsumerLogic:
             self._check_request(group_id, member_id, member_epoch, instance_id, rack_id,
                                 rebalance_timeout_ms, topic_names, topic_regex,
                                 server_assignor, owned)
-            error = logic.group_status(group_id, allow_empty=False)
+            # (_find_group: an existing group's record knows its shard, so its id is
+            # not hashed again)
+            error, _ = logic._find_group(group_id, False)
             if error != Errors.NONE:
                 raise _Refused(error, "")
             if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -461,6 +487,7 @@ class ConsumerLogic:
         cg = group.consumer
         logic = self.logic
         changed = replaced is not None or updated.slot < 0 or not _same_metadata(member, updated)
+        unmoved = False
         if replaced is not None:
             self._cancel_timers(replaced)
             updated.join_timer = updated.sync_timer = None
@@ -484,7 +511,14 @@ class ConsumerLogic:
             logic.owners[updated.slot] = (group, updated.member_id)
             log.info("consumer group %s: member %s joins", group.group_id, updated.member_id)
         elif member is not updated:
-            cg.release(member)
+            # (a heartbeat that leaves the member's partitions and epoch as they were:
+            # releasing and owning them again would change nothing, `owners` being
+            # keyed by partition; the steady heartbeat's case)
+            unmoved = updated.assigned is member.assigned \
+                and updated.revoking is member.revoking \
+                and updated.member_epoch == member.member_epoch
+            if not unmoved:
+                cg.release(member)
         cg.members[updated.member_id] = updated
         old_instance = member.instance_id
         if old_instance is not None and old_instance != updated.instance_id \
@@ -492,7 +526,8 @@ class ConsumerLogic:
             del cg.static[old_instance]     # (a member that joined again as another instance)
         if updated.instance_id is not None:
             cg.static[updated.instance_id] = updated.member_id
-        cg.own(updated)
+        if not unmoved:
+            cg.own(updated)
         if replaced is not None:
             cg.dirty.add(replaced.member_id)
         if changed:
@@ -1031,13 +1066,13 @@ _METADATA_FIELDS = ("instance_id", "rack_id", "client_id", "client_host", "rebal
                     "server_assignor", "topic_names", "topic_regex", "classic")
 
 
+_metadata_of = operator.attrgetter(*_METADATA_FIELDS)
+
+
 def _same_metadata(a: ConsumerMember, b: ConsumerMember) -> bool:
     """Whether two versions of a member agree on what a heartbeat may change (Kafka
     writes a member's subscription record only when they differ)."""
-    for name in _METADATA_FIELDS:
-        if getattr(a, name) != getattr(b, name):
-            return False
-    return True
+    return _metadata_of(a) == _metadata_of(b)
 
 
 def _set_epoch(member, epoch: int) -> None:

@@ -565,3 +565,79 @@ def test_handle_calls_check_their_arguments(impl):
         coord.consumer_heartbeat_handle(int(h[0]), 1 << 31)
     with pytest.raises(TypeError, match="member_id must be a str"):
         coord.consumer_member_handle("g", 1)
+
+
+def test_handle_calls_of_every_shape_answer_alike(impl):
+    # (native: two ints in range are read by the C entry; keywords, bools and ints out
+    # of range go to its general path, which checks as the pure twin does)
+    coord, _ = make(impl)
+    epochs = settled_group(coord, members=("a",))
+    h = int(handles_of(coord, ["a"])[0])
+    expected = slow_hb(coord, "g", "a", epochs["a"])
+    hh = coord.consumer_heartbeat_handle
+    assert hh(h, epochs["a"]) == expected
+    assert hh(handle=h, member_epoch=epochs["a"]) == expected
+    assert hh(h, member_epoch=epochs["a"]) == expected
+    assert hh(h, epochs["a"] + 1) is None
+    assert hh(-1, epochs["a"]) is None
+    assert hh(h, -(1 << 31)) is None
+    with pytest.raises(TypeError, match="handle must be an int"):
+        hh(True, epochs["a"])
+    with pytest.raises(ValueError, match="handle must fit in int64"):
+        hh(1 << 63, epochs["a"])
+    with pytest.raises(ValueError, match="member_epoch must fit in int32"):
+        hh(h, -(1 << 31) - 1)
+    with pytest.raises(TypeError):
+        hh(h)
+
+
+def _traced_peak(loop):
+    """What `loop()` allocates at its peak, beyond what it started with (bytes), its
+    second run (the first warms the interpreter's caches)."""
+    import tracemalloc
+    loop()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        loop()
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def test_steady_heartbeats_allocate_nothing(impl):
+    # The steady heartbeat's answer is the member's cached one: by handle and by ids,
+    # the native twin's calls allocate nothing, not even for a moment. Each loop's
+    # traced peak is held to a loop of the same shape around a call that allocates
+    # nothing (the loop's own iterator is all either allocates).
+    if impl != "native":
+        pytest.skip("the pure twin's arithmetic allocates ints")
+    import collections
+    coord, _ = make(impl)
+    epochs = settled_group(coord, members=("a", "b", "c"))
+    members = list(epochs)
+    by_handle = [(int(h), epochs[m]) for h, m in zip(handles_of(coord, members), members)]
+    by_ids = [("g", m, epochs[m]) for m in members]
+    by_handle, by_ids = by_handle * 100, by_ids * 100
+    hh, hb_ = coord.consumer_heartbeat_handle, coord.consumer_group_heartbeat
+    last = collections.deque(maxlen=1)
+    cb = last.append
+
+    def handles(call=hh):
+        for h, e in by_handle:
+            cb(call(h, e))
+
+    def ids():
+        for g, m, e in by_ids:
+            hb_(g, m, e, callback=cb)
+
+    def ids_floor():
+        for g, m, e in by_ids:
+            cb(max(g, m))
+
+    floor_handles, floor_ids = _traced_peak(lambda: handles(max)), _traced_peak(ids_floor)
+    assert _traced_peak(handles) <= floor_handles
+    assert last[0] is not None and last[0].error == E.NONE
+    assert _traced_peak(ids) <= floor_ids
+    assert last[0] is not None and last[0].error == E.NONE

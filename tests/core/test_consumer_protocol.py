@@ -680,3 +680,18 @@ def test_a_member_that_rejoins_as_another_instance_frees_its_old_instance_id(imp
     # the old instance id names no member any more: a new member may take it
     assert join(coord, "g", "m2", ["foo"], instance_id="i-old").error == E.NONE
     assert [m.instance_id for m in coord.consumer_group_describe(["g"])[0].members] == ["i-old"]
+
+
+def test_a_member_copy_carries_every_field():
+    # The slow path copies the member at every heartbeat, field by field: a field the
+    # copy left out would be lost at the member's next heartbeat
+    from fastcoord.core.consumer import ConsumerMember
+    member = ConsumerMember("m")
+    for i, name in enumerate(ConsumerMember.__slots__):
+        setattr(member, name, ("value", i))
+    same, renamed = member.copy(), member.copy("other")
+    for name in ConsumerMember.__slots__:
+        assert getattr(same, name) is getattr(member, name), name
+        if name != "member_id":
+            assert getattr(renamed, name) is getattr(member, name), name
+    assert renamed.member_id == "other"

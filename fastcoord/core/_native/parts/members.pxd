@@ -158,6 +158,10 @@ cdef class MemberTable(TimerSink):
     # general path it hands every call but the plain steady one (bound)
     cdef readonly object consumer_heartbeat
     cdef object consumer_general
+    # consumer_heartbeat_handle: the same, a builtin method of its C entry, and its
+    # general path (bound)
+    cdef readonly object consumer_heartbeat_handle
+    cdef object consumer_handle_general
 
     cdef Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil
     cdef CSlot* cslot_ptr(self, Py_ssize_t slot) noexcept nogil
@@ -181,6 +185,7 @@ cdef class MemberTable(TimerSink):
     cdef Py_ssize_t _consumer_batch(self, int64_t* hp, int32_t* ep, uint8_t* op, Py_ssize_t n,
                                     int64_t now) noexcept nogil
     cdef int c_heartbeat_handle(self, int64_t h, int32_t g, int64_t now) except -1
+    cdef object c_consumer_handle(self, int64_t h, int32_t epoch)
     cdef object c_consumer_steady(self, object group_id, object member_id, object member_epoch,
                                   object client_id, object client_host)
     cdef object c_steady(self, object group_id, object member_id, object member_epoch,

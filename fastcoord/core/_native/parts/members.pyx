@@ -51,6 +51,9 @@ cdef extern from "Python.h":
     object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf,
                                PyObject* kwnames)
     long PyLong_AsLongAndOverflow(object o, int* overflow) except? -1
+    # (an exact int sets no error: out of range is the overflow flag)
+    bint fc_long_exact "PyLong_CheckExact"(PyObject* o) noexcept
+    long long fc_as_longlong "PyLong_AsLongLongAndOverflow"(PyObject* o, int* overflow) noexcept
 
 
 cdef extern from *:
@@ -150,11 +153,38 @@ cdef object _consumer_entry(MemberTable table, PyObject** args, Py_ssize_t nargs
     return PyObject_Vectorcall(table.consumer_general, args, <size_t>nargs, kwnames)
 
 
+# consumer_heartbeat_handle's entry, of the same convention: two exact ints in range
+# (a handle and an int32 epoch) are read from the argument array and answered by
+# c_consumer_handle; every other call goes, unchanged, to
+# consumer_heartbeat_handle_general, which checks its arguments as the pure twin does.
+cdef object _consumer_handle_entry(MemberTable table, PyObject** args, Py_ssize_t nargs,
+                                   PyObject* kwnames):
+    cdef long long h, e
+    cdef int over_h = 0, over_e = 0
+    if nargs == 2 and kwnames is NULL and fc_long_exact(args[0]) and fc_long_exact(args[1]):
+        h = fc_as_longlong(args[0], &over_h)
+        e = fc_as_longlong(args[1], &over_e)
+        if not (over_h or over_e) and -0x80000000 <= e <= 0x7FFFFFFF:
+            return table.c_consumer_handle(h, <int32_t>e)
+    return PyObject_Vectorcall(table.consumer_handle_general, args, <size_t>nargs, kwnames)
+
+
+cdef void _fast_entry(PyMethodDef* d, const char* name, void* fn, const char* doc) noexcept:
+    """`d` describes `fn` as a builtin of CPython's fast call convention with keywords."""
+    d.ml_name = name
+    d.ml_meth = <PyCFunction>fn
+    d.ml_flags = METH_FASTCALL | METH_KEYWORDS
+    d.ml_doc = doc
+
+
+cdef PyMethodDef _CONSUMER_HANDLE_ENTRY
+_fast_entry(&_CONSUMER_HANDLE_ENTRY, b"consumer_heartbeat_handle", <void*>_consumer_handle_entry,
+    b"consumer_heartbeat_handle(handle, member_epoch) -> result | None\n\n"
+    b"consumer_heartbeat_batch for one member: its cached answer, or None, having changed "
+    b"nothing; any call but two ints in range goes to consumer_heartbeat_handle_general.")
+
 cdef PyMethodDef _CONSUMER_ENTRY
-_CONSUMER_ENTRY.ml_name = b"consumer_heartbeat"
-_CONSUMER_ENTRY.ml_meth = <PyCFunction><void*>_consumer_entry
-_CONSUMER_ENTRY.ml_flags = METH_FASTCALL | METH_KEYWORDS
-_CONSUMER_ENTRY.ml_doc = (
+_fast_entry(&_CONSUMER_ENTRY, b"consumer_heartbeat", <void*>_consumer_entry,
     b"consumer_heartbeat(group_id, member_id, member_epoch, *, instance_id=None, rack_id=None, "
     b"rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None, "
     b"server_assignor=None, owned_partitions=None, client_id='', client_host='', callback)\n\n"
@@ -288,6 +318,8 @@ cdef class MemberTable(TimerSink):
         # (bound methods of this table: a cycle through it, which the GC collects)
         self.consumer_general = self.consumer_heartbeat_general
         self.consumer_heartbeat = PyCFunction_NewEx(&_CONSUMER_ENTRY, self, None)
+        self.consumer_handle_general = self.consumer_heartbeat_handle_general
+        self.consumer_heartbeat_handle = PyCFunction_NewEx(&_CONSUMER_HANDLE_ENTRY, self, None)
 
     def __dealloc__(self):
         cdef Py_ssize_t i, j
@@ -727,7 +759,16 @@ cdef class MemberTable(TimerSink):
         s = self.slot_ptr(slot)
         core = s.core
         gen = s.gen
-        if self.shards[core.shard] != SHARD_ACTIVE:
+        # Read before the lock, as c_consumer_handle does: the settled epoch, the
+        # cached answer (asked for) and the core's quiet point; re-read under it
+        if s.cepoch != epoch:
+            return None
+        c = self.cslot_ptr(slot)
+        if c is NULL or c.result is NULL:
+            return None
+        fc_prefetch(c.result)
+        if self.shards[core.shard] != SHARD_ACTIVE or core.cquiet != epoch \
+                or core.ctopics != self.ctopics:
             return None
         lock_with_gil(core)
         try:
@@ -832,17 +873,15 @@ cdef class MemberTable(TimerSink):
                     self._rearm_if_needed(<Py_ssize_t><uint32_t>hp[i])
         return out
 
-    @cython.binding(False)  # a plain method descriptor: CPython's call fast paths
-    def consumer_heartbeat_handle(self, handle, member_epoch):
+    def consumer_heartbeat_handle_general(self, handle, member_epoch):
         """consumer_heartbeat_handle(handle: int, member_epoch: int) -> result | None
 
         consumer_heartbeat_batch for one member: its cached answer (the
         ConsumerGroupHeartbeatResult consumer_group_heartbeat would give), or None,
-        having changed nothing."""
+        having changed nothing. (The entry hands here every call it does not read
+        itself: the twins' argument errors are raised here.)"""
         cdef int64_t h
         cdef int32_t e
-        cdef uint8_t o = 0
-        cdef CSlot* c
         if type(handle) is not int or type(member_epoch) is not int:
             check_handle_args(handle, member_epoch, "member_epoch")
         try:
@@ -851,28 +890,51 @@ cdef class MemberTable(TimerSink):
         except OverflowError:
             check_handle_args(handle, member_epoch, "member_epoch")
             raise
+        return self.c_consumer_handle(h, e)
+
+    cdef object c_consumer_handle(self, int64_t h, int32_t epoch):
+        """One steady heartbeat by handle: the member's cached answer, its session
+        refreshed, or None, having changed nothing. Random handles make this
+        memory-bound, so the lines it needs are asked for early and together: the
+        CSlot with the slot, then the cached answer (through the CSlot, read without
+        the lock only to ask for it) with the group core; everything is re-read under
+        the group's lock, which is taken once."""
+        cdef Py_ssize_t slot = <Py_ssize_t><uint32_t>h     # low 32 bits
+        cdef uint32_t gen = <uint32_t>(h >> 32)
         cdef Slot* s
+        cdef CSlot* c
         cdef GroupCore* core
-        cdef object result = None
-        self._consumer_batch(&h, &e, &o, 1, self.now())
-        if o == 0:
+        cdef PyObject* cached
+        if h < 0 or slot >= self.nslots or epoch <= 0 or not self.active:
             return None
-        if o & 2:
-            self._rearm_if_needed(<Py_ssize_t><uint32_t>h)
-        # The answer is read under the group's lock, under which the slow path replaces
-        # it: the one it had when the heartbeat was taken, unless a request on another
-        # thread unsettled the member in between (then None: the refreshed session is
-        # harmless, and the caller's consumer_group_heartbeat answers)
-        s = self.slot_ptr(<Py_ssize_t><uint32_t>h)
+        c = self.cslot_ptr(slot)
+        if c is NULL:
+            return None
+        fc_prefetch(c)
+        s = self.slot_ptr(slot)
         core = s.core
+        if core is NULL or s.gen != gen or not s.consumer or s.cepoch != epoch:
+            return None
+        cached = c.result
+        if cached is NULL:
+            return None
+        fc_prefetch(cached)     # its reference count is written on the way out
+        # (the core's fields are read before the lock too, so that every line the
+        # call needs is on its way before the lock's atomic waits for them)
+        if self.shards[core.shard] != SHARD_ACTIVE or core.cquiet != epoch \
+                or core.ctopics != self.ctopics:
+            return None
         lock_with_gil(core)
         try:
-            c = self.cslot_ptr(<Py_ssize_t><uint32_t>h)
-            if s.core is core and s.cepoch == e and c is not NULL and c.result is not NULL:
-                result = <object>c.result
+            # Re-checked under the group's lock, under which the slow path publishes.
+            if (s.core is not core or s.gen != gen or not s.consumer or s.cepoch != epoch
+                    or core.cquiet != epoch or core.ctopics != self.ctopics
+                    or c.result is NULL):
+                return None
+            self.refresh(slot, s, self.now() + s.session_timeout)
+            return <object>c.result
         finally:
             pthread_mutex_unlock(&core.mu)
-        return result
 
     cdef inline void _prefetch_ahead(self, int64_t* hp, Py_ssize_t i, Py_ssize_t n,
                                      bint cslots) noexcept nogil:
