@@ -99,12 +99,19 @@ def test_steady_heartbeats_all_answered_none(loaded, engine, rate):
     assert (summary["engine"], summary["protocol"], summary["heartbeat_version"]) == \
         (engine, "consumer", 1)
     assert summary["errors"] == {}, summary
-    assert summary["unsent"] == 0
     # every heartbeat sent in the window was answered in the drain, none lost
     assert summary["heartbeats"] == summary["sent"] == len(gen.latencies) > 0, summary
     assert 0 < summary["p50_ms"] <= summary["p99_ms"] <= summary["p999_ms"] <= summary["max_ms"]
-    if rate is not None:
-        assert 0.8 * rate * 0.4 <= summary["heartbeats"] <= 1.2 * rate * 0.4
+    if rate is None:
+        assert summary["unsent"] == 0       # a closed loop never finds its connections full
+    else:
+        # What came due went out, or was counted unsent when every connection had
+        # `pipeline` in flight: a server that stalls longer than pipeline x connections
+        # / rate (27 ms here; the pure twin on a busy machine can) leaves a few. That is
+        # a matter of speed, which the benchmarks measure; here the counts must add up.
+        offered = summary["heartbeats"] + summary["unsent"]
+        assert 0.8 * rate * 0.4 <= offered <= 1.2 * rate * 0.4, summary
+        assert summary["unsent"] <= 0.1 * rate * 0.4, summary
     # steady heartbeats leave the groups as they were
     assert all(g.group_state == "Stable" for g in
                _describe(server.port, sorted(set(gen.member_group.values()))))
