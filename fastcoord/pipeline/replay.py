@@ -96,6 +96,7 @@ OFFSETS_SCHEMA = pa.schema([
     ("shard", pa.int32()), ("group_id", pa.string()), ("topic", pa.string()),
     ("partition", pa.int32()), ("offset", pa.int64()), ("time_ms", pa.int64())])
 _RESPONSES_FIELDS = list(RESPONSES_SCHEMA)   # (read once: the schema wraps each field anew)
+_TRACE_NAMES = TRACE_SCHEMA.names            # (read once: the schema makes the list anew)
 TABLES = {"responses": RESPONSES_SCHEMA, "rebalances": REBALANCES_SCHEMA,
           "expirations": EXPIRATIONS_SCHEMA, "groups": GROUPS_SCHEMA,
           "offsets": OFFSETS_SCHEMA}
@@ -745,17 +746,13 @@ class ShardReplay:
 
 def with_trace_columns(table: pa.Table) -> pa.Table:
     """The trace's columns in TRACE_SCHEMA's order; an optional one it lacks (a trace
-    made before it existed) as nulls. (Every shard's replay calls it: the names are
-    read once here, and TRACE_SCHEMA's once for all, _TRACE_NAMES.)"""
+    made before it existed) as nulls."""
     names = table.column_names
     for name in OPTIONAL:
         if name not in names:
             field = TRACE_SCHEMA.field(name)
             table = table.append_column(field, pa.nulls(table.num_rows, field.type))
     return table.select(_TRACE_NAMES)
-
-
-_TRACE_NAMES = TRACE_SCHEMA.names
 
 
 def committed_offsets(rows: pa.Table, kinds: np.ndarray, groups: np.ndarray, gids: pa.Array,
