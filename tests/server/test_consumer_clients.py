@@ -42,7 +42,7 @@ def cluster(tmp_path):
 
 
 def _covered(clients, timeout=BOUND) -> None:
-    assert_covered(clients, PARTITIONS, timeout)
+    assert_covered(clients, PARTITIONS, timeout, balanced=True)
 
 
 def _admin(server):

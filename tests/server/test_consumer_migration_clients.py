@@ -40,7 +40,7 @@ def cluster(tmp_path):
 
 
 def _covered(server, clients, timeout=BOUND) -> None:
-    assert_covered(clients, PARTITIONS, timeout, server=server)
+    assert_covered(clients, PARTITIONS, timeout, balanced=True, server=server)
 
 
 def _group_type(server) -> str:
