@@ -56,6 +56,8 @@ cdef enum:
     SLOT_CHUNK_BITS = 12
     SLOT_CHUNK = 4096           # slots per chunk
     MAX_CHUNKS = 65536          # 268 M members at most
+    MIN_CHUNK_INDEX = 16        # the chunk index's first capacity (64 k members)
+    MAX_RETIRED = 16            # outgrown indexes kept: log2(MAX_CHUNKS / MIN_CHUNK_INDEX)
 
 
 cdef extern from "Python.h":
@@ -135,8 +137,15 @@ cdef class MemberTable(TimerSink):
     cdef Py_ssize_t map_used        # live + deleted entries
     cdef Py_ssize_t map_live
     cdef int clock_kind             # 0: call clock.now_ms(); 1: ManualClock; 2: SystemClock
+    # The chunk index (`chunks`, with `cchunks` beside it) grows by doubling. An outgrown
+    # pair is kept, not freed, until the table goes: a heartbeat that read the old
+    # pointer without the GIL still finds every chunk that existed when it read it, and
+    # a slot in a newer chunk is handed out only after the new index is in place.
     cdef Slot** chunks
     cdef Py_ssize_t nchunks
+    cdef Py_ssize_t chunks_cap      # entries of `chunks` and `cchunks`
+    cdef void* retired[2 * MAX_RETIRED]
+    cdef int nretired
     cdef Py_ssize_t nslots          # slots handed out so far (high-water mark)
     cdef list free_slots
     cdef list slot_recs             # slot -> GroupRecord (keeps GroupCore owners alive)
@@ -165,6 +174,7 @@ cdef class MemberTable(TimerSink):
 
     cdef Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil
     cdef CSlot* cslot_ptr(self, Py_ssize_t slot) noexcept nogil
+    cdef int grow_chunk_index(self) except -1
     cdef void consumer_clear(self, Py_ssize_t slot) noexcept
     cdef int64_t now(self) except? -1
     cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer) except -2

@@ -15,6 +15,7 @@ from cpython.object cimport PyCFunction, PyMethodDef, PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.ref cimport Py_INCREF, Py_DECREF, Py_XDECREF
 from libc.stdint cimport int64_t, int32_t, uint32_t, uint64_t, int16_t, uint8_t, uintptr_t
+from libc.string cimport memcpy
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 cimport numpy as cnp
 
@@ -285,8 +286,10 @@ cdef class MemberTable(TimerSink):
     def __cinit__(self, clock, Timer timer, int num_shards):
         if num_shards <= 0:
             raise ValueError(f"num_shards must be > 0, got {num_shards}")
-        self.chunks = <Slot**>PyMem_RawCalloc(MAX_CHUNKS, sizeof(Slot*))
-        self.cchunks = <CSlot**>PyMem_RawCalloc(MAX_CHUNKS, sizeof(CSlot*))
+        self.chunks = <Slot**>PyMem_RawCalloc(MIN_CHUNK_INDEX, sizeof(Slot*))
+        self.cchunks = <CSlot**>PyMem_RawCalloc(MIN_CHUNK_INDEX, sizeof(CSlot*))
+        self.chunks_cap = MIN_CHUNK_INDEX
+        self.nretired = 0
         if self.cchunks is NULL:
             raise MemoryError()
         self.shards = <uint8_t*>PyMem_RawCalloc(num_shards, 1)
@@ -328,12 +331,14 @@ cdef class MemberTable(TimerSink):
                 PyMem_RawFree(self.chunks[i])
             PyMem_RawFree(self.chunks)
         if self.cchunks is not NULL:
-            for i in range(MAX_CHUNKS):
+            for i in range(self.nchunks):
                 if self.cchunks[i] is not NULL:
                     for j in range(SLOT_CHUNK):
                         self.consumer_clear((i << SLOT_CHUNK_BITS) + j)
                     PyMem_RawFree(self.cchunks[i])
             PyMem_RawFree(self.cchunks)
+        for i in range(self.nretired):
+            PyMem_RawFree(self.retired[i])
         if self.shards is not NULL:
             PyMem_RawFree(self.shards)
         if self.map is not NULL:
@@ -342,6 +347,30 @@ cdef class MemberTable(TimerSink):
         if self.free_cores is not None:
             for ptr in self.free_cores:
                 PyMem_RawFree(<void*><uintptr_t>ptr)
+
+    cdef int grow_chunk_index(self) except -1:
+        """Double the chunk index; the outgrown pair is retired (see the declaration)."""
+        cdef Py_ssize_t cap = self.chunks_cap * 2
+        cdef Slot** chunks
+        cdef CSlot** cchunks
+        if self.nretired + 2 > 2 * MAX_RETIRED:
+            raise MemoryError("member table is full")
+        chunks = <Slot**>PyMem_RawCalloc(cap, sizeof(Slot*))
+        if chunks is NULL:
+            raise MemoryError()
+        cchunks = <CSlot**>PyMem_RawCalloc(cap, sizeof(CSlot*))
+        if cchunks is NULL:
+            PyMem_RawFree(chunks)
+            raise MemoryError()
+        memcpy(chunks, self.chunks, self.chunks_cap * sizeof(Slot*))
+        memcpy(cchunks, self.cchunks, self.chunks_cap * sizeof(CSlot*))
+        self.retired[self.nretired] = self.chunks
+        self.retired[self.nretired + 1] = self.cchunks
+        self.nretired += 2
+        self.chunks = chunks
+        self.cchunks = cchunks
+        self.chunks_cap = cap
+        return 0
 
     cdef inline Slot* slot_ptr(self, Py_ssize_t slot) noexcept nogil:
         return &self.chunks[slot >> SLOT_CHUNK_BITS][slot & (SLOT_CHUNK - 1)]
@@ -539,6 +568,8 @@ cdef class MemberTable(TimerSink):
             if (slot >> SLOT_CHUNK_BITS) >= self.nchunks:
                 if self.nchunks >= MAX_CHUNKS:
                     raise MemoryError("member table is full")
+                if self.nchunks == self.chunks_cap:
+                    self.grow_chunk_index()
                 self.chunks[self.nchunks] = <Slot*>PyMem_RawCalloc(SLOT_CHUNK, sizeof(Slot))
                 if self.chunks[self.nchunks] is NULL:
                     raise MemoryError()
