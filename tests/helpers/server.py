@@ -65,7 +65,8 @@ class ServerProc:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log,
                                      cwd=str(ROOT))
         self._lines: "queue.Queue[str]" = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         try:
             first = self._lines.get(timeout=30)
         except queue.Empty:
@@ -110,6 +111,7 @@ class ServerProc:
                 self.proc.kill()
                 self.proc.wait(timeout=timeout)
         self._log.close()
+        _close_pipes(self.proc, self._reader)
         return self.proc.returncode
 
 
@@ -193,7 +195,8 @@ class ClientProc:
         self.history: List[Tuple[float, frozenset]] = []
         self.poll_errors: List[str] = []
         self.commit_retries: List[str] = []     # commits refused while rebalancing, retried
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         for raw in self.proc.stdout:
@@ -271,6 +274,20 @@ class ClientProc:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self._log.close()
+        _close_pipes(self.proc, self._reader)
+
+
+def _close_pipes(proc: subprocess.Popen, reader: threading.Thread) -> None:
+    """Close an exited process's pipes now rather than whenever the collector gets to
+    them; stdout only once its reader thread has seen the end of it."""
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:             # a write still buffered to a process that is gone
+            pass
+    reader.join(timeout=5)
+    if not reader.is_alive():
+        proc.stdout.close()
 
 
 def exact_cover(clients: List[ClientProc], partitions: Iterable[Tuple[str, int]],
@@ -389,6 +406,14 @@ class RawConn:
 
     def close(self) -> None:
         self.sock.close()
+
+    def __del__(self) -> None:
+        # A test that expects the server to close a connection keeps its own end open:
+        # it closes when the test drops the RawConn, not when the collector gets to the
+        # socket (warning then inside whatever test runs). No socket if connecting failed.
+        sock = getattr(self, "sock", None)
+        if sock is not None:
+            sock.close()
 
 
 # ---- the client process ---------------------------------------------------------------------
