@@ -61,10 +61,6 @@ cdef enum:
 
 
 cdef extern from "Python.h":
-    # The str object's cached hash (-1 until computed): read directly for exact str,
-    # whose hash is by definition the cached one.
-    ctypedef struct PyASCIIObject:
-        Py_hash_t hash
     Py_hash_t PyObject_Hash(object o) except? -1
     bint PyUnicode_CheckExact(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
@@ -78,12 +74,8 @@ cdef extern from "<string.h>" nogil:
 
 
 cdef inline Py_hash_t id_hash(object s) except? -1:
-    """hash(s), without a call for an exact str whose hash is already cached."""
-    cdef Py_hash_t h
-    if PyUnicode_CheckExact(s):
-        h = (<PyASCIIObject*><PyObject*>s).hash
-        if h != -1:
-            return h
+    """hash(s), by the public call (a str's own hash is cached in it by CPython; its
+    layout is not API, so it is not read here)."""
     return PyObject_Hash(s)
 
 
