@@ -539,3 +539,58 @@ def test_current_list_emptied_by_a_partition_id(impl):
     ids[0] = _Emptying(ids, 1)
     result = assign(impl, "uniform", [m("A", "t"), m("B", "t")], {"t": 4}, {"A": {"t": ids}})
     assert result == {"A": {"t": [0, 1]}, "B": {"t": [2, 3]}}
+
+
+
+class _Index(int):
+    """An int subclass: read through __index__, not as a plain int."""
+
+
+class _Growing:
+    """A partition id whose __index__ appends to the list it is in (hostile input)."""
+
+    def __init__(self, ids, value, extra):
+        self.ids, self.value, self.extra = ids, value, extra
+
+    def __index__(self):
+        self.ids.append(self.extra)
+        return self.value
+
+
+def _hostile_current(previous):
+    """A previous result's lists, some of their ints replaced by others of the same
+    value or by objects read through __index__ (which may change the list)."""
+    current = {mid: {t: list(ps) for t, ps in a.items()} for mid, a in previous.items()}
+    ids = current["m0"]["t"]
+    ids[1] = int(str(ids[1]))         # an equal int, another object (above the small ints)
+    ids[2] = _Index(ids[2])
+    ids[3] = 2 ** 80                  # out of range: dropped
+    ids[4] = ids[5]                   # a repeat
+    ids.insert(6, ids[0] + 999)       # another member's partition, claimed again
+    growing = current["m1"]["t"]
+    growing[3] = _Growing(growing, growing[3], int("2999"))
+    emptying = current["m2"]["t"]
+    emptying[3] = _Emptying(emptying, emptying[3])
+    current["m3"]["t"].reverse()      # descending
+    current["m4"]["t"] = [int(str(p)) for p in current["m4"]["t"]]
+    current["m5"]["u"] = (p for p in [0, 1, 2])  # not a list
+    current["gone"] = {"t": list(range(100))}     # not a member
+    return current
+
+
+def test_current_ints_that_are_not_a_results_own(impl):
+    """A previous result's lists hold the very int objects the native twin makes its
+    results from; other ints of the same values (made anew, big, a subclass, objects
+    with an __index__ that changes the list) are read by value, as the pure twin does."""
+    topics = {"t": 3000, "u": 40}
+    members = [m(f"m{i}", "t", "u") for i in range(6)]
+    previous = assign(impl, "uniform", members, topics)
+    joined = members + [m("joiner", "t", "u")]
+    result = assign(impl, "uniform", joined, topics, _hostile_current(previous))
+    check_valid(joined, topics, result)
+    assert result == assign("pure", "uniform", joined, topics, _hostile_current(previous))
+    # the same reads with heterogeneous subscriptions (the other builder)
+    joined = members + [m("joiner", "t")]
+    result = assign(impl, "uniform", joined, topics, _hostile_current(previous))
+    check_valid(joined, topics, result)
+    assert result == assign("pure", "uniform", joined, topics, _hostile_current(previous))

@@ -114,7 +114,9 @@ cdef class _AsgGroup:
     """A group converted to arrays (C blocks, freed with this object)."""
     cdef list member_ids
     cdef object instance_ids  # _pure's prepare's: None when no member is static
-    cdef dict seen            # member id -> None, in member order: the result's keys
+    cdef dict seen            # member id -> in member order: the result's keys; the value
+                              # is the member's result dict (uniform: made empty as the
+                              # member is read, filled by _asg_fill) or None (range)
     cdef dict topics          # the checked topics (read by _asg_convert only)
     cdef list distinct        # the kinds' subscriptions (frozensets)
     cdef dict first_seen      # topic name -> its number in first-seen order, -1 if not existing
@@ -130,6 +132,7 @@ cdef class _AsgGroup:
     cdef int64_t* koff      # [n_kinds + 1]: kind k's topics are ktopics[koff[k]:koff[k+1]]
     cdef int32_t* ktopics   # topic numbers (first-seen order, then by name after _asg_convert)
     cdef int32_t n_kinds
+    cdef Py_ssize_t first_size  # the size of kind 0's frozenset
     cdef int32_t koff_cap
     cdef int64_t ktopics_cap
     # topic name objects met (the kinds hold them) -> their first_seen number: an open
@@ -139,6 +142,7 @@ cdef class _AsgGroup:
     cdef int32_t* cached_numbers
     cdef int64_t cache_cap
     cdef int64_t cache_used
+    cdef int32_t* renumber  # [n_topics]: a first-seen topic number -> its number by name
     cdef int64_t* toff      # [n_topics + 1]: topic t's partitions are owner[toff[t]:toff[t+1]]
     cdef int32_t* owner     # [total]
     cdef int32_t* soff      # [n_topics + 1]: topic t's subscribers are subs[soff[t]:soff[t+1]]
@@ -169,20 +173,6 @@ cdef class _AsgGroup:
         if self.koff == NULL:
             raise MemoryError()
         self.koff_cap = 16
-        return 0
-
-    cdef inline int _add_topic(self, int32_t topic) except -1:
-        """Append a topic number to the kind being read."""
-        cdef int64_t at = self.koff[self.n_kinds + 1]
-        cdef int32_t* grown
-        if at == self.ktopics_cap:
-            grown = <int32_t*>PyMem_Realloc(self.ktopics, (2 * at + 64) * sizeof(int32_t))
-            if grown == NULL:
-                raise MemoryError()
-            self.ktopics = grown
-            self.ktopics_cap = 2 * at + 64
-        self.ktopics[at] = topic
-        self.koff[self.n_kinds + 1] = at + 1
         return 0
 
     cdef inline int64_t _slot(self, PyObject* name) noexcept:
@@ -231,14 +221,24 @@ cdef class _AsgGroup:
         return 0
 
     cdef int _new_kind(self, frozenset names) except -1:
-        """Start reading a kind (its topics follow with _add_topic)."""
+        """Start reading a kind: room for its topics (one per name at most) after the
+        previous kind's, in ktopics; the reader writes them and sets koff[n_kinds + 1]."""
         cdef int64_t* grown
+        cdef int32_t* more
+        cdef int64_t need = self.koff[self.n_kinds] + len(names)
         if self.n_kinds + 2 > self.koff_cap:
             grown = <int64_t*>PyMem_Realloc(self.koff, 2 * self.koff_cap * sizeof(int64_t))
             if grown == NULL:
                 raise MemoryError()
             self.koff = grown
             self.koff_cap *= 2
+        if need > self.ktopics_cap:
+            need = max(need, 2 * self.ktopics_cap + 64)
+            more = <int32_t*>PyMem_Realloc(self.ktopics, need * sizeof(int32_t))
+            if more == NULL:
+                raise MemoryError()
+            self.ktopics = more
+            self.ktopics_cap = need
         self.koff[self.n_kinds + 1] = self.koff[self.n_kinds]
         self.distinct.append(names)
         return 0
@@ -296,6 +296,7 @@ cdef _AsgGroup _asg_prepare(name, members, topics, current):
     cdef dict seen = g.seen
     cdef Py_ssize_t n_seen
     cdef int32_t i = 0, k = -1
+    cdef bint uniform = name == "uniform"
     last = None  # the previous member's subscription object
     for entry in members:
         if i == g.n_members or type(entry) is not tuple or len(<tuple>entry) != 3:
@@ -305,7 +306,7 @@ cdef _AsgGroup _asg_prepare(name, members, topics, current):
             return None
         # one hash lookup: a duplicate id leaves the dict's size as it was
         n_seen = len(seen)
-        seen[member_id] = None
+        seen[member_id] = {} if uniform else None
         if len(seen) == n_seen:
             return None
         g.member_ids.append(member_id)
@@ -326,7 +327,7 @@ cdef _AsgGroup _asg_prepared(name, members, topics, current):
     g.start(len(member_ids), topics)
     g.member_ids = member_ids
     g.instance_ids = instance_ids
-    g.seen = dict.fromkeys(member_ids)
+    g.seen = {member_id: {} for member_id in member_ids} if name == "uniform" else dict.fromkeys(member_ids)
     cdef int32_t i
     for i in range(g.n_members):
         g.kind[i] = _asg_kind(g, subscriptions[i], False)
@@ -349,7 +350,8 @@ cdef int32_t _asg_kind(_AsgGroup g, subscribed, bint plain) except -2:
         return -1
     else:
         names = frozenset(subscribed)
-    if g.n_kinds > 0 and names == g.distinct[0]:
+    # sizes first: a frozenset of another size is another kind, no call needed
+    if g.n_kinds > 0 and len(<frozenset>names) == g.first_size and names == g.distinct[0]:
         return 0
     return _asg_read_kind(g, names, plain)
 
@@ -361,6 +363,10 @@ cdef int32_t _asg_read_kind(_AsgGroup g, frozenset names, bint plain) except -2:
     cdef dict topics = g.topics
     cdef int32_t number
     g._new_kind(names)
+    if g.n_kinds == 0:
+        g.first_size = len(names)
+    cdef int32_t* out = g.ktopics
+    cdef int64_t at = g.koff[g.n_kinds]
     for name in names:
         if plain and type(name) is not str:
             return -1
@@ -376,15 +382,18 @@ cdef int32_t _asg_read_kind(_AsgGroup g, frozenset names, bint plain) except -2:
                     g.names_seen.append(name)
             g._cache(<PyObject*>name, number)
         if number >= 0:
-            g._add_topic(number)
+            out[at] = number
+            at += 1
+    g.koff[g.n_kinds + 1] = at
     g.n_kinds += 1
     return g.n_kinds - 1
 
 
-cdef int _asg_convert(_AsgGroup g, const int32_t* rank) except -1:
-    """Number the existing subscribed topics by name, list each topic's subscribers (in
-    member order, or in the order rank -> member given): C loops over the kinds'
-    topic numbers."""
+cdef int _asg_convert(_AsgGroup g, const int32_t* rank, bint listed) except -1:
+    """Number the existing subscribed topics by name; with `listed`, list each topic's
+    subscribers (in member order, or in the order rank -> member given): C loops over
+    the kinds' topic numbers. Without, soff and subs are left unset (the homogeneous
+    builder and _asg_fill do not read them)."""
     cdef int32_t i, r, t, k, n_kinds = g.n_kinds
     cdef int64_t j, n_subs = 0
     cdef int64_t* koff = g.koff
@@ -394,7 +403,8 @@ cdef int _asg_convert(_AsgGroup g, const int32_t* rank) except -1:
     cdef list names_seen = g.names_seen
     g.topic_names = sorted(names_seen)
     g.n_topics = len(names_seen)
-    cdef int32_t* renumber = g._buffer(g.n_topics, 0)
+    cdef int32_t* renumber = <int32_t*>g._block(g.n_topics, sizeof(int32_t), False)
+    g.renumber = renumber
     g.toff = g._buffer64(g.n_topics + 1)
     for t in range(g.n_topics):
         name = g.topic_names[t]
@@ -402,17 +412,22 @@ cdef int _asg_convert(_AsgGroup g, const int32_t* rank) except -1:
         g.toff[t + 1] = g.toff[t] + <int64_t>topics[name]
     g.total = g.toff[g.n_topics]
     g.owner = g._buffer(g.total, -1)
-    # subscribers per topic: count, then place
-    g.soff = g._buffer(g.n_topics + 1, 0)
     cdef int32_t* kind = g.kind
     with nogil:
         for j in range(koff[n_kinds]):
             ktopics[j] = renumber[ktopics[j]]
+    if not listed:
+        return 0
+    # subscribers per topic: count (members per kind, then per topic), then place
+    g.soff = g._buffer(g.n_topics + 1, 0)
+    cdef int64_t* members = g._buffer64(n_kinds)
+    with nogil:
         for i in range(g.n_members):
-            k = kind[i]
+            members[kind[i]] += 1
+        for k in range(n_kinds):
             for j in range(koff[k], koff[k + 1]):
-                g.soff[ktopics[j] + 1] += 1
-            n_subs += koff[k + 1] - koff[k]
+                g.soff[ktopics[j] + 1] += members[k]
+            n_subs += members[k] * (koff[k + 1] - koff[k])
         for t in range(g.n_topics):
             g.soff[t + 1] += g.soff[t]
     g.subs = <int32_t*>g._block(n_subs, sizeof(int32_t), False)
@@ -468,35 +483,52 @@ cdef int _asg_read_current(_AsgGroup g, current) except -1:
 cdef int _asg_read_topic(_AsgGroup g, int32_t i, frozenset subscribed, dict tindex, topic,
                          partitions) except -1:
     """Member i's current partitions of `topic` into the owner array."""
-    cdef int32_t t = -1
-    cdef int64_t p, count = 0, base = 0
-    cdef Py_ssize_t k = 0
+    cdef int32_t t = -1, number
+    cdef int64_t p, count = 0, base = 0, guess = 0
+    cdef Py_ssize_t k = 0, size, n_shared
     cdef PyObject* item
+    cdef PyObject* shared
     cdef int overflow = 0
     cdef long long x
     if type(topic) is not str:
         _asg_pure._check_topic_name(topic, f"current[{g.member_ids[i]!r}]'s keys")
-    if isinstance(partitions, (str, bytes)):
+    if type(partitions) is not list and isinstance(partitions, (str, bytes)):
         raise TypeError(f"current[{g.member_ids[i]!r}][{topic!r}] must be an iterable of partition ids")
-    found = tindex.get(topic)
-    if found is not None and _asg_subscribes(g, i, <int32_t>found, subscribed, topic):
-        t = found
+    # the topic's number: through the name cache when the key is a name object some
+    # subscription holds (the usual case), else by name
+    number = g._cached(<PyObject*>topic)
+    if number >= 0:
+        t = g.renumber[number]
+    elif number == -2:
+        found = tindex.get(topic)
+        if found is not None:
+            t = found
+    if t >= 0 and _asg_subscribes(g, i, t, subscribed, topic):
         base = g.toff[t]
         count = g.toff[t + 1] - base
     if type(partitions) is list:
-        # the length is read at each step, as a list iterator does: a partition id's
-        # __index__ may shrink the list
-        while k < _asg_list_size(partitions):
+        # Read as a list iterator reads it. A partition id that is one of _ASG_INTS
+        # (the results' ints: a previous result's lists hold them) is known by identity,
+        # tried first at the previous id's successor. The size is read again after user
+        # code may have run (a partition id's __index__ may shrink the list).
+        shared = <PyObject*>_ASG_INTS
+        n_shared = _asg_list_size(_ASG_INTS)
+        size = _asg_list_size(partitions)
+        while k < size:
             item = _asg_list_at(partitions, k)
             k += 1
-            if _asg_exact_int(item):
+            if guess < n_shared and item == _asg_list_item(shared, guess):
+                p = guess
+            elif _asg_exact_int(item):
                 x = _asg_int_value(item, &overflow)
                 p = -1 if overflow != 0 or x < 0 else x
             else:
                 value = <object>item  # a reference of its own while user code may run
                 p = _asg_partition(value)
+                size = _asg_list_size(partitions)
             if 0 <= p < count and g.owner[base + p] == -1:
                 g.owner[base + p] = i
+            guess = p + 1
     else:
         for value in partitions:
             p = _asg_partition(value)
@@ -529,9 +561,10 @@ cdef list _asg_ints(int64_t count):
 
 
 cdef dict _asg_result(_AsgGroup g, bint ranges):
-    """{member: {topic: sorted partitions}}: the members' dicts from _asg_range_fill
-    (ranges) or _asg_fill (the owner array), each in place of its member's None in
-    g.seen, which becomes the result (its keys table is the result's: nothing rehashed)."""
+    """{member: {topic: sorted partitions}}: g.seen, which becomes the result (its keys
+    table is the result's: nothing rehashed). With `ranges`, the members' dicts from
+    _asg_range_fill, each in place of its member's None; else g.seen's values are the
+    members' dicts, which _asg_fill fills from the owner array."""
     cdef list dicts
     cdef int32_t i
     cdef dict result = g.seen
@@ -540,9 +573,12 @@ cdef dict _asg_result(_AsgGroup g, bint ranges):
     # the collection they made due runs once, here (not at the caller's next allocation).
     cdef int collecting = _asg_gc_disable()
     try:
-        dicts = _asg_range_fill(g) if ranges else _asg_fill(g)
-        for i in range(g.n_members):
-            result[g.member_ids[i]] = dicts[i]
+        if ranges:
+            dicts = _asg_range_fill(g)
+            for i in range(g.n_members):
+                result[g.member_ids[i]] = dicts[i]
+        else:
+            _asg_fill(g, list(result.values()))
     finally:
         if collecting:
             _asg_gc_enable()
@@ -558,11 +594,11 @@ cdef class _AsgCollectDue:
     cdef object unused  # an object field: a type the collector tracks
 
 
-cdef list _asg_fill(_AsgGroup g):
-    """Per topic, count each owner's partitions, give each owner with some a list of
-    that size (in its dict at once, which holds it), fill the lists in partition order."""
-    cdef list dicts = [{} for _ in range(g.n_members)]
-    cdef int32_t t, o, j
+cdef int _asg_fill(_AsgGroup g, list dicts) except -1:
+    """Per topic, count each owner's partitions (listing the owners as met), give each
+    owner a list of that size (in its dict at once, which holds it), fill the lists in
+    partition order."""
+    cdef int32_t t, o, j, n_owners
     cdef int64_t p, base, count, max_count = 0
     for t in range(g.n_topics):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
@@ -570,28 +606,31 @@ cdef list _asg_fill(_AsgGroup g):
     cdef PyObject* items = <PyObject*>ints
     cdef PyObject* item
     cdef PyObject* made
-    cdef int64_t* counts = g._buffer64(g.n_members)
+    cdef int64_t* counts = g._buffer64(g.n_members)  # zero outside a topic's turn
+    cdef int32_t* owners = <int32_t*>g._block(g.n_members, sizeof(int32_t), False)
     # each owner's list of the current topic: borrowed, its dict holds it
     cdef PyObject** slots = <PyObject**>g._block(g.n_members, sizeof(PyObject*), False)
     for t in range(g.n_topics):
         base = g.toff[t]
         count = g.toff[t + 1] - base
+        n_owners = 0
         for p in range(count):
             o = g.owner[base + p]
             if o >= 0:
+                if counts[o] == 0:
+                    owners[n_owners] = o
+                    n_owners += 1
                 counts[o] += 1
-        # a topic's owners are among its subscribers
         topic = g.topic_names[t]
-        for j in range(g.soff[t], g.soff[t + 1]):
-            o = g.subs[j]
-            if counts[o] > 0:
-                made = _asg_list_new(counts[o])
-                try:
-                    _asg_dict_set(dicts[o], topic, made)
-                finally:
-                    _asg_decref(made)
-                slots[o] = made
-                counts[o] = 0
+        for j in range(n_owners):
+            o = owners[j]
+            made = _asg_list_new(counts[o])
+            try:
+                _asg_dict_set(dicts[o], topic, made)
+            finally:
+                _asg_decref(made)
+            slots[o] = made
+            counts[o] = 0
         # the counts now count each list's filled slots, up to its size
         for p in range(count):
             o = g.owner[base + p]
@@ -600,9 +639,9 @@ cdef list _asg_fill(_AsgGroup g):
                 _asg_incref(item)
                 _asg_list_set(slots[o], counts[o], item)
                 counts[o] += 1
-        for j in range(g.soff[t], g.soff[t + 1]):
-            counts[g.subs[j]] = 0
-    return dicts
+        for j in range(n_owners):
+            counts[owners[j]] = 0
+    return 0
 
 
 def compute_assignment(name, members, topics, current):
@@ -612,7 +651,8 @@ def compute_assignment(name, members, topics, current):
         g = _asg_prepared(name, members, topics, current)
     if name == "range":
         return _asg_range(g) if g.n_members else {}
-    _asg_convert(g, NULL)
+    # a single kind is a homogeneous group: no subscriber lists needed
+    _asg_convert(g, NULL, g.n_kinds > 1)
     if current:
         _asg_read_current(g, current)
     if g.n_members == 0:
@@ -634,26 +674,23 @@ cdef int _asg_homogeneous(_AsgGroup g) except -1:
     cdef int32_t n = g.n_members, i, o
     cdef int64_t p, k, n_unowned = 0, taken = 0
     cdef int64_t min_quota = g.total // n, extra = g.total % n
-    cdef int64_t* quota = g._buffer64(n)
+    cdef int64_t* quota = <int64_t*>g._block(n, sizeof(int64_t), False)
     cdef int64_t* kept = g._buffer64(n)
     # where each member's given-back partitions go in the hand-out list: after the
     # unowned ones, in member order (counted in a first pass, placed in a second)
-    cdef int64_t* back = g._buffer64(n + 1)
+    cdef int64_t* back = <int64_t*>g._block(n + 1, sizeof(int64_t), False)
     cdef int64_t* handout = <int64_t*>g._block(g.total, sizeof(int64_t), False)
     with nogil:
-        for i in range(n):
-            quota[i] = min_quota + (1 if i < extra else 0)
         for p in range(g.total):
             o = g.owner[p]
             if o < 0:
                 n_unowned += 1
-            elif kept[o] < quota[o]:
-                kept[o] += 1
             else:
-                back[o + 1] += 1
+                kept[o] += 1  # held, for now
         back[0] = n_unowned
         for i in range(n):
-            back[i + 1] += back[i]
+            quota[i] = min_quota + (1 if i < extra else 0)
+            back[i + 1] = back[i] + (kept[i] - quota[i] if kept[i] > quota[i] else 0)
             kept[i] = 0
         n_unowned = 0
         for p in range(g.total):
@@ -694,17 +731,27 @@ cdef struct asg_balancer:
     int64_t most_level
 
 
-cdef int64_t _asg_init(asg_balancer* b, const int32_t* members, int32_t n) noexcept nogil:
-    """Order `members` (ascending indices) by load, then index; reset the ranges. Loads
-    usually span a few values: a counting sort by load then keeps the index order (it is
-    stable); a wide span goes through qsort on (load, index)."""
+cdef inline int64_t _asg_spread(asg_balancer* b, const int32_t* members, int32_t n,
+                               int64_t* lowest) noexcept nogil:
+    """The loads' spread (highest - lowest) over `members`; the lowest into *lowest."""
     cdef int32_t j
-    cdef int64_t lo = b.sizes[members[0]], hi = lo, v, span, at
-    for j in range(n):
+    cdef int64_t lo = b.sizes[members[0]], hi = lo, v
+    for j in range(1, n):
         v = b.sizes[members[j]]
         lo = v if v < lo else lo
         hi = v if v > hi else hi
-    span = hi - lo + 1
+    lowest[0] = lo
+    return hi - lo
+
+
+cdef int64_t _asg_init(asg_balancer* b, const int32_t* members, int32_t n, int64_t lo,
+                       int64_t spread) noexcept nogil:
+    """Order `members` (ascending indices) by load, then index; reset the ranges. The
+    loads are lo .. lo + spread (_asg_spread's). Loads usually span a few values: a
+    counting sort by load then keeps the index order (it is stable); a wide span goes
+    through qsort on (load, index)."""
+    cdef int32_t j
+    cdef int64_t v, span = spread + 1, at
     if span <= b.tally_cap:
         for v in range(span):
             b.tally[v] = 0
@@ -809,8 +856,10 @@ cdef int64_t _asg_balance_topic(_AsgGroup g, asg_balancer* b, int32_t t, int32_t
     cdef const int32_t* members = g.subs + g.soff[t]
     cdef int32_t n = g.soff[t + 1] - g.soff[t], j, o, giver, taker
     cdef int64_t base = g.toff[t], count = g.toff[t + 1] - g.toff[t], p, pos, moved = 0
-    if _asg_init(b, members, n) <= 1:
-        return 0
+    cdef int64_t lo, spread = _asg_spread(b, members, n, &lo)
+    if spread <= 1:
+        return 0  # balanced: no order needed
+    _asg_init(b, members, n, lo, spread)
     # partitions grouped by owner (a counting sort: owners ascending, partitions ascending)
     for p in range(count):
         end[g.owner[base + p]] += 1
@@ -849,18 +898,20 @@ cdef int64_t _asg_balance_topic(_AsgGroup g, asg_balancer* b, int32_t t, int32_t
 
 cdef int _asg_heterogeneous(_AsgGroup g) except -1:
     cdef int32_t t, j, n_topics, position, last_moved, member, passes, max_count = 0
-    cdef int64_t p, moved
+    cdef int64_t p, moved, lo, spread
     cdef asg_balancer b
+    # written before read: order and tally by _asg_init, visit by _asg_topic_order,
+    # grouped by _asg_balance_topic; sizes, start and end are counted from zero
     b.sizes = g._buffer64(g.n_members)
-    b.order = g._buffer(g.n_members, 0)
+    b.order = <int32_t*>g._block(g.n_members, sizeof(int32_t), False)
     b.keys = <asg_member_key*>g._block(g.n_members, sizeof(asg_member_key), False)
     b.tally_cap = min(4 * <int64_t>g.n_members + 64, _asg_tally_limit)
-    b.tally = g._buffer(b.tally_cap, 0)
+    b.tally = <int32_t*>g._block(b.tally_cap, sizeof(int32_t), False)
     cdef asg_topic_key* tkeys = <asg_topic_key*>g._block(g.n_topics, sizeof(asg_topic_key), False)
-    cdef int32_t* visit = g._buffer(g.n_topics, 0)
+    cdef int32_t* visit = <int32_t*>g._block(g.n_topics, sizeof(int32_t), False)
     for t in range(g.n_topics):
         max_count = max(max_count, <int32_t>(g.toff[t + 1] - g.toff[t]))
-    cdef int32_t* grouped = g._buffer(max_count, 0)
+    cdef int32_t* grouped = <int32_t*>g._block(max_count, sizeof(int32_t), False)
     cdef int64_t* start = g._buffer64(g.n_members)
     cdef int64_t* end = g._buffer64(g.n_members)
     with nogil:
@@ -871,7 +922,8 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
         n_topics = _asg_topic_order(g, tkeys, visit, 0)
         for j in range(n_topics):
             t = visit[j]
-            _asg_init(&b, g.subs + g.soff[t], g.soff[t + 1] - g.soff[t])
+            spread = _asg_spread(&b, g.subs + g.soff[t], g.soff[t + 1] - g.soff[t], &lo)
+            _asg_init(&b, g.subs + g.soff[t], g.soff[t + 1] - g.soff[t], lo, spread)
             for p in range(g.toff[t], g.toff[t + 1]):
                 if g.owner[p] < 0:
                     member = _asg_next_least(&b)
@@ -931,7 +983,7 @@ cdef int32_t* _asg_range_order(_AsgGroup g) except NULL:
 cdef dict _asg_range(_AsgGroup g):
     """_pure's _range: per topic, its subscribers in range order take consecutive
     ranges. Only ranges are computed: no per-partition work but the output lists."""
-    _asg_convert(g, _asg_range_order(g))
+    _asg_convert(g, _asg_range_order(g), True)
     return _asg_result(g, True)
 
 
