@@ -48,6 +48,7 @@ from fastcoord.core._pure.assignors import ASSIGNORS
 from fastcoord.core._pure import assignors as _asg_pure
 
 cdef int _ASG_MAX_BALANCE_PASSES = _asg_pure.MAX_BALANCE_PASSES
+cdef object _ASG_MAX_PARTITIONS = _asg_pure.MAX_PARTITIONS
 # test hook (_assignors_test_sort_limit): the balancer's counting sort takes load spans
 # up to this many values, wider ones go through qsort
 cdef int64_t _asg_tally_limit = 1 << 62
@@ -122,6 +123,7 @@ cdef class _AsgGroup:
     cdef dict first_seen      # topic name -> its number in first-seen order, -1 if not existing
     cdef list names_seen      # the existing topics' names in first-seen order
     cdef list topic_names
+    cdef dict tindex          # topic name -> its number, made when first needed
     cdef int32_t n_members
     cdef int32_t n_topics
     cdef int64_t total
@@ -145,6 +147,7 @@ cdef class _AsgGroup:
     cdef int32_t* renumber  # [n_topics]: a first-seen topic number -> its number by name
     cdef int64_t* toff      # [n_topics + 1]: topic t's partitions are owner[toff[t]:toff[t+1]]
     cdef int32_t* owner     # [total]
+    cdef int64_t n_owned    # how many owner entries _asg_read_current set
     cdef int32_t* soff      # [n_topics + 1]: topic t's subscribers are subs[soff[t]:soff[t+1]]
     cdef int32_t* subs      # member indices, in member (or range) order within a topic
 
@@ -289,7 +292,7 @@ cdef _AsgGroup _asg_prepare(name, members, topics, current):
     # the call's own copy, checked: no later change to the caller's dict reaches it
     topics = (<dict>topics).copy()
     for topic, count in (<dict>topics).items():
-        if type(topic) is not str or type(count) is not int or count < 0 or count > _asg_pure.MAX_PARTITIONS:
+        if type(topic) is not str or type(count) is not int or count < 0 or count > _ASG_MAX_PARTITIONS:
             return None
     cdef _AsgGroup g = _AsgGroup()
     g.start(len(members), topics)
@@ -461,7 +464,6 @@ cdef inline int64_t _asg_partition(value) except? -2:
 cdef int _asg_read_current(_AsgGroup g, current) except -1:
     """`current` into the owner array (the rules of _pure's _current_owners)."""
     cdef int32_t i
-    cdef dict tindex = dict(zip(g.topic_names, range(g.n_topics)))
     cdef dict plain = current if type(current) is dict else None  # read without method calls
     for i in range(g.n_members):
         member_id = g.member_ids[i]
@@ -471,17 +473,16 @@ cdef int _asg_read_current(_AsgGroup g, current) except -1:
         subscribed = g.distinct[g.kind[i]]
         if type(assigned) is dict:
             for topic, partitions in (<dict>assigned).items():
-                _asg_read_topic(g, i, subscribed, tindex, topic, partitions)
+                _asg_read_topic(g, i, subscribed, topic, partitions)
         elif isinstance(assigned, _AsgMapping):
             for topic, partitions in assigned.items():
-                _asg_read_topic(g, i, subscribed, tindex, topic, partitions)
+                _asg_read_topic(g, i, subscribed, topic, partitions)
         else:
             raise TypeError(f"current[{member_id!r}] must be a mapping of topic -> partitions")
     return 0
 
 
-cdef int _asg_read_topic(_AsgGroup g, int32_t i, frozenset subscribed, dict tindex, topic,
-                         partitions) except -1:
+cdef int _asg_read_topic(_AsgGroup g, int32_t i, frozenset subscribed, topic, partitions) except -1:
     """Member i's current partitions of `topic` into the owner array."""
     cdef int32_t t = -1, number
     cdef int64_t p, count = 0, base = 0, guess = 0
@@ -500,7 +501,9 @@ cdef int _asg_read_topic(_AsgGroup g, int32_t i, frozenset subscribed, dict tind
     if number >= 0:
         t = g.renumber[number]
     elif number == -2:
-        found = tindex.get(topic)
+        if g.tindex is None:
+            g.tindex = dict(zip(g.topic_names, range(g.n_topics)))
+        found = g.tindex.get(topic)
         if found is not None:
             t = found
     if t >= 0 and _asg_subscribes(g, i, t, subscribed, topic):
@@ -528,12 +531,14 @@ cdef int _asg_read_topic(_AsgGroup g, int32_t i, frozenset subscribed, dict tind
                 size = _asg_list_size(partitions)
             if 0 <= p < count and g.owner[base + p] == -1:
                 g.owner[base + p] = i
+                g.n_owned += 1
             guess = p + 1
     else:
         for value in partitions:
             p = _asg_partition(value)
             if 0 <= p < count and g.owner[base + p] == -1:
                 g.owner[base + p] = i
+                g.n_owned += 1
     return 0
 
 
@@ -674,6 +679,15 @@ cdef int _asg_homogeneous(_AsgGroup g) except -1:
     cdef int32_t n = g.n_members, i, o
     cdef int64_t p, k, n_unowned = 0, taken = 0
     cdef int64_t min_quota = g.total // n, extra = g.total % n
+    if g.n_owned == 0:
+        # nothing kept: the hand-out list is every partition in order, taken by
+        # quotas in member order
+        with nogil:
+            for i in range(n):
+                for k in range(min_quota + (1 if i < extra else 0)):
+                    g.owner[taken] = i
+                    taken += 1
+        return 0
     cdef int64_t* quota = <int64_t*>g._block(n, sizeof(int64_t), False)
     cdef int64_t* kept = g._buffer64(n)
     # where each member's given-back partitions go in the hand-out list: after the
@@ -915,9 +929,10 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
     cdef int64_t* start = g._buffer64(g.n_members)
     cdef int64_t* end = g._buffer64(g.n_members)
     with nogil:
-        for p in range(g.total):
-            if g.owner[p] >= 0:
-                b.sizes[g.owner[p]] += 1
+        if g.n_owned:
+            for p in range(g.total):
+                if g.owner[p] >= 0:
+                    b.sizes[g.owner[p]] += 1
         # hand out the unowned partitions, topic by topic, to the least loaded subscribers
         n_topics = _asg_topic_order(g, tkeys, visit, 0)
         for j in range(n_topics):
