@@ -148,6 +148,7 @@ cdef class _AsgGroup:
     cdef int64_t* toff      # [n_topics + 1]: topic t's partitions are owner[toff[t]:toff[t+1]]
     cdef int32_t* owner     # [total]
     cdef int64_t n_owned    # how many owner entries _asg_read_current set
+    cdef bint owner_set     # whether owner holds values (-1 or members) yet
     cdef int32_t* soff      # [n_topics + 1]: topic t's subscribers are subs[soff[t]:soff[t+1]]
     cdef int32_t* subs      # member indices, in member (or range) order within a topic
 
@@ -414,7 +415,9 @@ cdef int _asg_convert(_AsgGroup g, const int32_t* rank, bint listed) except -1:
         renumber[<int32_t>first_seen[name]] = t
         g.toff[t + 1] = g.toff[t] + <int64_t>topics[name]
     g.total = g.toff[g.n_topics]
-    g.owner = g._buffer(g.total, -1)
+    # -1 everywhere once _asg_owners_unset runs (for a current to read); until then
+    # unset, and the builders write each entry before they read it
+    g.owner = <int32_t*>g._block(g.total, sizeof(int32_t), False)
     cdef int32_t* kind = g.kind
     with nogil:
         for j in range(koff[n_kinds]):
@@ -423,14 +426,14 @@ cdef int _asg_convert(_AsgGroup g, const int32_t* rank, bint listed) except -1:
         return 0
     # subscribers per topic: count (members per kind, then per topic), then place
     g.soff = g._buffer(g.n_topics + 1, 0)
-    cdef int64_t* members = g._buffer64(n_kinds)
+    cdef int32_t* members = g._buffer(n_kinds, 0)
     with nogil:
         for i in range(g.n_members):
             members[kind[i]] += 1
         for k in range(n_kinds):
             for j in range(koff[k], koff[k + 1]):
                 g.soff[ktopics[j] + 1] += members[k]
-            n_subs += members[k] * (koff[k + 1] - koff[k])
+            n_subs += <int64_t>members[k] * (koff[k + 1] - koff[k])
         for t in range(g.n_topics):
             g.soff[t + 1] += g.soff[t]
     g.subs = <int32_t*>g._block(n_subs, sizeof(int32_t), False)
@@ -459,6 +462,13 @@ cdef inline int64_t _asg_partition(value) except? -2:
     if overflow != 0 or x < 0:
         return -1
     return x
+
+
+cdef void _asg_owners_unset(_AsgGroup g) noexcept:
+    cdef int64_t p
+    for p in range(g.total):
+        g.owner[p] = -1
+    g.owner_set = True
 
 
 cdef int _asg_read_current(_AsgGroup g, current) except -1:
@@ -611,7 +621,7 @@ cdef int _asg_fill(_AsgGroup g, list dicts) except -1:
     cdef PyObject* items = <PyObject*>ints
     cdef PyObject* item
     cdef PyObject* made
-    cdef int64_t* counts = g._buffer64(g.n_members)  # zero outside a topic's turn
+    cdef int32_t* counts = g._buffer(g.n_members, 0)  # zero outside a topic's turn
     cdef int32_t* owners = <int32_t*>g._block(g.n_members, sizeof(int32_t), False)
     # each owner's list of the current topic: borrowed, its dict holds it
     cdef PyObject** slots = <PyObject**>g._block(g.n_members, sizeof(PyObject*), False)
@@ -659,6 +669,7 @@ def compute_assignment(name, members, topics, current):
     # a single kind is a homogeneous group: no subscriber lists needed
     _asg_convert(g, NULL, g.n_kinds > 1)
     if current:
+        _asg_owners_unset(g)
         _asg_read_current(g, current)
     if g.n_members == 0:
         return {}
@@ -687,6 +698,7 @@ cdef int _asg_homogeneous(_AsgGroup g) except -1:
                 for k in range(min_quota + (1 if i < extra else 0)):
                     g.owner[taken] = i
                     taken += 1
+        g.owner_set = True
         return 0
     cdef int64_t* quota = <int64_t*>g._block(n, sizeof(int64_t), False)
     cdef int64_t* kept = g._buffer64(n)
@@ -846,8 +858,8 @@ cdef int32_t _asg_topic_order(_AsgGroup g, asg_topic_key* keys, int32_t* out, in
     cdef bint take
     for t in range(g.n_topics):
         if mode == 0:
-            take = False
-            for p in range(g.toff[t], g.toff[t + 1]):
+            take = not g.owner_set and g.toff[t + 1] > g.toff[t]
+            for p in range(g.toff[t], g.toff[t + 1] if g.owner_set else g.toff[t]):
                 if g.owner[p] < 0:
                     take = True
                     break
@@ -865,7 +877,7 @@ cdef int32_t _asg_topic_order(_AsgGroup g, asg_topic_key* keys, int32_t* out, in
 
 
 cdef int64_t _asg_balance_topic(_AsgGroup g, asg_balancer* b, int32_t t, int32_t* grouped,
-                                int64_t* start, int64_t* end) noexcept nogil:
+                                int32_t* start, int32_t* end) noexcept nogil:
     """_pure's _balance_topic on the arrays; start/end are per member, zero outside calls."""
     cdef const int32_t* members = g.subs + g.soff[t]
     cdef int32_t n = g.soff[t + 1] - g.soff[t], j, o, giver, taker
@@ -926,8 +938,8 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
     for t in range(g.n_topics):
         max_count = max(max_count, <int32_t>(g.toff[t + 1] - g.toff[t]))
     cdef int32_t* grouped = <int32_t*>g._block(max_count, sizeof(int32_t), False)
-    cdef int64_t* start = g._buffer64(g.n_members)
-    cdef int64_t* end = g._buffer64(g.n_members)
+    cdef int32_t* start = g._buffer(g.n_members, 0)
+    cdef int32_t* end = g._buffer(g.n_members, 0)
     with nogil:
         if g.n_owned:
             for p in range(g.total):
@@ -940,10 +952,11 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
             spread = _asg_spread(&b, g.subs + g.soff[t], g.soff[t + 1] - g.soff[t], &lo)
             _asg_init(&b, g.subs + g.soff[t], g.soff[t + 1] - g.soff[t], lo, spread)
             for p in range(g.toff[t], g.toff[t + 1]):
-                if g.owner[p] < 0:
+                if not g.owner_set or g.owner[p] < 0:
                     member = _asg_next_least(&b)
                     g.owner[p] = member
                     b.sizes[member] += 1
+        g.owner_set = True  # every partition has its owner now
         # then move partitions from the most to the least loaded subscribers of each topic
         n_topics = _asg_topic_order(g, tkeys, visit, 1)
         last_moved = -1
