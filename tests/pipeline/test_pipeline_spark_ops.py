@@ -8,6 +8,7 @@ by PID (its group: the driver's JVM and Python workers are its children).
 """
 import json
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -132,7 +133,7 @@ def test_ctrl_c_stops_the_job_and_the_jvm(big_trace, tmp_path, command):
                     err_path.read_text(errors="replace")[-3000:]
                 time.sleep(0.1)
             children = _children(proc.pid)
-            assert any("java" in open(f"/proc/{c}/cmdline", "rb").read().decode(errors="replace")
+            assert any("java" in pathlib.Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")
                        for c in children if _alive(c)), "no JVM child"
             os.killpg(proc.pid, signal.SIGINT)
             rc = proc.wait(CTRL_C_BOUND_S)

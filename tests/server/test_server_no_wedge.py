@@ -63,6 +63,8 @@ class HeldServer:
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(BOUND)
+            if not self.thread.is_alive():
+                self.loop.close()       # (its self-pipe sockets with it)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ a crash (a real SIGKILL of a child process, and an exception) at each step loses
 from __future__ import annotations
 
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -87,7 +88,7 @@ def test_compaction_keeps_the_latest_record_per_key_and_shrinks_the_log(tmp_path
 def tombstones_on_disk(store):
     count = 0
     for name in sorted(os.listdir(store.shard_dir(0))):
-        data = open(os.path.join(store.shard_dir(0), name), "rb").read()
+        data = pathlib.Path(store.shard_dir(0), name).read_bytes()
         pos = 0
         while pos < len(data):
             length = int.from_bytes(data[pos + 4:pos + 8], "little")
@@ -276,7 +277,7 @@ def test_compacted_segments_decode_cleanly(tmp_path):
     store.compact(0)
     store.close()
     first = os.path.join(store.shard_dir(0), sorted(os.listdir(store.shard_dir(0)))[0])
-    data = open(first, "rb").read()
+    data = pathlib.Path(first).read_bytes()
     assert scan_segment(data, ShardState()) == (len(data), None)
 
 

@@ -6,6 +6,7 @@ twins."""
 from __future__ import annotations
 
 import os
+import pathlib
 import random
 import struct
 import tempfile
@@ -196,21 +197,21 @@ def test_a_consumer_record_cut_at_any_byte_keeps_everything_before_it(scanner, t
     assert store_consumer_sync(store, "g", {**RECORD, "full": False}) == NONE
     store.close()
     path = os.path.join(store.shard_dir(0), os.listdir(store.shard_dir(0))[0])
-    whole = open(path, "rb").read()
+    whole = pathlib.Path(path).read_bytes()
     last = len(encode_consumer_group("g", RECORD, 0))
     before = len(whole) - last
     want_groups, want_offsets = DurableStore(tmp_path, num_shards=1).load_shard(0)
     assert want_groups["g"]["members"].keys() == (
         fold_consumer_record(first, RECORD)["members"].keys())
-    open(path, "wb").write(whole[:before])
+    pathlib.Path(path).write_bytes(whole[:before])
     expect = DurableStore(tmp_path, num_shards=1).load_shard(0)
     assert expect[0]["g"] == fold_consumer_record(None, first)
     for cut in range(before, len(whole)):
-        open(path, "wb").write(whole[:cut])
+        pathlib.Path(path).write_bytes(whole[:cut])
         assert DurableStore(tmp_path, num_shards=1).load_shard(0) == expect, cut
         assert os.path.getsize(path) == before, cut
     # and whole, everything
-    open(path, "wb").write(whole)
+    pathlib.Path(path).write_bytes(whole)
     assert DurableStore(tmp_path, num_shards=1).load_shard(0) == (want_groups, want_offsets)
 
 
@@ -306,7 +307,7 @@ def records_of(shard_dir):
     """(type, group id) of every record of the shard's segments, in log order."""
     out = []
     for name in sorted(os.listdir(shard_dir)):
-        data = open(os.path.join(shard_dir, name), "rb").read()
+        data = pathlib.Path(os.path.join(shard_dir, name)).read_bytes()
         pos = 0
         while pos < len(data):
             length = int.from_bytes(data[pos + 4:pos + 8], "little")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pathlib
 import random
 
 import pytest
@@ -49,7 +50,7 @@ def segments(shard_dir):
 
 def record_starts(path):
     """Byte offsets of the records of a valid segment file."""
-    data = open(path, "rb").read()
+    data = pathlib.Path(path).read_bytes()
     starts, pos = [], 0
     while pos < len(data):
         starts.append(pos)
@@ -155,18 +156,18 @@ def test_bit_flip_in_the_middle_refuses_to_load_naming_file_and_offset(scanner, 
     start = record_starts(path)[4]
     offset = start + {"crc": 1, "length": 5, "type": FRAME_SIZE, "payload": FRAME_SIZE + 20}[where]
     flip(path, offset, 0x80 if where == "length" else 0x10)
-    before = open(path, "rb").read()
+    before = pathlib.Path(path).read_bytes()
     with pytest.raises(CorruptLogError) as info:
         DurableStore(tmp_path, num_shards=1).load_shard(0)
     err = info.value
     assert (err.path, err.offset, err.shard) == (path, start, 0)
     assert path in str(err) and f"offset {start}" in str(err) and "repair=True" in str(err)
-    assert open(path, "rb").read() == before        # nothing silently dropped
+    assert pathlib.Path(path).read_bytes() == before        # nothing silently dropped
     # writes to the shard are refused too rather than appended after the damage
     store = DurableStore(tmp_path, num_shards=1)
     assert store_offsets_sync(store, "g", {("t", 0): OffsetAndMetadata(1)}) == Errors.NOT_COORDINATOR
     store.close()
-    assert open(path, "rb").read() == before
+    assert pathlib.Path(path).read_bytes() == before
 
 
 def test_repair_truncates_at_the_corrupt_record_and_logs_it(tmp_path, caplog):
@@ -207,12 +208,12 @@ def test_damaged_complete_last_record_is_corruption_not_a_torn_write(scanner, tm
     (path,) = segments(shard_dir)
     start = record_starts(path)[-1]
     flip(path, start + {"crc": 0, "payload": FRAME_SIZE + 2}[where])
-    before = open(path, "rb").read()
+    before = pathlib.Path(path).read_bytes()
     with pytest.raises(CorruptLogError) as info:
         loaded_partitions(tmp_path)
     assert (info.value.path, info.value.offset) == (path, start)
     assert "not a torn write" in str(info.value) and "may have been acknowledged" in str(info.value)
-    assert open(path, "rb").read() == before
+    assert pathlib.Path(path).read_bytes() == before
     with caplog.at_level(logging.WARNING, logger="fastcoord.storage"):
         assert loaded_partitions(tmp_path, repair=True) == [0, 1, 2, 3]
     assert "REPAIR" in caplog.text and "never acknowledged" not in caplog.text
