@@ -414,6 +414,7 @@ cdef class MemberTable(TimerSink):
         cdef uint64_t tag = h >> 32, e
         cdef Py_ssize_t mask = self.map_cap - 1, i = <Py_ssize_t>(h & <uint64_t>mask), slot
         cdef Slot* s
+        cdef CSlot* c = NULL
         while True:
             e = self.map[i]
             if e == MAP_EMPTY:
@@ -423,11 +424,17 @@ cdef class MemberTable(TimerSink):
                 if consumer:
                     # a steady consumer heartbeat reads the slot's CSlot next: ask for
                     # its line while the slot's own loads
-                    fc_prefetch(self.cslot_ptr(slot))
+                    c = self.cslot_ptr(slot)
+                    fc_prefetch(c)
                 s = self.slot_ptr(slot)
-                if s.consumer == consumer and id_equal(s.member_id, member_id) \
-                        and id_equal(s.core.group_id, group_id):
-                    return slot
+                if s.consumer == consumer and id_equal(s.member_id, member_id):
+                    if c is not NULL and c.result is not NULL:
+                        # ... and returns its cached answer, whose line is asked for
+                        # here (read without the lock, only to ask): its miss then
+                        # overlaps the group core's, which the group id's check loads
+                        fc_prefetch(c.result)
+                    if id_equal(s.core.group_id, group_id):
+                        return slot
             i = (i + 1) & mask
 
     cdef int map_insert(self, Py_ssize_t slot) except -1:
