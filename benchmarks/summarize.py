@@ -71,6 +71,12 @@ def summarize(data, command=None):
                      f"{machine['python_loop_ns_end']} ns at its end (best of 5; "
                      "benchmarks/conftest.py): compare absolute figures only with runs "
                      "where these are about the same")
+    if machine.get("memory_gather_ns_end") is not None:
+        start = machine.get("memory_gather_ns_start")
+        when = (f"{start} ns per element at the start of the run and " if start else "")
+        lines.append(f"- memory speed: a random gather (numpy `take` of 16M int64 from 128 MiB) "
+                     f"took {when}{machine['memory_gather_ns_end']} ns at its end (best of 3; "
+                     "benchmarks/conftest.py): the VM's memory phase, apart from the loop's")
     if command:
         lines.append(f"- command: `{command}`")
     lines.append("- ops/s = extra_info ops / median; native speed-up = native ops/s ÷ row ops/s "
