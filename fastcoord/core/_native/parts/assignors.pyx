@@ -12,7 +12,7 @@ end, each at its final size where the API allows it.
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
 from libc.stdlib cimport qsort
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memset
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cpython.object cimport PyObject
 from cpython.mem cimport PyMem_Malloc, PyMem_Calloc, PyMem_Realloc, PyMem_Free
@@ -148,7 +148,6 @@ cdef class _AsgGroup:
     cdef int64_t* toff      # [n_topics + 1]: topic t's partitions are owner[toff[t]:toff[t+1]]
     cdef int32_t* owner     # [total]
     cdef int64_t n_owned    # how many owner entries _asg_read_current set
-    cdef bint owner_set     # whether owner holds values (-1 or members) yet
     cdef int32_t* soff      # [n_topics + 1]: topic t's subscribers are subs[soff[t]:soff[t+1]]
     cdef int32_t* subs      # member indices, in member (or range) order within a topic
 
@@ -271,7 +270,9 @@ cdef class _AsgGroup:
         """n int32 set to `fill`."""
         cdef int32_t* buffer = <int32_t*>self._block(n, sizeof(int32_t), fill == 0)
         cdef int64_t i
-        if fill != 0:
+        if fill == -1:
+            memset(buffer, 0xFF, <size_t>n * sizeof(int32_t))     # -1: every bit set
+        elif fill != 0:
             for i in range(n):
                 buffer[i] = fill
         return buffer
@@ -415,9 +416,6 @@ cdef int _asg_convert(_AsgGroup g, const int32_t* rank, bint listed) except -1:
         renumber[<int32_t>first_seen[name]] = t
         g.toff[t + 1] = g.toff[t] + <int64_t>topics[name]
     g.total = g.toff[g.n_topics]
-    # -1 everywhere once _asg_owners_unset runs (for a current to read); until then
-    # unset, and the builders write each entry before they read it
-    g.owner = <int32_t*>g._block(g.total, sizeof(int32_t), False)
     cdef int32_t* kind = g.kind
     with nogil:
         for j in range(koff[n_kinds]):
@@ -462,13 +460,6 @@ cdef inline int64_t _asg_partition(value) except? -2:
     if overflow != 0 or x < 0:
         return -1
     return x
-
-
-cdef void _asg_owners_unset(_AsgGroup g) noexcept:
-    cdef int64_t p
-    for p in range(g.total):
-        g.owner[p] = -1
-    g.owner_set = True
 
 
 cdef int _asg_read_current(_AsgGroup g, current) except -1:
@@ -668,8 +659,8 @@ def compute_assignment(name, members, topics, current):
         return _asg_range(g) if g.n_members else {}
     # a single kind is a homogeneous group: no subscriber lists needed
     _asg_convert(g, NULL, g.n_kinds > 1)
+    g.owner = g._buffer(g.total, -1)     # no owner yet (the range assignor has none)
     if current:
-        _asg_owners_unset(g)
         _asg_read_current(g, current)
     if g.n_members == 0:
         return {}
@@ -698,7 +689,6 @@ cdef int _asg_homogeneous(_AsgGroup g) except -1:
                 for k in range(min_quota + (1 if i < extra else 0)):
                     g.owner[taken] = i
                     taken += 1
-        g.owner_set = True
         return 0
     cdef int64_t* quota = <int64_t*>g._block(n, sizeof(int64_t), False)
     cdef int64_t* kept = g._buffer64(n)
@@ -858,8 +848,8 @@ cdef int32_t _asg_topic_order(_AsgGroup g, asg_topic_key* keys, int32_t* out, in
     cdef bint take
     for t in range(g.n_topics):
         if mode == 0:
-            take = not g.owner_set and g.toff[t + 1] > g.toff[t]
-            for p in range(g.toff[t], g.toff[t + 1] if g.owner_set else g.toff[t]):
+            take = False
+            for p in range(g.toff[t], g.toff[t + 1]):
                 if g.owner[p] < 0:
                     take = True
                     break
@@ -952,11 +942,10 @@ cdef int _asg_heterogeneous(_AsgGroup g) except -1:
             spread = _asg_spread(&b, g.subs + g.soff[t], g.soff[t + 1] - g.soff[t], &lo)
             _asg_init(&b, g.subs + g.soff[t], g.soff[t + 1] - g.soff[t], lo, spread)
             for p in range(g.toff[t], g.toff[t + 1]):
-                if not g.owner_set or g.owner[p] < 0:
+                if g.owner[p] < 0:
                     member = _asg_next_least(&b)
                     g.owner[p] = member
                     b.sizes[member] += 1
-        g.owner_set = True  # every partition has its owner now
         # then move partitions from the most to the least loaded subscribers of each topic
         n_topics = _asg_topic_order(g, tkeys, visit, 1)
         last_moved = -1
