@@ -352,11 +352,12 @@ class KafkaApis:
         TOPIC_AUTHORIZATION_FAILED without its members, as Kafka does."""
         body = request.body
         wanted = list(body.group_ids)
-        allowed = [g for g in wanted if self._allowed(session, "Describe", g)]
+        permitted = [self._allowed(session, "Describe", g) for g in wanted]
+        allowed = [g for g, ok in zip(wanted, permitted) if ok]
         described = iter(self.coord.consumer_group_describe(allowed) if allowed else ())
         groups = []
-        for gid in wanted:
-            if gid not in allowed:
+        for gid, ok in zip(wanted, permitted):
+            if not ok:
                 groups.append(_described_error(gid, int(Errors.GROUP_AUTHORIZATION_FAILED),
                                                None))
                 continue

@@ -12,6 +12,7 @@ end-to-end tests below run the real coordinator."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from types import SimpleNamespace
 
@@ -273,6 +274,24 @@ def test_describe_answers_topic_ids_and_names(version):
     # asked for: the operations the client may do on the group (no ACLs: all three)
     answer = _call(apis, 69, version, {"group_ids": ["g"], "include_authorized_operations": True})
     assert answer.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+
+
+def test_describe_of_many_group_ids_is_linear_in_their_number():
+    # One frame of 100,000 ids (about 1 MB): the handler must not compare every id with
+    # every other (it runs on the event loop, which every other client waits on).
+    ids = [f"g{i}" for i in range(100_000)]
+    gone = _description("x", {}, {}, error=Errors.GROUP_ID_NOT_FOUND)
+    coord = RecordingCoordinator(describe=dict.fromkeys(ids, gone))
+    apis = _apis(coord)
+    frame = encode_request(69, 1, 5, {"group_ids": ids, "include_authorized_operations": False},
+                           client_id="wire-test")
+    request = decode_request(frame[4:], apis.versions)
+    replies = []
+    started = time.monotonic()
+    apis.handle(Session("10.0.0.7"), request, replies.append)
+    elapsed = time.monotonic() - started
+    assert [g["group_id"] for g in replies[0]["groups"]] == ids
+    assert elapsed < 10, f"{elapsed:.1f} s to answer {len(ids)} group ids"
 
 
 # ---- OffsetFetch v9, ListGroups v5 ----------------------------------------------------------
