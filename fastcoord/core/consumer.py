@@ -934,7 +934,8 @@ class ConsumerLogic:
         logic = self.logic
         out = []
         for group_id in group_ids:
-            error, group = logic._find_group(group_id, allow_empty=True)
+            # (an empty id is INVALID_GROUP_ID here, as Kafka's ConsumerGroupDescribe)
+            error, group = logic._find_group(group_id, allow_empty=False)
             if error != Errors.NONE:
                 out.append(ConsumerGroupDescription(error, group_id, "", -1, -1, "", []))
                 continue

@@ -556,6 +556,15 @@ def test_describe_unknown_and_classic_groups(impl):
     assert unknown.error == classic.error == E.GROUP_ID_NOT_FOUND
 
 
+def test_describe_of_an_empty_group_id_is_invalid_group_id(impl):
+    # Kafka's GroupCoordinatorService answers an empty id INVALID_GROUP_ID before any
+    # shard is asked (the classic DescribeGroups allows one; this API does not)
+    coord, _ = make(impl)
+    empty, unknown = coord.consumer_group_describe(["", "nope"])
+    assert (empty.error, empty.group_id, empty.members) == (E.INVALID_GROUP_ID, "", [])
+    assert unknown.error == E.GROUP_ID_NOT_FOUND
+
+
 def test_describe_group_answers_for_a_consumer_group_as_kafka_4(impl):
     coord, _ = make(impl)
     coord.set_topics({"foo": 2})
