@@ -202,6 +202,22 @@ class ConsumerGroupState:
                     owners[(topic, p)] = epoch
 
 
+# A client's pattern that does not parse is its heartbeat's answer, not a line on the
+# server's stderr (RE2 logs the pattern whole, and a DFA out of memory on each match).
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+def _compile_regex(regex: str):
+    """RE2 compile of a subscribed regex, left out of google-re2's module cache: that
+    cache keeps the last 128 compiled patterns alive, each up to RE2's memory budget,
+    whichever client sent them. Every caller holds what it needs only while it runs."""
+    try:
+        return re2.compile(regex, _RE2_OPTIONS)
+    finally:
+        re2.purge()
+
+
 class _Refused(Exception):
     """A heartbeat answered with an error (Kafka's ApiException)."""
 
@@ -546,7 +562,7 @@ class ConsumerLogic:
                    if m.member_id != member.member_id):
                 return new in cg.resolved
             try:
-                re2.compile(new)
+                _compile_regex(new)
             except re2.error as exc:
                 raise _Refused(Errors.INVALID_REGULAR_EXPRESSION,
                                f"SubscribedTopicRegex `{new}` is not a valid regular "
@@ -570,7 +586,7 @@ class ConsumerLogic:
         names = sorted(self.topics)
         for regex in regexes:
             try:
-                pattern = re2.compile(regex)
+                pattern = _compile_regex(regex)
             except re2.error:
                 log.error("consumer group %s: regex %r no longer compiles; ignored",
                           group.group_id, regex)

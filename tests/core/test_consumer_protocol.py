@@ -499,6 +499,30 @@ def test_regex_uses_re2_not_python_re(impl):
     assert join(coord, "g", "m1", regex=r"(a)\1").error == E.INVALID_REGULAR_EXPRESSION
 
 
+def test_an_invalid_regex_is_answered_not_logged_by_re2(impl, capfd):
+    # RE2 logs a parse failure to the process's stderr, pattern included, unless told
+    # not to: a client sending megabyte patterns would fill the server's log.
+    coord, _ = make(impl)
+    capfd.readouterr()
+    assert join(coord, "g", "m1", regex="x" * 10_000 + "(").error == \
+        E.INVALID_REGULAR_EXPRESSION
+    assert "x" * 100 not in capfd.readouterr().err
+
+
+def test_compiled_regexes_are_not_kept_after_their_heartbeat(impl):
+    # google-re2's compile() keeps the last 128 compiled patterns in a module cache, each
+    # up to RE2's memory budget (8 MiB), whoever sent them; a client cycling through
+    # large patterns could pin about a gigabyte. What a group needs it keeps itself.
+    import re2
+    coord, _ = make(impl)
+    coord.set_topics({"orders-eu": 1, "orders-us": 2})
+    re2.purge()
+    r = join(coord, "g", "m1", regex="orders-.*")
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={})
+    assert r.assignment == {"orders-eu": [0], "orders-us": [0, 1]}
+    assert re2._Regexp._make.cache_info().currsize == 0
+
+
 # ---------------------------------------------------------------------------------------
 # offsets with member epochs (OffsetCommit v9, OffsetFetch v9)
 # ---------------------------------------------------------------------------------------
