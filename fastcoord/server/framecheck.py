@@ -45,7 +45,7 @@ import typing
 from typing import Callable, Dict, Optional
 
 __all__ = ["FrameError", "check_request", "request_checker", "request_program", "entity_of",
-           "is_array"]
+           "is_array", "without_unknown_tags"]
 
 
 class FrameError(ValueError):
@@ -171,25 +171,55 @@ def _nullable_entity(name: str, inner: Step) -> Step:
     return step
 
 
+# While `without_unknown_tags` walks a frame: the (start, end, replacement) byte edits
+# that drop the tagged fields the schema does not know. None otherwise (every other walk).
+_edits: Optional[list] = None
+
+
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def _tags(owner: str, known: Dict[int, Step]) -> Step:
     """A flexible entity's tagged-field section: a count, then (tag, size, bytes) each;
     a tag the schema knows is walked inside its own size."""
     def step(frame, pos: int, end: int) -> int:
         if pos < end and frame[pos] == 0:     # the usual empty section
             return pos + 1
+        section = pos
         n, pos = _uvarint(frame, pos, end)
+        counted = pos
         if n > (end - pos) // 2:              # a tag and a size take one byte each at least
             raise FrameError(f"{owner}: {n} tagged fields with {end - pos} bytes left")
+        edits = _edits
+        dropped = 0
         for _ in range(n):
+            field = pos
             tag, pos = _uvarint(frame, pos, end)
+            sized = pos
             size, pos = _uvarint(frame, pos, end)
             if size > end - pos:
                 raise FrameError(f"{owner}: tagged field {tag} of {size} bytes "
                                  f"with {end - pos} bytes left")
             inner = known.get(tag)
             if inner is not None:
+                mark = 0 if edits is None else len(edits)
                 inner(frame, pos, pos + size)
+                if edits is not None and len(edits) > mark:
+                    # unknown tags dropped inside a known one: its size shrinks
+                    removed = sum(b - a - len(r) for a, b, r in edits[mark:])
+                    edits.append((sized, pos, _varint_bytes(size - removed)))
+            elif edits is not None:
+                edits.append((field, pos + size, b""))
+                dropped += 1
             pos += size
+        if dropped:
+            edits.append((section, counted, _varint_bytes(n - dropped)))
         return pos
     return step
 
@@ -358,6 +388,28 @@ def request_checker(cls) -> Step:
 def request_program(cls) -> Program:
     """The same check as `request_checker(cls)`, as the native checker's program."""
     return _request(cls)[1]
+
+
+def without_unknown_tags(cls, frame) -> Optional[bytes]:
+    """The frame of request class `cls` (header included) with every tagged field its
+    schema does not know left out (as Kafka's readers skip one), or None when it holds
+    none. Raises `FrameError` as `check_request` does."""
+    global _edits
+    edits: list = []
+    _edits = edits
+    try:
+        request_checker(cls)(frame, 0, len(frame))
+    finally:
+        _edits = None
+    if not edits:
+        return None
+    out = []
+    pos = 0
+    for start, end, replacement in sorted(edits):
+        out += (frame[pos:start], replacement)
+        pos = end
+    out.append(frame[pos:])
+    return b"".join(out)
 
 
 def check_request(cls, frame) -> int:

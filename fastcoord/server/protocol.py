@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from .._twins import module
-from .framecheck import FrameError, entity_of, is_array
+from .framecheck import FrameError, entity_of, is_array, without_unknown_tags
 from .legacy_schema import LEGACY_REQUESTS, LEGACY_RESPONSES
 
 # The frame check of the twin in use: native (a compiled program run in C) when built.
@@ -169,15 +169,29 @@ def decode_request(frame, versions: Dict[int, Tuple[int, int]] = SUPPORTED_VERSI
     except FrameError as exc:
         raise MalformedRequest(f"{API_NAMES[api_key]} v{api_version}: {exc}") from None
     try:
-        header, used = _reader(cls.__header_schema__)(frame, 0)
-        body, used_body = _reader(cls)(frame, used)
+        header, body = _read(cls, frame)
     except Exception as exc:  # kio raises assorted errors on bad bytes: all mean malformed
-        raise MalformedRequest(
-            f"{API_NAMES[api_key]} v{api_version}: {type(exc).__name__}: {exc}") from None
-    if used + used_body != size:
-        raise MalformedRequest(f"{API_NAMES[api_key]} v{api_version}: "
-                               f"{size - used - used_body} bytes after the request body")
+        # kio refuses a tagged field its schema does not know, where Kafka skips it
+        # (tags are how a version grows): read the frame again without them
+        try:
+            known = without_unknown_tags(cls, frame)
+            if known is None:
+                raise exc
+            header, body = _read(cls, known)
+        except Exception as exc2:
+            why = str(exc2) if isinstance(exc2, MalformedRequest) else \
+                f"{type(exc2).__name__}: {exc2}"
+            raise MalformedRequest(f"{API_NAMES[api_key]} v{api_version}: {why}") from None
     return Request(api_key, api_version, correlation_id, header.client_id, body, size)
+
+
+def _read(cls, frame):
+    """(header, body) of a checked frame, which they must fill to its end."""
+    header, used = _reader(cls.__header_schema__)(frame, 0)
+    body, used_body = _reader(cls)(frame, used)
+    if used + used_body != len(frame):
+        raise MalformedRequest(f"{len(frame) - used - used_body} bytes after the request body")
+    return header, body
 
 
 # ---- response building -------------------------------------------------------------

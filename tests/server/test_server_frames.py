@@ -19,7 +19,7 @@ from fastcoord import CoordinatorConfig, GroupCoordinator
 from fastcoord.server.apis import KafkaApis, Session
 from fastcoord.server.framecheck import FrameError, check_request
 from fastcoord.server.protocol import (
-    MalformedRequest, decode_request, request_class,
+    MalformedRequest, decode_request, encode_request, request_class,
 )
 
 from helpers import frames as fs
@@ -133,6 +133,36 @@ def test_a_long_varint_and_negative_lengths_are_malformed():
     bad = frame[:14] + struct.pack(">h", -2) + frame[16:]      # group id length -2
     with pytest.raises(FrameError, match="negative length -2"):
         check_request(join, bad)
+
+
+def test_unknown_tagged_fields_are_skipped_as_kafka_skips_them():
+    """A flexible version's tagged fields are extensible: Kafka keeps a tag its schema
+    does not know aside and reads on, in the header, the body and a nested struct alike.
+    So must the server (kio alone refuses one)."""
+    body = {"group_id": "g", "member_id": "m", "member_epoch": 3, "instance_id": None,
+            "rack_id": None, "rebalance_timeout": -1, "subscribed_topic_names": None,
+            "subscribed_topic_regex": None, "server_assignor": None,
+            "topic_partitions": [{"topic_id": fs.sample(request_class(68, 1)).topic_partitions[0]
+                                  .topic_id, "partitions": [0, 1]}]}
+    plain = encode_request(68, 1, 7, body, client_id="t")[4:]
+    header_tags = 8 + 2 + 1
+    assert plain[header_tags] == 0 and plain[-2:] == b"\x00\x00"
+    tagged = (plain[:header_tags] + b"\x01" + b"\x05\x02ab"      # the header's
+              + plain[header_tags + 1:-2]
+              + b"\x01" + b"\x0a\x01z"                           # the owned topic's
+              + b"\x02" + b"\x07\x03abc" + b"\x09\x00")           # the body's, two
+    expected = decode_request(plain)
+    got = decode_request(tagged)
+    assert (got.api_key, got.correlation_id, got.client_id, got.body) == \
+        (expected.api_key, expected.correlation_id, expected.client_id, expected.body)
+    assert got.size == len(tagged)
+    # and in ConsumerGroupDescribe, whose answer carries no topic of the request
+    plain = encode_request(69, 1, 8, {"group_ids": ["g"], "include_authorized_operations": True},
+                           client_id="t")[4:]
+    assert decode_request(plain[:-1] + b"\x01\x07\x03abc").body == decode_request(plain).body
+    # a tagged field still has to fit in the frame
+    with pytest.raises(MalformedRequest):
+        decode_request(plain[:-1] + b"\x01\x07\x05abc")
 
 
 # ---- over the socket, beside a healthy group --------------------------------------------
