@@ -69,6 +69,9 @@ STATE_NAMES = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
 # Their values (Kafka's names, plain str), read without the enum's `.value` property
 # (group_summary answers with one after every join, sync and leave of a replay).
 STATE_VALUES = tuple(state.value for state in STATE_NAMES)
+# What Java's String.trim strips (every char up to U+0020): Kafka trims each ListGroups
+# state filter so.
+_JAVA_TRIM = "".join(map(chr, range(0x21)))
 _VALID_PREVIOUS = {
     PR: (STABLE, CR, EMPTY),
     CR: (PR,),
@@ -1283,9 +1286,10 @@ class GroupLogic:
             rec.release()
 
     def list_groups(self, states, types=None) -> List[GroupListing]:
-        """Kafka's ListGroups: the groups in one of `states` (names, any case) and of one
-        of `types` ("classic", "consumer", any case); None or empty: any."""
-        wanted = None if not states else {str(s).lower() for s in states}
+        """Kafka's ListGroups: the groups in one of `states` (names, any case, blanks
+        around them ignored) and of one of `types` ("classic", "consumer", any case);
+        None or empty: any."""
+        wanted = None if not states else {str(s).lower().strip(_JAVA_TRIM) for s in states}
         kinds = None if not types else {str(t).lower() for t in types}
         listings = []
         for rec in list(self.table.groups.values()):

@@ -53,6 +53,15 @@ def test_list_groups_with_state_filters_through_the_lifecycle(impl):
     assert h.coord.list_groups(all_states - {"Empty"}) == []
 
 
+def test_list_groups_state_filters_ignore_case_and_surrounding_blanks(impl):
+    # Kafka lower-cases and trims each state filter (Java's trim: every char <= U+0020)
+    h = Proto(impl)
+    h.form_group(1)
+    for state in ("stable", "STABLE", " Stable ", "\tstable\n", "stable\x00"):
+        assert _listing(h, {state}) == [(GROUP, PTYPE, "Stable")], repr(state)
+    assert _listing(h, {"sta ble"}) == []
+
+
 def test_list_groups_without_filter_lists_every_group(impl):
     h = Proto(impl)
     h.form_group(1)
