@@ -174,6 +174,10 @@ def _nullable_entity(name: str, inner: Step) -> Step:
 # While `without_unknown_tags` walks a frame: the (start, end, replacement) byte edits
 # that drop the tagged fields the schema does not know. None otherwise (every other walk).
 _edits: Optional[list] = None
+# The most edits that walk makes before it refuses the frame: a client sends a few
+# unknown tags at most, and each edit costs a Python object (a 16 MB frame holds
+# millions of two-byte tags).
+MAX_TAG_EDITS = 1024
 
 
 def _varint_bytes(n: int) -> bytes:
@@ -215,6 +219,9 @@ def _tags(owner: str, known: Dict[int, Step]) -> Step:
                     removed = sum(b - a - len(r) for a, b, r in edits[mark:])
                     edits.append((sized, pos, _varint_bytes(size - removed)))
             elif edits is not None:
+                if len(edits) >= MAX_TAG_EDITS:
+                    raise FrameError(f"{owner}: more tagged fields the schema does not know "
+                                     f"than the server skips")
                 edits.append((field, pos + size, b""))
                 dropped += 1
             pos += size
