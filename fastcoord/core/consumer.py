@@ -355,7 +355,9 @@ class ConsumerLogic:
         if member_epoch == 0:
             if rebalance_timeout_ms == -1:
                 raise _Refused(invalid, "RebalanceTimeoutMs must be provided in first request.")
-            if owned is None or any(owned.values()):
+            # (any topic entry counts, even one listing no partition: Kafka refuses a
+            # non-empty TopicPartitions array whatever its entries hold)
+            if owned is None or len(owned):
                 raise _Refused(invalid, "TopicPartitions must be empty when (re-)joining.")
             if topic_names is None and topic_regex is None:
                 raise _Refused(invalid, "Either SubscribedTopicNames or SubscribedTopicRegex "

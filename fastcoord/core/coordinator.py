@@ -420,6 +420,13 @@ class GroupCoordinator:
         _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         return self._logic.describe_group(group_id)
 
+    def group_type(self, group_id: str) -> Optional[str]:
+        """"consumer" for a consumer-protocol (KIP-848) group, including one whose
+        members are still partly classic ones mid-migration; "classic" for any other
+        group the coordinator holds; None when it holds none of that id."""
+        _check_str("group_id", group_id)
+        return self._logic.group_type(group_id)
+
     def group_summary(self, group_id: str) -> GroupSummary:
         """A cheap read of a group: GroupSummary(error, state, generation, num_members,
         members_epoch). state and the member count are describe_group's; members_epoch

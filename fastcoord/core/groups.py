@@ -1305,6 +1305,14 @@ class GroupLogic:
                                                  name, kind))
         return listings
 
+    def group_type(self, group_id):
+        """"consumer" for a KIP-848 group (one mid-migration with classic members too),
+        "classic" for any other group the coordinator holds, None for none."""
+        group = self._get_group(group_id)
+        if group is None:
+            return None
+        return "consumer" if group.consumer is not None else "classic"
+
     def delete_groups(self, group_ids) -> Dict[str, Errors]:
         results: Dict[str, Errors] = {}
         for group_id in group_ids:

@@ -287,7 +287,8 @@ class KafkaApis:
         """ConsumerGroupHeartbeat: Kafka's checks in its order (the group's Read, then
         Describe on every subscribed topic name, then v1's client-made member id), the
         rest is the coordinator's. Topics travel as ids both ways: an owned topic id this
-        broker does not know is dropped, as Kafka resolves them against its metadata."""
+        broker does not know is dropped, as Kafka resolves them against its metadata
+        (except in a join, which must carry no topic at all)."""
         body = request.body
         self.counters["consumer_heartbeats"] += 1
         if not self._allowed(session, "Read", body.group_id):
@@ -307,6 +308,10 @@ class KafkaApis:
             owned = {}
             for tp in body.topic_partitions:
                 name = self.topic_ids.name_of(tp.topic_id)
+                if name is None and body.member_epoch == 0:
+                    # A join must carry no entry at all, known topic or not: the core
+                    # refuses any, so an unknown id is kept under its own text.
+                    name = str(tp.topic_id)
                 if name is not None:
                     # (a negative id names no partition: no member owns one)
                     owned.setdefault(name, []).extend(p for p in tp.partitions if p >= 0)
@@ -586,6 +591,13 @@ class KafkaApis:
                 groups.append({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED),
                                "group_id": gid, "group_state": "", "protocol_type": "",
                                "protocol_data": "", "members": []})
+                continue
+            if self.coord.group_type(gid) == "consumer":
+                # Kafka describes classic groups only: a consumer group (even one with
+                # classic members) is answered as one that does not exist, Dead with no
+                # error up to v5 (v6 adds GROUP_ID_NOT_FOUND, not served here)
+                groups.append({"error_code": 0, "group_id": gid, "group_state": "Dead",
+                               "protocol_type": "", "protocol_data": "", "members": []})
                 continue
             d = self.coord.describe_group(gid)
             groups.append({

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fastcoord import CoordinatorConfig, Errors, GroupCoordinator
+from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from fastcoord.server.apis import KafkaApis, Session
 from fastcoord.server.protocol import (
     SUPPORTED_VERSIONS, decode_request, decode_response, encode_request, encode_response,
@@ -469,3 +469,55 @@ def test_owned_partition_ids_out_of_range_own_nothing(version):
         version, member_id=joined.member_id, member_epoch=joined.member_epoch,
         topic_partitions=[{"topic_id": ids["orders"], "partitions": [-1, 0, -2**31]}]))
     assert answer.error_code == 0 and answer.member_epoch == joined.member_epoch
+
+
+# ---- Kafka 4's answers that depend on the group's type or the join's form -------------------
+
+def _real_apis(impl) -> KafkaApis:
+    coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl)
+    coord.set_topics(dict(TOPICS))
+    return _apis(coord)
+
+
+def test_describe_groups_answers_a_consumer_group_as_dead_as_kafka_4(impl):
+    """Kafka 4 describes classic groups only (GroupMetadataManager.describeGroups looks a
+    group up as a classic one): a consumer group is answered Dead with no protocol and
+    no members, up to v5 with no error, as an unknown group is."""
+    apis = _real_apis(impl)
+    joined = _call(apis, 68, 1, _join_body(1, group_id="cg", member_id="m-1"))
+    assert joined.error_code == 0 and joined.member_epoch >= 1, joined
+    for version in (0, 3, 5):
+        (group,) = _call(apis, 15, version, {"groups": ["cg"],
+                                             "include_authorized_operations": False}).groups
+        assert (group.error_code, group.group_id, group.group_state, group.protocol_type,
+                group.protocol_data, group.members) == (0, "cg", "Dead", "", "", ()), group
+    # a classic group is still described in full
+    answers = []
+    apis.coord.join_group("classic-g", "", "consumer", [("range", b"meta")],
+                          session_timeout_ms=10_000, require_known_member_id=False,
+                          callback=answers.append)
+    apis.coord.advance_time(3_000)                # (the initial rebalance delay)
+    assert answers[-1].error == Errors.NONE
+    (group,) = _call(apis, 15, 5, {"groups": ["classic-g"],
+                                   "include_authorized_operations": False}).groups
+    assert group.group_state in ("PreparingRebalance", "CompletingRebalance", "Stable")
+    assert [m.member_id for m in group.members] == [answers[-1].member_id]
+    assert apis.coord.group_type("cg") == "consumer"
+    assert apis.coord.group_type("classic-g") == "classic"
+    assert apis.coord.group_type("nobody") is None
+
+
+@pytest.mark.parametrize("entry", ["unknown id", "known id, no partitions"])
+def test_a_join_carrying_any_topic_partitions_entry_is_refused(impl, entry):
+    """Kafka refuses a join (epoch 0) whose TopicPartitions array is not empty, whatever
+    its entries hold: a topic id this broker does not know (which a later heartbeat's
+    resolution would drop) or a known one listing no partition."""
+    apis = _real_apis(impl)
+    ids = apis.topic_ids.as_dict()
+    tp = ({"topic_id": uuid.UUID(int=99), "partitions": [0]} if entry == "unknown id"
+          else {"topic_id": ids["orders"], "partitions": []})
+    answer = _call(apis, 68, 1, _join_body(1, topic_partitions=[tp]))
+    assert (answer.error_code, answer.error_message) == (
+        int(Errors.INVALID_REQUEST), "TopicPartitions must be empty when (re-)joining.")
+    assert answer.member_id is None and answer.assignment is None
+    assert apis.coord.group_type("g") is None         # nothing was made
