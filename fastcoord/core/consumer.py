@@ -218,6 +218,20 @@ def _compile_regex(regex: str):
         re2.purge()
 
 
+def _describable(topics, topic_filter, group_id) -> list:
+    """The topic names a regex may match, sorted: those `topic_filter` passes (all
+    without one). A filter that raises denies them all: a caller's broken rights check
+    must not widen what a subscription reaches, nor cost the heartbeat its answer."""
+    if topic_filter is None:
+        return sorted(topics)
+    try:
+        return sorted(t for t in topics if topic_filter(t))
+    except Exception as exc:
+        log.error("consumer group %s: the topic filter raised %s: %s; its regexes match "
+                  "no topic at this resolution", group_id, type(exc).__name__, exc)
+        return []
+
+
 class _Refused(Exception):
     """A heartbeat answered with an error (Kafka's ApiException)."""
 
@@ -297,7 +311,7 @@ class ConsumerLogic:
     # ======================================================================
     def heartbeat(self, group_id, member_id, member_epoch, instance_id, rack_id,
                   rebalance_timeout_ms, topic_names, topic_regex, server_assignor, owned,
-                  client_id, client_host, callback) -> None:
+                  client_id, client_host, callback, topic_filter=None) -> None:
         logic = self.logic
         try:
             self._check_request(group_id, member_id, member_epoch, instance_id, rack_id,
@@ -328,7 +342,7 @@ class ConsumerLogic:
                         result = self._heartbeat(
                             group, member_id, member_epoch, instance_id, rack_id,
                             rebalance_timeout_ms, topic_names, topic_regex, server_assignor,
-                            owned, client_id, client_host)
+                            owned, client_id, client_host, topic_filter)
                         self._persist(group, result, callback)
                     finally:
                         self._publish(group, result)
@@ -406,9 +420,9 @@ class ConsumerLogic:
 
     def _heartbeat(self, group, member_id, member_epoch, instance_id, rack_id,
                    rebalance_timeout_ms, topic_names, topic_regex, server_assignor, owned,
-                   client_id, client_host) -> ConsumerGroupHeartbeatResult:
+                   client_id, client_host, topic_filter=None) -> ConsumerGroupHeartbeatResult:
         cg = group.consumer
-        self._maybe_resolve_regexes(group)
+        self._maybe_resolve_regexes(group, topic_filter)
         if len(cg.members) >= self.config.group_consumer_max_size \
                 and (not member_id or member_id not in cg.members):
             raise _Refused(Errors.GROUP_MAX_SIZE_REACHED,
@@ -572,9 +586,13 @@ class ConsumerLogic:
             cg.regex_refresh = True
         return False
 
-    def _maybe_resolve_regexes(self, group) -> None:
+    def _maybe_resolve_regexes(self, group, topic_filter=None) -> None:
         """Resolve the group's regexes against the topics when one is new or the topics
-        changed since; a change of what they match bumps the group epoch."""
+        changed since; a change of what they match bumps the group epoch. With
+        `topic_filter`, the heartbeat's sender's Describe rights, only the topics it
+        passes are matched: Kafka resolves a group's regexes with the rights of the
+        request that triggers the resolution (KAFKA-18813), so a regex never reaches a
+        topic its subscriber could not name."""
         cg = group.consumer
         regexes = cg.regexes()
         stale = any(r not in cg.resolved for r in regexes)
@@ -585,7 +603,7 @@ class ConsumerLogic:
             return
         cg.regex_refresh = False
         resolved = {}
-        names = sorted(self.topics)
+        names = _describable(self.topics, topic_filter, group.group_id)
         for regex in regexes:
             try:
                 pattern = _compile_regex(regex)

@@ -539,22 +539,28 @@ class GroupCoordinator:
                                  server_assignor: Optional[str] = None,
                                  owned_partitions: Optional[Mapping[str, Iterable[int]]] = None,
                                  client_id: str = "", client_host: str = "",
-                                 callback: Callable) -> None:
+                                 callback: Callable,
+                                 topic_filter: Optional[Callable[[str], bool]] = None) -> None:
         """Kafka's ConsumerGroupHeartbeat (docs/api.md): `member_epoch` 0 joins, -1
         leaves, -2 leaves a static member's place for now; None leaves an optional field
         unchanged. `callback(ConsumerGroupHeartbeatResult)` runs once, inside the call
-        or when the store confirms a write. An instance holds this bound to its member
+        or when the store confirms a write. `topic_filter(name) -> bool`, when given,
+        names the topics the heartbeat's sender may describe: the group's regexes, when
+        this heartbeat resolves them, match only those (as Kafka resolves them with the
+        requester's rights); None: every topic. An instance holds this bound to its member
         table, which answers a settled member's steady heartbeat itself (no Python frame
         in the native twin) and hands every other case here."""
         self._consumer_heartbeat_checked(group_id, member_id, member_epoch, instance_id,
                                          rack_id, rebalance_timeout_ms, subscribed_topic_names,
                                          subscribed_topic_regex, server_assignor,
-                                         owned_partitions, client_id, client_host, callback)
+                                         owned_partitions, client_id, client_host, callback,
+                                         topic_filter)
 
     def _consumer_heartbeat_checked(self, group_id, member_id, member_epoch, instance_id,
                                     rack_id, rebalance_timeout_ms, subscribed_topic_names,
                                     subscribed_topic_regex, server_assignor, owned_partitions,
-                                    client_id, client_host, callback) -> None:
+                                    client_id, client_host, callback,
+                                    topic_filter=None) -> None:
         # (consumer_group_heartbeat's every case, the slow path; an instance's member
         # table answers a settled member's steady heartbeat and hands the rest here)
         _check_str("group_id", group_id)
@@ -576,11 +582,13 @@ class GroupCoordinator:
         _check_str("client_id", client_id)
         _check_str("client_host", client_host)
         _check_callable("callback", callback)
+        if topic_filter is not None:
+            _check_callable("topic_filter", topic_filter)
         logic = self._logic
         logic.consumers.heartbeat(group_id, member_id, member_epoch, instance_id, rack_id,
                                   rebalance_timeout_ms, subscribed_topic_names,
                                   subscribed_topic_regex, server_assignor, owned_partitions,
-                                  client_id, client_host, callback)
+                                  client_id, client_host, callback, topic_filter)
         logic.flush()
 
     def consumer_group_describe(self, group_ids: Iterable[str]) -> List[ConsumerGroupDescription]:

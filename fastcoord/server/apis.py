@@ -326,6 +326,10 @@ class KafkaApis:
                    "assignment": None if result.assignment is None else {
                        "topic_partitions": self._by_topic_id(result.assignment)}})
 
+        # With ACLs, the group's regexes, if this heartbeat resolves them, match only
+        # the topics its sender may describe (as Kafka's resolution does)
+        extra = {} if self.security is None else {
+            "topic_filter": lambda topic: self._topic_allowed(session, "Describe", topic)}
         self.coord.consumer_group_heartbeat(
             body.group_id, body.member_id, body.member_epoch,
             instance_id=body.instance_id, rack_id=body.rack_id,
@@ -334,7 +338,7 @@ class KafkaApis:
             subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
             server_assignor=body.server_assignor, owned_partitions=owned,
             client_id=session.client_id or "", client_host=session.client_host,
-            callback=answered)
+            callback=answered, **extra)
 
     def _by_topic_id(self, assignment: Dict[str, list], names: bool = False) -> list:
         """{topic name: partitions} as the wire's topic-id entries (with the names too

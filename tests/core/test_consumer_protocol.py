@@ -496,6 +496,48 @@ def test_regex_is_resolved_at_a_later_heartbeat(impl):
     assert got == {"orders-ap": [0], "orders-eu": [0], "orders-us": [0, 1]}
 
 
+def test_a_regex_is_resolved_with_the_triggering_heartbeats_topic_filter(impl):
+    """Kafka resolves a group's regexes with the Describe rights of the request that
+    triggers the resolution (KAFKA-18813): `topic_filter` names those topics."""
+    coord, _ = make(impl)
+    coord.set_topics({"orders-eu": 1, "orders-us": 2, "payments": 1})
+    seen = []
+
+    def only_us(topic):
+        seen.append(topic)
+        return topic == "orders-us"
+
+    r = join(coord, "g", "m1", regex="orders-.*", topic_filter=only_us)
+    assert r.error == E.NONE and r.assignment == {}
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={}, topic_filter=only_us)
+    assert r.assignment == {"orders-us": [0, 1]}
+    assert sorted(set(seen)) == ["orders-eu", "orders-us", "payments"]
+    # without a filter the next resolution (new topics) reaches every match
+    coord.set_topics({"orders-eu": 1, "orders-us": 2, "payments": 1, "orders-ap": 1})
+    owned = r.assignment
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions=owned)
+    r2 = hb(coord, "g", "m1", r.member_epoch, owned_partitions=owned)
+    assert (r2.assignment or r.assignment) == {"orders-ap": [0], "orders-eu": [0],
+                                                "orders-us": [0, 1]}
+
+
+def test_a_topic_filter_that_raises_denies_every_topic_and_the_heartbeat_is_answered(impl):
+    coord, _ = make(impl)
+    coord.set_topics({"orders-eu": 1})
+
+    def broken(topic):
+        raise RuntimeError("rights store down")
+
+    r = join(coord, "g", "m1", regex="orders-.*", topic_filter=broken)
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={}, topic_filter=broken)
+    assert r.error == E.NONE and not r.assignment       # (None: unchanged, still none)
+    (member,) = coord.consumer_group_describe(["g"])[0].members
+    assert member.assignment == {} and member.target_assignment == {}
+    with pytest.raises(TypeError, match="topic_filter"):
+        coord.consumer_group_heartbeat("g", "m1", r.member_epoch, topic_filter="orders",
+                                       callback=print)
+
+
 def test_regex_uses_re2_not_python_re(impl):
     coord, _ = make(impl)
     coord.set_topics({"aaaa": 1})

@@ -521,3 +521,28 @@ def test_a_join_carrying_any_topic_partitions_entry_is_refused(impl, entry):
         int(Errors.INVALID_REQUEST), "TopicPartitions must be empty when (re-)joining.")
     assert answer.member_id is None and answer.assignment is None
     assert apis.coord.group_type("g") is None         # nothing was made
+
+
+def test_a_regex_reaches_only_the_topics_its_sender_may_describe(impl):
+    """With ACLs, Kafka resolves a subscribed regex against the topics the requester may
+    describe (KAFKA-18813): a regex must not hand a member partitions of a topic it
+    could not subscribe to by name."""
+    acls = [Acl("User:ANONYMOUS", ("Read",), group="*"),
+            Acl("User:ANONYMOUS", ("Read",), topic="orders")]
+    coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl)
+    coord.set_topics({"orders": 6, "orders-eu": 3})
+    apis = KafkaApis(coord, {"orders": 6, "orders-eu": 3}, host="127.0.0.1", port=9092,
+                     security=Security(acls=acls))
+    ids = apis.topic_ids.as_dict()
+    joined = _call(apis, 68, 1, _join_body(1, subscribed_topic_names=None,
+                                           subscribed_topic_regex="orders.*"))
+    assert joined.error_code == 0, joined
+    beat = _call(apis, 68, 1, _join_body(1, member_epoch=joined.member_epoch,
+                                         subscribed_topic_names=None,
+                                         subscribed_topic_regex=None, rack_id=None,
+                                         rebalance_timeout=-1, server_assignor=None,
+                                         topic_partitions=[]))
+    assert beat.error_code == 0, beat
+    assigned = {(t.topic_id, p) for t in beat.assignment.topic_partitions
+                for p in t.partitions}
+    assert assigned == {(ids["orders"], p) for p in range(6)}

@@ -336,25 +336,29 @@ class MemberTable:
     def consumer_heartbeat(self, group_id, member_id, member_epoch, *, instance_id=None,
                            rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
                            subscribed_topic_regex=None, server_assignor=None,
-                           owned_partitions=None, client_id="", client_host="", callback):
+                           owned_partitions=None, client_id="", client_host="", callback,
+                           topic_filter=None):
         """GroupCoordinator.consumer_group_heartbeat, bound to it: a settled member's
         steady heartbeat (every optional field None, rebalance_timeout_ms -1, at its
         settled epoch, in an active shard) is answered here, its session refreshed and
         `callback` given the slow path's answer, cached; every other case, and any
         other argument, goes to `consumer_fallback` (every argument, in order), the
-        coordinator's checked path."""
+        coordinator's checked path. (`topic_filter` matters only where regexes are
+        resolved: never in a steady answer, which a group with regexes to resolve does
+        not get.)"""
         result = None
         if (instance_id is None and rack_id is None and subscribed_topic_names is None
                 and subscribed_topic_regex is None and server_assignor is None
                 and owned_partitions is None and type(rebalance_timeout_ms) is int
-                and rebalance_timeout_ms == -1 and callable(callback)):
+                and rebalance_timeout_ms == -1 and callable(callback)
+                and (topic_filter is None or callable(topic_filter))):
             result = self.consumer_steady(group_id, member_id, member_epoch, client_id,
                                           client_host)
         if result is None:
             self.consumer_fallback(group_id, member_id, member_epoch, instance_id, rack_id,
                                    rebalance_timeout_ms, subscribed_topic_names,
                                    subscribed_topic_regex, server_assignor, owned_partitions,
-                                   client_id, client_host, callback)
+                                   client_id, client_host, callback, topic_filter)
             return
         try:
             callback(result)
