@@ -355,18 +355,24 @@ def _on_spark(args, what: str, job, timings: Optional[Dict[str, float]] = None):
                       "running, and is the address right?")
     _stage(args.command, f"starting Spark ({args.master})")
     t0 = time.perf_counter()
-    session, owned = _spark_session(args.master, spark_conf(args))
-    timings["jvm_start"] = time.perf_counter() - t0
-    ctrl_c = CtrlC(session)
+    ctrl_c = CtrlC(None, args.command)
+    session, owned = None, False
     try:
         with ctrl_c:
+            # A Ctrl-C is held while the JVM starts: broken off inside PySpark's launch,
+            # the JVM (which ignores SIGINT) loses its gateway and outlives the command
+            session, owned = _spark_session(args.master, spark_conf(args))
+            ctrl_c.attach(session)
+            timings["jvm_start"] = time.perf_counter() - t0
+            if ctrl_c.pressed:
+                raise KeyboardInterrupt
             if not sp.is_local(args.master):
                 _check_executors(args, session, timings)
             _stage(args.command, what)
             with SparkProgress(session, args.command):
                 return job(session)
     finally:
-        if owned:
+        if owned and session is not None:
             t0 = time.perf_counter()
             if sp.writing_class_archive() and not ctrl_c.pressed:
                 _stage(args.command, "saving the JVM's classes for a faster start next time "
@@ -389,11 +395,14 @@ class CtrlC:
     rather than being broken off inside py4j's or gRPC's socket read (which logs a
     traceback and leaves the connection unusable for the cancel: what PySpark's own
     handler does); on leaving, a pressed Ctrl-C is a KeyboardInterrupt, whatever the
-    job did meanwhile. A second SIGINT raises KeyboardInterrupt at once. Outside the
-    main thread, nothing is installed."""
+    job did meanwhile. A second SIGINT raises KeyboardInterrupt at once. Without a
+    session yet (its JVM starting) the first SIGINT is only noted, and said, for the
+    caller to act on once the session is there. Outside the main thread, nothing is
+    installed."""
 
-    def __init__(self, session):
+    def __init__(self, session, command: str = ""):
         self.session = session
+        self.command = command
         self.pressed = False
         self._previous = None
         self._canceller = None
@@ -402,10 +411,22 @@ class CtrlC:
         if self.pressed:
             raise KeyboardInterrupt
         self.pressed = True
+        if self.session is None:
+            _stage(self.command or "spark", "interrupted; stopping as soon as Spark has "
+                                            "started")
+            return
         _PY4J_QUIET.install()
         import threading
         self._canceller = threading.Thread(target=_cancel, args=(self.session,), daemon=True)
         self._canceller.start()
+
+    def attach(self, session) -> None:
+        """The session, once started; its handler goes again over the one PySpark's
+        SparkContext installs as it starts."""
+        import signal
+        self.session = session
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._on_sigint)
 
     def __enter__(self) -> "CtrlC":
         import signal

@@ -152,6 +152,46 @@ def test_ctrl_c_stops_the_job_and_the_jvm(big_trace, tmp_path, command):
     assert os.listdir(tmp_path / "jvm") == []           # no archive, whole or partial
 
 
+def test_ctrl_c_while_the_jvm_starts_leaves_no_jvm(trace_file, tmp_path):
+    """SIGINT as soon as the driver's JVM is launched, before PySpark has its gateway:
+    broken off there, PySpark dropped the JVM's connection file and the JVM, which
+    ignores SIGINT, outlived the command for good. Now the command says it stops once
+    Spark is up, then stops it: exit 130, one line, and no child left."""
+    err_path = tmp_path / "stderr"
+    with open(err_path, "wb") as err_file:
+        proc = subprocess.Popen(_command(trace_file, tmp_path / "out", "local[1]"),
+                                stdout=subprocess.DEVNULL, stderr=err_file,
+                                env=spark_env(FASTCOORD_JVM_CACHE="off"),
+                                start_new_session=True)
+        children = set()
+        try:
+            deadline = time.monotonic() + RUNNING_BOUND_S
+            while not any("java" in pathlib.Path(f"/proc/{c}/cmdline").read_bytes()
+                          .decode(errors="replace") for c in _children(proc.pid) if _alive(c)):
+                assert proc.poll() is None and time.monotonic() < deadline, \
+                    err_path.read_text(errors="replace")[-3000:]
+                time.sleep(0.02)
+            children = _children(proc.pid)
+            os.killpg(proc.pid, signal.SIGINT)
+            rc = proc.wait(CTRL_C_BOUND_S)
+            deadline = time.monotonic() + CTRL_C_BOUND_S
+            while any(_alive(c) for c in children) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            left = [c for c in children if _alive(c)]
+        finally:
+            stop(proc)
+            for c in children:
+                if _alive(c):                 # an orphan is no longer in reach of stop()
+                    os.kill(c, signal.SIGKILL)
+    err = err_path.read_text(errors="replace")
+    assert rc == 130, err[-3000:]
+    assert not left, f"still running after Ctrl-C: {left}\n{err[-3000:]}"
+    assert "Traceback" not in err, err[-3000:]
+    assert err.rstrip().splitlines()[-1] == "fastcoord replay: interrupted; stopped", \
+        err[-3000:]
+    assert not (tmp_path / "out" / "responses").exists()
+
+
 def test_replay_timings_and_the_jvms_class_archive(trace_file, tmp_path):
     """OUT/timings.json: the spans of the command's wall time (JVM start, planning,
     reading/packing, replay+writing, finishing, stop) cover it, and the tasks' replay
