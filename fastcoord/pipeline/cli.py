@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 from typing import Dict, Optional
 
@@ -78,6 +79,40 @@ def _paths_absolute(args) -> None:
         value = getattr(args, name, None)
         if isinstance(value, str) and "://" not in value:
             setattr(args, name, os.path.abspath(value))
+
+
+def _unwritable_dir(path: str, flag: str = "") -> str:
+    """Why this process cannot write files in the directory `path` (made when missing),
+    in a few words ('' if it can; a URL is the executors' business). Tried with a file
+    made and removed: permission bits alone do not tell (root, ACLs, read-only mounts)."""
+    if "://" in path:
+        return ""
+    name = f"{flag} {path}" if flag else path
+    if os.path.exists(path) and not os.path.isdir(path):
+        return f"{name} is a file, not a directory"
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".fastcoord-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return f"cannot write in {path}: {exc.strerror or exc}"
+    return ""
+
+
+def _unwritable_file(path: str) -> str:
+    """Why the Parquet file `path` cannot be written, in a few words ('' if it can)."""
+    if "://" in path:
+        return ""
+    if os.path.isdir(path):
+        return (f"{path} is a directory, not a file (a trace is one Parquet file: "
+                f"{os.path.join(path, 'trace.parquet')}?)")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.exists(parent):
+        return f"no such directory: {parent}"
+    if not os.path.isdir(parent):
+        return f"{parent} is not a directory"
+    return _unwritable_dir(parent)
 
 
 def _master(text: str) -> str:
@@ -280,6 +315,17 @@ def _run(args) -> int:
         command = args.command if args.command != "trace" else f"trace {args.trace_command}"
         return needs_extra(command, "spark", exc)
     if args.command in ("replay", "whatif") and not _readable_trace(args):
+        return 2
+    # where the output goes is checked before any work (and before Spark starts)
+    if args.command in ("replay", "whatif"):
+        refused = _unwritable_dir(args.out, "--out")
+    elif args.command == "report":
+        refused = _unwritable_dir(args.dir) if os.path.isdir(args.dir) else ""
+    else:
+        refused = _unwritable_file(args.out)
+    if refused:
+        command = args.command if args.command != "trace" else f"trace {args.trace_command}"
+        print(f"fastcoord {command}: {refused}", file=sys.stderr)
         return 2
     if args.command == "whatif":
         return _run_whatif(args)

@@ -1,5 +1,7 @@
 """Mistakes a person makes with the pipeline's commands get one line and a non-zero
 exit, before any work (issue: errors a person can act on)."""
+import os
+
 import pytest
 
 pa = pytest.importorskip("pyarrow")
@@ -160,3 +162,67 @@ def test_ctrl_c_silences_py4j_until_the_session_is_stopped():
     assert py4j_seen == ["root", "py4j.clientserver"] * 2       # before and after only
     assert [msg for name, msg in seen if name == "fastcoord.pipeline"] == \
         ["before", "pressed", "stopping", "after"]
+
+
+def _small_trace(tmp_path) -> str:
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(generate(groups=2, members=2, duration_s=30, seed=1), path)
+    return path
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+def test_an_out_that_is_a_file_is_named_before_any_work(tmp_path, capsys, command):
+    """--out naming an existing file ended in a FileExistsError traceback (exit 1);
+    now one line, exit 2, the file untouched."""
+    trace = _small_trace(tmp_path)
+    out = tmp_path / "results"
+    out.write_text("mine")
+    assert main([command, trace, "--out", str(out), "--master", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"fastcoord {command}: --out {out} is a file, not a directory", err
+    assert out.read_text() == "mine"
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif", "report"])
+def test_an_out_that_cannot_be_written_is_named_before_any_work(
+        tmp_path, capsys, monkeypatch, command):
+    """A directory the command may not write in (chmod 555, as a user) gave a
+    PermissionError traceback, on Spark after the JVM had started; now one line and
+    exit 2 before any work. (Root writes anywhere: the refusal is simulated.)"""
+    import fastcoord.pipeline.cli as pcli
+    trace = _small_trace(tmp_path)
+    out = tmp_path / "ro"
+    out.mkdir()
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(pcli.tempfile, "mkstemp", refuse)
+    argv = ([command, str(out)] if command == "report"
+            else [command, trace, "--out", str(out), "--master", "none"])
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.endswith(f"cannot write in {out}: Permission denied"), err
+    assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize("where", ["a directory", "under a file", "in no directory"])
+def test_trace_gen_and_convert_name_an_out_they_cannot_write(tmp_path, capsys, where):
+    """A trace written over a directory, under a file, or into a directory that is not
+    there ended in pyarrow's traceback (exit 1), after the work; now one line, exit 2,
+    before it."""
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    out = {"a directory": tmp_path / "adir",
+           "under a file": tmp_path / "afile" / "t.parquet",
+           "in no directory": tmp_path / "nope" / "t.parquet"}[where]
+    log = tmp_path / "requests.jsonl"
+    log.write_text("")
+    for argv in (["trace", "gen", str(out), "--groups", "1", "--duration-s", "10"],
+                 ["trace", "convert", str(log), str(out)]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"fastcoord trace {argv[1]}: "), err
+        assert {"a directory": f"{out} is a directory, not a file",
+                "under a file": f"{out.parent} is not a directory",
+                "in no directory": f"no such directory: {out.parent}"}[where] in err[0], err
