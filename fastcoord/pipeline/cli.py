@@ -140,9 +140,10 @@ def _stage(command: str, text: str) -> None:
 
 
 def _convert(args) -> int:
-    """trace convert: a request log -> trace. A log that is not there, or of which no
-    line is a request of the format given, is an error naming the file or its first
-    line (not an empty trace); so is a --time-zone that names no zone."""
+    """trace convert: a request log -> trace. A log that is not there, of which no
+    line is a request of the format given, or without a coordinator request, is an
+    error naming the file or its first line (not an empty trace); so is a --time-zone
+    that names no zone."""
     from . import adapters, trace      # (run has checked the spark extra is there)
     try:
         zone = adapters.time_zone(args.time_zone)
@@ -150,7 +151,8 @@ def _convert(args) -> int:
         print(f"fastcoord trace convert: --time-zone: {exc}", file=sys.stderr)
         return 2
     if not os.path.isfile(args.log):
-        print(f"fastcoord trace convert: {args.log}: no such file", file=sys.stderr)
+        what = "a directory, not a log file" if os.path.isdir(args.log) else "no such file"
+        print(f"fastcoord trace convert: {args.log}: {what}", file=sys.stderr)
         return 2
     try:
         if args.format == "kafka":
@@ -164,6 +166,13 @@ def _convert(args) -> int:
         first = stats.examples[0].split(": ", 1)[-1] if stats.examples else ""
         print(f"fastcoord trace convert: {args.log}: no line is a {args.format} request-log "
               f"line (is --format right?); the first: {first[:120]!r}", file=sys.stderr)
+        return 2
+    if not stats.rows_ok:       # an empty trace: replay and whatif would refuse it
+        why = ("no request-log line: the log is empty" if not stats.rows_in else
+               f"no coordinator request (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, "
+               f"OffsetCommit) among its {stats.rows_in} requests ({stats.unknown_event} of "
+               f"other APIs, {stats.malformed} malformed): the trace would be empty")
+        print(f"fastcoord trace convert: {args.log}: {why}", file=sys.stderr)
         return 2
     trace.write_trace(table, args.out)
     print(json.dumps(stats.as_dict(), indent=2))
@@ -598,17 +607,27 @@ INGEST_FILE = "ingest.json"
 
 
 def _readable_trace(args) -> bool:
-    """Whether the trace's Parquet footers read and name the columns every row needs
-    (no Spark is started for a trace that is missing, not Parquet or without them);
-    else the reason, said on stderr."""
+    """Whether the trace's Parquet footers read, count some rows and name the columns
+    every row needs (no Spark is started for a trace that is missing, not Parquet,
+    empty or without them); else the reason, said on stderr."""
     import pyarrow as pa
 
     from .ingest import trace_units
     from .trace import REQUIRED
+    if "://" not in args.trace and not os.path.exists(args.trace):
+        print(f"fastcoord {args.command}: cannot read the trace {args.trace}: no such file "
+              "or directory", file=sys.stderr)
+        return False
     try:
         units = trace_units(args.trace)
     except (OSError, pa.ArrowInvalid) as exc:
         print(f"fastcoord {args.command}: cannot read the trace {args.trace}: {exc}",
+              file=sys.stderr)
+        return False
+    if not units:     # (a wrong directory, most likely: nothing to replay or simulate)
+        where = (" (a directory without Parquet files, or only empty ones)"
+                 if os.path.isdir(args.trace) else "")
+        print(f"fastcoord {args.command}: the trace {args.trace} has no rows{where}",
               file=sys.stderr)
         return False
     # A file without a column every row needs would replay as every row malformed

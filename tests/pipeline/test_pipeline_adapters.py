@@ -1,5 +1,6 @@
 """Request-log adapters on real-format lines, and malformed-input accounting."""
 import json
+import pathlib
 
 import pytest
 
@@ -390,3 +391,36 @@ def test_a_kafka_heartbeat_row_names_the_instance_its_request_did(impl):
     assert [r["instance_id"] for r in rows if r["event"] == "heartbeat"] == ["i-1"] * 3
     out = replay_local(table, impl=impl)
     assert [r["error"] for r in out["responses"].to_pylist()] == [r["error"] for r in rows]
+
+
+@pytest.mark.parametrize("fmt", ["fastcoord", "kafka"])
+@pytest.mark.parametrize("content", ["", "\n\n", "other APIs"])
+def test_convert_refuses_a_log_without_a_coordinator_request(tmp_path, capsys, fmt, content):
+    """An empty fastcoord log (or one of blank lines) was converted to an empty trace,
+    exit 0, where an empty Kafka log was an error; a log whose requests are all of
+    other APIs made an empty trace in both formats. Each is now one line, exit 2, and
+    no trace (which replay would refuse as having no rows)."""
+    from fastcoord.cli import main
+    if content == "other APIs":
+        sample = pathlib.Path(__file__).parent / "data" / "kafka-request.log"
+        content = (json.dumps({"ts": 100.0, "api": "Metadata", "version": 9, "client": "c1",
+                               "host": "h", "error": 0}) if fmt == "fastcoord"
+                   else sample.read_text().splitlines()[0]) + "\n"
+        assert "FIND_COORDINATOR" in content or fmt == "fastcoord"
+    log = tmp_path / "requests.log"
+    log.write_text(content)
+    out = tmp_path / "t.parquet"
+    assert main(["trace", "convert", "--format", fmt, str(log), str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"fastcoord trace convert: {log}: ")
+    assert ("the log is empty" in err if not content.strip()
+            else "no coordinator request" in err), err
+    assert not out.exists()
+
+
+def test_convert_names_a_directory_given_as_the_log(tmp_path, capsys):
+    """A directory given as the log was said to be "no such file"."""
+    from fastcoord.cli import main
+    assert main(["trace", "convert", str(tmp_path), str(tmp_path / "t.parquet")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"fastcoord trace convert: {tmp_path}: a directory, not a log file", err

@@ -226,3 +226,32 @@ def test_trace_gen_and_convert_name_an_out_they_cannot_write(tmp_path, capsys, w
         assert {"a directory": f"{out} is a directory, not a file",
                 "under a file": f"{out.parent} is not a directory",
                 "in no directory": f"no such directory: {out.parent}"}[where] in err[0], err
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+@pytest.mark.parametrize("what", ["missing", "empty directory", "no rows"])
+def test_a_trace_that_is_not_there_or_holds_no_rows_is_refused(tmp_path, capsys, command,
+                                                              what):
+    """A trace path that is not there said "cannot read the trace X: X" (pyarrow's
+    message, the path again); an empty
+    directory (a wrong path, a Spark output not yet written) or a trace of no rows
+    replayed as 0 events, exit 0 (whatif printing nan crash detections). Now one line
+    naming what is wrong, exit 2, no output."""
+    path = tmp_path / "trace"
+    if what == "empty directory":
+        path.mkdir()
+    elif what == "no rows":
+        path = tmp_path / "t.parquet"
+        pq.write_table(generate(groups=2, members=2, duration_s=30, seed=1).slice(0, 0),
+                       str(path))
+    out = tmp_path / "out"
+    assert main([command, str(path), "--out", str(out), "--master", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err == {"missing": f"fastcoord {command}: cannot read the trace {path}: no such "
+                              "file or directory",
+                   "empty directory": f"fastcoord {command}: the trace {path} has no rows "
+                                      "(a directory without Parquet files, or only empty "
+                                      "ones)",
+                   "no rows": f"fastcoord {command}: the trace {path} has no rows"}[what], err
+    assert not out.exists()
