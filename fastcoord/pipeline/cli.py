@@ -182,14 +182,18 @@ def _convert(args) -> int:
 def add_parsers(sub) -> None:
     trace = sub.add_parser("trace", help="make or convert coordinator traces (Parquet)")
     tsub = trace.add_subparsers(dest="trace_command", required=True)
-    gen = tsub.add_parser("gen", help="a synthetic trace, deterministic from --seed")
+    # Each usage is one line: argparse prints it above every error, and the whole
+    # synopsis of a command with many flags buried the line that says what is wrong
+    gen = tsub.add_parser("gen", help="a synthetic trace, deterministic from --seed",
+                          usage="%(prog)s OUT [option ...] (see --help)")
     gen.add_argument("out", help="Parquet file to write")
     gen.add_argument("--groups", type=int, default=100)
     gen.add_argument("--members", type=int, default=10, help="mean members per group")
     gen.add_argument("--duration-s", type=int, default=600)
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--static-fraction", type=float, default=0.3)
-    conv = tsub.add_parser("convert", help="a request log -> trace (bad lines are counted)")
+    conv = tsub.add_parser("convert", help="a request log -> trace (bad lines are counted)",
+                           usage="%(prog)s LOG OUT [--format kafka] [option ...] (see --help)")
     conv.add_argument("log")
     conv.add_argument("out")
     conv.add_argument("--format", choices=["fastcoord", "kafka"], default="fastcoord")
@@ -238,7 +242,7 @@ def add_parsers(sub) -> None:
 
 def _job_parser(sub, name: str, help: str):
     """A job over a trace: the trace, --out, --master, --impl."""
-    p = sub.add_parser(name, help=help)
+    p = sub.add_parser(name, help=help, usage="%(prog)s TRACE --out DIR [option ...] (see --help)")
     p.add_argument("trace", help="Parquet trace")
     p.add_argument("--out", required=True, help="directory for the result tables")
     p.add_argument("--master", default="local[*]", type=_master,

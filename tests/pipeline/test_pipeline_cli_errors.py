@@ -255,3 +255,25 @@ def test_a_trace_that_is_not_there_or_holds_no_rows_is_refused(tmp_path, capsys,
                                       "ones)",
                    "no rows": f"fastcoord {command}: the trace {path} has no rows"}[what], err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["whatif", "t.parquet", "--out", "o", "--session-timeout", "10x"],
+     "argument --session-timeout: not a duration: '10x'"),
+    (["whatif", "t.parquet", "--out", "o", "--static", "maybe"], "argument --static"),
+    (["replay", "t.parquet", "--out", "o", "--master", "local[-1]"], "not a Spark master"),
+    (["replay", "t.parquet"], "the following arguments are required: --out"),
+    (["trace", "gen", "t.parquet", "--groups", "many"], "argument --groups"),
+    (["trace", "convert", "a.log", "t.parquet", "--format", "csv"], "argument --format"),
+])
+def test_a_bad_option_is_two_lines(capsys, argv, message):
+    """A bad option printed argparse's whole usage (whatif's: 8 lines of flags) above
+    the one line that says what is wrong; now a one-line usage and that line."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2, err
+    command = " ".join(argv[:2] if argv[0] == "trace" else argv[:1])
+    assert err[0].startswith(f"usage: fastcoord {command} ") and "--help" in err[0], err
+    assert err[1].startswith(f"fastcoord {command}: error: ") and message in err[1], err
