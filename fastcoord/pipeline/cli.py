@@ -115,6 +115,26 @@ def _unwritable_file(path: str) -> str:
     return _unwritable_dir(parent)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value
+
+
 def _master(text: str) -> str:
     """A Spark master as Spark takes one, checked before Spark starts (a bad one made
     the JVM print pages of traceback)."""
@@ -187,16 +207,26 @@ def add_parsers(sub) -> None:
     gen = tsub.add_parser("gen", help="a synthetic trace, deterministic from --seed",
                           usage="%(prog)s OUT [option ...] (see --help)")
     gen.add_argument("out", help="Parquet file to write")
-    gen.add_argument("--groups", type=int, default=100)
-    gen.add_argument("--members", type=int, default=10, help="mean members per group")
-    gen.add_argument("--duration-s", type=int, default=600)
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--static-fraction", type=float, default=0.3)
+    gen.add_argument("--groups", type=_positive_int, default=100,
+                     help="consumer groups (default 100)")
+    gen.add_argument("--members", type=_positive_int, default=10,
+                     help="mean members per group (sizes are skewed; default 10)")
+    gen.add_argument("--duration-s", type=_positive_int, default=600,
+                     help="seconds the trace spans (default 600)")
+    gen.add_argument("--seed", type=int, default=0,
+                     help="random seed: the same seed and options give the same trace "
+                          "(default 0)")
+    gen.add_argument("--static-fraction", type=_fraction, default=0.3,
+                     help="share of consumers with a group.instance.id (static "
+                          "membership), 0 to 1 (default 0.3)")
     conv = tsub.add_parser("convert", help="a request log -> trace (bad lines are counted)",
                            usage="%(prog)s LOG OUT [--format kafka] [option ...] (see --help)")
-    conv.add_argument("log")
-    conv.add_argument("out")
-    conv.add_argument("--format", choices=["fastcoord", "kafka"], default="fastcoord")
+    conv.add_argument("log", help="request log: fastcoord's requests.jsonl, or with "
+                                  "--format kafka a broker's kafka.request.logger output")
+    conv.add_argument("out", help="Parquet file to write")
+    conv.add_argument("--format", choices=["fastcoord", "kafka"], default="fastcoord",
+                      help="the log's format (default fastcoord; kafka: "
+                           "docs/pipeline-kafka-log.md)")
     conv.add_argument("--time-zone", default="UTC", metavar="NAME",
                       help="--format kafka: the zone of the log's times that carry no offset (the "
                            "broker's local time): an IANA name such as Europe/Berlin; "
@@ -248,7 +278,9 @@ def _job_parser(sub, name: str, help: str):
     p.add_argument("--master", default="local[*]", type=_master,
                    help="Spark master (local[*], local[4], spark://host:7077, "
                         "sc://host:15002), or 'none' for one process")
-    p.add_argument("--impl", choices=["native", "pure"], default=None)
+    p.add_argument("--impl", choices=["native", "pure"], default=None,
+                   help="the coordinator's twin: native (compiled) or pure Python (default: "
+                        "native when built)")
     p.add_argument("--driver-memory", default=None, metavar="SIZE",
                    help="spark.driver.memory, e.g. 6g (in local mode it also runs the "
                         "tasks; a 10M-event replay runs in the 1g default)")

@@ -277,3 +277,41 @@ def test_a_bad_option_is_two_lines(capsys, argv, message):
     command = " ".join(argv[:2] if argv[0] == "trace" else argv[:1])
     assert err[0].startswith(f"usage: fastcoord {command} ") and "--help" in err[0], err
     assert err[1].startswith(f"fastcoord {command}: error: ") and message in err[1], err
+
+
+def test_every_pipeline_option_says_what_it_is():
+    """trace gen's --groups, --duration-s, --seed, --static-fraction, convert's LOG and
+    OUT and every job's --impl were listed in --help with no word on them."""
+    import argparse
+    from fastcoord.pipeline.cli import add_parsers
+    parser = argparse.ArgumentParser(prog="fastcoord")
+    add_parsers(parser.add_subparsers(dest="command"))
+
+    def parsers(p, name):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    yield from parsers(sub, f"{name} {sub_name}")
+        yield name, p
+    bare = [f"{name} {action.dest}" for name, p in parsers(parser, "fastcoord")
+            for action in p._actions
+            if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))
+            and not action.help]
+    assert bare == []
+
+
+@pytest.mark.parametrize("flag, value", [("--groups", "0"), ("--groups", "-3"),
+                                         ("--members", "0"), ("--duration-s", "0"),
+                                         ("--duration-s", "-5"), ("--static-fraction", "2"),
+                                         ("--static-fraction", "-0.1")])
+def test_trace_gen_refuses_sizes_that_make_no_trace(tmp_path, capsys, flag, value):
+    """--groups 0 or -3 wrote an empty trace (exit 0), --duration-s -5 ended in a
+    ValueError traceback from random, --static-fraction 2 was taken as 1; now argparse
+    says what the option takes, exit 2, and nothing is written."""
+    out = tmp_path / "t.parquet"
+    with pytest.raises(SystemExit) as exc:
+        main(["trace", "gen", str(out), flag, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert f"argument {flag}: " in err[-1] and value in err[-1], err
+    assert not out.exists()
