@@ -813,11 +813,11 @@ def _run_whatif(args) -> int:
     print(f"fastcoord whatif: {len(configs)} configurations, {stats.rows_ok} events -> {args.out}")
     for row in tables["summary"].to_pylist():
         p50, p99 = row["crash_detect_p50_ms"], row["crash_detect_p99_ms"]
+        detection = (f" p50/p99 {p50 / 1000:.1f}/{p99 / 1000:.1f}s" if p50 >= 0
+                     else ": no crash detected")          # (-1: no detection to time)
         print(f"  {row['label']:<40} rebalances/h {row['rebalances_per_hour']:8.1f}  "
               f"rebalancing {row['rebalancing_ms'] / 1000:8.1f}s  false expirations "
-              f"{row['false_expirations']:4d}  crash detection p50/p99 "
-              f"{p50 / 1000 if p50 >= 0 else float('nan'):.1f}/"
-              f"{p99 / 1000 if p99 >= 0 else float('nan'):.1f}s")
+              f"{row['false_expirations']:4d}  crash detection{detection}")
     for row in (meta.get("protocols") or {}).get("summary", []):
         print(f"  {row['protocol']:<20} {row['label']:<40} partition-unavailable "
               f"{row['partition_unavailable_s']:10.1f}s  members paused per rebalance "

@@ -315,3 +315,17 @@ def test_trace_gen_refuses_sizes_that_make_no_trace(tmp_path, capsys, flag, valu
     err = capsys.readouterr().err.strip().splitlines()
     assert f"argument {flag}: " in err[-1] and value in err[-1], err
     assert not out.exists()
+
+
+def test_whatif_without_a_crash_prints_no_nan(tmp_path, capsys):
+    """A configuration under which no crash was detected printed its detection as
+    'p50/p99 nan/nans'; now it says there was none."""
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(generate(groups=2, members=2, duration_s=30, seed=1, crash_per_hour=0),
+                   path)
+    assert main(["whatif", path, "--out", str(tmp_path / "out"), "--master", "none",
+                 "--session-timeout", "10s", "--static", "off"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if "crash detection" in line]
+    assert len(rows) == 2 and "nan" not in out, out
+    assert all(line.endswith("crash detection: no crash detected") for line in rows), out
