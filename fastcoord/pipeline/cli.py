@@ -297,14 +297,25 @@ def _job_parser(sub, name: str, help: str):
     p.add_argument("--impl", choices=["native", "pure"], default=None,
                    help="the coordinator's twin: native (compiled) or pure Python (default: "
                         "native when built)")
-    p.add_argument("--driver-memory", default=None, metavar="SIZE",
+    p.add_argument("--driver-memory", default=None, metavar="SIZE", type=_size,
                    help="spark.driver.memory, e.g. 6g (in local mode it also runs the "
                         "tasks; a 10M-event replay runs in the 1g default)")
-    p.add_argument("--executor-memory", default=None, metavar="SIZE",
+    p.add_argument("--executor-memory", default=None, metavar="SIZE", type=_size,
                    help="spark.executor.memory on a cluster, e.g. 4g")
     p.add_argument("--conf", action="append", default=[], type=_spark_conf,
                    metavar="KEY=VALUE", help="any other Spark setting (repeatable)")
     return p
+
+
+_SIZE = re.compile(r"^\d+([kmgtp]b?)?$", re.IGNORECASE)
+
+
+def _size(text: str) -> str:
+    """A JVM memory size as Spark takes one (6g, 512m, 2gb; a bare number is bytes),
+    checked here: the JVM refuses another at its start, under a PySpark traceback."""
+    if not _SIZE.match(text):
+        raise argparse.ArgumentTypeError(f"not a memory size: {text!r} (e.g. 6g, 512m)")
+    return text
 
 
 def _spark_conf(text: str):
@@ -468,7 +479,15 @@ def _on_spark(args, what: str, job, timings: Optional[Dict[str, float]] = None):
         with ctrl_c:
             # A Ctrl-C is held while the JVM starts: broken off inside PySpark's launch,
             # the JVM (which ignores SIGINT) loses its gateway and outlives the command
-            session, owned = _spark_session(args.master, spark_conf(args))
+            try:
+                session, owned = _spark_session(args.master, spark_conf(args))
+            except Exception as exc:
+                if "JAVA_GATEWAY_EXITED" not in str(exc):
+                    raise
+                # the JVM has said why on stderr, just above
+                raise Refused("Spark's JVM did not start (its error is above: a "
+                              "--driver-memory, --executor-memory or --conf it does not "
+                              "take, or no java?)") from None
             ctrl_c.attach(session)
             timings["jvm_start"] = time.perf_counter() - t0
             if ctrl_c.pressed:

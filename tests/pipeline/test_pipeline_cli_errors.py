@@ -349,3 +349,20 @@ def test_a_local_master_with_more_threads_than_cores_is_refused(tmp_path, capsys
     assert (f"{master} runs {master[6:].split(',')[0].rstrip(']')} tasks at once on 2 cores"
             in err[-1] and "local[*]" in err[-1]), err
     assert pcli._master("local[2]") == "local[2]" and pcli._master("local[*]") == "local[*]"
+
+
+@pytest.mark.parametrize("flag", ["--driver-memory", "--executor-memory"])
+@pytest.mark.parametrize("size", ["10x", "6 g", "0.5g", "g"])
+def test_a_memory_size_the_jvm_would_not_take_is_refused(tmp_path, capsys, flag, size):
+    """--driver-memory 10x went to the JVM as -Xmx10x: the JVM printed 'Invalid maximum
+    heap size' and PySpark a 30-line traceback (JAVA_GATEWAY_EXITED), exit 1. Now
+    argparse says what a size looks like, before Spark starts."""
+    with pytest.raises(SystemExit) as exc:
+        main(["replay", str(tmp_path / "t.parquet"), "--out", str(tmp_path / "out"),
+              "--master", "local[1]", flag, size])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and f"argument {flag}: not a memory size: {size!r}" in err[1], err
+    from fastcoord.pipeline.cli import _size
+    assert [_size(s) for s in ("6g", "512m", "4G", "1024", "2gb")] == \
+        ["6g", "512m", "4G", "1024", "2gb"]

@@ -192,6 +192,20 @@ def test_ctrl_c_while_the_jvm_starts_leaves_no_jvm(trace_file, tmp_path):
     assert not (tmp_path / "out" / "responses").exists()
 
 
+def test_a_jvm_that_does_not_start_is_one_line(trace_file, tmp_path):
+    """A setting the JVM refuses (here a heap size through --conf, which no flag
+    checks) made PySpark raise JAVA_GATEWAY_EXITED through a 30-line traceback, exit 1.
+    Now the JVM's own lines, then one of fastcoord's saying what to look at; exit 2."""
+    rc, out, err, took = _run(_command(trace_file, tmp_path / "out", "local[1]",
+                                       "--conf", "spark.driver.memory=abc"),
+                              spark_env(FASTCOORD_JVM_CACHE="off"), RUNNING_BOUND_S)
+    assert rc == 2, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert "Invalid maximum heap size" in err                       # the JVM's own word
+    assert err.rstrip().splitlines()[-1].startswith(
+        "fastcoord replay: Spark's JVM did not start"), err[-3000:]
+
+
 def test_replay_timings_and_the_jvms_class_archive(trace_file, tmp_path):
     """OUT/timings.json: the spans of the command's wall time (JVM start, planning,
     reading/packing, replay+writing, finishing, stop) cover it, and the tasks' replay
