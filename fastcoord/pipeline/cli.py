@@ -282,7 +282,7 @@ def add_parsers(sub) -> None:
     rp.add_argument("dir", help="replay output directory (report.html is written there)")
     rp.add_argument("--whatif", default=None, metavar="DIR",
                     help="what-if output directory (default: DIR/whatif when it exists)")
-    rp.add_argument("--top", type=int, default=20,
+    rp.add_argument("--top", type=_positive_int, default=20,
                     help="groups in each top-groups table (rebalances, committed offsets)")
 
 

@@ -491,7 +491,8 @@ def _recommendation_section(w: dict) -> List[str]:
         f" Baseline: {html.escape(rows[adv.baseline]['label'])}, the settings the trace ran "
         f"with ({html.escape(describe_baseline(w['base_groups']))}).")
     if adv.others:
-        parts.append("<p>Also on the frontier (against the baseline):</p><ul class='others'>"
+        against = "" if adv.baseline is None else " (against the baseline)"
+        parts.append(f"<p>Also on the frontier{against}:</p><ul class='others'>"
                      + "".join(f"<li>{html.escape(o)}</li>" for o in adv.others) + "</ul>")
     else:
         parts.append("<p>No other configuration is on the frontier.</p>")

@@ -472,3 +472,30 @@ def test_the_committed_offsets_section_counts_each_groups_partitions(tmp_path):
     shutil.rmtree(os.path.join(d, "offsets"))
     with open(write_report(d), encoding="utf-8") as f:
         assert "Committed offsets" not in f.read()
+
+
+def test_a_grid_without_a_baseline_is_not_compared_with_one(tmp_path):
+    """whatif --no-baseline: the panel said the grid has no baseline and then listed the
+    other frontier configurations "(against the baseline)"."""
+    trace = str(tmp_path / "t.parquet")
+    write_trace(generate(groups=10, members=10, duration_s=120, seed=1), trace)
+    out = str(tmp_path / "out")
+    assert main(["replay", trace, "--out", out, "--master", "none"]) == 0
+    assert main(["whatif", trace, "--out", os.path.join(out, "whatif"), "--master", "none",
+                 "--session-timeout", "10s,30s", "--static", "off", "--no-baseline"]) == 0
+    with open(write_report(out), encoding="utf-8") as f:
+        doc = f.read()
+    panel = _recommendation(doc)
+    assert "has no baseline" in panel and "Also on the frontier" in panel  # (both are)
+    assert "against the baseline" not in doc
+
+
+@pytest.mark.parametrize("top", ["0", "-1"])
+def test_report_top_must_be_at_least_one(outputs, capsys, top):
+    """--top -1 titled the replay's table "Top 9 groups" (a slice to the last but one)
+    and the offsets' "Top 0 groups"; --top 0 gave empty tables. Now argparse refuses
+    both (exit 2)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["report", outputs, "--top", top])
+    assert exc.value.code == 2
+    assert "argument --top: expected a whole number of at least 1" in capsys.readouterr().err
