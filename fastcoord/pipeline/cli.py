@@ -36,6 +36,13 @@ def _duration(text: str) -> int:
     return value
 
 
+def _reaction(text: str) -> int:
+    """A duration that may be 0 (a reaction time's default, said out loud: '0ms')."""
+    if re.match(r"^\s*0+(\.0*)?\s*(ms|s|m)\s*$", text):
+        return 0
+    return _duration(text)
+
+
 def _optional_durations(text: str) -> list:
     """Like _durations; 'trace' (None) stands for each consumer's own value from the
     trace."""
@@ -274,7 +281,7 @@ def add_parsers(sub) -> None:
     wi.add_argument("--partitions", type=int, default=None, metavar="N",
                     help="with --protocol: partitions of each group's topic (default 12; a "
                          "trace does not record them)")
-    wi.add_argument("--reaction", type=_duration, default=None, metavar="DURATION",
+    wi.add_argument("--reaction", type=_reaction, default=None, metavar="DURATION",
                     help="with --protocol: how long a consumer takes to act on an answer "
                          "(e.g. 100ms; default 0, as the what-if's zero latency)")
     rp = sub.add_parser("report", help="a self-contained HTML report of a replay (and what-if) "

@@ -259,3 +259,19 @@ def test_cli_protocol_with_spark(spark, tmp_path, trace_path):
     assert [r["partition_unavailable_s"] for r in docs[0]["summary"]] == [6.0, 10.0] * 2
     # the shared session was running before: the command must not have stopped it
     assert spark.range(3).count() == 3
+
+
+def test_cli_reaction_of_zero_is_the_default_said_out_loud(tmp_path, trace_path, capsys):
+    """--reaction's help gives 0 as its default, but '--reaction 0ms' was refused (a
+    duration must be positive): comparing 0 with 100ms took two runs. 0 now reads as
+    the default; a negative or unitless one is still refused."""
+    out = str(tmp_path / "w")
+    assert main(["whatif", trace_path, "--out", out, "--master", "none", "--impl", "pure",
+                 "--session-timeout", "10s", "--static", "off", "--protocol", "consumer",
+                 "--reaction", "0ms", "--no-baseline"]) == 0
+    with open(os.path.join(out, "summary.json")) as f:
+        assert json.load(f)["protocols"]["reaction_ms"] == 0
+    for bad in ("0", "-1ms"):
+        with pytest.raises(SystemExit):
+            main(["whatif", trace_path, "--out", out, "--master", "none", "--protocol",
+                  "consumer", f"--reaction={bad}"])
