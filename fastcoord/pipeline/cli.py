@@ -432,6 +432,8 @@ def _run(args) -> int:
     _forget_ingest(args.out)
     if args.master == "none":
         good, stats = _ingest(args)
+        if _no_valid_row(args, stats):
+            return 2
         _stage("replay", "replaying every shard in this process")
         tables = replay.replay_local(good, impl=args.impl)
         replay.fresh_table_dirs(args.out)
@@ -454,6 +456,8 @@ def _run(args) -> int:
         rows = _on_spark(args, "reading, validating and replaying the shards as Spark tasks",
                          job, timings)
         _ingested(args, stats)
+        if _no_valid_row(args, stats):
+            return 2
         _write_timings(args, timings, time.perf_counter() - t0)
     print(f"fastcoord replay: {stats.rows_ok} events ({stats.malformed} malformed, "
           f"{stats.unknown_event} unknown, {stats.out_of_order} out of order); "
@@ -750,6 +754,22 @@ def _ingested(args, stats) -> None:
         _stage(args.command, missing_note(stats.missing_columns))
 
 
+def _no_valid_row(args, stats) -> bool:
+    """Whether the trace had rows but none valid (every one malformed or of an unknown
+    event), said in one line on stderr: a replay or what-if of nothing is a failure,
+    not a result. The counts and their examples are in OUT/ingest.json by then."""
+    if stats.rows_ok or not stats.rows_in:
+        return False
+    kinds = [f"{n} {k}" for n, k in ((stats.malformed, "malformed"),
+                                     (stats.unknown_event, "unknown")) if n]
+    what = (f"all {kinds[0].split(' ', 1)[1]}" if len(kinds) == 1
+            else " and ".join(kinds))
+    print(f"fastcoord {args.command}: no valid row in the trace {args.trace}: "
+          f"{stats.rows_in} rows, {what} (examples in "
+          f"{os.path.join(args.out, INGEST_FILE)})", file=sys.stderr)
+    return True
+
+
 def _protocol_args_refused(args) -> str:
     """What is wrong with --protocol / --partitions / --reaction, in one line ('' if
     nothing): an unknown or repeated protocol name, a partition count below 1, the
@@ -837,6 +857,8 @@ def _run_whatif(args) -> int:
     good = None                       # the trace's rows, when read in this process
     if args.master == "none":
         good, stats = _ingest(args)
+        if _no_valid_row(args, stats):
+            return 2
         tables = _with_bar("whatif (configuration x shard)", lambda progress:
                            whatif.whatif_local(good, configs, impl=args.impl, progress=progress))
     else:
@@ -846,6 +868,8 @@ def _run_whatif(args) -> int:
                            lambda session: whatif.whatif_spark(session, args.trace, configs,
                                                                impl=args.impl, stats=stats))
         _ingested(args, stats)
+        if _no_valid_row(args, stats):
+            return 2
     meta = {"trace": os.path.abspath(args.trace), "impl": args.impl, "master": args.master,
             "ingest": stats.as_dict()}
     if args.protocol is not None:

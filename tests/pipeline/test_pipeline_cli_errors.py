@@ -366,3 +366,27 @@ def test_a_memory_size_the_jvm_would_not_take_is_refused(tmp_path, capsys, flag,
     from fastcoord.pipeline.cli import _size
     assert [_size(s) for s in ("6g", "512m", "4G", "1024", "2gb")] == \
         ["6g", "512m", "4G", "1024", "2gb"]
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+@pytest.mark.parametrize("spoil", ["time_ms", "event"])
+def test_a_trace_without_one_valid_row_is_a_failure(tmp_path, capsys, command, spoil):
+    """A trace every row of which is malformed (no time) or of an unknown event ran to
+    exit 0: '0 events (5 malformed...)' and empty tables, or a what-if of nothing. Now
+    the counts are still written (ingest.json, with examples), and the command says
+    no row was valid and exits 2."""
+    table = generate(groups=2, members=2, duration_s=30, seed=1)
+    i = table.schema.get_field_index(spoil)
+    bad = (pa.nulls(table.num_rows, pa.int64()) if spoil == "time_ms"
+           else pa.array(["bogus"] * table.num_rows))
+    path = str(tmp_path / "t.parquet")
+    pq.write_table(table.set_column(i, spoil, bad), path)
+    out = tmp_path / "out"
+    assert main([command, path, "--out", str(out), "--master", "none"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    kind = "malformed" if spoil == "time_ms" else "unknown"
+    assert err[-1] == (f"fastcoord {command}: no valid row in the trace {path}: "
+                       f"{table.num_rows} rows, all {kind} (examples in "
+                       f"{out / 'ingest.json'})"), err
+    assert (out / "ingest.json").is_file()
+    assert not (out / "summary.json").exists() and not (out / "responses").exists()
