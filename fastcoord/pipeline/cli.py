@@ -74,6 +74,31 @@ def _refused_by_kafka(args) -> str:
     return ""
 
 
+def _refused_by_trace_sessions(args) -> str:
+    """With `trace` among the session timeouts, what _refused_by_kafka says of a
+    heartbeat interval not below the shortest session timeout the trace's joins carried
+    ('' if none is; a trace behind a URL is the executors' to read, not checked here):
+    the simulation would otherwise run those consumers at a third of their session, a
+    setting other than the one its label names."""
+    fixed = [h for h in args.heartbeat_interval if h is not None]
+    if not fixed or None not in args.session_timeout or "://" in args.trace:
+        return ""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    data = ds.dataset(args.trace, format="parquet")
+    if not {"event", "session_timeout_ms"} <= set(data.schema.names):
+        return ""
+    joins = data.to_table(columns=["session_timeout_ms"],
+                          filter=(ds.field("event") == "join")
+                          & (ds.field("session_timeout_ms") > 0))
+    shortest = pc.min(joins.column(0)).as_py() if joins.num_rows else None
+    if shortest is None or max(fixed) < shortest:
+        return ""
+    return (f"a heartbeat interval of {max(fixed)} ms is not below the session timeout of "
+            f"{shortest} ms that some of the trace's consumers joined with (session=trace; "
+            "Kafka's clients refuse that)")
+
+
 _MASTER = re.compile(r"^(none|local|local\[(\*|[1-9]\d*)(,[1-9]\d*)?\]|yarn"
                      r"|(spark|sc|k8s|mesos)://[^\s/]+(/.*)?)$")
 
@@ -841,7 +866,8 @@ def _with_bar(label: str, job):
 def _run_whatif(args) -> int:
     from . import trace, whatif
     os.makedirs(args.out, exist_ok=True)
-    refused = _refused_by_kafka(args) or _protocol_args_refused(args)
+    refused = (_refused_by_kafka(args) or _refused_by_trace_sessions(args)
+               or _protocol_args_refused(args))
     if refused:
         print(f"fastcoord whatif: {refused}", file=sys.stderr)
         return 2

@@ -390,3 +390,27 @@ def test_a_trace_without_one_valid_row_is_a_failure(tmp_path, capsys, command, s
                        f"{out / 'ingest.json'})"), err
     assert (out / "ingest.json").is_file()
     assert not (out / "summary.json").exists() and not (out / "responses").exists()
+
+
+def test_whatif_refuses_a_heartbeat_not_below_the_traces_own_sessions(tmp_path, capsys):
+    """--session-timeout trace --heartbeat-interval 20s on a trace whose consumers
+    joined with 10 s sessions was simulated with a heartbeat of a third of the session
+    (a fallback inside the model), under the label heartbeat=20s: its figures were
+    not of the setting named. Now it is refused as a fixed session is (Kafka's clients
+    refuse such a pair), naming the trace's session timeout."""
+    path = _small_trace(tmp_path)
+    sessions = pq.read_table(path, columns=["event", "session_timeout_ms"]).to_pylist()
+    shortest = min(r["session_timeout_ms"] for r in sessions
+                   if r["event"] == "join" and r["session_timeout_ms"])
+    out = tmp_path / "out"
+    hb = f"{shortest // 1000}s"
+    assert main(["whatif", path, "--out", str(out), "--master", "none",
+                 "--session-timeout", "trace", "--heartbeat-interval", hb]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"fastcoord whatif: a heartbeat interval of {shortest} ms is not below "
+                   f"the session timeout of {shortest} ms that some of the trace's consumers "
+                   "joined with (session=trace; Kafka's clients refuse that)"), err
+    assert not (out / "summary.json").exists()
+    # below it, as before
+    assert main(["whatif", path, "--out", str(out), "--master", "none",
+                 "--session-timeout", "trace", "--heartbeat-interval", "1s"]) == 0
