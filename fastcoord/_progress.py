@@ -31,6 +31,12 @@ class Progress:
         self.stream.write(f"\r  {self.label} [{bar}] {frac * 100:5.1f}% {elapsed:5.1f}s{end}")
         self.stream.flush()
 
+    def stop(self) -> None:
+        """End the bar's line where it is (a job that did not finish: not drawn full)."""
+        if self.done < self.total:
+            self.stream.write("\n")
+            self.stream.flush()
+
     def close(self) -> None:
         if self.done < self.total:
             self.done = self.total

@@ -846,7 +846,8 @@ def _run_protocols(args, configs, good) -> dict:
 
 def _with_bar(label: str, job):
     """job(progress) with a progress bar on stderr from its first report (progress(done,
-    total)), closed when it returns; job's result."""
+    total)), closed (drawn full) when it returns, its line ended where it stopped when it
+    raises; job's result."""
     from .._progress import Progress
     bar = None
 
@@ -857,10 +858,14 @@ def _with_bar(label: str, job):
         bar.update(done)
 
     try:
-        return job(progress)
-    finally:
+        result = job(progress)
+    except BaseException:
         if bar is not None:
-            bar.close()
+            bar.stop()
+        raise
+    if bar is not None:
+        bar.close()
+    return result
 
 
 def _run_whatif(args) -> int:

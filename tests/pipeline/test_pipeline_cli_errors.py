@@ -414,3 +414,20 @@ def test_whatif_refuses_a_heartbeat_not_below_the_traces_own_sessions(tmp_path, 
     # below it, as before
     assert main(["whatif", path, "--out", str(out), "--master", "none",
                  "--session-timeout", "trace", "--heartbeat-interval", "1s"]) == 0
+
+
+def test_an_interrupted_job_does_not_draw_its_bar_full(capsys):
+    """Ctrl-C during a one-process whatif drew the progress bar at 100.0% just above
+    'interrupted; stopped' (closing the bar marked the job done); it now ends the
+    line where the job stopped."""
+    from fastcoord.pipeline.cli import _with_bar
+
+    def job(progress):
+        progress(3, 10)
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        _with_bar("whatif (configuration x shard)", job)
+    err = capsys.readouterr().err
+    assert "30.0%" in err and "100.0%" not in err and err.endswith("\n"), repr(err)
+    assert _with_bar("x", lambda progress: (progress(1, 2), 7)[1]) == 7
+    assert "100.0%" in capsys.readouterr().err
