@@ -65,6 +65,20 @@ def _vector(r: Row) -> List[float]:
     return [o.value(r) for o in OBJECTIVES]
 
 
+def _better_counts(a: Row, b: Row) -> int:
+    """On how many objectives a is strictly better than b (a tie, such as no crash left
+    undetected by either, is not one)."""
+    return sum(x < y for x, y in zip(_vector(a), _vector(b)))
+
+
+def _on_counts(k: int) -> str:
+    """'on every count', or on how many of them (the rest matched)."""
+    n = len(OBJECTIVES)
+    if k == n:
+        return "on every count"
+    return f"on {k} of the {n} counts, and matched on the other{'s' if n - k > 1 else ''},"
+
+
 def dominates(a: Sequence[float], b: Sequence[float]) -> bool:
     """a is no worse than b on every objective and better on one."""
     return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
@@ -242,9 +256,13 @@ def advise(rows: Sequence[Row], base_groups: Sequence[Row] = (),
         e = effects(rows[best], rows[base])
         headline = (f"Set {describe_change(rows[best], base_groups)} ({label}): in {span} it "
                     f"{_join(e['gains']) or 'changes nothing measured'}.")
+        k, n = _better_counts(rows[best], rows[base]), len(OBJECTIVES)
         cost = (f"It costs {_join(e['costs'])}." if e["costs"]
                 else "It costs nothing on these measures: it beats the settings the trace "
-                     "ran with on every count.")
+                     "ran with on every count." if k == n
+                else f"It costs nothing on these measures: it is better than the settings "
+                     f"the trace ran with on {k} of the {n} and no worse on the "
+                     f"other{'s' if n - k > 1 else ''}.")
     others = []
     for i in front:
         if i == best or i == base:
@@ -258,9 +276,16 @@ def advise(rows: Sequence[Row], base_groups: Sequence[Row] = (),
         others.append(f"{rows[i]['label']}: {trade or 'the same as the baseline'}")
     beaten = ""
     if base is not None and base not in front:
-        dom = [rows[i]["label"] for i in front if dominates(_vector(rows[i]), _vector(rows[base]))]
-        if dom:
-            beaten = f"The settings the trace ran with are beaten on every count by {_join(dom)}."
+        by_count: Dict[int, List[str]] = {}
+        for i in front:
+            if dominates(_vector(rows[i]), _vector(rows[base])):
+                by_count.setdefault(_better_counts(rows[i], rows[base]), []).append(
+                    rows[i]["label"])
+        if by_count:
+            beaten = ("The settings the trace ran with are beaten "
+                      + "; ".join(f"{_on_counts(k)} by {_join(labels)}"
+                                  for k, labels in sorted(by_count.items(), reverse=True))
+                      + ".")
     alternatives = " ".join(x for x in (("Also on the frontier: " + "; ".join(others) + ".")
                                         if others else "No other configuration is on the "
                                         "frontier.", beaten) if x)

@@ -131,13 +131,23 @@ def test_advice_follows_the_data():
     assert adv.others == ["session=20s static=trace: cuts total time rebalancing by 2.0 s "
                           "(90.0 s → 88.0 s) and saves 3 rebalances (10 → 7); costs +9.8 s "
                           "mean crash detection (8.0 s → 17.8 s)"]
-    # a configuration better on every count: it costs nothing, the baseline is beaten
+    # a configuration better on three counts, the same on the fourth (no crash left
+    # undetected either way): it costs nothing, but it does not beat the baseline "on
+    # every count", as the panel said beside a table showing the tie
     better = _row(1, "session=10s static=on", session=10_000, static="on", fe=0,
                   mean_ms=7000.0, rebalancing_ms=30_000, rebalances=3)
     adv = advise([base, better, worse], BASE_GROUPS)
     assert adv.frontier == [1] and adv.pick == 1
     assert "group.instance.id on every consumer" in adv.headline
-    assert adv.cost.startswith("It costs nothing")
+    assert adv.cost == ("It costs nothing on these measures: it is better than the settings "
+                        "the trace ran with on 3 of the 4 and no worse on the other.")
+    assert adv.beaten == ("The settings the trace ran with are beaten on 3 of the 4 counts, "
+                          "and matched on the other, by session=10s static=on.")
+    # better on all four: beaten on every count
+    leaky = dict(base, crashes_undetected=1, crashes_detected=3)
+    adv = advise([leaky, better, worse], BASE_GROUPS)
+    assert adv.cost == ("It costs nothing on these measures: it beats the settings the "
+                        "trace ran with on every count.")
     assert adv.beaten == ("The settings the trace ran with are beaten on every count by "
                           "session=10s static=on.")
     # undetected crashes count: a long session that leaves crashes undetected is no
