@@ -140,9 +140,14 @@ def describe_baseline(groups: Sequence[Row]) -> str:
     else:
         sess = ("session.timeout.ms as each consumer's joins carried (" + ", ".join(
             f"{_ms(ms)} in {n} group{'s' if n > 1 else ''}" for ms, n in sessions.items()) + ")")
-    static = sum(1 for g in groups if g["static_incarnations"] > 0)
-    stat = (f"static membership in {static} of {len(groups)} groups" if static
+    mixed = [g for g in groups if g["static_incarnations"] > 0]
+    stat = (f"static membership in {len(mixed)} of {len(groups)} groups" if mixed
             else "no static membership")
+    # a group counts with one static member among many: say how many there are
+    static = sum(g["static_incarnations"] for g in mixed)
+    everyone = sum(g.get("incarnations", g["static_incarnations"]) for g in mixed)
+    if static < everyone:
+        stat += f" for {static:,} of their {everyone:,} consumers counting restarts"
     return f"{sess}, {stat}"
 
 

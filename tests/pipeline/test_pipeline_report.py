@@ -509,3 +509,18 @@ def test_report_top_must_be_at_least_one(outputs, capsys, top):
         main(["report", outputs, "--top", top])
     assert exc.value.code == 2
     assert "argument --top: expected a whole number of at least 1" in capsys.readouterr().err
+
+
+def test_baseline_says_how_many_consumers_are_static():
+    """'static membership in 94 of 100 groups' was said of a trace where 3 consumers
+    in 10 had a group.instance.id (a group counted with one static member among many),
+    beside a headline advising static membership on every consumer. The consumers
+    (each restart counted) are now said too when the groups mix."""
+    from fastcoord.pipeline.advice import describe_baseline
+    groups = [dict(session_timeout_ms=10_000, incarnations=10, static_incarnations=3),
+              dict(session_timeout_ms=10_000, incarnations=5, static_incarnations=0)]
+    assert describe_baseline(groups) == (
+        "session.timeout.ms 10 s (as recorded), static membership in 1 of 2 groups "
+        "for 3 of their 10 consumers counting restarts")
+    every = [dict(groups[0], static_incarnations=10), groups[1]]
+    assert describe_baseline(every).endswith("static membership in 1 of 2 groups")
