@@ -455,6 +455,10 @@ def _run(args) -> int:
     _paths_absolute(args)
     os.makedirs(args.out, exist_ok=True)
     _forget_ingest(args.out)
+    try:                # an earlier Spark replay's: this run writes its own, or none
+        os.unlink(os.path.join(args.out, TIMINGS_FILE))
+    except FileNotFoundError:
+        pass
     if args.master == "none":
         good, stats = _ingest(args)
         if _no_valid_row(args, stats):

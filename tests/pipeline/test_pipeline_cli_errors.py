@@ -431,3 +431,15 @@ def test_an_interrupted_job_does_not_draw_its_bar_full(capsys):
     assert "30.0%" in err and "100.0%" not in err and err.endswith("\n"), repr(err)
     assert _with_bar("x", lambda progress: (progress(1, 2), 7)[1]) == 7
     assert "100.0%" in capsys.readouterr().err
+
+
+def test_a_replay_leaves_no_timings_of_an_earlier_one(tmp_path):
+    """A one-process replay into the --out of an earlier Spark replay left that run's
+    timings.json (its master, its spans) beside the new tables, as if it described them;
+    runtime.json went, timings.json stayed."""
+    path = _small_trace(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "timings.json").write_text('{"master": "local[2]"}')
+    assert main(["replay", path, "--out", str(out), "--master", "none"]) == 0
+    assert not (out / "timings.json").exists()
