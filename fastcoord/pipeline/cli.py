@@ -207,6 +207,11 @@ def _stage(command: str, text: str) -> None:
     print(f"fastcoord {command}: {text}", file=sys.stderr, flush=True)
 
 
+# (magic bytes, compression, the command that undoes it)
+_COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip -k"), (b"BZh", "bzip2", "bunzip2 -k"),
+               (b"\xfd7zXZ\x00", "xz", "unxz -k"), (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"))
+
+
 def _convert(args) -> int:
     """trace convert: a request log -> trace. A log that is not there, of which no
     line is a request of the format given, or without a coordinator request, is an
@@ -222,6 +227,13 @@ def _convert(args) -> int:
         what = "a directory, not a log file" if os.path.isdir(args.log) else "no such file"
         print(f"fastcoord trace convert: {args.log}: {what}", file=sys.stderr)
         return 2
+    with open(args.log, "rb") as f:
+        head = f.read(6)
+    for magic, kind, tool in _COMPRESSED:
+        if head.startswith(magic):      # a rotated log, most likely: read as text, garbage
+            print(f"fastcoord trace convert: {args.log}: a {kind}-compressed file: "
+                  f"decompress it first ({tool})", file=sys.stderr)
+            return 2
     try:
         if args.format == "kafka":
             table, stats = adapters.from_kafka_log(args.log, tz=zone)
