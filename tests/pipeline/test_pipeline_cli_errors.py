@@ -443,3 +443,21 @@ def test_a_replay_leaves_no_timings_of_an_earlier_one(tmp_path):
     (out / "timings.json").write_text('{"master": "local[2]"}')
     assert main(["replay", path, "--out", str(out), "--master", "none"]) == 0
     assert not (out / "timings.json").exists()
+
+
+def test_a_progress_bar_into_a_log_is_a_few_lines():
+    """Into a file (stderr redirected, CI's log) the bar was redrawn with a carriage
+    return every 0.1 s: one line of hundreds of bars. It now writes a line at each
+    tenth and at the end."""
+    import io
+    from fastcoord._progress import Progress
+    log = io.StringIO()
+    bar = Progress(1000, "whatif (configuration x shard)", stream=log)
+    for done in range(1, 1001):
+        bar._last_draw = -1.0                 # as if every update came 0.1 s later
+        bar.update(done)
+    bar.close()
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue() and 10 <= len(lines) <= 11, lines
+    assert lines[-1].strip().startswith("whatif (configuration x shard) [####")
+    assert "100.0%" in lines[-1]
