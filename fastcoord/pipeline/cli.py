@@ -132,6 +132,18 @@ def _unwritable_dir(path: str, flag: str = "") -> str:
     return ""
 
 
+def _out_inside_trace(args) -> str:
+    """A trace directory is every Parquet file under it: an --out inside one would be
+    read back as trace by the next run ('' when it is not inside)."""
+    if "://" in args.trace or "://" in args.out or not os.path.isdir(args.trace):
+        return ""
+    trace, out = os.path.realpath(args.trace), os.path.realpath(args.out)
+    if os.path.commonpath([trace, out]) != trace:
+        return ""
+    return (f"--out {args.out} is inside the trace directory {args.trace}: a later run "
+            "would read its tables as trace")
+
+
 def _unwritable_file(path: str) -> str:
     """Why the Parquet file `path` cannot be written, in a few words ('' if it can)."""
     if "://" in path:
@@ -434,7 +446,7 @@ def _run(args) -> int:
         return 2
     # where the output goes is checked before any work (and before Spark starts)
     if args.command in ("replay", "whatif"):
-        refused = _unwritable_dir(args.out, "--out")
+        refused = _out_inside_trace(args) or _unwritable_dir(args.out, "--out")
     elif args.command == "report":
         refused = _unwritable_dir(args.dir) if os.path.isdir(args.dir) else ""
     else:

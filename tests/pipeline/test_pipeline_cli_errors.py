@@ -461,3 +461,20 @@ def test_a_progress_bar_into_a_log_is_a_few_lines():
     assert "\r" not in log.getvalue() and 10 <= len(lines) <= 11, lines
     assert lines[-1].strip().startswith("whatif (configuration x shard) [####")
     assert "100.0%" in lines[-1]
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+def test_an_out_inside_the_trace_directory_is_refused(tmp_path, capsys, command):
+    """A trace given as a directory is every Parquet file under it: with --out inside
+    it, the first run wrote its tables there and the next one read them (and
+    ingest.json) as part of the trace. Now refused before any work."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    pq.write_table(generate(groups=2, members=2, duration_s=30, seed=1),
+                   str(traces / "t.parquet"))
+    out = traces / "results"
+    assert main([command, str(traces), "--out", str(out), "--master", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"fastcoord {command}: --out {out} is inside the trace directory "
+                   f"{traces}: a later run would read its tables as trace"), err
+    assert not out.exists()
