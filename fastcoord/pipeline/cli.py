@@ -151,6 +151,8 @@ def _unwritable_file(path: str) -> str:
     if os.path.isdir(path):
         return (f"{path} is a directory, not a file (a trace is one Parquet file: "
                 f"{os.path.join(path, 'trace.parquet')}?)")
+    if path.endswith(("/", os.sep)):
+        return f"{path} names a directory (it ends in /), not a file"
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.exists(parent):
         return f"no such directory: {parent}"

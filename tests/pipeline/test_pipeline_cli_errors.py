@@ -206,26 +206,31 @@ def test_an_out_that_cannot_be_written_is_named_before_any_work(
     assert os.listdir(out) == []
 
 
-@pytest.mark.parametrize("where", ["a directory", "under a file", "in no directory"])
+@pytest.mark.parametrize("where", ["a directory", "under a file", "in no directory",
+                                   "ending in a slash"])
 def test_trace_gen_and_convert_name_an_out_they_cannot_write(tmp_path, capsys, where):
-    """A trace written over a directory, under a file, or into a directory that is not
-    there ended in pyarrow's traceback (exit 1), after the work; now one line, exit 2,
-    before it."""
+    """A trace written over a directory, under a file, into a directory that is not
+    there, or to a path ending in / ended in pyarrow's traceback (exit 1), after the
+    work; now one line, exit 2, before it."""
     (tmp_path / "adir").mkdir()
     (tmp_path / "afile").write_text("x")
     out = {"a directory": tmp_path / "adir",
            "under a file": tmp_path / "afile" / "t.parquet",
-           "in no directory": tmp_path / "nope" / "t.parquet"}[where]
+           "in no directory": tmp_path / "nope" / "t.parquet",
+           "ending in a slash": tmp_path / "new"}[where]
+    target = str(out) + ("/" if where == "ending in a slash" else "")
     log = tmp_path / "requests.jsonl"
     log.write_text("")
-    for argv in (["trace", "gen", str(out), "--groups", "1", "--duration-s", "10"],
-                 ["trace", "convert", str(log), str(out)]):
+    for argv in (["trace", "gen", target, "--groups", "1", "--duration-s", "10"],
+                 ["trace", "convert", str(log), target]):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"fastcoord trace {argv[1]}: "), err
         assert {"a directory": f"{out} is a directory, not a file",
                 "under a file": f"{out.parent} is not a directory",
-                "in no directory": f"no such directory: {out.parent}"}[where] in err[0], err
+                "in no directory": f"no such directory: {out.parent}",
+                "ending in a slash": f"{target} names a directory (it ends in /), not a file",
+                }[where] in err[0], err
 
 
 @pytest.mark.parametrize("command", ["replay", "whatif"])
