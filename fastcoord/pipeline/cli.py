@@ -241,8 +241,13 @@ def _convert(args) -> int:
         what = "a directory, not a log file" if os.path.isdir(args.log) else "no such file"
         print(f"fastcoord trace convert: {args.log}: {what}", file=sys.stderr)
         return 2
-    with open(args.log, "rb") as f:
-        head = f.read(6)
+    try:
+        with open(args.log, "rb") as f:
+            head = f.read(6)
+    except OSError as exc:
+        print(f"fastcoord trace convert: {args.log}: cannot read it: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 2
     for magic, kind, tool in _COMPRESSED:
         if head.startswith(magic):      # a rotated log, most likely: read as text, garbage
             print(f"fastcoord trace convert: {args.log}: a {kind}-compressed file: "

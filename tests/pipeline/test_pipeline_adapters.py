@@ -424,3 +424,21 @@ def test_convert_names_a_directory_given_as_the_log(tmp_path, capsys):
     assert main(["trace", "convert", str(tmp_path), str(tmp_path / "t.parquet")]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"fastcoord trace convert: {tmp_path}: a directory, not a log file", err
+
+
+def test_convert_names_a_log_it_may_not_read(tmp_path, capsys, monkeypatch):
+    """A log the user may not read (chmod 000, another user's) ended in a
+    PermissionError traceback. Now one line, exit 2. (Root reads anything: the
+    refusal is simulated.)"""
+    import fastcoord.pipeline.cli as pcli
+    from fastcoord.cli import main
+    log = tmp_path / "kafka.log"
+    log.write_text("\n".join(KAFKA_LINES) + "\n")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(log))
+    monkeypatch.setattr(pcli, "open", refuse, raising=False)
+    assert main(["trace", "convert", "--format", "kafka", str(log),
+                 str(tmp_path / "t.parquet")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"fastcoord trace convert: {log}: cannot read it: Permission denied", err
