@@ -760,6 +760,14 @@ def _readable_trace(args) -> bool:
         print(f"fastcoord {args.command}: cannot read the trace {args.trace}: no such file "
               "or directory", file=sys.stderr)
         return False
+    if os.path.isfile(args.trace):
+        try:            # (pyarrow's words for this ask whether the file is Parquet)
+            with open(args.trace, "rb"):
+                pass
+        except OSError as exc:
+            print(f"fastcoord {args.command}: cannot read the trace {args.trace}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            return False
     try:
         units = trace_units(args.trace)
     except (OSError, pa.ArrowInvalid) as exc:

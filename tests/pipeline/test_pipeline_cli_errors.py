@@ -483,3 +483,21 @@ def test_an_out_inside_the_trace_directory_is_refused(tmp_path, capsys, command)
     assert err == (f"fastcoord {command}: --out {out} is inside the trace directory "
                    f"{traces}: a later run would read its tables as trace"), err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+def test_a_trace_it_may_not_read_is_named_so(tmp_path, capsys, monkeypatch, command):
+    """A trace the user may not read said "cannot read the trace X: [Errno 13] Error
+    creating dataset. Could not read schema from X. Is this a 'parquet' file?: ..."
+    (pyarrow's words, asking whether it is Parquet); now it says it may not be read.
+    (Root reads anything: the refusal is simulated.)"""
+    import fastcoord.pipeline.cli as pcli
+    path = _small_trace(tmp_path)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", path)
+    monkeypatch.setattr(pcli, "open", refuse, raising=False)
+    out = tmp_path / "out"
+    assert main([command, path, "--out", str(out), "--master", "none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"fastcoord {command}: cannot read the trace {path}: Permission denied", err
