@@ -181,29 +181,13 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _cores() -> int:
-    """The cores this process may run on (what local[*] gives Spark)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def _master(text: str) -> str:
     """A Spark master as Spark takes one, checked before Spark starts (a bad one made
-    the JVM print pages of traceback). A local master may not ask for more task threads
-    than there are cores: each runs a Python worker of its own (an interpreter with
-    pyarrow loaded), and the jobs are CPU-bound, so more only costs memory."""
-    m = _MASTER.match(text)
-    if not m:
+    the JVM print pages of traceback)."""
+    if not _MASTER.match(text):
         raise argparse.ArgumentTypeError(
             f"not a Spark master: {text!r} (none, local[*], local[4], spark://host:7077, "
             "sc://host:15002, yarn or k8s://https://host:port)")
-    threads, cores = m.group(2), _cores()
-    if threads not in (None, "*") and int(threads) > cores:
-        raise argparse.ArgumentTypeError(
-            f"{text} runs {threads} tasks at once on {cores} cores, each in a Python worker "
-            f"of its own, for no speed: use local[*] (every core) or fewer")
     return text
 
 

@@ -336,26 +336,6 @@ def test_whatif_without_a_crash_prints_no_nan(tmp_path, capsys):
     assert all(line.endswith("crash detection: no crash detected") for line in rows), out
 
 
-@pytest.mark.parametrize("master", ["local[99]", "local[3,2]"])
-def test_a_local_master_with_more_threads_than_cores_is_refused(tmp_path, capsys,
-                                                                monkeypatch, master):
-    """local[99] on a 2-core machine started Spark with 99 task slots: whatif cut the
-    grid into 4 tasks per slot and ran up to 99 Python workers at once (each its own
-    interpreter with pyarrow loaded) on 2 cores, for no speed. Now argparse refuses
-    it before Spark starts and says what to use."""
-    import fastcoord.pipeline.cli as pcli
-    monkeypatch.setattr(pcli, "_cores", lambda: 2, raising=False)
-    with pytest.raises(SystemExit) as exc:
-        main(["whatif", str(tmp_path / "t.parquet"), "--out", str(tmp_path / "out"),
-              "--master", master])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "Traceback" not in err[-1], err
-    assert (f"{master} runs {master[6:].split(',')[0].rstrip(']')} tasks at once on 2 cores"
-            in err[-1] and "local[*]" in err[-1]), err
-    assert pcli._master("local[2]") == "local[2]" and pcli._master("local[*]") == "local[*]"
-
-
 @pytest.mark.parametrize("flag", ["--driver-memory", "--executor-memory"])
 @pytest.mark.parametrize("size", ["10x", "6 g", "0.5g", "g"])
 def test_a_memory_size_the_jvm_would_not_take_is_refused(tmp_path, capsys, flag, size):
