@@ -29,9 +29,11 @@ consumes which partition:
 In every protocol a stopping process releases its partitions when it stops, a crashed
 one when it crashes (nobody consumes them until the coordinator hands them on), and a
 poll timeout or a fencing loses them. A partition is *unavailable* while no live
-process holds it (from its release to its next owner taking it); a stall of the
-process that holds it (a pause of the trace) is not counted: it is the same under
-every protocol. The trace format carries no partition numbers, so each group has
+process holds it (from its release to its next owner taking it) and the group has a
+running process to hold it; a stall of the process that holds it (a pause of the
+trace) is not counted, nor a time in which none of the group's processes runs (all
+stopped or crashed, before a restart or to the end): both are the same under every
+protocol. The trace format carries no partition numbers, so each group has
 `partitions` of one topic (`--partitions`, default 12).
 
 Every figure is measured over the same window for every configuration and protocol:
@@ -116,6 +118,9 @@ class Ledger:
         self.revocations: List[tuple] = []    # (time, member, count, paused, rebalance key)
         self.rebalances: Dict[object, int] = {}               # key -> start (first seen)
         self.horizon: Optional[int] = None
+        # the intervals in which none of the group's processes runs (disjoint, sorted):
+        # a partition unheld then has nobody to hold it under any protocol
+        self.idle: List[Tuple[int, int]] = []
 
     def take(self, who, parts, now: int) -> None:
         for p in parts:
@@ -439,11 +444,13 @@ class ConsumerSimulation(_Owned, ShardSimulation):
         """One ConsumerGroupHeartbeat with the owned partitions (a join, epoch 0, is a
         full request); its answer."""
         out: list = []
-        kw = dict(rebalance_timeout_ms=c.rto, subscribed_topic_names=[c.group]) \
-            if epoch == 0 else {}
+        # (a join carries an empty owned list, as Kafka requires: no topic entry at all)
+        kw = dict(rebalance_timeout_ms=c.rto, subscribed_topic_names=[c.group],
+                  owned_partitions={}) if epoch == 0 else \
+            dict(owned_partitions={c.group: sorted(self.owned[c])})
         self.coord.consumer_group_heartbeat(
             c.group, c.rid, epoch, instance_id=c.inst, client_id=c.inc.slot,
-            owned_partitions={c.group: sorted(self.owned[c])}, callback=out.append, **kw)
+            callback=out.append, **kw)
         if not out:
             raise RuntimeError("a ConsumerGroupHeartbeat was not answered inside the call")
         return out[0]
@@ -533,9 +540,26 @@ def simulate(protocol: str, behaviour: Dict[str, List[Incarnation]], config: Wha
         sim.run()
     else:
         raise ValueError(f"unknown protocol {protocol!r}")
-    for ledger in sim.ledgers.values():
+    for gid, ledger in sim.ledgers.items():
         ledger.close(horizon)
+        ledger.idle = idle_intervals(behaviour.get(gid, ()), horizon)
     return sim.ledgers
+
+
+def idle_intervals(incarnations: Sequence[Incarnation], horizon: int) -> List[Tuple[int, int]]:
+    """The intervals, from the first process's start to `horizon`, in which none of a
+    group's processes (its incarnations) runs: disjoint and in order."""
+    spans = sorted((inc.start_ms, horizon if inc.stop_ms < 0 else min(inc.stop_ms, horizon))
+                   for inc in incarnations)
+    idle: List[Tuple[int, int]] = []
+    covered = None                      # the end of the spans merged so far
+    for start, stop in spans:
+        if covered is not None and start > covered:
+            idle.append((covered, start))
+        covered = stop if covered is None else max(covered, stop)
+    if covered is not None and covered < horizon:
+        idle.append((covered, horizon))
+    return idle
 
 
 def _overlap(a: int, b: int, lo: int, hi: int) -> int:
@@ -544,7 +568,9 @@ def _overlap(a: int, b: int, lo: int, hi: int) -> int:
 
 def _group_row(ledger: Ledger, lo: int, hi: int) -> Tuple[int, int, int, int]:
     """(unavailable ms, rebalances, members paused, partitions revoked) in [lo, hi]."""
-    unavailable = sum(_overlap(a, b, lo, hi) for _, a, b in ledger.gaps)
+    unavailable = sum(_overlap(a, b, lo, hi)
+                      - sum(_overlap(max(a, i), min(b, j), lo, hi) for i, j in ledger.idle)
+                      for _, a, b in ledger.gaps)
     counted = {k for k, start in ledger.rebalances.items() if lo <= start <= hi}
     paused = {(key, member) for t, member, _, was_paused, key in ledger.revocations
               if was_paused and key in counted}

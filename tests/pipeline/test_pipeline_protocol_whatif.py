@@ -14,7 +14,8 @@ import pyarrow.parquet as pq  # noqa: E402
 from fastcoord.cli import main  # noqa: E402
 from fastcoord.pipeline.gen import generate  # noqa: E402
 from fastcoord.pipeline.protocols import (  # noqa: E402
-    PROTOCOLS, assignment, cooperative_assignment, parse_protocols, protocol_whatif)
+    PROTOCOLS, assignment, cooperative_assignment, idle_intervals, parse_protocols,
+    protocol_whatif)
 from fastcoord.pipeline.trace import from_rows, write_trace  # noqa: E402
 from fastcoord.pipeline.whatif import WhatIfConfig, derive_behaviour  # noqa: E402
 
@@ -76,6 +77,33 @@ def test_one_member_leaves(impl):
     # (the window is the consumer run's own: a had all 4 from 0, b took 2 at 3000, the
     # group's first steady assignment)
     assert out == {"consumer": (3000, 70000, 6000, 1, 0, 2)}
+
+
+def test_a_group_with_no_running_process_is_not_unavailable(impl):
+    """Once every process of a group has stopped, its partitions have nobody to hold
+    them under any protocol: that time is not partition-unavailable time. It was: the
+    Kafka sample (both consumers stop at its end) read 71% unavailable for every
+    protocol, the tail up to the trace's end plus the session timeout. Here a leaves at
+    30000 and b at 45000, the trace's end: the figures are the one-member-leaves ones
+    (test_one_member_leaves), without 4 partitions x 10 s after b's leave."""
+    rows = []
+    _member(rows, "a", 0, range(6000, 30001, 3000), leave=30000)
+    _member(rows, "b", 0, range(6000, 45000, 3000), leave=45000)
+    out = _by_protocol(protocol_whatif(from_rows(rows), [WhatIfConfig(10_000, "off")],
+                                       partitions=4, impl=impl))
+    assert {p: (v[0], v[1], v[2]) for p, v in out.items()} == {
+        "classic-eager": (6000, 55000, 6000), "classic-cooperative": (6000, 55000, 6000),
+        "consumer": (6000, 55000, 10000)}
+
+
+def test_idle_intervals():
+    from types import SimpleNamespace as NS
+    incs = [NS(start_ms=0, stop_ms=100), NS(start_ms=50, stop_ms=200),
+            NS(start_ms=300, stop_ms=400), NS(start_ms=350, stop_ms=-1)]
+    assert idle_intervals(incs, 1000) == [(200, 300)]
+    assert idle_intervals(incs[:3], 1000) == [(200, 300), (400, 1000)]
+    assert idle_intervals([NS(start_ms=0, stop_ms=2000)], 1000) == []
+    assert idle_intervals([], 1000) == []
 
 
 def test_a_member_joins(impl):
