@@ -300,7 +300,9 @@ def _add_loadgen_parser(sub) -> None:
     lg = sub.add_parser("loadgen", help="heartbeat load against a fastcoord serve; prints JSON")
     lg.add_argument("--host", default="127.0.0.1")
     lg.add_argument("--port", type=int, default=9092)
-    lg.add_argument("--connections", type=int, default=100)
+    lg.add_argument("--connections", type=int, default=None,
+                    help="sockets, each beating for its share of the members (default: "
+                         "100, or --members when fewer)")
     lg.add_argument("--members", type=int, default=1000, help="group members in all")
     lg.add_argument("--groups", type=int, default=100)
     lg.add_argument("--duration-s", type=float, default=10.0, help="measured seconds")
@@ -339,6 +341,8 @@ def _loadgen(args) -> int:
         return needs_extra("loadgen", "server", exc)
     if not _use_event_loop(args.event_loop):
         return 2
+    if args.connections is None:
+        args.connections = max(1, min(100, args.members))
     return loadgen_main(args)
 
 

@@ -474,3 +474,20 @@ def test_loadgen_command_engine_flag(tmp_path):
             assert summary["heartbeats"] > 0 and summary["errors"] == {}
     finally:
         assert server.stop() == 0, server.log()
+
+
+def test_the_cli_connections_default_fits_fewer_members(capsys):
+    """`fastcoord loadgen --members 20` without --connections took the default of 100
+    sockets and stopped at 'members must be >= connections'. The default is now 100,
+    or the members when fewer: the command goes on (here to a port nothing listens on,
+    whose refusal it reports)."""
+    import socket
+    from fastcoord.cli import main
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = main(["loadgen", "--members", "20", "--groups", "4", "--port", str(port),
+                 "--setup-timeout-s", "5", "--event-loop", "asyncio"])
+    err = capsys.readouterr().err
+    assert code == 1 and "members must be >= connections" not in err, err
+    assert "fastcoord loadgen:" in err and ("refused" in err.lower() or "Errno" in err), err
