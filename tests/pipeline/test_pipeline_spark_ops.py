@@ -112,6 +112,17 @@ def big_trace(tmp_path_factory):
     return path
 
 
+def _interrupt(proc, children):
+    """Ctrl-C to the command's process group: (its exit code, within CTRL_C_BOUND_S, and
+    the children still alive CTRL_C_BOUND_S later)."""
+    os.killpg(proc.pid, signal.SIGINT)
+    rc = proc.wait(CTRL_C_BOUND_S)
+    deadline = time.monotonic() + CTRL_C_BOUND_S
+    while any(_alive(c) for c in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return rc, [c for c in children if _alive(c)]
+
+
 @pytest.mark.parametrize("command", ["replay", "whatif"])
 def test_ctrl_c_stops_the_job_and_the_jvm(big_trace, tmp_path, command):
     """SIGINT to the command's process group (what a terminal's Ctrl-C sends) while its
@@ -135,12 +146,7 @@ def test_ctrl_c_stops_the_job_and_the_jvm(big_trace, tmp_path, command):
             children = _children(proc.pid)
             assert any("java" in pathlib.Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")
                        for c in children if _alive(c)), "no JVM child"
-            os.killpg(proc.pid, signal.SIGINT)
-            rc = proc.wait(CTRL_C_BOUND_S)
-            deadline = time.monotonic() + CTRL_C_BOUND_S
-            while any(_alive(c) for c in children) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            left = [c for c in children if _alive(c)]
+            rc, left = _interrupt(proc, children)
         finally:
             stop(proc)
     err = err_path.read_text(errors="replace")
@@ -172,12 +178,7 @@ def test_ctrl_c_while_the_jvm_starts_leaves_no_jvm(trace_file, tmp_path):
                     err_path.read_text(errors="replace")[-3000:]
                 time.sleep(0.02)
             children = _children(proc.pid)
-            os.killpg(proc.pid, signal.SIGINT)
-            rc = proc.wait(CTRL_C_BOUND_S)
-            deadline = time.monotonic() + CTRL_C_BOUND_S
-            while any(_alive(c) for c in children) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            left = [c for c in children if _alive(c)]
+            rc, left = _interrupt(proc, children)
         finally:
             stop(proc)
             for c in children:
