@@ -8,6 +8,7 @@ imports the extra's packages.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -535,9 +536,11 @@ def _on_spark(args, what: str, job, timings: Optional[Dict[str, float]] = None):
             # A Ctrl-C is held while the JVM starts: broken off inside PySpark's launch,
             # the JVM (which ignores SIGINT) loses its gateway and outlives the command
             try:
-                session, owned = _spark_session(args.master, spark_conf(args))
+                with ctrl_c.launching():
+                    session, owned = _spark_session(args.master, spark_conf(args))
             except Exception as exc:
                 if "JAVA_GATEWAY_EXITED" not in str(exc):
+                    _raise_refusal(exc)
                     raise
                 # the JVM has said why on stderr, just above
                 raise Refused("Spark's JVM did not start (its error is above: a "
@@ -551,7 +554,11 @@ def _on_spark(args, what: str, job, timings: Optional[Dict[str, float]] = None):
                 _check_executors(args, session, timings)
             _stage(args.command, what)
             with SparkProgress(session, args.command):
-                return job(session)
+                try:
+                    return job(session)
+                except Exception as exc:
+                    _raise_refusal(exc)
+                    raise
     finally:
         if owned and session is not None:
             t0 = time.perf_counter()
@@ -567,6 +574,15 @@ def _on_spark(args, what: str, job, timings: Optional[Dict[str, float]] = None):
         ctrl_c.close()
 
 
+def _raise_refusal(exc: Exception) -> None:
+    """Refused, when `exc` is Spark's own refusal of the job (spark.refusal): one line
+    in place of pages of JVM and Python traceback."""
+    from . import spark as sp
+    line = sp.refusal(exc)
+    if line is not None:
+        raise Refused(f"Spark refused the job: {line}") from None
+
+
 CANCEL_JOIN_S = 5.0
 
 
@@ -578,8 +594,9 @@ class CtrlC:
     handler does); on leaving, a pressed Ctrl-C is a KeyboardInterrupt, whatever the
     job did meanwhile. A second SIGINT raises KeyboardInterrupt at once. Without a
     session yet (its JVM starting) the first SIGINT is only noted, and said, for the
-    caller to act on once the session is there. Outside the main thread, nothing is
-    installed."""
+    caller to act on once the session is there; a second one ends the processes the
+    launch started (the JVM ignores SIGINT, and PySpark, broken off, forgets it) before
+    it raises. Outside the main thread, nothing is installed."""
 
     def __init__(self, session, command: str = ""):
         self.session = session
@@ -587,9 +604,13 @@ class CtrlC:
         self.pressed = False
         self._previous = None
         self._canceller = None
+        self._children_before: frozenset = frozenset()
 
     def _on_sigint(self, signum, frame) -> None:
         if self.pressed:
+            if self.session is None:
+                _PY4J_QUIET.install()   # (py4j may be mid-call on the main thread)
+                end_processes(descendants(os.getpid()) - self._children_before)
             raise KeyboardInterrupt
         self.pressed = True
         if self.session is None:
@@ -600,6 +621,29 @@ class CtrlC:
         import threading
         self._canceller = threading.Thread(target=_cancel, args=(self.session,), daemon=True)
         self._canceller.start()
+
+    @contextlib.contextmanager
+    def launching(self):
+        """Within: this handler stays SIGINT's. PySpark's context installs its own as it
+        starts, which cancels all jobs through the gateway the main thread is calling
+        and raises in the middle of that call (py4j's tracebacks, a half-made session);
+        a Ctrl-C during the launch is this handler's to act on."""
+        import signal
+        if self._previous is None:          # not installed: not the main thread
+            yield
+            return
+        install = signal.signal
+
+        def keeping_ours(signum, handler):
+            if signum == signal.SIGINT:
+                return self._on_sigint
+            return install(signum, handler)
+
+        signal.signal = keeping_ours
+        try:
+            yield
+        finally:
+            signal.signal = install
 
     def attach(self, session) -> None:
         """The session, once started; its handler goes again over the one PySpark's
@@ -613,6 +657,7 @@ class CtrlC:
         import signal
         import threading
         if threading.current_thread() is threading.main_thread():
+            self._children_before = descendants(os.getpid())
             self._previous = signal.signal(signal.SIGINT, self._on_sigint)
         return self
 
@@ -632,6 +677,71 @@ class CtrlC:
             if self._canceller.is_alive():
                 return
         _PY4J_QUIET.remove()
+
+
+def descendants(pid: int) -> frozenset:
+    """Every live descendant of `pid`, from /proc (empty where there is none)."""
+    parents: Dict[int, list] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return frozenset()
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # after the command name's closing parenthesis: state, parent
+                    state, parent = f.read().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue
+            if state != "Z":
+                parents.setdefault(int(parent), []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in parents.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return frozenset(found)
+
+
+END_GRACE_S = 3.0
+
+
+def end_processes(pids, grace_s: float = END_GRACE_S) -> None:
+    """SIGTERM to each of `pids` (a JVM then runs its shutdown hooks, which remove its
+    temporary files), SIGKILL to those still there after `grace_s`."""
+    import signal
+    left = set()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+            left.add(pid)
+        except OSError:
+            pass
+    deadline = time.monotonic() + grace_s
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = {pid for pid in left if _running(pid)}
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is there and not a zombie (a child is reaped by its parent:
+    PySpark's, for the JVM, only once it looks)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
 
 
 class _Py4jQuiet:

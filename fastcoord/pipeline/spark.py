@@ -46,6 +46,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import zipfile
@@ -153,6 +154,26 @@ def master_endpoints(master: str) -> List[Tuple[str, int]]:
             host, port = hostport, ""                       # (no port, or bare IPv6)
         out.append((host.strip("[]"), int(port) if port else DEFAULT_PORTS[scheme]))
     return out
+
+
+_JAVA_CLASS_PREFIX = re.compile(r"^[A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)+: ")
+
+
+def refusal(exc: BaseException) -> Optional[str]:
+    """Spark's own refusal of a job, in a line: for an error Spark raised itself (a
+    setting it does not take, a plan it cannot make), the message of its innermost
+    cause, which is the one that names what to change; None for anything else (an
+    error of a task's Python keeps its traceback: it is a bug to report)."""
+    try:
+        from pyspark.errors import PySparkException, PythonException
+    except ImportError:
+        return None
+    if not isinstance(exc, PySparkException) or isinstance(exc, PythonException):
+        return None
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    causes = [line[len("Caused by: "):] for line in lines if line.startswith("Caused by: ")]
+    line = causes[-1] if causes else lines[0] if lines else type(exc).__name__
+    return _JAVA_CLASS_PREFIX.sub("", line)
 
 
 def unreachable(master: str, timeout: float = PROBE_TIMEOUT_S) -> str:

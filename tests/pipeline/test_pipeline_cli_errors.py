@@ -164,6 +164,34 @@ def test_ctrl_c_silences_py4j_until_the_session_is_stopped():
         ["before", "pressed", "stopping", "after"]
 
 
+def test_a_ctrl_c_while_spark_starts_is_fastcoords_to_act_on(monkeypatch):
+    """PySpark's context installs its own SIGINT handler as it starts, some moments
+    before the session is there: a Ctrl-C then cancelled jobs through the gateway the
+    main thread was calling (py4j's tracebacks). Here a stand-in for the session's
+    start installs such a handler and a SIGINT arrives: fastcoord's handler is the one
+    that runs (the press is noted, and the command stops once the session is up)."""
+    import os
+    import signal
+    from argparse import Namespace
+
+    from fastcoord.pipeline import cli
+
+    theirs = []
+
+    def starting(master, conf):
+        signal.signal(signal.SIGINT, lambda signum, frame: theirs.append(signum))
+        os.kill(os.getpid(), signal.SIGINT)
+        return _Session(), False
+
+    monkeypatch.setattr(cli, "_spark_session", starting)
+    before = signal.getsignal(signal.SIGINT)
+    args = Namespace(command="replay", master="local[1]", conf=None)
+    with pytest.raises(KeyboardInterrupt):
+        cli._on_spark(args, "replaying", lambda session: pytest.fail("the job ran"))
+    assert theirs == []
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 def _small_trace(tmp_path) -> str:
     path = str(tmp_path / "t.parquet")
     pq.write_table(generate(groups=2, members=2, duration_s=30, seed=1), path)
