@@ -524,7 +524,10 @@ def session(master: str = "local[2]", app: str = "fastcoord-replay", *, ui: bool
             b = b.config("spark.driver.extraJavaOptions", LOCAL_DRIVER_JAVA_OPTIONS
                          + _class_archive_options(write_class_archive))
         # In local mode nothing outside this machine talks to the driver: it listens on
-        # loopback, not on the address Spark would pick (the machine's external one)
+        # loopback, not on the address Spark would pick (the machine's external one).
+        # SPARK_LOCAL_IP is the JVM's own local address (read as it starts): without it
+        # Spark looks for an external one, and warns when the host name is loopback's.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         b = b.config("spark.driver.bindAddress", "127.0.0.1")
         b = b.config("spark.driver.host", "127.0.0.1")
     else:

@@ -140,10 +140,16 @@ def test_local_session_runs_its_jvm_with_the_light_jit(spark):
 
 def test_a_local_session_listens_on_loopback_only(spark):
     """In local mode the driver's ports are bound to 127.0.0.1 (Spark's own choice is
-    the machine's external address, open to the network for nothing)."""
+    the machine's external address, open to the network for nothing), and so is the
+    JVM's own idea of its local address (else it looks for an external one, warning on
+    stderr when the host name resolves to loopback)."""
     conf = spark.sparkContext.getConf()
     assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
     assert conf.get("spark.driver.host") == "127.0.0.1"
+    import ipaddress
+    import socket
+    local = spark.sparkContext._jvm.org.apache.spark.util.Utils.localHostName()
+    assert ipaddress.ip_address(socket.gethostbyname(local)).is_loopback, local
 
 
 def test_spark_shows_no_progress_bar_of_its_own(spark):
