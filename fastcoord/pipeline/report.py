@@ -27,6 +27,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import pyarrow as pa
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 REPLAY_TABLES = ("responses", "rebalances", "expirations", "groups", "offsets")
 
@@ -253,21 +254,88 @@ def fig_tradeoff(rows: Sequence[dict], adv) -> Figure:
         ax.scatter([xs[i]], [ys[i]], s=sizes[i], marker="s" if i == adv.baseline else "o",
                    color="#2e7d4f" if i in front else "#bbbbbb", alpha=0.8,
                    edgecolors="k" if i == adv.pick else "none", linewidths=2)
-        # short labels, above and below in turn: neighbours' labels do not overlap
-        label = names.pop((round(xs[i], 1), ys[i]), None)
-        if label is not None:
-            up = len(names) % 2 == 0
-            ax.annotate("\n".join(label), (xs[i], ys[i]), textcoords="offset points",
-                        xytext=(0, 9 if up else -9), ha="center", fontsize=7,
-                        va="bottom" if up else "top")
+    ax.set_ylim(-0.6, max(ys + [1]) * 1.3 + 0.4)
+    ax.margins(x=0.25)
+    ax.autoscale_view()
+    firsts = {}
+    for i in range(len(rows)):
+        firsts.setdefault((round(xs[i], 1), ys[i]), i)
+    place_labels(fig, ax, [(xs[i], ys[i], float(np.sqrt(sizes[i])) / 2)
+                           for i in firsts.values()],
+                 ["\n".join(names[key]) for key in firsts])
     ax.set_xlabel("mean crash detection (s)")
     ax.set_ylabel("false expirations (total)")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylim(-0.6, max(ys + [1]) * 1.3 + 0.4)
-    ax.margins(x=0.25)
     ax.set_title("Trade-off: green on the frontier, ringed: recommended;\n"
                  "point area: total time rebalancing", fontsize=9)
     return fig
+
+
+# Where a point's label may go, in turn (offset direction, alignment): beside it first,
+# then above or below, then at the diagonals.
+_LABEL_SPOTS = [((1, 0), "left", "center"), ((-1, 0), "right", "center"),
+                ((0, 1), "center", "bottom"), ((0, -1), "center", "top"),
+                ((1, 1), "left", "bottom"), ((1, -1), "left", "top"),
+                ((-1, 1), "right", "bottom"), ((-1, -1), "right", "top")]
+
+
+def place_labels(fig: Figure, ax, points: Sequence[tuple], labels: Sequence[str]) -> list:
+    """Annotate each point (x, y, marker radius in points) with its label at the first
+    spot (_LABEL_SPOTS, nearest first) where the text stays inside the axes and overlaps
+    no label placed before it and no other point's marker; failing that, no label; where
+    none is free, beside it. The axes' limits must be final. Returns the annotations."""
+    FigureCanvasAgg(fig)
+    renderer = fig.canvas.get_renderer()
+    px = fig.dpi / 72.0                        # pixels per point
+    centres = [ax.transData.transform((x, y)) for x, y, _ in points]
+    markers = [(cx - r * px, cy - r * px, cx + r * px, cy + r * px)
+               for (cx, cy), (_, _, r) in zip(centres, points)]
+    frame = ax.get_window_extent(renderer)
+    taken: List[tuple] = []
+    out = []
+    for i, ((x, y, r), text) in enumerate(zip(points, labels)):
+        chosen = None
+        # first clear of other markers too, then of labels only; nearer spots first
+        for avoid_markers in (True, False):
+            for reach in (1.0, 2.2, 3.6):
+                gap = (r + 3.0) * reach
+                # a label away from its point is tied to it by a thin line
+                leader = dict(arrowstyle="-", lw=0.5, color="0.4", shrinkA=1,
+                              shrinkB=r) if reach > 1.0 else None
+                for (dx, dy), ha, va in _LABEL_SPOTS:
+                    ann = ax.annotate(text, (x, y), textcoords="offset points",
+                                      xytext=(dx * gap, dy * gap), ha=ha, va=va, fontsize=7,
+                                      arrowprops=leader)
+                    ann.update_positions(renderer)
+                    bb = Text.get_window_extent(ann, renderer)     # the text alone
+                    box = (bb.x0 - 1, bb.y0 - 1, bb.x1 + 1, bb.y1 + 1)
+                    if (box[0] >= frame.x0 and box[2] <= frame.x1 and box[1] >= frame.y0
+                            and box[3] <= frame.y1
+                            and not any(_overlap(box, t) for t in taken)
+                            and not (avoid_markers and any(
+                                _overlap(box, m) for j, m in enumerate(markers) if j != i))):
+                        chosen = (ann, box)
+                        break
+                    ann.remove()
+                if chosen:
+                    break
+            if chosen:
+                break
+        if chosen is None:
+            (dx, dy), ha, va = _LABEL_SPOTS[0]
+            ann = ax.annotate(text, (x, y), textcoords="offset points",
+                              xytext=(dx * (r + 3.0), dy * (r + 3.0)), ha=ha, va=va,
+                              fontsize=7)
+            ann.update_positions(renderer)
+            bb = Text.get_window_extent(ann, renderer)
+            chosen = (ann, (bb.x0, bb.y0, bb.x1, bb.y1))
+        taken.append(chosen[1])
+        out.append(chosen[0])
+    return out
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 # -- tables -------------------------------------------------------------------------------------

@@ -524,3 +524,49 @@ def test_baseline_says_how_many_consumers_are_static():
         "for 3 of their 10 consumers counting restarts")
     every = [dict(groups[0], static_incarnations=10), groups[1]]
     assert describe_baseline(every).endswith("static membership in 1 of 2 groups")
+
+
+def _grid_rows(sessions, crowded):
+    """What-if rows of a session x static grid: detection near the session, false
+    expirations falling with it; `crowded`: the short sessions' points almost on one
+    another."""
+    rows = []
+    for s in sessions:
+        for static in ("off", "on"):
+            rows.append(dict(label=f"session={s}s static={static}",
+                             crash_detect_mean_ms=s * 900 + (300 if static == "on" else 0),
+                             false_expirations=(int(s <= 10) if crowded
+                                                else {10: 3, 30: 1, 45: 0}[s]
+                                                + (static == "off")),
+                             rebalancing_ms=(60 - s) * 1000 * (0.5 if static == "on" else 1)))
+    return rows
+
+
+@pytest.mark.parametrize("sessions, crowded", [((10, 30, 45), False),
+                                               ((6, 8, 10, 12, 20, 30, 45), True)])
+def test_tradeoff_chart_labels_do_not_overlap(sessions, crowded):
+    """The trade-off chart's point labels went above and below their points in turn:
+    on a default grid the label of the point above ran into the label of the point
+    below it, and close points' labels were drawn over one another. No two labels'
+    text boxes overlap now, and every label is inside the axes."""
+    from types import SimpleNamespace
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    from fastcoord.pipeline.report import fig_tradeoff
+    rows = _grid_rows(sessions, crowded)
+    fig = fig_tradeoff(rows, SimpleNamespace(frontier=[0, 1, 3], baseline=1, pick=3))
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    (ax,) = fig.axes
+    boxes = []
+    for ann in ax.texts:
+        ann.update_positions(renderer)
+        boxes.append(Text.get_window_extent(ann, renderer))
+    assert len(boxes) == len(rows)            # every configuration at a point of its own
+    frame = ax.get_window_extent(renderer)
+    for i, a in enumerate(boxes):
+        assert frame.x0 <= a.x0 and a.x1 <= frame.x1 and frame.y0 <= a.y0 and a.y1 <= frame.y1
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), (ax.texts[i].get_text(), a, b)
