@@ -58,6 +58,7 @@ import pyarrow as pa
 
 from .. import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from ..core.assignors import compute_assignment
+from ..core.consumer_embedded import encode_subscription
 from ..core.store import InMemoryStore
 from ._gc import fewer_collections
 from .replay import NUM_SHARDS, member_ids, rows_table, sort_canonical, split_by_shard
@@ -278,6 +279,18 @@ class ClassicSimulation(_Owned, ShardSimulation):
             self._open_seen[gid] = gv.open
             self._keys[gid] += 1
             self.ledgers[gid].rebalance(self._keys[gid], gv.open[0])
+
+    def _join_protocols(self, c: _Client) -> list:
+        """Cooperative: the subscription Kafka's consumer sends (ConsumerProtocol v1+),
+        with the partitions c owns and its generation. The coordinator compares it with
+        the member's last one: a follower rejoining a Stable group with the same
+        metadata gets the current generation back without a rebalance, so the owned
+        partitions are what makes the follow-up rejoin after a revocation start the
+        rebalance that hands the revoked partitions on."""
+        if not self.cooperative:
+            return super()._join_protocols(c)
+        return [("cooperative-sticky", encode_subscription(
+            [_TOPIC], None, {_TOPIC: sorted(self.owned[c])}, c.gen))]
 
     def _join(self, c: _Client, rid: str) -> None:
         super()._join(c, rid)

@@ -715,13 +715,17 @@ class ShardSimulation:
                 self.replaced.add((c.group, old))
         gv.stats["requests"] += 1
         row = self._record(c, "join")
-        self.coord.join_group(c.group, rid, "consumer", _PROTOCOLS,
+        self.coord.join_group(c.group, rid, "consumer", self._join_protocols(c),
                               session_timeout_ms=c.session, rebalance_timeout_ms=c.rto,
                               group_instance_id=c.inst, client_id=c.inc.slot,
                               callback=self._respond(_JOINED, c, row))
         self._group_check(gv, self.now + NEW_MEMBER_JOIN_TIMEOUT_MS)
         # a consumer that had a generation rejoins; one without is a new member
         self._observe(c.group, "rejoin" if c.gen >= 0 else "join")
+
+    def _join_protocols(self, c: _Client) -> list:
+        """The protocols (name, metadata) c's JoinGroup carries."""
+        return _PROTOCOLS
 
     def _adopt(self, c: _Client, rid: str) -> None:
         if rid and rid != c.rid:

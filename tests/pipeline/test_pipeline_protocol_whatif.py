@@ -131,6 +131,22 @@ def test_a_member_joins(impl):
         ((1200, 1, 2, 6), (2000, 2, 2, 2))
 
 
+def test_a_follower_revokes_for_a_new_member(impl):
+    """As test_a_member_joins with 4 partitions: a (the leader) and b own 2 each; c
+    joins at 31000. Cooperative: the first round (a and b rejoin at their heartbeats at
+    33000) keeps a's 2 and one of b's and withholds b's other one for c. b revokes it
+    at 33000 and rejoins at once; its JoinGroup reports one partition fewer, so the
+    coordinator starts the follow-up rebalance (a follower rejoining with unchanged
+    metadata would only get the current generation back). c learns of it at its
+    heartbeat at 34000, a at 36000, when the round completes and c takes the partition:
+    1 x 3 s, two rebalances, b paused. It was 1 x 37 s and one rebalance: the
+    simulated JoinGroup carried no owned partitions, so b's rejoin changed nothing and
+    the partition stayed unowned to the end."""
+    out = _by_protocol(protocol_whatif(scale_out_trace(), [HB3], ["classic-cooperative"],
+                                       partitions=4, impl=impl))
+    assert out == {"classic-cooperative": (6000, 70000, 3000, 2, 1, 1)}
+
+
 def test_assignments():
     assert assignment("range", ["b", "a", "c"], 7) == {"b": [3, 4], "a": [0, 1, 2], "c": [5, 6]}
     # b owns 3..5 and a 0..2; c is new: one partition of each moves to c, withheld now
