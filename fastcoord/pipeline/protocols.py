@@ -16,7 +16,9 @@ consumes which partition:
   target (the uniform assignor of fastcoord.core.assignors) from the partitions each
   member owns and withholds, for this generation, any
   partition another member still owns; the owner revokes it at its SyncGroup answer
-  and rejoins at once, and the follow-up rebalance gives it to its new owner.
+  and rejoins at once, and the follow-up rebalance gives it to its new owner (each
+  JoinGroup carries the owned partitions and generation, as Kafka's subscription does:
+  the change is what makes a follower's rejoin start that rebalance).
 - consumer: ConsumerGroupHeartbeat every group.consumer.heartbeat.interval.ms (the
   grid's heartbeat interval, else Kafka 4's default 5 s) with the owned partitions,
   the server-side uniform assignor; each answer's assignment is reconciled at once
