@@ -328,8 +328,11 @@ def add_parsers(sub) -> None:
     rp = sub.add_parser("report", help="a self-contained HTML report of a replay (and what-if) "
                                        "output directory")
     rp.add_argument("dir", help="replay output directory (report.html is written there)")
-    rp.add_argument("--whatif", default=None, metavar="DIR",
-                    help="what-if output directory (default: DIR/whatif when it exists)")
+    which = rp.add_mutually_exclusive_group()
+    which.add_argument("--whatif", default=None, metavar="DIR",
+                       help="what-if output directory (default: DIR/whatif when it exists)")
+    which.add_argument("--no-whatif", dest="with_whatif", action="store_false",
+                       help="the replay alone, even where a what-if output lies")
     rp.add_argument("--top", type=_positive_int, default=20,
                     help="groups in each top-groups table (rebalances, committed offsets)")
 
@@ -452,8 +455,9 @@ def _run(args) -> int:
     if args.command == "report":
         try:
             path = report.write_report(args.dir, whatif_dir=args.whatif, top=args.top,
+                                       with_whatif=args.with_whatif,
                                        progress=lambda text: _stage("report", text))
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, report.TraceMismatch) as exc:
             print(f"fastcoord report: {exc}", file=sys.stderr)
             return 2
         print(f"fastcoord report: {path}")
@@ -471,10 +475,11 @@ def _run(args) -> int:
     _paths_absolute(args)
     os.makedirs(args.out, exist_ok=True)
     _forget_ingest(args.out)
-    try:                # an earlier Spark replay's: this run writes its own, or none
-        os.unlink(os.path.join(args.out, TIMINGS_FILE))
-    except FileNotFoundError:
-        pass
+    for name in (TIMINGS_FILE, SOURCE_FILE):   # an earlier replay's: this run writes its own
+        try:
+            os.unlink(os.path.join(args.out, name))
+        except FileNotFoundError:
+            pass
     if args.master == "none":
         good, stats = _ingest(args)
         if _no_valid_row(args, stats):
@@ -504,6 +509,7 @@ def _run(args) -> int:
         if _no_valid_row(args, stats):
             return 2
         _write_timings(args, timings, time.perf_counter() - t0)
+    _write_source(args)
     print(f"fastcoord replay: {stats.rows_ok} events ({stats.malformed} malformed, "
           f"{stats.unknown_event} unknown, {stats.out_of_order} out of order); "
           + ", ".join(f"{n} {count}" for n, count in rows.items()) + f" -> {args.out}")
@@ -840,6 +846,21 @@ def _write_timings(args, timings: Dict[str, float], wall: float) -> None:
 
 
 INGEST_FILE = "ingest.json"
+SOURCE_FILE = "trace.json"
+
+
+def _trace_source(args) -> dict:
+    """Which trace a run read: its path and the fingerprint of its contents (the
+    report checks that a replay and a what-if it shows together read the same one)."""
+    from .ingest import trace_fingerprint
+    return {"trace": args.trace if "://" in args.trace else os.path.abspath(args.trace),
+            "trace_fingerprint": trace_fingerprint(args.trace)}
+
+
+def _write_source(args) -> None:
+    """A replay's OUT/trace.json (a what-if keeps the same in its summary.json)."""
+    with open(os.path.join(args.out, SOURCE_FILE), "w") as f:
+        json.dump(_trace_source(args), f, indent=2)
 
 
 def _readable_trace(args) -> bool:
@@ -1038,8 +1059,8 @@ def _run_whatif(args) -> int:
         _ingested(args, stats)
         if _no_valid_row(args, stats):
             return 2
-    meta = {"trace": os.path.abspath(args.trace), "impl": args.impl, "master": args.master,
-            "ingest": stats.as_dict()}
+    meta = dict(_trace_source(args), impl=args.impl, master=args.master,
+                ingest=stats.as_dict())
     if args.protocol is not None:
         meta["protocols"] = _run_protocols(args, configs, good)
     whatif.write_results(tables, args.out, configs,

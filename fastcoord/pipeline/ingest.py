@@ -66,6 +66,23 @@ def trace_units(path: str) -> List[TraceUnit]:
     return units
 
 
+def trace_fingerprint(path: str) -> str:
+    """What identifies a trace's contents, from its Parquet footers alone (row counts,
+    byte sizes, column statistics of every row group of every file, in the files' name
+    order): the same for a copy of a trace wherever it lies, another for another trace
+    or a trace rewritten at the same path. A replay and a what-if record it so that a
+    report pairs only outputs of one trace."""
+    import hashlib
+
+    import pyarrow.dataset as ds
+    if "://" not in path:
+        path = os.path.abspath(path)
+    digest = hashlib.sha256()
+    for fragment in ds.dataset(path, format="parquet").get_fragments():
+        digest.update(repr(fragment.metadata.to_dict()).encode())
+    return digest.hexdigest()[:16]
+
+
 def validated_pieces(batches: Iterable[pa.RecordBatch], first: int, first_row: int = 0
                      ) -> Iterator[Tuple[int, pa.Table, IngestStats]]:
     """Arrow batches of raw trace rows -> (ordinal, valid rows, counts) per piece of

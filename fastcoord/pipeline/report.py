@@ -48,6 +48,7 @@ img { max-width: 100%; border: 1px solid #eee; margin: 0.5em 0; }
 td.better { background: #e3f4e8; } td.worse { background: #fbe5e5; }
 tr.baseline td { font-weight: 600; }
 .wide { overflow-x: auto; }
+.warning { border: 2px solid #b26a00; background: #fff6e5; padding: 0.5em 1em; }
 """
 
 
@@ -74,6 +75,52 @@ def find_whatif(directory: str, whatif_dir: Optional[str]) -> Optional[str]:
     if whatif_dir:
         raise FileNotFoundError(f"no what-if output (summary.parquet) in {whatif_dir}")
     return None
+
+
+class TraceMismatch(ValueError):
+    """The replay and the what-if a report would show together read different traces."""
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def same_trace_note(directory: str, wdir: str) -> str:
+    """Whether the replay in `directory` and the what-if in `wdir` read one trace: ''
+    when they did; TraceMismatch (one line) when they did not, by the fingerprints both
+    record (trace.json, summary.json) or else by their ingest counts; a note for the
+    page when outputs of an older fastcoord record too little to tell."""
+    replay = _read_json(os.path.join(directory, "trace.json"))
+    whatif = _read_json(os.path.join(wdir, "summary.json"))
+    rfp, wfp = replay.get("trace_fingerprint"), whatif.get("trace_fingerprint")
+    if rfp and wfp:
+        if rfp == wfp:
+            return ""
+        rpath, wpath = replay.get("trace", "?"), whatif.get("trace", "?")
+        what = (f"{rpath} was rewritten between the two runs" if rpath == wpath
+                else f"replay of {rpath}, what-if of {wpath}")
+        raise TraceMismatch(
+            f"the what-if in {wdir} is of another trace than the replay in {directory} "
+            f"({what}): run the what-if on the replay's trace, or report them apart "
+            "(--no-whatif for the replay)")
+    counts = ("rows_in", "rows_ok", "malformed", "unknown_event")
+    ringest = _read_json(os.path.join(directory, "ingest.json"))
+    wingest = whatif.get("ingest") if isinstance(whatif.get("ingest"), dict) else {}
+    if all(k in ringest and k in wingest for k in counts):
+        rgot, wgot = ([d[k] for k in counts] for d in (ringest, wingest))
+        if rgot != wgot:
+            raise TraceMismatch(
+                f"the what-if in {wdir} is of another trace than the replay in {directory} "
+                f"(rows in/valid: what-if {wgot[0]}/{wgot[1]}, replay {rgot[0]}/{rgot[1]}): "
+                "run the what-if on the replay's trace, or report them apart (--no-whatif "
+                "for the replay)")
+    return ("The replay and the what-if do not both record which trace they read (written "
+            "by an older fastcoord): this page cannot check that they are of the same one.")
 
 
 # -- plots ------------------------------------------------------------------------------------
@@ -707,19 +754,27 @@ def protocol_section(wdir: str) -> List[str]:
 
 
 def write_report(directory: str, *, whatif_dir: Optional[str] = None, top: int = 20,
-                 progress: Optional[Callable[[str], None]] = None) -> str:
-    """Write DIR/report.html; returns its path."""
+                 progress: Optional[Callable[[str], None]] = None,
+                 with_whatif: bool = True) -> str:
+    """Write DIR/report.html; returns its path. `with_whatif` False: the replay alone,
+    whatever what-if output lies in or under DIR. TraceMismatch when the replay and the
+    what-if were of different traces."""
     say = progress or (lambda text: None)
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"no such directory: {directory}")
+    wdir = find_whatif(directory, whatif_dir) if with_whatif else None
+    # (before any work: a refusal is the command's only line)
+    replayed = any(os.path.exists(os.path.join(directory, name)) for name in REPLAY_TABLES)
+    note = same_trace_note(directory, wdir) if replayed and wdir is not None else ""
     say("reading the replay tables")
     tables = read_replay(directory)
-    wdir = find_whatif(directory, whatif_dir)
     if not tables and wdir is None:
         raise FileNotFoundError(f"{directory} holds neither replay tables "
                                 f"({', '.join(REPLAY_TABLES)}) nor a what-if output")
     parts = [f"<h1>fastcoord report</h1><p class='note'>{html.escape(os.path.abspath(directory))}"
              "</p>"]
+    if note:
+        parts.append(f"<p class='warning'>{html.escape(note)}</p>")
     w = load_whatif(wdir) if wdir is not None else None
     if w is not None:
         say("computing the recommendation")

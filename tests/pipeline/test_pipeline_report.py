@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("matplotlib")
 from fastcoord.cli import main
 from fastcoord.pipeline.gen import generate
-from fastcoord.pipeline.report import write_report
+from fastcoord.pipeline.report import TraceMismatch, write_report
 from fastcoord.pipeline.trace import write_trace
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -570,3 +570,73 @@ def test_tradeoff_chart_labels_do_not_overlap(sessions, crowded):
         assert frame.x0 <= a.x0 and a.x1 <= frame.x1 and frame.y0 <= a.y0 and a.y1 <= frame.y1
         for b in boxes[i + 1:]:
             assert not a.overlaps(b), (ax.texts[i].get_text(), a, b)
+
+
+# -- a replay and a what-if of different traces --------------------------------------------------
+
+def _replay_and_whatif(tmp_path, replay_trace, whatif_trace):
+    out = str(tmp_path / "out")
+    assert main(["replay", replay_trace, "--out", out, "--master", "none"]) == 0
+    assert main(["whatif", whatif_trace, "--out", os.path.join(out, "whatif"), "--master",
+                 "none", "--session-timeout", "10s", "--static", "off", "--no-baseline"]) == 0
+    return out
+
+
+def test_a_whatif_of_another_trace_is_refused(tmp_path, capsys):
+    """The report showed the replay of one trace beside the what-if (and the
+    recommendation) of another, silently: a stale DIR/whatif, a wrong --whatif. It now
+    refuses in one line, exit 2, and writes no page. A copy of the replay's trace
+    elsewhere is the same trace."""
+    a, b, copy = (str(tmp_path / n) for n in ("a.parquet", "b.parquet", "copy.parquet"))
+    write_trace(generate(groups=3, members=3, duration_s=60, seed=1), a)
+    write_trace(generate(groups=3, members=3, duration_s=60, seed=2), b)
+    import shutil
+    shutil.copy(a, copy)
+    out = _replay_and_whatif(tmp_path, a, b)
+    capsys.readouterr()
+    assert main(["report", out]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("fastcoord report: the what-if in ")
+    assert f"(replay of {a}, what-if of {b})" in err
+    assert not os.path.exists(os.path.join(out, "report.html"))
+    with pytest.raises(TraceMismatch):
+        write_report(out, whatif_dir=os.path.join(out, "whatif"))
+    assert err.endswith("(--no-whatif for the replay)")
+    # each is still reported on its own
+    assert main(["report", os.path.join(out, "whatif")]) == 0
+    assert main(["report", out, "--no-whatif"]) == 0
+    with open(os.path.join(out, "report.html"), encoding="utf-8") as f:
+        doc = f.read()
+    assert "<h2>Replay" in doc and "What-if" not in doc
+    os.unlink(os.path.join(out, "report.html"))
+    # the same trace at another path: accepted, no warning
+    assert main(["whatif", copy, "--out", os.path.join(out, "whatif"), "--master", "none",
+                 "--session-timeout", "10s", "--static", "off", "--no-baseline"]) == 0
+    assert main(["report", out]) == 0
+    with open(os.path.join(out, "report.html"), encoding="utf-8") as f:
+        assert "class='warning'" not in f.read()
+    # a trace rewritten at the replay's path after it: another trace
+    write_trace(generate(groups=3, members=3, duration_s=60, seed=3), a)
+    assert main(["whatif", a, "--out", os.path.join(out, "whatif"), "--master", "none",
+                 "--session-timeout", "10s", "--static", "off", "--no-baseline"]) == 0
+    capsys.readouterr()
+    assert main(["report", out]) == 2
+    assert f"({a} was rewritten between the two runs)" in capsys.readouterr().err
+
+
+def test_outputs_that_do_not_record_their_trace(tmp_path, capsys):
+    """Outputs of an older fastcoord record no fingerprint: different ingest counts
+    still tell two traces apart; equal ones cannot, which the page says."""
+    a, b = str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")
+    write_trace(generate(groups=3, members=3, duration_s=60, seed=1), a)
+    write_trace(generate(groups=5, members=3, duration_s=60, seed=2), b)
+    out = _replay_and_whatif(tmp_path, a, b)
+    os.unlink(os.path.join(out, "trace.json"))
+    capsys.readouterr()
+    assert main(["report", out]) == 2
+    assert "(rows in/valid: what-if " in capsys.readouterr().err
+    out = _replay_and_whatif(tmp_path / "same", a, a)
+    os.unlink(os.path.join(out, "trace.json"))
+    assert main(["report", out]) == 0
+    with open(os.path.join(out, "report.html"), encoding="utf-8") as f:
+        assert "this page cannot check that they are of the same one" in f.read()

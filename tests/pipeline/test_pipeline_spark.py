@@ -539,12 +539,17 @@ def test_the_tasks_validate_the_trace_as_one_process_does(spark, tmp_path, capsy
     want = whatif_local(good, grid)
     for name in want:
         assert got[name].to_pylist() == want[name].to_pylist(), name
-    ingest = {}
+    ingest, source = {}, {}
     for master in ("none", "local[2]"):
         out = str(tmp_path / master)
         assert main(["replay", d, "--out", out, "--master", master]) == 0
         with open(os.path.join(out, "ingest.json")) as f:
             ingest[master] = json.load(f)
+        with open(os.path.join(out, "trace.json")) as f:     # (what the report checks)
+            source[master] = json.load(f)
         assert f"fastcoord replay: {n - 3} events (2 malformed, 1 unknown, 1 out of order)" \
             in capsys.readouterr().out
     assert ingest["none"] == ingest["local[2]"] == want_stats.as_dict()
+    from fastcoord.pipeline.ingest import trace_fingerprint
+    assert source["none"] == source["local[2]"] == {
+        "trace": os.path.abspath(d), "trace_fingerprint": trace_fingerprint(d)}
