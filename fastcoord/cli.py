@@ -16,9 +16,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     demo.add_argument("--impl", choices=["native", "pure"], default=None)
     serve_parser = _add_serve_parser(sub)
     from .pipeline.cli import COMMANDS as _PIPELINE, add_parsers as _add_pipeline_parsers
+    from .pipeline.cli import join_negative_durations
     _add_pipeline_parsers(sub)
     _add_loadgen_parser(sub)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_negative_durations(
+        list(sys.argv[1:] if argv is None else argv)))
     if args.command == "serve" and args.config is not None:
         # The file's options go in as words before the user's, so argparse checks them
         # like flags and the command line wins.

@@ -15,7 +15,7 @@ import re
 import sys
 import tempfile
 import time
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 COMMANDS = ("trace", "replay", "whatif", "report")
 
@@ -53,6 +53,37 @@ def _optional_durations(text: str) -> list:
     if len(set(out)) != len(out):
         raise argparse.ArgumentTypeError(f"repeated value in {text!r}")
     return out
+
+
+# The options that take durations (add_parsers fills it). argparse reads a word that
+# starts with '-' and is not a negative number as an option, so "--session-timeout -5s"
+# failed as "expected one argument" before the duration could say what is wrong.
+DURATION_OPTIONS: set = set()
+_NEGATIVE = re.compile(r"^-\s*[\d.]")
+
+
+def join_negative_durations(words: List[str]) -> List[str]:
+    """The command line with each negative-looking value of a duration option joined to
+    it ('--session-timeout', '-5s' -> '--session-timeout=-5s'), as argparse takes a
+    value that starts with '-'; its type then refuses it in words of its own."""
+    out: List[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":                    # (what follows is not options)
+            return out + words[i:]
+        if word in DURATION_OPTIONS and i + 1 < len(words) and _NEGATIVE.match(words[i + 1]):
+            out.append(f"{word}={words[i + 1]}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
+def _duration_option(parser, *names, **kw) -> None:
+    """parser.add_argument for an option that takes durations (in DURATION_OPTIONS)."""
+    DURATION_OPTIONS.update(parser.add_argument(*names, **kw).option_strings)
 
 
 def _refused_by_kafka(args) -> str:
@@ -298,19 +329,19 @@ def add_parsers(sub) -> None:
     _job_parser(sub, "replay", "replay a trace through the coordinator, per shard")
     wi = _job_parser(sub, "whatif", "closed-loop simulation of the trace's consumers under a "
                                     "grid of group settings")
-    wi.add_argument("--session-timeout", type=_optional_durations,
-                    default=_durations("10s,30s,45s"), metavar="LIST",
-                    help="session timeouts to try, e.g. trace,10s,30s,45s (suffix ms, s or "
-                         "m; trace: each consumer's own, as its joins carried; default "
-                         "10s,30s,45s)")
+    _duration_option(wi, "--session-timeout", type=_optional_durations,
+                     default=_durations("10s,30s,45s"), metavar="LIST",
+                     help="session timeouts to try, e.g. trace,10s,30s,45s (suffix ms, s or "
+                          "m; trace: each consumer's own, as its joins carried; default "
+                          "10s,30s,45s)")
     wi.add_argument("--static", type=_statics, default=["on", "off"], metavar="LIST",
                     help="static membership: on (every consumer gets a group.instance.id), "
                          "off, trace (as recorded); default on,off")
-    wi.add_argument("--rebalance-timeout", type=_optional_durations, default=[None],
-                    metavar="LIST", help="max.poll.interval.ms to try (default: trace, each "
-                                         "consumer's own)")
-    wi.add_argument("--heartbeat-interval", type=_optional_durations, default=[None],
-                    metavar="LIST", help="heartbeat.interval.ms to try (default: trace)")
+    _duration_option(wi, "--rebalance-timeout", type=_optional_durations, default=[None],
+                     metavar="LIST", help="max.poll.interval.ms to try (default: trace, each "
+                                          "consumer's own)")
+    _duration_option(wi, "--heartbeat-interval", type=_optional_durations, default=[None],
+                     metavar="LIST", help="heartbeat.interval.ms to try (default: trace)")
     wi.add_argument("--no-baseline", dest="baseline", action="store_false",
                     help="do not add the baseline (session=trace static=trace: the settings "
                          "the trace ran with) when the grid lacks it; the report compares "
@@ -322,9 +353,9 @@ def add_parsers(sub) -> None:
     wi.add_argument("--partitions", type=int, default=None, metavar="N",
                     help="with --protocol: partitions of each group's topic (default 12; a "
                          "trace does not record them)")
-    wi.add_argument("--reaction", type=_reaction, default=None, metavar="DURATION",
-                    help="with --protocol: how long a consumer takes to act on an answer "
-                         "(e.g. 100ms; default 0, as the what-if's zero latency)")
+    _duration_option(wi, "--reaction", type=_reaction, default=None, metavar="DURATION",
+                     help="with --protocol: how long a consumer takes to act on an answer "
+                          "(e.g. 100ms; default 0, as the what-if's zero latency)")
     rp = sub.add_parser("report", help="a self-contained HTML report of a replay (and what-if) "
                                        "output directory")
     rp.add_argument("dir", help="replay output directory (report.html is written there)")

@@ -312,6 +312,29 @@ def test_a_bad_option_is_two_lines(capsys, argv, message):
     assert err[1].startswith(f"fastcoord {command}: error: ") and message in err[1], err
 
 
+@pytest.mark.parametrize("words, option, bad", [
+    (["--session-timeout", "-5s"], "--session-timeout", "-5s"),
+    (["--session-timeout=-5s"], "--session-timeout", "-5s"),
+    (["--session-timeout", "-5s,10s"], "--session-timeout", "-5s"),
+    (["--session-timeout", "10s,-5s"], "--session-timeout", "-5s"),
+    (["--rebalance-timeout", "-1m"], "--rebalance-timeout", "-1m"),
+    (["--heartbeat-interval", "-0.5s"], "--heartbeat-interval", "-0.5s"),
+    (["--protocol", "consumer", "--reaction", "-100ms"], "--reaction", "-100ms"),
+])
+def test_a_negative_duration_says_so(capsys, words, option, bad):
+    """'--session-timeout -5s' got argparse's "expected one argument" (a word starting
+    with '-' reads as an option unless it is a negative number) and
+    '--session-timeout=-5s' "not a duration". Both now say a duration must be
+    positive, naming the option."""
+    with pytest.raises(SystemExit) as exc:
+        main(["whatif", "t.parquet", "--out", "o"] + words)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2, err
+    assert err[1] == (f"fastcoord whatif: error: argument {option}: a duration must be "
+                      f"positive: {bad!r}"), err
+
+
 def test_every_pipeline_option_says_what_it_is():
     """trace gen's --groups, --duration-s, --seed, --static-fraction, convert's LOG and
     OUT and every job's --impl were listed in --help with no word on them."""
