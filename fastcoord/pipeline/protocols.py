@@ -40,9 +40,10 @@ protocol. The trace format carries no partition numbers, so each group has
 
 Every figure is measured over the same window for every configuration and protocol:
 per group, from the latest of the runs' first steady assignments (every partition
-owned once, the running processes' shares within one of each other: forming the group,
-which each protocol does differently and a trace of a running system does not contain,
-is left out) to the trace's end plus the grid's largest session timeout (every run is
+owned once, the running processes' shares within one of each other, once the group's
+first processes have all started: formation_end; forming the group, which each
+protocol does differently and a trace of a running system does not contain, is left
+out) to the trace's end plus the grid's largest session timeout (every run is
 simulated up to there). Measured per group:
 partition-unavailable time, rebalances (classic: a join round, the follow-up of a
 cooperative one included; consumer: a new group epoch), members paused (per rebalance,
@@ -66,7 +67,7 @@ from ._gc import fewer_collections
 from .replay import NUM_SHARDS, member_ids, rows_table, sort_canonical, split_by_shard
 from .whatif import (_FENCED, _HB, _ILLEGAL, _JOINED, _NONE, _POLL, _REJOIN, _START, _STOP,
                      _SYNCED, _UNKNOWN, COLUMNS, DEFAULT_MAX_POLL_MS, DEFAULT_SESSION_MS,
-                     RETRY_BACKOFF_MS, Incarnation, ShardSimulation, WhatIfConfig, _Client,
+                     INITIAL_DELAY_MS, RETRY_BACKOFF_MS, Incarnation, ShardSimulation, WhatIfConfig, _Client,
                      derive_behaviour)
 
 PROTOCOLS = ("classic-eager", "classic-cooperative", "consumer")
@@ -157,6 +158,22 @@ class Ledger:
                 self.free_since[p] = None
 
 
+def formation_end(incarnations: Sequence[Incarnation]) -> int:
+    """When the last of a group's first processes starts: those that start one after
+    another, each within the initial rebalance delay of the one before (the classic
+    coordinator gathers them into its first generation so). Its formation ends at its
+    first steady assignment after that."""
+    starts = sorted(inc.start_ms for inc in incarnations)
+    if not starts:
+        return 0
+    end = starts[0]
+    for t in starts[1:]:
+        if t - end > INITIAL_DELAY_MS:
+            break
+        end = t
+    return end
+
+
 def _partitions_of(partitions: Union[int, Mapping[str, int]], gid: str) -> int:
     n = partitions.get(gid, DEFAULT_PARTITIONS) if isinstance(partitions, Mapping) else partitions
     if not isinstance(n, int) or n <= 0:
@@ -171,6 +188,7 @@ class _Owned:
         self.ledgers = {gid: Ledger(_partitions_of(partitions, gid)) for gid in behaviour}
         self.owned: Dict[object, set] = defaultdict(set)
         self.live: Dict[str, set] = defaultdict(set)     # each group's running processes
+        self.formed_after = {gid: formation_end(incs) for gid, incs in behaviour.items()}
 
     def _take(self, c, parts) -> None:
         parts = set(parts) - self.owned[c]
@@ -178,14 +196,20 @@ class _Owned:
             self.owned[c] |= parts
             ledger = self.ledgers[c.group]
             ledger.take(c, sorted(parts), self.now)
-            if ledger.full_at is None and self._steady(c.group):
-                ledger.full_at = self.now
+            self._note_steady(c.group)
+
+    def _note_steady(self, gid: str) -> None:
+        ledger = self.ledgers[gid]
+        if ledger.full_at is None and self.now >= self.formed_after[gid] and self._steady(gid):
+            ledger.full_at = self.now
 
     def _steady(self, gid: str) -> bool:
         """Whether every partition has one owner and the running processes hold balanced
-        shares (sizes within one): the end of the group's formation, however the
-        protocol went about it (a consumer-protocol group first gives everything to its
-        first member, then moves partitions to each one that joins)."""
+        shares (sizes within one). The first time it holds once the group's first
+        processes have all started (formation_end) is the end of the group's formation,
+        however the protocol went about it (a consumer-protocol group first gives
+        everything to its first member, then moves partitions to each one that joins:
+        that first member alone is no end of it)."""
         ledger = self.ledgers[gid]
         sizes = [len(self.owned[c]) for c in self.live[gid]]
         return (ledger.unheld == 0 and bool(sizes) and sum(sizes) == ledger.n
@@ -299,6 +323,7 @@ class ClassicSimulation(_Owned, ShardSimulation):
         self.live[c.group].add(c)
         if not self.cooperative:
             self._release(c, set(self.owned[c]), paused=True)
+        self._note_steady(c.group)      # (one that holds nothing can complete the balance)
 
     def _sync(self, c: _Client) -> None:
         # ShardSimulation._sync with the leader's assignment (the rest as there)
@@ -448,6 +473,7 @@ class ConsumerSimulation(_Owned, ShardSimulation):
         c.rid = inc.member                 # Kafka 4's client makes its own member id
         c.gen = 0
         self.live[c.group].add(c)
+        self._note_steady(c.group)      # (one that holds nothing can complete the balance)
         if inc.end != "end":
             self._push(inc.stop_ms, _STOP, c)
         for a, b in inc.pauses:

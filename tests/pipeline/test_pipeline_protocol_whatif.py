@@ -14,8 +14,8 @@ import pyarrow.parquet as pq  # noqa: E402
 from fastcoord.cli import main  # noqa: E402
 from fastcoord.pipeline.gen import generate  # noqa: E402
 from fastcoord.pipeline.protocols import (  # noqa: E402
-    PROTOCOLS, assignment, cooperative_assignment, idle_intervals, parse_protocols,
-    protocol_whatif)
+    PROTOCOLS, assignment, cooperative_assignment, formation_end, idle_intervals,
+    parse_protocols, protocol_whatif)
 from fastcoord.pipeline.trace import from_rows, write_trace  # noqa: E402
 from fastcoord.pipeline.whatif import WhatIfConfig, derive_behaviour  # noqa: E402
 
@@ -94,6 +94,28 @@ def test_a_group_with_no_running_process_is_not_unavailable(impl):
     assert {p: (v[0], v[1], v[2]) for p, v in out.items()} == {
         "classic-eager": (6000, 55000, 6000), "classic-cooperative": (6000, 55000, 6000),
         "consumer": (6000, 55000, 10000)}
+
+
+def test_the_window_leaves_out_every_protocols_formation(impl):
+    """a starts at 0 and b at 2500, within the initial rebalance delay: the group's
+    formation. Classic: one generation of both, steady at 6000. Consumer (5 s
+    heartbeats): a gets all 4 at 0, revokes 2 at its heartbeat at 5000, and b takes them
+    at its own at 7500. The consumer run's first steady assignment was a alone at 0, so
+    the window opened at classic's 6000 and counted 2 x 1.5 s of the consumer's
+    formation as unavailable. A steady assignment now ends a formation only once its
+    processes have all started: the window opens at 7500, nothing unavailable."""
+    rows = []
+    _member(rows, "a", 0, range(6000, 60001, 3000))
+    _member(rows, "b", 2500, range(8500, 60001, 3000))
+    out = _by_protocol(protocol_whatif(from_rows(rows), [WhatIfConfig(10_000, "off")],
+                                       partitions=4, impl=impl))
+    assert out == {p: (7500, 70000, 0, 0, 0, 0) for p in PROTOCOLS}
+
+
+def test_formation_end():
+    from types import SimpleNamespace as NS
+    assert formation_end([NS(start_ms=t) for t in (2500, 0, 5400, 9000)]) == 5400
+    assert formation_end([NS(start_ms=0)]) == 0 and formation_end([]) == 0
 
 
 def test_idle_intervals():
