@@ -215,9 +215,10 @@ class _Owned:
         return (ledger.unheld == 0 and bool(sizes) and sum(sizes) == ledger.n
                 and max(sizes) - min(sizes) <= 1)
 
-    def _release(self, c, parts, paused: bool) -> None:
+    def _release(self, c, parts, paused: bool, key=None) -> None:
         """c stops consuming `parts`; `paused`: a member that stays (a revocation of a
-        rebalance), else a process that stops or loses everything."""
+        rebalance), else a process that stops or loses everything. `key`: the rebalance
+        it belongs to, when not the group's latest."""
         parts = set(parts) & self.owned[c]
         if not parts:
             return
@@ -225,7 +226,7 @@ class _Owned:
         ledger = self.ledgers[c.group]
         ledger.release(c, sorted(parts), self.now)
         ledger.revocations.append((self.now, c.inc.member, len(parts), paused,
-                                   self._rebalance_key(c.group)))
+                                   self._rebalance_key(c.group) if key is None else key))
 
     def _release_all(self, c) -> None:
         self._release(c, set(self.owned[c]), paused=False)
@@ -289,6 +290,9 @@ class ClassicSimulation(_Owned, ShardSimulation):
         self._init_owned(behaviour, partitions)
         self._open_seen: Dict[str, object] = {}     # the rebalance (gv.open) last seen
         self._keys: Dict[str, int] = defaultdict(int)
+        # the rebalance each member's SyncGroup belongs to: a revocation at its answer is
+        # that rebalance's, though another member's rejoin may have opened the next
+        self._sync_keys: Dict[object, int] = {}
 
     def _rebalance_key(self, gid: str):
         return self._keys[gid]
@@ -328,6 +332,7 @@ class ClassicSimulation(_Owned, ShardSimulation):
     def _sync(self, c: _Client) -> None:
         # ShardSimulation._sync with the leader's assignment (the rest as there)
         c.state = "syncing"
+        self._sync_keys[c] = self._keys[c.group]
         self.groups[c.group].stats["requests"] += 1
         assignments = None          # (a follower sends none)
         if c.leader_members:
@@ -353,7 +358,7 @@ class ClassicSimulation(_Owned, ShardSimulation):
         if int(result.error) == _NONE:
             new = _decode(result.assignment)
             revoked = self.owned[c] - new
-            self._release(c, revoked, paused=True)
+            self._release(c, revoked, paused=True, key=self._sync_keys.get(c))
             self._take(c, new)
         super()._on_synced(c, result)
         if revoked and self.cooperative:

@@ -153,6 +153,22 @@ def test_a_member_joins(impl):
         ((1200, 1, 2, 6), (2000, 2, 2, 2))
 
 
+def test_a_revocation_belongs_to_the_rebalance_of_its_sync(impl):
+    """test_a_member_joins's cooperative run: a and b revoke one partition each at their
+    SyncGroup answers of the rebalance c's join started (at 33000, or 33200 with a
+    100 ms reaction). a's rejoin opens the follow-up first, and b's revocation was filed
+    under the follow-up: "members paused" per rebalance counted a in one and b in the
+    other. Both belong to the rebalance whose assignment they carried out."""
+    from fastcoord.pipeline.protocols import simulate
+    behaviour = derive_behaviour(scale_out_trace())
+    for reaction in (0, 100):
+        ledger = simulate("classic-cooperative", behaviour, HB3, partitions=6, end_ms=60000,
+                          horizon=70000, impl=impl, reaction_ms=reaction)["g"]
+        first = [k for k, start in ledger.rebalances.items() if start == 31000 + reaction]
+        assert [(t, m, n, key) for t, m, n, _, key in ledger.revocations] == [
+            (33000 + 2 * reaction, m, 1, first[0]) for m in ("a", "b")]
+
+
 def test_a_follower_revokes_for_a_new_member(impl):
     """As test_a_member_joins with 4 partitions: a (the leader) and b own 2 each; c
     joins at 31000. Cooperative: the first round (a and b rejoin at their heartbeats at
