@@ -9,6 +9,7 @@ from ._twins import IMPLEMENTATION, NATIVE_AVAILABLE
 from .core.clock import ManualClock, SystemClock
 from .core.config import CoordinatorConfig, shard_for
 from .core.errors import Errors, GroupState
+from .core.group_configs import GroupConfigError
 from .core.results import (
     ConsumerGroupDescription, ConsumerGroupHeartbeatResult, ConsumerGroupMemberDescription,
     GroupDescription, GroupListing, GroupSummary, JoinGroupMember, JoinGroupResult,
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "IMPLEMENTATION", "NATIVE_AVAILABLE",
     "ManualClock", "SystemClock", "CoordinatorConfig", "shard_for",
-    "Errors", "GroupState",
+    "Errors", "GroupState", "GroupConfigError",
     "ConsumerGroupDescription", "ConsumerGroupHeartbeatResult", "ConsumerGroupMemberDescription",
     "GroupDescription", "GroupListing", "GroupSummary", "JoinGroupMember", "JoinGroupResult",
     "LeaveGroupResult", "MemberDescription", "OffsetAndMetadata", "SyncGroupResult",

@@ -33,6 +33,7 @@ from fastcoord.core.consumer_embedded import (ClassicMetadata, encode_assignment
                                               encode_subscription)
 from fastcoord.core.consumer_records import consumer_record, fill_member
 from fastcoord.core.errors import Errors
+from fastcoord.core.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from fastcoord.core.results import (
     ConsumerGroupDescription, ConsumerGroupHeartbeatResult, ConsumerGroupMemberDescription,
     GroupDescription, MemberDescription,
@@ -291,6 +292,8 @@ class ConsumerLogic:
         self.assignors = tuple(self.config.group_consumer_assignors)
         self.topics: Dict[str, int] = {}
         self.topics_version = 0
+        # Dynamic group configs ({group id: {name: value}}, group_configs.py): set ones only
+        self.group_configs: Dict[str, Dict[str, int]] = {}
         # Members of the classic protocol inside consumer groups, and the conversions
         # between the two kinds of group (Kafka 4's mixed groups)
         from fastcoord.core.consumer_mixed import MixedGroups
@@ -305,6 +308,45 @@ class ConsumerLogic:
         self.topics = dict(topics)
         self.topics_version += 1
         self.logic.table.consumer_topics(self.topics_version)   # no group is quiet now
+
+    # ======================================================================
+    # dynamic group configs
+    # ======================================================================
+    def session_ms(self, group_id: str) -> int:
+        """The session timeout of the group's consumer-protocol members."""
+        own = self.group_configs.get(group_id)
+        if own is not None and SESSION_TIMEOUT in own:
+            return own[SESSION_TIMEOUT]
+        return self.config.group_consumer_session_timeout_ms
+
+    def interval_ms(self, group_id: str) -> int:
+        """The heartbeat interval the group's members are given."""
+        own = self.group_configs.get(group_id)
+        if own is not None and HEARTBEAT_INTERVAL in own:
+            return own[HEARTBEAT_INTERVAL]
+        return self.config.group_consumer_heartbeat_interval_ms
+
+    def set_group_config(self, group_id: str, values: Dict[str, int]) -> None:
+        """The group's whole set of dynamic configs, checked ({}: none). A group that
+        exists takes them at once for what the member table answers alone: each
+        consumer-protocol member's session timeout (in force from its next heartbeat, as
+        in Kafka) and its cached steady answer (the new interval)."""
+        if values:
+            self.group_configs[group_id] = dict(values)
+        else:
+            self.group_configs.pop(group_id, None)
+        group = self.logic._get_group(group_id)
+        if group is None or group.consumer is None:
+            return
+        with group.rec:
+            cg = group.consumer
+            if cg is None:
+                return
+            session = self.session_ms(group_id)
+            for member in cg.members.values():
+                if member.classic is None and member.slot >= 0:
+                    self.logic.table.set_session_timeout(member.slot, session)
+                    self._settle(group, member)
 
     # ======================================================================
     # ConsumerGroupHeartbeat
@@ -469,6 +511,9 @@ class ConsumerLogic:
             self._cancel_timers(updated)
 
         self.update_member(group, member, updated, replaced, owned)
+        # (the group's session timeout, which a config may have changed, and which a
+        # classic member's slot, taken over by this one, did not have)
+        self.logic.table.set_session_timeout(updated.slot, self.session_ms(group.group_id))
         self.logic.table.touch(updated.slot)
         full = joining or (rebalance_timeout_ms != -1 and topic_names is not None
                            and owned is not None)
@@ -478,7 +523,7 @@ class ConsumerLogic:
             if full or updated.assigned != member.assigned else None
         return ConsumerGroupHeartbeatResult(
             Errors.NONE, None, updated.member_id, updated.member_epoch,
-            self.config.group_consumer_heartbeat_interval_ms, assignment)
+            self.interval_ms(group.group_id), assignment)
 
     def update_member(self, group, member, updated, replaced, owned) -> None:
         """Put `updated` in place of `member` (or of `replaced`, the static member it takes
@@ -536,7 +581,7 @@ class ConsumerLogic:
                      group.group_id, replaced.member_id, replaced.instance_id,
                      updated.member_id)
         elif updated.slot < 0:
-            session = self.config.group_consumer_session_timeout_ms
+            session = self.session_ms(group.group_id)
             updated.slot = logic.table.alloc(group.rec, updated.member_id, session,
                                              logic.clock.now_ms() + session, True)
             logic.table.consumer_bind(updated.slot, updated.member_id)
@@ -908,7 +953,7 @@ class ConsumerLogic:
                 and epoch == cg.group_epoch == cg.assignment_epoch:
             table.consumer_settle(member.slot, epoch, ConsumerGroupHeartbeatResult(
                 Errors.NONE, None, member.member_id, epoch,
-                self.config.group_consumer_heartbeat_interval_ms, None),
+                self.interval_ms(group.group_id), None),
                 member.client_id, member.client_host)
         else:
             table.consumer_unsettle(member.slot)
@@ -925,7 +970,7 @@ class ConsumerLogic:
         cg.assignment_epoch = record["assignment_epoch"]
         cg.metadata = dict(record.get("metadata", {}))
         cg.resolved = {r: frozenset(ts) for r, ts in record.get("resolved", {}).items()}
-        session = self.config.group_consumer_session_timeout_ms
+        session = self.session_ms(group.group_id)
         now = logic.clock.now_ms()
         for member_id, m in record["members"].items():
             member = ConsumerMember(member_id)

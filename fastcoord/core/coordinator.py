@@ -13,13 +13,14 @@ import functools
 import logging
 import queue
 import threading
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .. import _twins
 from .assignors import compute_assignment
 from .clock import ManualClock, SystemClock
 from .config import CoordinatorConfig
 from .errors import Errors
+from .group_configs import check_group_config
 from .results import (
     ConsumerGroupDescription, GroupDescription, GroupListing, GroupSummary, JoinGroupResult, LeaveGroupResult,
     OffsetAndMetadata, SyncGroupResult,
@@ -529,6 +530,28 @@ class GroupCoordinator:
     def topics(self) -> Dict[str, int]:
         """The topics map set_topics gave (a copy)."""
         return dict(self._logic.consumers.topics)
+
+    def set_group_config(self, group_id: str, configs: Mapping[str, Union[int, str]]) -> None:
+        """Replace the group's dynamic configs (Kafka 4's group configs, `kafka-configs
+        --entity-type groups`) with `configs` ({}: none, the coordinator's defaults):
+        `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms`, ints (or
+        their decimal text). Checked as Kafka checks them (docs/api.md): GroupConfigError
+        (a ValueError) says what is refused, and nothing changes. The group need not
+        exist; its consumer-protocol members take the values from their next heartbeat."""
+        _check_str("group_id", group_id)
+        if not group_id:
+            raise ValueError("group_id must not be empty")
+        checked = check_group_config(self._logic.config, configs)
+        self._logic.consumers.set_group_config(group_id, checked)
+
+    def group_config(self, group_id: str) -> Dict[str, int]:
+        """The group's dynamic configs as set_group_config left them (those set only)."""
+        _check_str("group_id", group_id)
+        return dict(self._logic.consumers.group_configs.get(group_id, {}))
+
+    def group_configs(self) -> Dict[str, Dict[str, int]]:
+        """Every group's dynamic configs ({group id: {name: value}}, groups with some)."""
+        return {g: dict(v) for g, v in self._logic.consumers.group_configs.items()}
 
     def consumer_group_heartbeat(self, group_id: str, member_id: str, member_epoch: int, *,
                                  instance_id: Optional[str] = None,

@@ -1,0 +1,99 @@
+"""Dynamic group configs (Kafka 4's `kafka-configs --entity-type groups`): a consumer
+group's own session timeout and heartbeat interval, set at run time over the
+coordinator's `group_consumer_*` defaults.
+
+In the consumer protocol (KIP-848) the client no longer chooses its session timeout:
+the group's config is the one way to give one group a longer (or shorter) session or a
+different heartbeat interval than the rest. A value takes effect at each member's next
+heartbeat (its session is refreshed with the group's value then; every answer carries
+the group's interval), as in Kafka.
+
+Checks are Kafka's (GroupConfig.validate): a name must be a group config; a value an
+int of at least 1, the session timeout within the coordinator's min/max session
+timeouts, the interval within its min/max intervals, and the session timeout greater
+than the interval, where a config not set counts with Kafka's default (45 s, 5 s), not
+the coordinator's.
+
+Share-group configs (`share.*`) are group configs in Kafka 4; fastcoord serves no share
+groups, so they are refused here as unknown (a documented difference).
+"""
+from __future__ import annotations
+
+from typing import Dict, Mapping, Optional, Union
+
+__all__ = ["SESSION_TIMEOUT", "HEARTBEAT_INTERVAL", "GROUP_CONFIG_NAMES", "GroupConfigError",
+           "check_group_config", "parse_group_config_value"]
+
+SESSION_TIMEOUT = "consumer.session.timeout.ms"
+HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
+GROUP_CONFIG_NAMES = (SESSION_TIMEOUT, HEARTBEAT_INTERVAL)
+# What Kafka's checks assume for a config the group does not set (its ConfigDef's
+# defaults), whatever the coordinator's own defaults are.
+_CHECK_DEFAULTS = {SESSION_TIMEOUT: 45_000, HEARTBEAT_INTERVAL: 5_000}
+_INT_MAX = 2**31 - 1
+
+
+class GroupConfigError(ValueError):
+    """A group config Kafka would refuse (its INVALID_CONFIG): the message says why."""
+
+
+def parse_group_config_value(name: str, value: Union[str, int]) -> int:
+    """A config's value as Kafka reads an INT config (a str is trimmed and parsed, an int
+    taken as it is): GroupConfigError for an unknown name, a value that is not an int32 or
+    is below 1."""
+    if name not in GROUP_CONFIG_NAMES:
+        raise GroupConfigError(f"unknown group config name: {name} (group configs: "
+                               f"{', '.join(GROUP_CONFIG_NAMES)})")
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise GroupConfigError(f"{name}: the value must be an int, got {type(value).__name__}")
+    if isinstance(value, str):
+        text = value.strip()
+        if not (text.lstrip("+-").isdigit() and text.isascii()):
+            raise GroupConfigError(f"{name}: {value!r} is not an int")
+        value = int(text)
+    if not -2**31 <= value <= _INT_MAX:
+        raise GroupConfigError(f"{name}: {value} is not an int32")
+    if value < 1:
+        raise GroupConfigError(f"{name}: the value must be at least 1, got {value}")
+    return value
+
+
+def check_group_config(config, values: Mapping[str, Union[str, int]]) -> Dict[str, int]:
+    """`values` ({name: value}, the group's whole set of configs) parsed and checked
+    against the coordinator's CoordinatorConfig `config`: {name: int}, or
+    GroupConfigError naming the first problem."""
+    if not isinstance(values, Mapping):
+        raise TypeError(f"configs must be a mapping of str to int, got {type(values).__name__}")
+    parsed: Dict[str, int] = {}
+    for name, value in values.items():
+        if type(name) is not str:
+            raise TypeError(f"a group config name must be a str, got {type(name).__name__}")
+        parsed[name] = parse_group_config_value(name, value)
+    merged = dict(_CHECK_DEFAULTS, **parsed)
+    session, interval = merged[SESSION_TIMEOUT], merged[HEARTBEAT_INTERVAL]
+    _within(HEARTBEAT_INTERVAL, interval, config.group_consumer_min_heartbeat_interval_ms,
+            config.group_consumer_max_heartbeat_interval_ms, "heartbeat_interval")
+    _within(SESSION_TIMEOUT, session, config.group_consumer_min_session_timeout_ms,
+            config.group_consumer_max_session_timeout_ms, "session_timeout")
+    if session <= interval:
+        raise GroupConfigError(f"{SESSION_TIMEOUT} ({session}) must be greater than "
+                               f"{HEARTBEAT_INTERVAL} ({interval})")
+    return parsed
+
+
+def _within(name: str, value: int, lo: int, hi: int, what: str) -> None:
+    if value < lo:
+        raise GroupConfigError(f"{name} ({value}) must be at least "
+                               f"group.consumer.min.{what.replace('_', '.')}.ms ({lo})")
+    if value > hi:
+        raise GroupConfigError(f"{name} ({value}) must be at most "
+                               f"group.consumer.max.{what.replace('_', '.')}.ms ({hi})")
+
+
+def effective(config, values: Optional[Mapping[str, int]]) -> Dict[str, int]:
+    """The group's values in force: its own, else the coordinator's defaults."""
+    values = values or {}
+    return {SESSION_TIMEOUT: values.get(SESSION_TIMEOUT,
+                                        config.group_consumer_session_timeout_ms),
+            HEARTBEAT_INTERVAL: values.get(HEARTBEAT_INTERVAL,
+                                           config.group_consumer_heartbeat_interval_ms)}
