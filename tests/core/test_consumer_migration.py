@@ -242,6 +242,14 @@ def test_a_static_member_restarts_with_the_consumer_protocol_keeping_its_partiti
     assert set(members) == {"c1", r2.member_id} and not members["c1"].classic
     # the old incarnation is fenced
     assert coord.heartbeat("g", r1.member_id, r1.generation_id, "i1") == E.FENCED_INSTANCE_ID
+    # c1, in the classic member's place, has the consumer protocol's session (45 s), not
+    # the classic member's 10 s it took the place of
+    coord.advance_time(SESSION + 1)
+    assert "c1" in described(coord)[1]
+    coord.advance_time(45_000 - SESSION - 2)
+    assert "c1" in described(coord)[1]
+    coord.advance_time(1)
+    assert "c1" not in described(coord)[1]
 
 
 # ---------------------------------------------------------------------------------------
