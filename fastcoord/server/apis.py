@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from fastcoord import DelayedOperation, Errors, OffsetAndMetadata
 
 from .protocol import API_NAMES, Request, SASL_VERSIONS, SUPPORTED_VERSIONS
+from .group_configs import GroupConfigApis
 from .topic_ids import ZERO as ZERO_UUID, TopicIds
 
 log = logging.getLogger("fastcoord.server")
@@ -33,7 +34,8 @@ UNKNOWN_TOPIC_ID = 100
 OPERATIONS_NOT_ASKED = -2**31
 # Kafka's AclOperation codes of the operations a group takes here (a bit each in an
 # authorized_operations field).
-GROUP_OPERATION_BITS = {"Read": 1 << 3, "Delete": 1 << 6, "Describe": 1 << 8}
+GROUP_OPERATION_BITS = {"Read": 1 << 3, "Delete": 1 << 6, "Describe": 1 << 8,
+                        "DescribeConfigs": 1 << 10, "AlterConfigs": 1 << 11}
 MAX_FETCH_WAIT_MS = 30_000
 _ONE_MS = datetime.timedelta(milliseconds=1)
 
@@ -79,7 +81,9 @@ class KafkaApis:
 
     def __init__(self, coordinator, topics: Dict[str, int], *, host: str, port: int,
                  fetch_purgatory=None, security=None,
-                 topic_ids: Optional[TopicIds] = None) -> None:
+                 topic_ids: Optional[TopicIds] = None,
+                 keep_group_configs: Optional[Callable[[Dict[str, Dict[str, int]]], None]]
+                 = None) -> None:
         self.coord = coordinator
         self.topics = dict(topics)
         # Every declared topic has an id (made here, in memory, unless the server kept them)
@@ -91,6 +95,9 @@ class KafkaApis:
         self.versions = dict(SUPPORTED_VERSIONS)
         if security is not None and security.sasl_enabled:
             self.versions.update(SASL_VERSIONS)
+        # DescribeConfigs and IncrementalAlterConfigs of groups (`keep_group_configs`:
+        # what writes the configs durably, None: memory only)
+        configs = GroupConfigApis(coordinator, self._allowed, keep_group_configs)
         self._handlers = {
             0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
@@ -99,6 +106,7 @@ class KafkaApis:
             17: self.sasl_handshake, 18: self.api_versions, 36: self.sasl_authenticate,
             42: self.delete_groups, 47: self.offset_delete,
             68: self.consumer_group_heartbeat, 69: self.consumer_group_describe,
+            32: configs.describe_configs, 44: configs.incremental_alter_configs,
         }
         # heartbeats_fast_path: the heartbeats (counted in `heartbeats` too) that the
         # server's wire fast path answered; consumer_heartbeats_fast_path likewise

@@ -42,7 +42,8 @@ API_NAMES: Dict[int, str] = {
     0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
     9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
     13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
-    17: "SaslHandshake", 18: "ApiVersions", 36: "SaslAuthenticate", 42: "DeleteGroups",
+    17: "SaslHandshake", 18: "ApiVersions", 32: "DescribeConfigs", 36: "SaslAuthenticate",
+    42: "DeleteGroups", 44: "IncrementalAlterConfigs",
     47: "OffsetDelete", 68: "ConsumerGroupHeartbeat", 69: "ConsumerGroupDescribe",
 }
 
@@ -65,7 +66,9 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     15: (0, 5),     # DescribeGroups
     16: (0, 5),     # ListGroups (v5: types filter)
     18: (0, 3),     # ApiVersions
+    32: (1, 4),     # DescribeConfigs: group configs only (Kafka 4 serves v1-v4)
     42: (0, 2),     # DeleteGroups
+    44: (0, 1),     # IncrementalAlterConfigs: group configs only
     47: (0, 0),     # OffsetDelete
     68: (0, 1),     # ConsumerGroupHeartbeat (v1: the member id is the client's)
     69: (0, 1),     # ConsumerGroupDescribe

@@ -6,9 +6,11 @@ ACL file (JSON): ``{"acls": [entry, ...]}``, each entry
 "pattern": "literal" | "prefixed", "permission": "allow" | "deny"}`` (docs/security.md).
 
 Operations: on groups Read (join, sync, heartbeat, leave, commit), Describe (find
-coordinator, fetch offsets, describe, list) and Delete; on topics Read (commit offsets)
-and Describe (metadata, fetch offsets); All stands for every operation. As in Kafka: an
-allowed Read or Delete implies Describe, a deny entry wins over any allow, a literal name
+coordinator, fetch offsets, describe, list), Delete, DescribeConfigs and AlterConfigs
+(the group's configs); on topics Read (commit offsets) and Describe (metadata, fetch
+offsets); All stands for every operation. As in Kafka: an allowed Read or Delete implies
+Describe, an allowed AlterConfigs implies DescribeConfigs, a deny entry wins over any
+allow, a literal name
 ``*`` matches every name, a prefixed one every name starting with it. With no ACL file
 every request is allowed; with one, what no ACL allows is denied. Without SASL the
 principal is ``User:ANONYMOUS``.
@@ -25,7 +27,7 @@ __all__ = ["Acl", "Security", "load_security", "OPERATIONS"]
 
 # The operations each resource type takes in an ACL entry ("All": any of them).
 OPERATIONS: Dict[str, Tuple[str, ...]] = {
-    "group": ("Read", "Describe", "Delete", "All"),
+    "group": ("Read", "Describe", "Delete", "DescribeConfigs", "AlterConfigs", "All"),
     "topic": ("Read", "Describe", "All"),
 }
 # An allowed one of these implies an allowed Describe (never a denied one: Kafka's rule).
@@ -56,8 +58,10 @@ class Acl:
         ops = self.operations
         if operation in ops or "All" in ops:
             return True
-        return (not self.deny and operation == "Describe"
-                and any(op in ops for op in _IMPLY_DESCRIBE))
+        if self.deny:
+            return False
+        return ((operation == "Describe" and any(op in ops for op in _IMPLY_DESCRIBE))
+                or (operation == "DescribeConfigs" and "AlterConfigs" in ops))
 
     def matches(self, principal: str, operation: str, name: str,
                 resource_type: str = "group") -> bool:

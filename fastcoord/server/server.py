@@ -26,7 +26,8 @@ from typing import Dict, Optional, Set, Tuple
 
 from kio.schema.index import api_key_map
 
-from fastcoord import CoordinatorConfig, GroupCoordinator, Purgatory, SystemClock, Timer
+from fastcoord import (CoordinatorConfig, GroupConfigError, GroupCoordinator, Purgatory,
+                       SystemClock, Timer)
 from fastcoord._twins import module
 from fastcoord.core.coordinator import RETENTION_SLICE_GROUPS
 
@@ -656,6 +657,8 @@ class CoordinatorServer:
         # (kept in the durable store: stable across restarts).
         self.topic_ids = TopicIds.for_topics(config.topics, self.store)
         self.coord.set_topics(dict(config.topics))
+        if self.store is not None:
+            self._load_group_configs()
         # The wire fast path of the coordinator's twin (a pure server stays pure throughout).
         wire = module(config.impl, "server.wire")
         self.heartbeat_run = wire.heartbeat_run if config.heartbeat_fast_path else None
@@ -692,6 +695,17 @@ class CoordinatorServer:
         self.retention_slice_groups = RETENTION_SLICE_GROUPS
         self._stopped = False
 
+    def _load_group_configs(self) -> None:
+        """The groups' dynamic configs the store kept. One that the coordinator's
+        bounds, changed since it was set, no longer allow is left out (the group takes
+        the defaults), said once per group."""
+        for group_id, values in self.store.load_group_configs().items():
+            try:
+                self.coord.set_group_config(group_id, values)
+            except (GroupConfigError, ValueError) as exc:
+                log.warning("group %s: its kept configs %s are not applied: %s",
+                            group_id, values, exc)
+
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         cfg = self.config
@@ -708,7 +722,9 @@ class CoordinatorServer:
             "127.0.0.1" if cfg.host in ("", "0.0.0.0", "::") else cfg.host)
         self.apis = KafkaApis(self.coord, cfg.topics, host=advertised, port=self.port,
                               fetch_purgatory=self.fetch_purgatory, security=cfg.security,
-                              topic_ids=self.topic_ids)
+                              topic_ids=self.topic_ids,
+                              keep_group_configs=(self.store.store_group_configs
+                                                  if self.store is not None else None))
         self.heartbeat_versions = lo, hi = self.apis.versions[HEARTBEAT_KEY]
         if cfg.heartbeat_fast_path:
             consumer_lo, consumer_hi = self.apis.versions.get(_CONSUMER_HEARTBEAT_KEY, (0, -1))

@@ -18,8 +18,9 @@ from .log import (
     find_frame_after, fsync_dir, list_segments, remove_compaction_leftovers, segment_path,
 )
 from .records import (
-    FrameError, decode_topic_ids, encode_consumer_group, encode_group, encode_group_tombstone,
-    encode_offset_tombstones, encode_offsets, encode_topic_ids,
+    FrameError, decode_group_configs, decode_topic_ids, encode_consumer_group, encode_group,
+    encode_group_configs, encode_group_tombstone, encode_offset_tombstones, encode_offsets,
+    encode_topic_ids,
 )
 
 __all__ = ["DurableStore", "load_into", "FAULT_POINTS"]
@@ -29,6 +30,7 @@ log = logging.getLogger("fastcoord.storage")
 Done = Callable[[Errors], None]
 META_FILE = "fastcoord-storage.meta"
 TOPIC_IDS_FILE = "topic-ids.log"
+GROUP_CONFIGS_FILE = "group-configs.log"
 FORMAT_VERSION = 1
 # Where compaction calls `store._fault(point, shard)`: a test hook that may raise or
 # kill the process to simulate a crash at that step.
@@ -411,6 +413,20 @@ class _Writer:
             thread.join()
 
 
+def _read_side_file(path: str, decode) -> dict:
+    """decode(the file's bytes), {} when there is no file; a FrameError as a ValueError
+    naming the file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return {}
+    try:
+        return decode(data)
+    except FrameError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
 class DurableStore:
     """The coordinator's store on disk: one append-only, CRC32C-framed log per shard
     (shard = `shard_for(group_id, num_shards)`, Kafka's offsets-partition mapping).
@@ -585,27 +601,37 @@ class DurableStore:
     def load_topic_ids(self) -> Dict[str, bytes]:
         """The kept `{topic name: 16-byte UUID}` ({} before the first store_topic_ids).
         A damaged file raises ValueError: a topic's id must never change silently."""
-        try:
-            with open(self.topic_ids_path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return {}
-        try:
-            return decode_topic_ids(data)
-        except FrameError as exc:
-            raise ValueError(f"{self.topic_ids_path}: {exc}") from None
+        return _read_side_file(self.topic_ids_path, decode_topic_ids)
 
     def store_topic_ids(self, ids: Dict[str, bytes]) -> None:
-        """Replace the kept topic ids with `ids`, durably (written aside, fsync'd, renamed
-        over the file, the directory fsync'd): a crash leaves the old file or the new."""
-        path = self.topic_ids_path
+        """Replace the kept topic ids with `ids`, durably (_replace_file)."""
+        self._replace_file(self.topic_ids_path, encode_topic_ids(ids, self.wall_clock_ms()))
+
+    def _replace_file(self, path: str, data: bytes) -> None:
+        """`path` holds `data` (written aside, fsync'd, renamed over the file, the
+        directory fsync'd): a crash leaves the old file or the new."""
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
-            f.write(encode_topic_ids(ids, self.wall_clock_ms()))
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(self.data_dir)
+
+    # -- dynamic group configs ----------------------------------------------------------------
+    @property
+    def group_configs_path(self) -> str:
+        return os.path.join(self.data_dir, GROUP_CONFIGS_FILE)
+
+    def load_group_configs(self) -> Dict[str, Dict[str, int]]:
+        """The kept `{group id: {name: value}}` ({} before the first
+        store_group_configs). A damaged file raises ValueError, as the topic ids' does."""
+        return _read_side_file(self.group_configs_path, decode_group_configs)
+
+    def store_group_configs(self, configs: Dict[str, Dict[str, int]]) -> None:
+        """Replace every kept group config with `configs`, durably (_replace_file)."""
+        self._replace_file(self.group_configs_path,
+                           encode_group_configs(configs, self.wall_clock_ms()))
 
     # -- loading ------------------------------------------------------------------------------
     def load_shard(self, shard: int, *, repair: Optional[bool] = None

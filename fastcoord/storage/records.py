@@ -74,6 +74,12 @@ own beside the shard logs (`DurableStore.topic_ids_path`), never in a shard log:
 head's key is the topic name, then
 
     16 bytes: the UUID
+
+type 7, GROUP_CONFIG: a group's dynamic configs (fastcoord.core.group_configs), kept in
+a file of their own beside the shard logs (`DurableStore.group_configs_path`), never in
+a shard log: the head's key is the group id, then
+
+    u32 n x (str name, i64 value)
 """
 from __future__ import annotations
 
@@ -93,7 +99,8 @@ __all__ = [
     "frame", "encode_offsets", "encode_group", "encode_group_tombstone",
     "encode_offset_tombstones", "decode_group_record", "FrameError", "TOPIC_ID",
     "encode_topic_ids", "decode_topic_ids", "CONSUMER_GROUP", "encode_consumer_group",
-    "decode_consumer_record", "fold_consumer",
+    "decode_consumer_record", "fold_consumer", "GROUP_CONFIG", "encode_group_configs",
+    "decode_group_configs",
 ]
 
 OFFSETS = 1
@@ -102,6 +109,7 @@ GROUP_TOMBSTONE = 3
 OFFSET_TOMBSTONES = 4
 TOPIC_ID = 5                              # only in the topic-ids file, never a shard log
 CONSUMER_GROUP = 6
+GROUP_CONFIG = 7                          # only in the group-configs file, never a shard log
 RECORD_TYPES = (OFFSETS, GROUP, GROUP_TOMBSTONE, OFFSET_TOMBSTONES, CONSUMER_GROUP)
 
 FRAME = struct.Struct("<II")              # crc32c, length
@@ -343,6 +351,18 @@ def encode_topic_ids(ids: Dict[str, bytes], write_ms: int) -> bytes:
         if len(raw) != 16:
             raise ValueError(f"topic {name!r}: a topic id is 16 bytes, got {len(raw)}")
         parts.append(frame(_head(TOPIC_ID, write_ms, name) + raw))
+    return b"".join(parts)
+
+
+def encode_group_configs(configs: Dict[str, Dict[str, int]], write_ms: int) -> bytes:
+    """GROUP_CONFIG frames, one per group with configs, in group id order."""
+    parts = []
+    for group_id in sorted(configs):
+        values = configs[group_id]
+        body = [_pack_u32(len(values))]
+        for name in sorted(values):
+            body.append(_s(name) + _I64.pack(values[name]))
+        parts.append(frame(_head(GROUP_CONFIG, write_ms, group_id) + b"".join(body)))
     return b"".join(parts)
 
 
@@ -588,27 +608,51 @@ def decode_offset_tombstones(data, pos: int, end: int) -> List[Tuple[str, int]]:
     return [(topics[t], p) for t, p in TOMB_ENTRY.iter_unpack(memoryview(data)[pos:end])]
 
 
-def decode_topic_ids(data) -> Dict[str, bytes]:
-    """`{topic name: 16-byte UUID}` from a file of TOPIC_ID frames; any frame that does
-    not check out (length, CRC, type, size) is a FrameError naming its offset: the file
-    is replaced whole (written aside, then renamed), so it never has a torn tail."""
-    ids: Dict[str, bytes] = {}
+def _keyed_frames(data, kind: int, what: str):
+    """(key, body start, body end) of each frame of a file of `kind` records (one kept
+    whole, written aside then renamed, so never with a torn tail): any frame that does
+    not check out (length, CRC, type) is a FrameError naming `what` and its offset."""
     pos = 0
     end = len(data)
     while pos < end:
         if pos + FRAME_SIZE > end:
-            raise FrameError(f"topic ids: frame header cut short at byte {pos}")
+            raise FrameError(f"{what}: frame header cut short at byte {pos}")
         crc, length = FRAME.unpack_from(data, pos)
         body = pos + FRAME_SIZE
         if not MIN_PAYLOAD <= length <= MAX_PAYLOAD or body + length > end:
-            raise FrameError(f"topic ids: bad record length {length} at byte {pos}")
+            raise FrameError(f"{what}: bad record length {length} at byte {pos}")
         if crc32c(bytes(data[body:body + length]), crc32c(bytes(data[pos + 4:body]))) != crc:
-            raise FrameError(f"topic ids: CRC mismatch at byte {pos}")
-        kind, _, name_len = HEAD.unpack_from(data, body)
-        name_end = body + HEAD_SIZE + name_len
-        if kind != TOPIC_ID or name_end + 16 != body + length:
-            raise FrameError(f"topic ids: not a topic id record at byte {pos}")
-        name = bytes(data[body + HEAD_SIZE:name_end]).decode("utf-8", "surrogatepass")
-        ids[name] = bytes(data[name_end:name_end + 16])
+            raise FrameError(f"{what}: CRC mismatch at byte {pos}")
+        found, _, key_len = HEAD.unpack_from(data, body)
+        key_end = body + HEAD_SIZE + key_len
+        if found != kind or key_end > body + length:
+            raise FrameError(f"{what}: not a {what} record at byte {pos}")
+        yield (bytes(data[body + HEAD_SIZE:key_end]).decode("utf-8", "surrogatepass"),
+               key_end, body + length, pos)
         pos = body + length
+
+
+def decode_topic_ids(data) -> Dict[str, bytes]:
+    """`{topic name: 16-byte UUID}` from a file of TOPIC_ID frames (_keyed_frames)."""
+    ids: Dict[str, bytes] = {}
+    for name, start, end, at in _keyed_frames(data, TOPIC_ID, "topic ids"):
+        if end - start != 16:
+            raise FrameError(f"topic ids: not a topic id record at byte {at}")
+        ids[name] = bytes(data[start:end])
     return ids
+
+
+def decode_group_configs(data) -> Dict[str, Dict[str, int]]:
+    """`{group id: {name: value}}` from a file of GROUP_CONFIG frames (_keyed_frames);
+    every field must fit its record exactly, a count is checked before it is used."""
+    configs: Dict[str, Dict[str, int]] = {}
+    for group_id, start, end, at in _keyed_frames(data, GROUP_CONFIG, "group configs"):
+        r = _Reader(data, start, end)
+        values = {}
+        for _ in range(r.count(4 + 8)):
+            name = r.str()
+            values[name] = r.i64()
+        if r.pos != end:
+            raise FrameError(f"group configs: bytes left in the record at byte {at}")
+        configs[group_id] = values
+    return configs

@@ -271,9 +271,11 @@ def test_describe_answers_topic_ids_and_names(version):
     if version >= 1:
         assert m.member_type == 1
     assert (gone.error_code, gone.members) == (69, ())
-    # asked for: the operations the client may do on the group (no ACLs: all three)
+    # asked for: the operations the client may do on the group (no ACLs: all five a
+    # group takes in Kafka 4, Read, Delete, Describe, DescribeConfigs and AlterConfigs)
     answer = _call(apis, 69, version, {"group_ids": ["g"], "include_authorized_operations": True})
-    assert answer.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)
+    assert answer.groups[0].authorized_operations == \
+        (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
 def test_describe_of_many_group_ids_is_linear_in_their_number():

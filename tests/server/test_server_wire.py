@@ -83,12 +83,19 @@ def _sample(api_key: int, version: int) -> dict:
              "member_epoch": 0, "rebalance_timeout": 10000, "subscribed_topic_names": [TOPIC],
              "topic_partitions": []},
         69: {"group_ids": ["never-created"], "include_authorized_operations": False},
+        32: {"resources": [{"resource_type": 32, "resource_name": "wire",
+                            "configuration_keys": None}],
+             "include_synonyms": True, "include_documentation": True},
+        44: {"resources": [{"resource_type": 32, "resource_name": f"wire-config-{version}",
+                            "configs": [{"name": "consumer.heartbeat.interval.ms",
+                                         "config_operation": 0, "value": "6000"}]}],
+             "validate_only": False},
     }[api_key]
 
 
 # What each API answers to its sample (top-level or first partition error code).
 _EXPECTED_ERROR = {0: 42, 1: 0, 2: 0, 8: 0, 10: 0, 12: 25, 13: 25, 14: 25, 18: 0, 42: 69,
-                   47: 69, 68: 0, 69: 69}
+                   47: 69, 68: 0, 69: 69, 32: 0, 44: 0}
 # Versions answered otherwise: OffsetCommit v0 (Kafka 3.x without ZooKeeper).
 _EXPECTED_ERROR_AT = {(8, 0): 35}
 
@@ -111,6 +118,10 @@ def _first_error(api_key: int, response):
         return response.results[0].error_code
     if api_key == 69:
         return response.groups[0].error_code
+    if api_key == 32:
+        return response.results[0].error_code
+    if api_key == 44:
+        return response.responses[0].error_code
     return response.error_code
 
 
