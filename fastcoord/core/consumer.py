@@ -1021,8 +1021,12 @@ class ConsumerLogic:
                 out.append(ConsumerGroupDescription(error, group_id, "", -1, -1, "", []))
                 continue
             if group is None or group.consumer is None:
+                # Kafka's message: its group lookup's, by whether a group of another
+                # type holds the id
+                message = (f"Group {group_id} not found." if group is None
+                           else f"Group {group_id} is not a consumer group.")
                 out.append(ConsumerGroupDescription(Errors.GROUP_ID_NOT_FOUND, group_id, DEAD,
-                                                    -1, -1, "", []))
+                                                    -1, -1, "", [], message))
                 continue
             with group.rec:
                 cg = group.consumer

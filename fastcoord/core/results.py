@@ -114,7 +114,8 @@ class ConsumerGroupMemberDescription(NamedTuple):
 
 class ConsumerGroupDescription(NamedTuple):
     """A consumer group as ConsumerGroupDescribe answers it; `state` is Kafka's name
-    ("Empty", "Assigning", "Reconciling", "Stable", "Dead")."""
+    ("Empty", "Assigning", "Reconciling", "Stable", "Dead"). `error_message`: why a
+    group is GROUP_ID_NOT_FOUND (Kafka's text), None otherwise."""
     error: Errors
     group_id: str
     state: str
@@ -122,6 +123,7 @@ class ConsumerGroupDescription(NamedTuple):
     assignment_epoch: int
     assignor_name: str
     members: List[ConsumerGroupMemberDescription]
+    error_message: Optional[str] = None
 
 
 TopicPartition = Tuple[str, int]

@@ -380,8 +380,7 @@ class KafkaApis:
                 continue
             d = next(described)
             if d.error != Errors.NONE:
-                groups.append(_described_error(gid, int(d.error),
-                                               getattr(d, "error_message", None)))
+                groups.append(_described_error(gid, int(d.error), d.error_message))
                 continue
             topics = {t for m in d.members for t in (*m.assignment, *m.target_assignment)}
             if not all(self._topic_allowed(session, "Describe", t) for t in topics):
@@ -597,23 +596,28 @@ class KafkaApis:
             for g in listings if self._allowed(session, "Describe", g.group_id)]})
 
     def describe_groups(self, session: Session, request: Request, reply: Reply) -> None:
+        """DescribeGroups (Kafka 4's): classic groups only. A group that is not one, or
+        that does not exist, is answered Dead with no protocol and no members; up to v5
+        with no error, from v6 (KIP-1043) with GROUP_ID_NOT_FOUND and Kafka's message."""
+        v6 = request.api_version >= 6
         groups = []
         for gid in request.body.groups:
             if not self._allowed(session, "Describe", gid):
                 groups.append({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED),
-                               "group_id": gid, "group_state": "", "protocol_type": "",
-                               "protocol_data": "", "members": []})
-                continue
-            if self.coord.group_type(gid) == "consumer":
-                # Kafka describes classic groups only: a consumer group (even one with
-                # classic members) is answered as one that does not exist, Dead with no
-                # error up to v5 (v6 adds GROUP_ID_NOT_FOUND, not served here)
-                groups.append({"error_code": 0, "group_id": gid, "group_state": "Dead",
+                               "error_message": None, "group_id": gid, "group_state": "",
                                "protocol_type": "", "protocol_data": "", "members": []})
                 continue
-            d = self.coord.describe_group(gid)
+            kind = self.coord.group_type(gid)
+            d = self.coord.describe_group(gid) if kind != "consumer" else None
+            if d is None or (d.error == Errors.NONE and str(d.state) == "Dead"):
+                # a consumer group (even one with classic members), or none
+                groups.append(_dead_group(gid, v6, (
+                    f"Group {gid} is not a classic group." if kind == "consumer"
+                    else f"Group {gid} not found.")))
+                continue
             groups.append({
-                "error_code": int(d.error), "group_id": gid, "group_state": str(d.state),
+                "error_code": int(d.error), "error_message": None, "group_id": gid,
+                "group_state": str(d.state),
                 "protocol_type": d.protocol_type or "", "protocol_data": d.protocol_name or "",
                 "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                              "client_id": m.client_id, "client_host": m.client_host,
@@ -683,6 +687,14 @@ def _heartbeat_error(error: int, message: Optional[str]) -> dict:
     epoch 0, no assignment)."""
     return {"error_code": error, "error_message": message, "member_id": None,
             "member_epoch": 0, "heartbeat_interval": 0, "assignment": None}
+
+
+def _dead_group(group_id: str, v6: bool, message: str) -> dict:
+    """A DescribeGroups group that is not a classic one Kafka holds: Dead, no protocol,
+    no members; GROUP_ID_NOT_FOUND with `message` from v6, no error before."""
+    return {"error_code": int(Errors.GROUP_ID_NOT_FOUND) if v6 else 0,
+            "error_message": message if v6 else None, "group_id": group_id,
+            "group_state": "Dead", "protocol_type": "", "protocol_data": "", "members": []}
 
 
 def _described_error(group_id: str, error: int, message: Optional[str]) -> dict:

@@ -63,7 +63,7 @@ SUPPORTED_VERSIONS: Dict[int, Tuple[int, int]] = {
     12: (0, 4),     # Heartbeat
     13: (0, 4),     # LeaveGroup
     14: (0, 5),     # SyncGroup
-    15: (0, 5),     # DescribeGroups
+    15: (0, 6),     # DescribeGroups (v6: GROUP_ID_NOT_FOUND, error message)
     16: (0, 5),     # ListGroups (v5: types filter)
     18: (0, 3),     # ApiVersions
     32: (1, 4),     # DescribeConfigs: group configs only (Kafka 4 serves v1-v4)

@@ -245,7 +245,9 @@ def _description(group_id, assignment, target, error=Errors.NONE):
         subscribed_topic_regex=None, assignment=assignment, target_assignment=target)
     return SimpleNamespace(error=error, group_id=group_id, state="Reconciling", group_epoch=5,
                            assignment_epoch=5, assignor_name="uniform",
-                           members=[member] if error == Errors.NONE else [])
+                           members=[member] if error == Errors.NONE else [],
+                           error_message=None if error == Errors.NONE else f"Group {group_id} "
+                           "not found.")
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -270,7 +272,8 @@ def test_describe_answers_topic_ids_and_names(version):
         ("orders", (1,)), ("payments", (0,))]
     if version >= 1:
         assert m.member_type == 1
-    assert (gone.error_code, gone.members) == (69, ())
+    assert (gone.error_code, gone.error_message, gone.members) == (
+        69, "Group gone not found.", ())
     # asked for: the operations the client may do on the group (no ACLs: all five a
     # group takes in Kafka 4, Read, Delete, Describe, DescribeConfigs and AlterConfigs)
     answer = _call(apis, 69, version, {"group_ids": ["g"], "include_authorized_operations": True})
@@ -507,6 +510,66 @@ def test_describe_groups_answers_a_consumer_group_as_dead_as_kafka_4(impl):
     assert apis.coord.group_type("cg") == "consumer"
     assert apis.coord.group_type("classic-g") == "classic"
     assert apis.coord.group_type("nobody") is None
+
+
+def _classic_member(apis, group_id: str) -> str:
+    """A classic group `group_id` with one member, past its initial rebalance delay."""
+    answers = []
+    apis.coord.join_group(group_id, "", "consumer", [("range", b"meta")],
+                          session_timeout_ms=10_000, require_known_member_id=False,
+                          callback=answers.append)
+    apis.coord.advance_time(3_000)
+    assert answers[-1].error == Errors.NONE
+    return answers[-1].member_id
+
+
+def test_describe_groups_v6_says_why_a_group_is_not_described(impl):
+    """DescribeGroups v6 (KIP-1043): a group Kafka 4 does not describe as a classic one
+    is answered GROUP_ID_NOT_FOUND, Dead, with the message GroupMetadataManager sets
+    (the group lookup's: not found, or not a classic group); v5 keeps no error. A
+    described group and one refused by the ACLs carry no message."""
+    apis = _real_apis(impl)
+    joined = _call(apis, 68, 1, _join_body(1, group_id="cg", member_id="m-1"))
+    assert joined.error_code == 0, joined
+    member = _classic_member(apis, "classic-g")
+    # the describing client may describe every group but "hidden"
+    acls = [Acl("User:ANONYMOUS", ("Describe",), group=g) for g in ("cg", "classic-g", "nobody")]
+    apis = _apis(apis.coord, security=Security(acls=acls))
+    wanted = ["cg", "nobody", "classic-g", "hidden"]
+    body = {"groups": wanted, "include_authorized_operations": False}
+    cg, nobody, classic, hidden = _call(apis, 15, 6, body).groups
+    dead = ("Dead", "", "", ())
+    assert (cg.error_code, cg.error_message) == (69, "Group cg is not a classic group.")
+    assert (cg.group_state, cg.protocol_type, cg.protocol_data, cg.members) == dead
+    assert (nobody.error_code, nobody.error_message) == (69, "Group nobody not found.")
+    assert (nobody.group_state, nobody.protocol_type, nobody.protocol_data,
+            nobody.members) == dead
+    assert (classic.error_code, classic.error_message) == (0, None)
+    assert classic.group_state != "Dead" and [m.member_id for m in classic.members] == [member]
+    assert (hidden.error_code, hidden.error_message, hidden.group_state) == (30, None, "")
+    # v5: the same groups, no error and (no field for) no message
+    v5 = _call(apis, 15, 5, body).groups
+    assert [(g.group_id, g.error_code, g.group_state) for g in v5] == [
+        ("cg", 0, "Dead"), ("nobody", 0, "Dead"), ("classic-g", 0, classic.group_state),
+        ("hidden", 30, "")]
+    assert SUPPORTED_VERSIONS[15] == (0, 6)
+
+
+def test_consumer_group_describe_says_why_a_group_is_not_described(impl):
+    """ConsumerGroupDescribe's GROUP_ID_NOT_FOUND carries the message Kafka's group
+    lookup gives: not found, or (a classic group) not a consumer group."""
+    apis = _real_apis(impl)
+    _classic_member(apis, "classic-g")
+    joined = _call(apis, 68, 1, _join_body(1, group_id="cg", member_id="m-1"))
+    assert joined.error_code == 0, joined
+    for version in (0, 1):
+        nobody, classic, cg = _call(apis, 69, version, {
+            "group_ids": ["nobody", "classic-g", "cg"],
+            "include_authorized_operations": False}).groups
+        assert (nobody.error_code, nobody.error_message) == (69, "Group nobody not found.")
+        assert (classic.error_code, classic.error_message) == (
+            69, "Group classic-g is not a consumer group.")
+        assert (cg.error_code, cg.error_message, len(cg.members)) == (0, None, 1)
 
 
 @pytest.mark.parametrize("entry", ["unknown id", "known id, no partitions"])

@@ -73,7 +73,7 @@ def _sample(api_key: int, version: int) -> dict:
         12: {"group_id": "wire", "generation_id": 0, "member_id": "nobody"},
         13: {"group_id": "wire", "member_id": "nobody", "members": [{"member_id": "nobody"}]},
         14: {"group_id": "wire", "generation_id": 0, "member_id": "nobody", "assignments": []},
-        15: {"groups": ["wire"], "include_authorized_operations": False},
+        15: {"groups": ["never-created"], "include_authorized_operations": False},
         16: {"states_filter": []},
         18: {"client_software_name": "wire-test", "client_software_version": "1.0"},
         42: {"groups_names": ["never-created"]},
@@ -94,10 +94,11 @@ def _sample(api_key: int, version: int) -> dict:
 
 
 # What each API answers to its sample (top-level or first partition error code).
-_EXPECTED_ERROR = {0: 42, 1: 0, 2: 0, 8: 0, 10: 0, 12: 25, 13: 25, 14: 25, 18: 0, 42: 69,
-                   47: 69, 68: 0, 69: 69, 32: 0, 44: 0}
-# Versions answered otherwise: OffsetCommit v0 (Kafka 3.x without ZooKeeper).
-_EXPECTED_ERROR_AT = {(8, 0): 35}
+_EXPECTED_ERROR = {0: 42, 1: 0, 2: 0, 8: 0, 10: 0, 12: 25, 13: 25, 14: 25, 15: 0, 18: 0,
+                   42: 69, 47: 69, 68: 0, 69: 69, 32: 0, 44: 0}
+# Versions answered otherwise: OffsetCommit v0 (Kafka 3.x without ZooKeeper), DescribeGroups
+# v6 (an unknown group is GROUP_ID_NOT_FOUND from v6 on).
+_EXPECTED_ERROR_AT = {(8, 0): 35, (15, 6): 69}
 
 
 def _first_error(api_key: int, response):
@@ -116,7 +117,7 @@ def _first_error(api_key: int, response):
         return response.members[0].error_code
     if api_key == 42:
         return response.results[0].error_code
-    if api_key == 69:
+    if api_key in (15, 69):
         return response.groups[0].error_code
     if api_key == 32:
         return response.results[0].error_code
@@ -161,6 +162,12 @@ def test_every_advertised_version_is_served(server, api_key, version):
             keys = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
             assert keys == SUPPORTED_VERSIONS
             assert keys[68] == keys[69] == (0, 1)      # the consumer group protocol
+        if api_key == 15:
+            assert response.groups[0].group_state == "Dead"
+            if version >= 6:
+                assert response.groups[0].error_message == "Group never-created not found."
+        if api_key == 69:
+            assert response.groups[0].error_message == "Group never-created not found."
         if api_key == 68:      # a join: the member gets an epoch and its share of TOPIC
             assert response.member_epoch >= 1 and response.member_id == f"wire-member-{version}"
     finally:
