@@ -66,8 +66,12 @@ _I8 = struct.Struct(">b").unpack_from
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 
-# A step: (frame, position, end of the window it must stay in) -> position after it.
-Step = Callable[[bytes, int, int], int]
+# A step: (frame, position, end of the window it must stay in, edits) -> position after
+# it. `edits` is None for a check; for `without_unknown_tags`' walk, the list that
+# collects the (start, end, replacement) byte edits dropping the tagged fields the schema
+# does not know. It is passed down the walk, never kept, so that walks on several
+# threads at once each collect their own.
+Step = Callable[[bytes, int, int, Optional[list]], int]
 
 
 def _uvarint(frame, pos: int, end: int):
@@ -91,7 +95,7 @@ def _uvarint(frame, pos: int, end: int):
 
 
 def _fixed(size: int) -> Step:
-    def step(frame, pos: int, end: int) -> int:
+    def step(frame, pos: int, end: int, edits) -> int:
         pos += size
         if pos > end:
             raise FrameError(f"{size}-byte field cut short by the end of the frame")
@@ -103,7 +107,7 @@ def _length(name: str, flexible: bool, wide: bool) -> Step:
     """A string (int16 length) or bytes/records (int32) field, compact when flexible:
     its length must fit in what is left. A null is left to kio (which knows the
     field's nullability and refuses a null it does not allow)."""
-    def step(frame, pos: int, end: int) -> int:
+    def step(frame, pos: int, end: int, edits) -> int:
         if flexible:
             n, pos = _uvarint(frame, pos, end)
             n -= 1
@@ -145,7 +149,7 @@ def _array(name: str, flexible: bool, nullable: bool, element: Step, element_min
            element_fixed: bool) -> Step:
     least = max(1, element_min)
 
-    def step(frame, pos: int, end: int) -> int:
+    def step(frame, pos: int, end: int, edits) -> int:
         n, pos = _count(name, flexible, nullable, frame, pos, end)
         if n <= 0:
             return pos
@@ -154,26 +158,23 @@ def _array(name: str, flexible: bool, nullable: bool, element: Step, element_min
         if element_fixed:
             return pos + n * element_min      # fits: checked just above
         for _ in range(n):
-            pos = element(frame, pos, end)
+            pos = element(frame, pos, end, edits)
         return pos
     return step
 
 
 def _nullable_entity(name: str, inner: Step) -> Step:
     """A nullable struct: an int8 marker (-1: null) before it."""
-    def step(frame, pos: int, end: int) -> int:
+    def step(frame, pos: int, end: int, edits) -> int:
         if pos >= end:
             raise FrameError(f"{name}: marker cut short by the end of the frame")
         (marker,) = _I8(frame, pos)
         if marker < 0:
             return pos + 1
-        return inner(frame, pos + 1, end)
+        return inner(frame, pos + 1, end, edits)
     return step
 
 
-# While `without_unknown_tags` walks a frame: the (start, end, replacement) byte edits
-# that drop the tagged fields the schema does not know. None otherwise (every other walk).
-_edits: Optional[list] = None
 # The most edits that walk makes before it refuses the frame: a client sends a few
 # unknown tags at most, and each edit costs a Python object (a 16 MB frame holds
 # millions of two-byte tags).
@@ -191,8 +192,9 @@ def _varint_bytes(n: int) -> bytes:
 
 def _tags(owner: str, known: Dict[int, Step]) -> Step:
     """A flexible entity's tagged-field section: a count, then (tag, size, bytes) each;
-    a tag the schema knows is walked inside its own size."""
-    def step(frame, pos: int, end: int) -> int:
+    a tag the schema knows is walked inside its own size; with `edits`, each tag it
+    does not know is recorded there to be dropped."""
+    def step(frame, pos: int, end: int, edits) -> int:
         if pos < end and frame[pos] == 0:     # the usual empty section
             return pos + 1
         section = pos
@@ -200,7 +202,6 @@ def _tags(owner: str, known: Dict[int, Step]) -> Step:
         counted = pos
         if n > (end - pos) // 2:              # a tag and a size take one byte each at least
             raise FrameError(f"{owner}: {n} tagged fields with {end - pos} bytes left")
-        edits = _edits
         dropped = 0
         for _ in range(n):
             field = pos
@@ -213,7 +214,7 @@ def _tags(owner: str, known: Dict[int, Step]) -> Step:
             inner = known.get(tag)
             if inner is not None:
                 mark = 0 if edits is None else len(edits)
-                inner(frame, pos, pos + size)
+                inner(frame, pos, pos + size, edits)
                 if edits is not None and len(edits) > mark:
                     # unknown tags dropped inside a known one: its size shrinks
                     removed = sum(b - a - len(r) for a, b, r in edits[mark:])
@@ -268,9 +269,9 @@ def _sequence(steps: list) -> typing.Tuple[Step, Program]:
         return merged[0], tuple(program)
     merged_t = tuple(merged)
 
-    def step(frame, pos: int, end: int) -> int:
+    def step(frame, pos: int, end: int, edits) -> int:
         for s in merged_t:
-            pos = s(frame, pos, end)
+            pos = s(frame, pos, end, edits)
         return pos
     return step, tuple(program)
 
@@ -388,7 +389,8 @@ def _request(cls) -> typing.Tuple[Step, Program]:
 
 
 def request_checker(cls) -> Step:
-    """The compiled checker of request class `cls` (header included), made once."""
+    """The compiled checker of request class `cls` (header included), made once: a
+    `Step`, called (frame, 0, len(frame), None) to check a frame."""
     return _request(cls)[0]
 
 
@@ -401,13 +403,8 @@ def without_unknown_tags(cls, frame) -> Optional[bytes]:
     """The frame of request class `cls` (header included) with every tagged field its
     schema does not know left out (as Kafka's readers skip one), or None when it holds
     none. Raises `FrameError` as `check_request` does."""
-    global _edits
     edits: list = []
-    _edits = edits
-    try:
-        request_checker(cls)(frame, 0, len(frame))
-    finally:
-        _edits = None
+    request_checker(cls)(frame, 0, len(frame), edits)
     if not edits:
         return None
     out = []
@@ -423,4 +420,4 @@ def check_request(cls, frame) -> int:
     """Walk a whole request frame (header and body, without the size prefix) of request
     class `cls`; raise `FrameError` at the first length or count it cannot hold.
     Returns where the walk ended (the frame's size for a well-formed one)."""
-    return request_checker(cls)(frame, 0, len(frame))
+    return request_checker(cls)(frame, 0, len(frame), None)

@@ -187,6 +187,48 @@ def test_skipping_unknown_tagged_fields_is_bounded(monkeypatch):
         decode_request(plain[:-1] + fs._varint(9) + b"\x07\x00" * 9)
 
 
+def test_skipping_unknown_tagged_fields_on_two_threads_at_once(monkeypatch):
+    """The server may check frames on several threads: a walk that drops unknown tags
+    must collect its own edits, whatever another thread walks meanwhile. One thread is
+    held inside its walk (before it reaches a tagged-field section) while the main
+    thread skips the tags of another frame and checks a third; the held walk must then
+    drop exactly its own frame's unknown tags."""
+    import threading
+    from fastcoord.server import framecheck
+    cls = request_class(69, 1)
+
+    def frame(group: str) -> bytes:
+        return encode_request(69, 1, 8, {"group_ids": [group],
+                                         "include_authorized_operations": True},
+                              client_id="t")[4:]
+    held_plain, other_plain = frame("held"), frame("other")
+    held = held_plain[:-1] + b"\x01\x07\x03abc"
+    other = other_plain[:-1] + b"\x02\x07\x01x\x09\x00"
+    inside, resume = threading.Event(), threading.Event()
+    uvarint = framecheck._uvarint
+    holder = []
+
+    def pausing_uvarint(data, pos, end):
+        if threading.current_thread() is holder[0] and not inside.is_set():
+            inside.set()
+            assert resume.wait(10)
+        return uvarint(data, pos, end)
+    monkeypatch.setattr(framecheck, "_uvarint", pausing_uvarint)
+    results = {}
+    thread = threading.Thread(target=lambda: results.update(
+        held=framecheck.without_unknown_tags(cls, held)))
+    holder.append(thread)
+    thread.start()
+    try:
+        assert inside.wait(10)
+        assert framecheck.without_unknown_tags(cls, other) == other_plain
+        assert check_request(cls, other) == len(other)
+    finally:
+        resume.set()
+        thread.join(10)
+    assert results["held"] == held_plain
+
+
 # ---- over the socket, beside a healthy group --------------------------------------------
 
 GROUP = "healthy-group"
