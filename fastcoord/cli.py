@@ -5,6 +5,8 @@ import argparse
 import sys
 from typing import List, Optional
 
+from ._argtypes import positive_int
+
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="fastcoord", description=__doc__)
@@ -66,13 +68,6 @@ def _topic(spec: str):
     return name, int(count)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
 def _add_serve_parser(sub) -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the coordinator behind the Kafka wire protocol")
     serve.add_argument("--config", default=None, metavar="FILE",
@@ -97,16 +92,17 @@ def _add_serve_parser(sub) -> argparse.ArgumentParser:
     serve.add_argument("--max-frame-bytes", type=int, default=16 * 1024 * 1024)
     serve.add_argument("--max-connections", type=int, default=10_000)
     serve.add_argument("--idle-timeout-ms", type=int, default=600_000)
-    serve.add_argument("--idle-grace-ms", type=_positive, default=10_000,
+    serve.add_argument("--idle-grace-ms", type=positive_int, default=10_000,
                        help="at --max-connections, a connection idle this long is closed "
                             "to admit a new one (and a partial frame holding the request "
                             "budget this long while others wait is closed)")
-    serve.add_argument("--max-inflight-requests", type=_positive, default=1000,
+    serve.add_argument("--max-inflight-requests", type=positive_int, default=1000,
                        help="stop reading a connection with this many requests unanswered "
                             "or held behind an unanswered one; resume at half")
-    serve.add_argument("--max-inflight-bytes", type=_positive, default=4 * 1024 * 1024,
+    serve.add_argument("--max-inflight-bytes", type=positive_int, default=4 * 1024 * 1024,
                        help="likewise for the bytes of answers held on a connection")
-    serve.add_argument("--queued-max-request-bytes", type=_positive, default=32 * 1024 * 1024,
+    serve.add_argument("--queued-max-request-bytes", type=positive_int,
+                       default=32 * 1024 * 1024,
                        help="memory all large partial frames may hold together (Kafka's "
                             "queued.max.request.bytes); past it their reading waits")
     serve.add_argument("--tick-ms", type=int, default=5, help="how often timers are advanced")

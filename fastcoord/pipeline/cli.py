@@ -17,6 +17,8 @@ import tempfile
 import time
 from typing import Dict, List, Optional
 
+from .._argtypes import positive_int
+
 COMMANDS = ("trace", "replay", "whatif", "report")
 
 
@@ -193,16 +195,6 @@ def _unwritable_file(path: str) -> str:
     return _unwritable_dir(parent)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
-
-
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -302,11 +294,11 @@ def add_parsers(sub) -> None:
     gen = tsub.add_parser("gen", help="a synthetic trace, deterministic from --seed",
                           usage="%(prog)s OUT [option ...] (see --help)")
     gen.add_argument("out", help="Parquet file to write")
-    gen.add_argument("--groups", type=_positive_int, default=100,
+    gen.add_argument("--groups", type=positive_int, default=100,
                      help="consumer groups (default 100)")
-    gen.add_argument("--members", type=_positive_int, default=10,
+    gen.add_argument("--members", type=positive_int, default=10,
                      help="mean members per group (sizes are skewed; default 10)")
-    gen.add_argument("--duration-s", type=_positive_int, default=600,
+    gen.add_argument("--duration-s", type=positive_int, default=600,
                      help="seconds the trace spans (default 600)")
     gen.add_argument("--seed", type=int, default=0,
                      help="random seed: the same seed and options give the same trace "
@@ -364,7 +356,7 @@ def add_parsers(sub) -> None:
                        help="what-if output directory (default: DIR/whatif when it exists)")
     which.add_argument("--no-whatif", dest="with_whatif", action="store_false",
                        help="the replay alone, even where a what-if output lies")
-    rp.add_argument("--top", type=_positive_int, default=20,
+    rp.add_argument("--top", type=positive_int, default=20,
                     help="groups in each top-groups table (rebalances, committed offsets)")
 
 

@@ -104,3 +104,18 @@ def test_make_run_config_is_valid():
     assert args.port == 9092 and args.host == "127.0.0.1"
     assert dict(args.topic) == {"orders": 12, "payments": 6, "clicks": 4}
     assert args.data_dir == str(ROOT / "data")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_serve_size_flags_take_a_whole_number_of_at_least_one(capsys, value):
+    """The serve flags that must be positive say so in the words the pipeline's flags
+    use, a word included (argparse's own message named the check's function)."""
+    from fastcoord.cli import _add_serve_parser
+    import argparse
+
+    serve = _add_serve_parser(argparse.ArgumentParser().add_subparsers())
+    with pytest.raises(SystemExit) as exc:
+        serve.parse_args(["--max-inflight-requests", value])
+    assert exc.value.code == 2
+    assert (f"argument --max-inflight-requests: expected a whole number of at least 1, "
+            f"got {value!r}") in capsys.readouterr().err
