@@ -598,7 +598,9 @@ class KafkaApis:
     def describe_groups(self, session: Session, request: Request, reply: Reply) -> None:
         """DescribeGroups (Kafka 4's): classic groups only. A group that is not one, or
         that does not exist, is answered Dead with no protocol and no members; up to v5
-        with no error, from v6 (KIP-1043) with GROUP_ID_NOT_FOUND and Kafka's message."""
+        with no error, from v6 (KIP-1043) with GROUP_ID_NOT_FOUND and Kafka's message.
+        From v3, the client's operations on each group answered without an error when
+        it asks (the field's default, -2^31, otherwise)."""
         v6 = request.api_version >= 6
         groups = []
         for gid in request.body.groups:
@@ -623,6 +625,12 @@ class KafkaApis:
                              "client_id": m.client_id, "client_host": m.client_host,
                              "member_metadata": m.metadata, "member_assignment": m.assignment}
                             for m in d.members]})
+        if request.api_version >= 3 and request.body.include_authorized_operations:
+            # as Kafka: every group answered without an error (a Dead one up to v5 too)
+            for group in groups:
+                if group["error_code"] == 0:
+                    group["authorized_operations"] = self._group_operations(
+                        session, group["group_id"])
         reply({"groups": groups})
 
     def delete_groups(self, session: Session, request: Request, reply: Reply) -> None:

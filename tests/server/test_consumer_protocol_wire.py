@@ -555,6 +555,27 @@ def test_describe_groups_v6_says_why_a_group_is_not_described(impl):
     assert SUPPORTED_VERSIONS[15] == (0, 6)
 
 
+def test_describe_groups_answers_the_operations_asked_for(impl):
+    """DescribeGroups v3+ with include_authorized_operations: Kafka answers the client's
+    operations on every group it answers without an error (a Dead one before v6 too),
+    and leaves the field at its default otherwise."""
+    apis = _real_apis(impl)
+    _classic_member(apis, "classic-g")
+    acls = [Acl("User:ANONYMOUS", ("Read",), group="classic-g"),
+            Acl("User:ANONYMOUS", ("Describe",), group="nobody")]
+    apis = _apis(apis.coord, security=Security(acls=acls))
+    read_describe, describe = (1 << 3) | (1 << 8), 1 << 8
+    for version in (3, 5, 6):
+        asked = _call(apis, 15, version, {"groups": ["classic-g", "nobody", "hidden"],
+                                          "include_authorized_operations": True}).groups
+        assert [(g.error_code, g.authorized_operations) for g in asked] == [
+            (0, read_describe), (69, -2**31) if version >= 6 else (0, describe),
+            (30, -2**31)]
+        not_asked = _call(apis, 15, version, {"groups": ["classic-g"],
+                                              "include_authorized_operations": False}).groups
+        assert not_asked[0].authorized_operations == -2**31
+
+
 def test_consumer_group_describe_says_why_a_group_is_not_described(impl):
     """ConsumerGroupDescribe's GROUP_ID_NOT_FOUND carries the message Kafka's group
     lookup gives: not found, or (a classic group) not a consumer group."""
