@@ -157,12 +157,23 @@ def test_alter_configs_rights_as_kafkas():
     assert apis.coord.group_config("g") == {SESSION: 50_000}
 
 
-def _heartbeat_interval(conn, group, member, topic_id=None):
-    r = conn.call(68, 1, {"group_id": group, "member_id": member, "member_epoch": 0,
-                          "rebalance_timeout": 30_000, "subscribed_topic_names": ["orders"],
-                          "topic_partitions": []})
+def _heartbeat_interval(conn, group, member, epoch=0):
+    """The interval a ConsumerGroupHeartbeat is answered with: a join (epoch 0), or
+    the steady heartbeat of a member at `epoch` (every optional field null: the form
+    the member table and the wire fast path answer alone)."""
+    body = {"group_id": group, "member_id": member, "member_epoch": epoch,
+            "topic_partitions": None}
+    if epoch == 0:
+        body.update(rebalance_timeout=30_000, subscribed_topic_names=["orders"],
+                    topic_partitions=[])
+    r = conn.call(68, 1, body)
     assert r.error_code == 0, r
     return int(r.heartbeat_interval.total_seconds() * 1000)
+
+
+def _epoch(conn, group, member):
+    described = conn.call(69, 1, {"group_ids": [group], "include_authorized_operations": False})
+    return next(m.member_epoch for m in described.groups[0].members if m.member_id == member)
 
 
 def test_configs_are_kept_across_a_restart_and_reach_the_members(tmp_path):
@@ -174,11 +185,15 @@ def test_configs_are_kept_across_a_restart_and_reach_the_members(tmp_path):
     try:
         conn = RawConn(server.port)
         assert _heartbeat_interval(conn, "g", "m-1") == 5_000
+        epoch = _epoch(conn, "g", "m-1")
+        for _ in range(2):                  # settled: answered from the member table
+            assert _heartbeat_interval(conn, "g", "m-1", epoch) == 5_000
         answer = conn.call(44, 1, {"resources": [
             {"resource_type": GROUP, "resource_name": "g", "configs": [
                 {"name": INTERVAL, "config_operation": SET, "value": "8000"}]}],
             "validate_only": False})
         assert answer.responses[0].error_code == 0
+        assert _heartbeat_interval(conn, "g", "m-1", epoch) == 8_000     # its cached answer
         assert _heartbeat_interval(conn, "g", "m-2") == 8_000
         conn.close()
     finally:
