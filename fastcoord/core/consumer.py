@@ -538,7 +538,14 @@ class ConsumerLogic:
         if updated.topic_names != member.topic_names:
             bump = True
         bump |= self._regex_changed(cg, member, updated)
+        # The assignor the group uses may change with this member's preference (the
+        # one most members ask for): a new choice makes a new target (KAFKA-20434)
+        preferred = None
+        if not bump and updated.server_assignor != member.server_assignor:
+            preferred = self._preferred_assignor(cg)
         self._install(group, member, updated, replaced)
+        if preferred is not None and self._preferred_assignor(cg) != preferred:
+            bump = True
         if bump or cg.topics_version != self.topics_version:
             if self._refresh_metadata(cg):
                 bump = True
@@ -819,7 +826,7 @@ class ConsumerLogic:
         cg.dirty.add(member.member_id)
         self._refresh_metadata(cg)
         if bump:
-            cg.group_epoch += 1
+            bump_after_removal(cg)
         group.version = self.logic.next_version()
         if not cg.members:
             group.empty_since_ms = self.logic.commit_time_ms()
@@ -1091,6 +1098,15 @@ class ConsumerLogic:
         if member is None:
             return Errors.UNKNOWN_MEMBER_ID
         return _check_offsets_epoch(member, member_epoch)
+
+
+def bump_after_removal(cg) -> None:
+    """Bump the group epoch after members were removed. A group left empty has no
+    target to compute: its assignment epoch follows the group epoch, so an empty group's
+    epochs are equal (Kafka writes the assignment epoch with the fencing, KAFKA-20442)."""
+    cg.group_epoch += 1
+    if not cg.members:
+        cg.assignment_epoch = cg.group_epoch
 
 
 def _check_offsets_epoch(member, epoch) -> Errors:

@@ -29,7 +29,7 @@ from typing import Iterable, List
 
 from fastcoord.core.consumer import (
     UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerMember, _Refused, _sorted_lists,
-    static_member,
+    bump_after_removal, static_member,
 )
 from fastcoord.core.consumer_embedded import (
     ClassicMetadata, decode_assignment, decode_subscription, encode_assignment,
@@ -391,7 +391,7 @@ class MixedGroups:
             if not self.maybe_downgrade(group, leaving):
                 for member in leaving.values():
                     self.consumers.remove(group, member, bump=False)
-                cg.group_epoch += 1         # (once for the request, as Kafka)
+                bump_after_removal(cg)      # (once for the request, as Kafka)
                 self.consumers._persist(group, None, None)
         return LeaveGroupResult(Errors.NONE, errors)
 

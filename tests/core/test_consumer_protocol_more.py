@@ -1,0 +1,295 @@
+"""More translations of Kafka's consumer-group tests (GroupMetadataManagerTest,
+CurrentAssignmentBuilderTest, ConsumerGroupTest), both twins, in the style and with
+the helpers of tests/core/test_consumer_protocol.py.
+
+Kafka's tests start from a group replayed from records (members at epoch 10 or 100);
+here the same situations are reached through heartbeats, with the assignor replaced by
+a fixed one where the case depends on its choice, so the epochs are smaller but the
+moves are the same.
+"""
+import pytest
+
+from fastcoord import Errors
+from fastcoord.core.store import DeferredStore
+from fastcoord import GroupCoordinator, ManualClock
+
+from tests.core.test_consumer_protocol import E, SESSION, fixed, hb, join, make
+
+FOO3 = {"foo": [0, 1, 2]}
+
+
+def members(coord, group_id="g"):
+    return {m.member_id: m for m in coord.consumer_group_describe([group_id])[0].members}
+
+
+def described(coord, group_id="g"):
+    return coord.consumer_group_describe([group_id])[0]
+
+
+class NamedFixed:
+    """A fixed assignor that also records the assignor name each computation used."""
+
+    def __init__(self):
+        self.next = None
+        self.names = []
+
+    def __call__(self, name, members, topics, current):
+        self.names.append(name)
+        return {m[0]: {t: sorted(ps) for t, ps in self.next.get(m[0], {}).items()}
+                for m in members}
+
+
+def _revoking_member(coord):
+    """m1 owns foo 0-2 at epoch 1; m2 joins (epoch 2) with a target taking foo 2 from m1.
+    Returns the assignor; m1 is UNREVOKED_PARTITIONS (foo 2 to revoke) at epoch 1."""
+    coord.set_topics({"foo": 3})
+    assignor = fixed(coord)
+    assignor.next = {"m1": FOO3}
+    join(coord, "g", "m1", ["foo"])
+    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
+    r2 = join(coord, "g", "m2", ["foo"])
+    assert (r2.member_epoch, r2.assignment) == (2, {})
+    r1 = hb(coord, "g", "m1", 1, owned_partitions=FOO3)
+    assert (r1.member_epoch, r1.assignment) == (1, {"foo": [0, 1]})
+    return assignor
+
+
+# ---------------------------------------------------------------------------------------
+# a known member rejoining with epoch 0 (testMemberCanRejoinWithEpochZeroIn*State)
+# ---------------------------------------------------------------------------------------
+def test_rejoin_with_epoch_zero_when_stable_gets_its_state_back(impl):
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 3})
+    assert join(coord, "g", "m1", ["foo"]).assignment == FOO3
+    epoch = described(coord).group_epoch
+    r = join(coord, "g", "m1", ["foo"])
+    assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 1, FOO3)
+    assert described(coord).group_epoch == epoch        # same subscription: no bump
+
+
+def test_rejoin_with_epoch_zero_while_revoking_moves_it_to_its_target(impl):
+    # Rejoining says it owns nothing: what it had to revoke is revoked
+    coord, _ = make(impl)
+    _revoking_member(coord)
+    r = join(coord, "g", "m1", ["foo"])
+    assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 2, {"foo": [0, 1]})
+    assert members(coord)["m1"].assignment == {"foo": [0, 1]}
+
+
+def test_rejoin_with_epoch_zero_while_waiting_for_partitions(impl):
+    coord, _ = make(impl)
+    _revoking_member(coord)
+    # m2 waits for foo 2 (UNRELEASED_PARTITIONS at epoch 2); its rejoin changes nothing
+    r = join(coord, "g", "m2", ["foo"])
+    assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 2, {})
+    # once m1 revokes, m2's next rejoin gets it
+    hb(coord, "g", "m1", 1, owned_partitions={"foo": [0, 1]})
+    r = join(coord, "g", "m2", ["foo"])
+    assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 2, {"foo": [2]})
+
+
+# ---------------------------------------------------------------------------------------
+# a full heartbeat sent twice (testDuplicateFullHeartbeatIn*State, ...WithRevocationAck)
+# ---------------------------------------------------------------------------------------
+def _stored(impl):
+    store = DeferredStore()
+    coord = GroupCoordinator(clock=ManualClock(0), store=store, impl=impl)
+    return coord, store
+
+
+def _full(coord, member_id, epoch, owned):
+    out = []
+    coord.consumer_group_heartbeat("g", member_id, epoch, rebalance_timeout_ms=30_000,
+                                   subscribed_topic_names=["foo"], owned_partitions=owned,
+                                   callback=out.append)
+    return out
+
+
+def _twice(coord, store, member_id, epoch, owned):
+    first = _full(coord, member_id, epoch, owned)
+    store.complete_all()
+    second = _full(coord, member_id, epoch, owned)
+    assert store.pending == [], "a duplicate full heartbeat writes nothing"
+    assert first == second and len(first) == 1
+    return first[0]
+
+
+def test_duplicate_full_heartbeat_when_stable(impl):
+    coord, store = _stored(impl)
+    coord.set_topics({"foo": 3})
+    _full(coord, "m1", 0, {})
+    store.complete_all()
+    r = _twice(coord, store, "m1", 1, FOO3)
+    assert (r.member_epoch, r.assignment) == (1, FOO3)
+
+
+def test_duplicate_full_heartbeat_while_revoking(impl):
+    coord, store = _stored(impl)
+    coord.set_topics({"foo": 3})
+    assignor = fixed(coord)
+    assignor.next = {"m1": FOO3}
+    _full(coord, "m1", 0, {})
+    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
+    _full(coord, "m2", 0, {})
+    store.complete_all()
+    r = _twice(coord, store, "m1", 1, FOO3)
+    assert (r.member_epoch, r.assignment) == (1, {"foo": [0, 1]})
+
+
+def test_duplicate_full_heartbeat_acknowledging_the_revocation(impl):
+    coord, store = _stored(impl)
+    coord.set_topics({"foo": 3})
+    assignor = fixed(coord)
+    assignor.next = {"m1": FOO3}
+    _full(coord, "m1", 0, {})
+    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
+    _full(coord, "m2", 0, {})
+    _full(coord, "m1", 1, FOO3)
+    store.complete_all()
+    first = _full(coord, "m1", 1, {"foo": [0, 1]})      # revoked: epoch 2, Stable
+    assert store.pending                                 # that one moved the member
+    store.complete_all()
+    assert (first[0].member_epoch, first[0].assignment) == (2, {"foo": [0, 1]})
+    # the same request again, at its old epoch (the answer may have been lost)
+    second = _full(coord, "m1", 1, {"foo": [0, 1]})
+    assert store.pending == [] and second == first
+
+
+def test_duplicate_full_heartbeat_while_waiting_for_partitions(impl):
+    coord, store = _stored(impl)
+    coord.set_topics({"foo": 3})
+    assignor = fixed(coord)
+    assignor.next = {"m1": FOO3}
+    _full(coord, "m1", 0, {})
+    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
+    _full(coord, "m2", 0, {})
+    store.complete_all()
+    r = _twice(coord, store, "m2", 2, {})
+    assert (r.member_epoch, r.assignment) == (2, {})
+
+
+# ---------------------------------------------------------------------------------------
+# the last member leaving (testMemberJoinsEmptyConsumerGroup's leave, KAFKA-20442)
+# ---------------------------------------------------------------------------------------
+def test_last_member_leaving_brings_the_assignment_epoch_along(impl):
+    """An empty group has no target to compute: Kafka writes the assignment epoch with
+    the bumped group epoch when the last member goes, so they stay equal."""
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 6})
+    join(coord, "g", "m1", ["foo"])
+    r = hb(coord, "g", "m1", -1)
+    assert (r.error, r.member_id, r.member_epoch, r.heartbeat_interval_ms, r.assignment) == \
+        (E.NONE, "m1", -1, 0, None)
+    d = described(coord)
+    assert (d.state, d.group_epoch, d.assignment_epoch) == ("Empty", 2, 2)
+
+
+def test_last_members_fenced_by_their_session_bring_the_assignment_epoch_along(impl):
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 6})
+    join(coord, "g", "m1", ["foo"])
+    join(coord, "g", "m2", ["foo"])
+    coord.advance_time(SESSION)
+    d = described(coord)
+    assert d.members == []
+    assert d.group_epoch == d.assignment_epoch == 4
+
+
+def test_a_member_joining_after_the_last_left_gets_a_fresh_target(impl):
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 2})
+    join(coord, "g", "m1", ["foo"])
+    hb(coord, "g", "m1", -1)
+    r = join(coord, "g", "m2", ["foo"])
+    assert (r.member_epoch, r.assignment) == (3, {"foo": [0, 1]})
+    d = described(coord)
+    assert (d.state, d.group_epoch, d.assignment_epoch) == ("Stable", 3, 3)
+
+
+# ---------------------------------------------------------------------------------------
+# static members (testGroupEpochBumpWhenNewStaticMemberJoins,
+# testStaticMemberRejoinsWithNewSubscribedTopics[AndNoAssignmentChange],
+# testStaticMembersRejoinWithNewServerAssignor)
+# ---------------------------------------------------------------------------------------
+def _two_static(coord, m1_topics=("foo", "bar"), m2_topics=("foo", "bar"),
+                t1=None, t2=None):
+    """Static members a (i-a) and b (i-b), Stable at epoch 2 with targets t1 and t2."""
+    coord.set_topics({"foo": 6, "bar": 3})
+    assignor = fixed(coord)
+    t1 = t1 or {"foo": [0, 1, 2], "bar": [0, 1]}
+    t2 = t2 or {"foo": [3, 4, 5], "bar": [2]}
+    assignor.next = {"a": t1}
+    join(coord, "g", "a", list(m1_topics), instance_id="i-a")
+    assignor.next = {"a": t1, "b": t2}
+    assert join(coord, "g", "b", list(m2_topics), instance_id="i-b").assignment == t2
+    assert hb(coord, "g", "a", 1, instance_id="i-a", owned_partitions=t1).member_epoch == 2
+    assert described(coord).state == "Stable"
+    return assignor
+
+
+def test_a_new_static_member_bumps_the_epoch_and_waits_for_its_partitions(impl):
+    coord, _ = make(impl)
+    assignor = _two_static(coord)
+    assignor.next = {"a": {"foo": [0, 1], "bar": [0]}, "b": {"foo": [2, 3], "bar": [1]},
+                     "c": {"foo": [4, 5], "bar": [2]}}
+    r = join(coord, "g", "c", ["foo", "bar"], instance_id="i-c")
+    assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 3, {})
+    d = described(coord)
+    assert (d.group_epoch, d.assignment_epoch, d.state) == (3, 3, "Reconciling")
+    assert members(coord)["c"].target_assignment == {"foo": [4, 5], "bar": [2]}
+
+
+def test_static_member_rejoining_with_new_topics_bumps_the_epoch(impl):
+    coord, _ = make(impl)
+    assignor = _two_static(coord, m1_topics=["foo"], m2_topics=["foo"],
+                           t1={"foo": [0, 1, 2]}, t2={"foo": [3, 4, 5]})
+    assert hb(coord, "g", "b", -2, instance_id="i-b").member_epoch == -2
+    assert described(coord).group_epoch == 2
+    assignor.next = {"a": {"foo": [0, 1, 2]}, "b2": {"foo": [3, 4, 5], "bar": [0, 1, 2]}}
+    r = join(coord, "g", "b2", ["foo", "bar"], instance_id="i-b")
+    assert (r.error, r.member_epoch, r.assignment) == \
+        (E.NONE, 3, {"foo": [3, 4, 5], "bar": [0, 1, 2]})
+    assert sorted(members(coord)) == ["a", "b2"]
+
+
+def test_static_member_rejoining_with_new_topics_and_the_same_target(impl):
+    coord, _ = make(impl)
+    assignor = _two_static(coord, m1_topics=["foo", "bar"], m2_topics=["foo"],
+                           t1={"foo": [0, 1, 2], "bar": [0]}, t2={"foo": [3, 4, 5]})
+    hb(coord, "g", "b", -2, instance_id="i-b")
+    assignor.next = {"a": {"foo": [0, 1, 2], "bar": [0]}, "b2": {"foo": [3, 4, 5]}}
+    r = join(coord, "g", "b2", ["foo", "bar"], instance_id="i-b")
+    assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 3, {"foo": [3, 4, 5]})
+
+
+def test_static_members_rejoining_with_another_assignor_retarget_once_most_use_it(impl):
+    """KAFKA-20434: the group epoch is bumped when the assignor most members prefer
+    changes (members that left for now, epoch -2, still count)."""
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 6})
+    assignor = NamedFixed()
+    coord._logic.consumers.assign = assignor
+    targets = {"a": {"foo": [0, 1]}, "b": {"foo": [2, 3]}, "c": {"foo": [4, 5]}}
+    assignor.next = targets
+    for mid in ("a", "b", "c"):
+        join(coord, "g", mid, ["foo"], instance_id="i-" + mid, server_assignor="uniform")
+    for _ in range(2):
+        for mid, m in members(coord).items():
+            hb(coord, "g", mid, m.member_epoch, instance_id=m.instance_id,
+               owned_partitions=m.assignment)
+    d = described(coord)
+    assert (d.state, d.group_epoch) == ("Stable", 3)
+    for mid in ("a", "b", "c"):
+        assert hb(coord, "g", mid, -2, instance_id="i-" + mid).member_epoch == -2
+    computed = len(assignor.names)
+    # b comes back asking for range: uniform is still the choice (2 to 1), no rebalance
+    assignor.next = {"a": targets["a"], "b2": targets["b"], "c": targets["c"]}
+    r = join(coord, "g", "b2", ["foo"], instance_id="i-b", server_assignor="range")
+    assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 3, {"foo": [2, 3]})
+    assert len(assignor.names) == computed and described(coord).assignor_name == "uniform"
+    # c comes back asking for range too: range is now the choice, the target is recomputed
+    assignor.next = {"a": targets["a"], "b2": targets["b"], "c2": targets["c"]}
+    r = join(coord, "g", "c2", ["foo"], instance_id="i-c", server_assignor="range")
+    assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 4, {"foo": [4, 5]})
+    assert assignor.names[computed:] == ["range"]
+    assert described(coord).group_epoch == 4
