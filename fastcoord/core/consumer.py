@@ -465,8 +465,7 @@ class ConsumerLogic:
                    client_id, client_host, topic_filter=None) -> ConsumerGroupHeartbeatResult:
         cg = group.consumer
         self._maybe_resolve_regexes(group, topic_filter)
-        if len(cg.members) >= self.config.group_consumer_max_size \
-                and (not member_id or member_id not in cg.members):
+        if is_full(cg, self.config.group_consumer_max_size, member_id, instance_id):
             raise _Refused(Errors.GROUP_MAX_SIZE_REACHED,
                            "The consumer group has reached its maximum capacity of "
                            f"{self.config.group_consumer_max_size} members.")
@@ -1098,6 +1097,14 @@ class ConsumerLogic:
         if member is None:
             return Errors.UNKNOWN_MEMBER_ID
         return _check_offsets_epoch(member, member_epoch)
+
+
+def is_full(cg, max_size, member_id, instance_id) -> bool:
+    """Whether the group has no room for this member: it is at its maximum size and the
+    member is neither in it nor a new incarnation of one of its static members (which
+    takes its place, KAFKA-20601; whether it may is the static checks' answer)."""
+    return len(cg.members) >= max_size and (not member_id or member_id not in cg.members) \
+        and (instance_id is None or instance_id not in cg.static)
 
 
 def bump_after_removal(cg) -> None:

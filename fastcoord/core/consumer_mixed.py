@@ -29,7 +29,7 @@ from typing import Iterable, List
 
 from fastcoord.core.consumer import (
     UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerMember, _Refused, _sorted_lists,
-    bump_after_removal, static_member,
+    bump_after_removal, is_full, static_member,
 )
 from fastcoord.core.consumer_embedded import (
     ClassicMetadata, decode_assignment, decode_subscription, encode_assignment,
@@ -260,7 +260,13 @@ class MixedGroups:
         is_unknown = member_id == ""
         if is_unknown:
             member_id = consumers._new_member_id(client_id)
-        if len(cg.members) >= self.config.group_consumer_max_size and member_id not in cg.members:
+        if self.config.group_consumer_migration_policy == "disabled":
+            # (no migration either way: a classic member would keep the group mixed for
+            # good, KAFKA-20640)
+            raise _Refused(Errors.INCONSISTENT_GROUP_PROTOCOL,
+                           f"Cannot join the consumer group {group.group_id} with the classic "
+                           "protocol because the group migration is disabled.")
+        if is_full(cg, self.config.group_consumer_max_size, member_id, instance_id):
             raise _Refused(Errors.GROUP_MAX_SIZE_REACHED,
                            "The consumer group has reached its maximum capacity of "
                            f"{self.config.group_consumer_max_size} members.")

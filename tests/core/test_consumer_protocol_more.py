@@ -293,3 +293,142 @@ def test_static_members_rejoining_with_another_assignor_retarget_once_most_use_i
     assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 4, {"foo": [4, 5]})
     assert assignor.names[computed:] == ["range"]
     assert described(coord).group_epoch == 4
+
+
+# ---------------------------------------------------------------------------------------
+# a full group and static members (KAFKA-20601: testStaticMemberCanRejoin...WhenGroupIsFull,
+# testNewStaticMemberClassicGroupJoinThrowsGroupMaxSizeReachedExceptionWhenConsumerGroupIsFull)
+# ---------------------------------------------------------------------------------------
+def test_a_static_member_rejoins_a_full_group(impl):
+    """A new incarnation of a static member takes its place: it does not grow the group,
+    so a full group lets it in; a new instance id is still refused."""
+    coord, _ = make(impl, group_consumer_max_size=2)
+    coord.set_topics({"foo": 4})
+    join(coord, "g", "a", ["foo"], instance_id="i-a")
+    join(coord, "g", "b", ["foo"], instance_id="i-b")
+    assert join(coord, "g", "c", ["foo"], instance_id="i-c").error == E.GROUP_MAX_SIZE_REACHED
+    # an instance id still in use: that is the answer, not the group's size
+    assert join(coord, "g", "b2", ["foo"], instance_id="i-b").error == E.UNRELEASED_INSTANCE_ID
+    hb(coord, "g", "b", -2, instance_id="i-b")
+    r = join(coord, "g", "b2", ["foo"], instance_id="i-b")
+    assert r.error == E.NONE and r.member_id == "b2"
+    assert sorted(members(coord)) == ["a", "b2"]
+    assert join(coord, "g", "c", ["foo"], instance_id="i-c").error == E.GROUP_MAX_SIZE_REACHED
+    assert join(coord, "g", "", ["foo"]).error == E.GROUP_MAX_SIZE_REACHED
+
+
+def test_a_static_member_rejoins_a_full_group_with_the_classic_protocol(impl):
+    from tests.core.test_consumer_migration import cjoin
+    coord, _ = make(impl, group_consumer_max_size=1, group_consumer_migration_policy="upgrade")
+    coord.set_topics({"t": 6})
+    join(coord, "g", "old", ["t"], instance_id="i")
+    hb(coord, "g", "old", -2, instance_id="i")
+    # a new instance id does not fit
+    refused = cjoin(coord, "", instance_id="other", require_known=True)
+    assert refused and refused[0].error == E.GROUP_MAX_SIZE_REACHED
+    # the instance id's new incarnation does
+    joined = cjoin(coord, "", instance_id="i", require_known=True)
+    assert joined and joined[0].error == E.NONE
+    new_id = joined[0].member_id
+    assert new_id not in ("", "old")
+    [m] = described(coord).members
+    assert (m.member_id, m.instance_id, m.classic) == (new_id, "i", True)
+
+
+# ---------------------------------------------------------------------------------------
+# the migration policy "disabled" (KAFKA-20640:
+# testClassicMemberJoinToConsumerGroupWithDisabledMigrationPolicy)
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("static", [False, True])
+def test_disabled_migration_refuses_classic_joins_to_a_consumer_group(impl, static):
+    """With migrations disabled a group stays of one protocol: a classic JoinGroup to a
+    consumer group with members is refused, as a consumer join to a classic one is."""
+    from tests.core.test_consumer_migration import cjoin
+    coord, _ = make(impl, group_consumer_migration_policy="disabled")
+    coord.set_topics({"t": 6})
+    join(coord, "g", "c1", ["t"], instance_id="i-c1" if static else None)
+    new = cjoin(coord, "", instance_id="i-new" if static else None)
+    assert new and new[0].error == E.INCONSISTENT_GROUP_PROTOCOL
+    if static:
+        # nor may a classic member replace the consumer-protocol static member
+        hb(coord, "g", "c1", -2, instance_id="i-c1")
+        replace = cjoin(coord, "", instance_id="i-c1")
+        assert replace and replace[0].error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert [m.classic for m in described(coord).members] == [False]
+
+
+@pytest.mark.parametrize("policy", ["upgrade", "downgrade", "bidirectional"])
+def test_other_migration_policies_let_classic_members_join_a_consumer_group(impl, policy):
+    from tests.core.test_consumer_migration import cjoin
+    coord, _ = make(impl, group_consumer_migration_policy=policy)
+    coord.set_topics({"t": 6})
+    join(coord, "g", "c1", ["t"])
+    new = cjoin(coord, "")
+    assert new and new[0].error == E.NONE
+
+
+# ---------------------------------------------------------------------------------------
+# rebalance timeouts (testRebalanceTimeoutLifecycle, testOnLoaded)
+# ---------------------------------------------------------------------------------------
+def test_the_rebalance_timeout_is_the_one_of_the_heartbeat_that_starts_the_revocation(impl):
+    coord, clock = make(impl)
+    coord.set_topics({"foo": 3})
+    assignor = fixed(coord)
+    assignor.next = {"m1": FOO3}
+    join(coord, "g", "m1", ["foo"], rebalance_timeout_ms=180_000)
+    coord.advance_time(5_000)
+    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
+    assert join(coord, "g", "m2", ["foo"], rebalance_timeout_ms=90_000).member_epoch == 2
+    coord.advance_time(5_000)
+    # m1 heartbeats with a new rebalance timeout: its revocation deadline is 12 s away
+    r = hb(coord, "g", "m1", 1, rebalance_timeout_ms=12_000, subscribed_topic_names=["foo"])
+    assert (r.member_epoch, r.assignment) == (1, {"foo": [0, 1]})
+    coord.advance_time(11_999)
+    assert "m1" in members(coord)
+    coord.advance_time(1)
+    assert sorted(members(coord)) == ["m2"]
+    assert described(coord).group_epoch == 3
+
+
+def test_an_acknowledged_revocation_cancels_the_rebalance_timeout(impl):
+    coord, clock = make(impl)
+    coord.set_topics({"foo": 3})
+    assignor = fixed(coord)
+    assignor.next = {"m1": FOO3}
+    join(coord, "g", "m1", ["foo"], rebalance_timeout_ms=180_000)
+    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
+    join(coord, "g", "m2", ["foo"], rebalance_timeout_ms=90_000)
+    hb(coord, "g", "m1", 1, rebalance_timeout_ms=12_000, subscribed_topic_names=["foo"])
+    coord.advance_time(5_000)
+    r = hb(coord, "g", "m1", 1, owned_partitions={"foo": [0, 1]})
+    assert (r.member_epoch, r.assignment) == (2, None)
+    for _ in range(4):                  # past the old deadline, heartbeating
+        coord.advance_time(5_000)
+        for mid, m in members(coord).items():
+            hb(coord, "g", mid, m.member_epoch, owned_partitions=m.assignment)
+    assert sorted(members(coord)) == ["m1", "m2"]
+
+
+def test_a_member_loaded_while_revoking_gets_its_rebalance_timeout_again(impl):
+    from fastcoord.core.store import InMemoryStore
+    from fastcoord import CoordinatorConfig, shard_for
+    store = InMemoryStore()
+    coord = GroupCoordinator(clock=ManualClock(0), store=store, impl=impl)
+    coord.set_topics({"foo": 3})
+    assignor = fixed(coord)
+    assignor.next = {"m1": FOO3}
+    join(coord, "g", "m1", ["foo"], rebalance_timeout_ms=10_000)
+    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
+    join(coord, "g", "m2", ["foo"])
+    assert hb(coord, "g", "m1", 1, owned_partitions=FOO3).assignment == {"foo": [0, 1]}
+
+    again = GroupCoordinator(clock=ManualClock(1_000_000), store=store, impl=impl)
+    again.set_topics({"foo": 3})
+    shard = shard_for("g", 50)
+    again.begin_loading(shard)
+    again.load_group("g", store.groups["g"], store.offsets.get("g", {}))
+    again.finish_loading(shard)
+    again.advance_time(9_999)
+    assert sorted(members(again)) == ["m1", "m2"]
+    again.advance_time(1)
+    assert sorted(members(again)) == ["m2"]
