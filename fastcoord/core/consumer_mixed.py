@@ -406,8 +406,10 @@ class MixedGroups:
     # ======================================================================
     @staticmethod
     def _classic_member(group, member_id, instance_id, admin=False) -> ConsumerMember:
-        """Kafka's validateConsumerGroupMember and throwIfMemberDoesNotUseClassicProtocol
-        (`admin`: a LeaveGroup may name a static member by its instance id alone)."""
+        """Kafka's validateConsumerGroupMember and throwIfMemberDoesNotUseClassicProtocol.
+        `admin`, a LeaveGroup (the admin client's removal of members): a static member
+        may be named by its instance id alone, and a member of either protocol leaves
+        (KAFKA-18188)."""
         cg = group.consumer
         if instance_id is None:
             member = cg.members.get(member_id)
@@ -420,7 +422,7 @@ class MixedGroups:
             if current != member_id and not (admin and member_id == ""):
                 raise _Refused(Errors.FENCED_INSTANCE_ID, "")
             member = cg.members[current]
-        if member.classic is None:
+        if member.classic is None and not admin:
             raise _Refused(Errors.UNKNOWN_MEMBER_ID, "")
         return member
 

@@ -432,3 +432,45 @@ def test_a_member_loaded_while_revoking_gets_its_rebalance_timeout_again(impl):
     assert sorted(members(again)) == ["m1", "m2"]
     again.advance_time(1)
     assert sorted(members(again)) == ["m2"]
+
+
+# ---------------------------------------------------------------------------------------
+# LeaveGroup (the admin client's member removal) on a consumer group (KAFKA-18188:
+# testConsumerGroupMemberUsingClassicProtocolBatchLeaveGroup,
+# testLastConsumerProtocolMemberLeavingConsumerGroupByAdminApi)
+# ---------------------------------------------------------------------------------------
+def test_leave_group_removes_consumer_protocol_members(impl):
+    """The admin client removes members with LeaveGroup: by member id (every member,
+    whatever its protocol) or by instance id alone; the group epoch moves once."""
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 4})
+    join(coord, "g", "dyn", ["foo"])
+    join(coord, "g", "stat", ["foo"], instance_id="i-stat")
+    join(coord, "g", "other", ["foo"], instance_id="i-other")
+    epoch = described(coord).group_epoch
+    result = coord.leave_group("g", [("dyn", None), ("", "i-stat"), ("nobody", None),
+                                     ("", "unknown-instance"), ("wrong", "i-other")])
+    assert result.member_errors == [E.NONE, E.NONE, E.UNKNOWN_MEMBER_ID,
+                                    E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID]
+    d = described(coord)
+    assert [m.member_id for m in d.members] == ["other"]
+    assert d.group_epoch == epoch + 1
+    assert hb(coord, "g", "dyn", 1).error == E.UNKNOWN_MEMBER_ID
+    # removing every member leaves an empty consumer group, its epochs equal
+    assert coord.leave_group("g", [("other", "i-other")]).member_errors == [E.NONE]
+    d = described(coord)
+    assert (d.state, d.group_epoch, d.assignment_epoch) == ("Empty", epoch + 2, epoch + 2)
+
+
+def test_leave_group_of_the_last_consumer_protocol_members_downgrades(impl):
+    from tests.core.test_consumer_migration import cjoin, group_type
+    coord, _ = make(impl, group_initial_rebalance_delay_ms=0)
+    coord.set_topics({"t": 6})
+    join(coord, "g", "c3", ["t"])
+    join(coord, "g", "c4", ["t"], instance_id="i-4")
+    m1 = cjoin(coord, "")[0].member_id
+    m2 = cjoin(coord, "", instance_id="i-2")[0].member_id
+    result = coord.leave_group("g", [(m2, None), ("c3", None), ("", "i-4")])
+    assert result.member_errors == [E.NONE, E.NONE, E.NONE]
+    assert group_type(coord) == "classic"
+    assert coord.member_ids("g") == [m1]
