@@ -534,6 +534,8 @@ class ConsumerLogic:
         cg = group.consumer
         # 1. the member; the group epoch bumped when the subscriptions changed
         bump = cg.group_epoch == 0
+        subscription_changed = updated.topic_names != member.topic_names \
+            or updated.topic_regex != member.topic_regex
         if updated.topic_names != member.topic_names:
             bump = True
         bump |= self._regex_changed(cg, member, updated)
@@ -558,7 +560,7 @@ class ConsumerLogic:
             self._update_target(group)
 
         # 3. one reconciliation step towards the member's target
-        self._reconcile(group, updated, owned)
+        self._reconcile(group, updated, owned, subscription_changed)
 
     def _new_member_id(self, client_id: str) -> str:
         factory = self.member_id_factory
@@ -708,13 +710,17 @@ class ConsumerLogic:
     # ======================================================================
     # reconciliation (Kafka's CurrentAssignmentBuilder)
     # ======================================================================
-    def _reconcile(self, group, member, owned) -> None:
+    def _reconcile(self, group, member, owned, subscription_changed=False) -> None:
         cg = group.consumer
         epoch = cg.assignment_epoch
-        if member.is_reconciled_to(epoch):
+        if member.is_reconciled_to(epoch) or (member.state == UNREVOKED_PARTITIONS
+                                               and _owns_any(owned, member.revoking)):
+            # Nothing moves (it is at its target, or has not revoked yet), but a
+            # subscription that changed without a new target (a new regex, resolved
+            # later) takes the topics no longer subscribed from it at once
+            if subscription_changed:
+                self._drop_unsubscribed(group, member, owned)
             return
-        if member.state == UNREVOKED_PARTITIONS and _owns_any(owned, member.revoking):
-            return          # it has not revoked yet: nothing moves
         target = _as_sets(cg.target.get(member.member_id, {}))
         subscribed = cg.subscribed_topics(member)
         owners = cg.owners
@@ -760,6 +766,31 @@ class ConsumerLogic:
                 self._schedule_rebalance_timeout(group, member)
             else:
                 self._cancel_rebalance_timeout(member)
+
+    def _drop_unsubscribed(self, group, member, owned) -> None:
+        """Kafka's CurrentAssignmentBuilder.updateCurrentAssignment: the member's
+        partitions of topics it no longer subscribes to are revoked, at its epoch; it
+        must confirm (UNREVOKED_PARTITIONS) unless `owned` shows they are gone already."""
+        cg = group.consumer
+        subscribed = cg.subscribed_topics(member)
+        dropped = [t for t in member.assigned if t not in subscribed]
+        if not dropped:
+            return
+        assigned = {t: ps for t, ps in member.assigned.items() if t in subscribed}
+        revoking = dict(member.revoking)
+        for topic in dropped:
+            revoking[topic] = revoking.get(topic, frozenset()) | member.assigned[topic]
+        cg.release(member)
+        if _owns_any(owned, revoking):
+            member.state = UNREVOKED_PARTITIONS
+            member.revoking = revoking
+        member.assigned = assigned
+        member.previous_epoch = member.member_epoch
+        cg.own(member)
+        cg.dirty.add(member.member_id)
+        group.version = self.logic.next_version()
+        if member.state == UNREVOKED_PARTITIONS and member.classic is None:
+            self._schedule_rebalance_timeout(group, member)
 
     # ======================================================================
     # leaving, fencing, timeouts

@@ -474,3 +474,48 @@ def test_leave_group_of_the_last_consumer_protocol_members_downgrades(impl):
     assert result.member_errors == [E.NONE, E.NONE, E.NONE]
     assert group_type(coord) == "classic"
     assert coord.member_ids("g") == [m1]
+
+
+# ---------------------------------------------------------------------------------------
+# a subscription change without a new target (testConsumerGroupMemberJoinsWithUpdatedRegex;
+# CurrentAssignmentBuilderTest's *WithAssignmentTopicsNoLongerInSubscription and
+# testUnresolvedRegularExpression)
+# ---------------------------------------------------------------------------------------
+def test_a_new_regex_drops_the_old_ones_topics_before_it_is_resolved(impl):
+    """A member that changes its regex is subscribed to what the new one resolved to:
+    nothing until it is resolved. Kafka takes the topics no longer subscribed from it at
+    once (revoked: the request owns none of them), without waiting for a new target."""
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 6, "bar": 3})
+    r = join(coord, "g", "m1", regex="fo.*")
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={})
+    assert (r.member_epoch, r.assignment) == (2, {"foo": [0, 1, 2, 3, 4, 5]})
+    r = hb(coord, "g", "m1", 2, rebalance_timeout_ms=5_000, subscribed_topic_regex="fo.*|ba.*",
+           owned_partitions={})
+    assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 2, {})
+    assert members(coord)["m1"].assignment == {}
+    # resolved at the next heartbeat: a new epoch and target with both topics
+    r = hb(coord, "g", "m1", 2, rebalance_timeout_ms=5_000, subscribed_topic_regex="fo.*|ba.*",
+           owned_partitions={})
+    assert (r.member_epoch, r.assignment) == (3, {"foo": [0, 1, 2, 3, 4, 5], "bar": [0, 1, 2]})
+
+
+def test_a_new_regex_revokes_the_old_ones_topics_still_owned(impl):
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 2, "bar": 1})
+    r = join(coord, "g", "m1", ["bar"], regex="fo.*")
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={"bar": [0]})
+    owned = {"foo": [0, 1], "bar": [0]}
+    assert r.assignment == owned
+    epoch = r.member_epoch
+    # the regex changes while the member still owns foo: foo is to be revoked, the
+    # member keeps its epoch (and gets a rebalance timeout) until it has
+    r = hb(coord, "g", "m1", epoch, subscribed_topic_regex="ba.*", owned_partitions=owned)
+    assert (r.member_epoch, r.assignment) == (epoch, {"bar": [0]})
+    assert members(coord)["m1"].assignment == {"bar": [0]}
+    assert described(coord).state == "Reconciling"
+    r = hb(coord, "g", "m1", epoch, owned_partitions={"bar": [0]})
+    assert r.error == E.NONE
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={"bar": [0]})
+    d = described(coord)
+    assert d.state == "Stable" and members(coord)["m1"].assignment == {"bar": [0]}
