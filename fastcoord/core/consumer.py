@@ -745,8 +745,12 @@ class ConsumerLogic:
                     free.add(p)
             if free:
                 pending[topic] = frozenset(free)
-        previous = (member.state, member.member_epoch, member.assigned, member.revoking)
+        previous = (member.state, member.member_epoch, member.previous_epoch, member.assigned,
+                    member.revoking)
         cg.release(member)
+        # (Kafka's updateMemberEpoch: each step's previous epoch is the epoch the member
+        # had before it, moved or not, so a lost answer is tolerated until the next step)
+        member.previous_epoch = member.member_epoch
         if revoking and _owns_any(owned, revoking):
             member.state = UNREVOKED_PARTITIONS
             member.assigned, member.revoking = assigned, revoking
@@ -755,10 +759,11 @@ class ConsumerLogic:
             for topic, ps in pending.items():
                 assigned[topic] = assigned.get(topic, frozenset()) | ps
             member.state = UNRELEASED_PARTITIONS if unreleased else STABLE
-            _set_epoch(member, epoch)
+            member.member_epoch = epoch
             member.assigned, member.revoking = assigned, {}
         cg.own(member)
-        if (member.state, member.member_epoch, member.assigned, member.revoking) != previous:
+        if (member.state, member.member_epoch, member.previous_epoch, member.assigned,
+                member.revoking) != previous:
             cg.dirty.add(member.member_id)
             group.version = self.logic.next_version()
             # (a member of the classic protocol has its join and sync deadlines instead)
@@ -1213,10 +1218,3 @@ def _same_metadata(a: ConsumerMember, b: ConsumerMember) -> bool:
     """Whether two versions of a member agree on what a heartbeat may change (Kafka
     writes a member's subscription record only when they differ)."""
     return _metadata_of(a) == _metadata_of(b)
-
-
-def _set_epoch(member, epoch: int) -> None:
-    """Kafka's updateMemberEpoch: the previous epoch follows when the epoch moves."""
-    if epoch != member.member_epoch:
-        member.previous_epoch = member.member_epoch
-        member.member_epoch = epoch

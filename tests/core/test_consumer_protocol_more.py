@@ -519,3 +519,33 @@ def test_a_new_regex_revokes_the_old_ones_topics_still_owned(impl):
     r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={"bar": [0]})
     d = described(coord)
     assert d.state == "Stable" and members(coord)["m1"].assignment == {"bar": [0]}
+
+
+# ---------------------------------------------------------------------------------------
+# the previous member epoch (testReconciliationProcess's records: a member moved to
+# UNREVOKED_PARTITIONS at epoch 10 has previous epoch 10; CurrentAssignmentBuilderTest
+# testUnrevokedPartitionsToUnreleasedPartitions)
+# ---------------------------------------------------------------------------------------
+def test_the_previous_epoch_is_the_epoch_before_each_reconciliation_step(impl):
+    """Kafka rebuilds the member at each reconciliation step with its previous epoch the
+    epoch it had before the step, moved or not: an answer that moved it on is tolerated
+    lost (the previous epoch with a subset of the assignment) only until its next step."""
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 2})
+    assignor = fixed(coord)
+    assignor.next = {"m1": {"foo": [0]}}
+    join(coord, "g", "m1", ["foo"])                              # epoch 1
+    assignor.next = {"m1": {"foo": [0, 1]}}
+    coord.set_topics({"foo": 2, "bar": 1})
+    r = hb(coord, "g", "m1", 1, subscribed_topic_names=["foo", "bar"],
+           owned_partitions={"foo": [0]})
+    assert (r.member_epoch, r.assignment) == (2, {"foo": [0, 1]})   # previous epoch 1
+    # epoch 1 with a subset of its partitions: the answer may have been lost, accepted
+    assert hb(coord, "g", "m1", 1, owned_partitions={"foo": [0]}).member_epoch == 2
+    # a new target takes foo 1 from it: it stays at epoch 2 to revoke, previous epoch 2
+    assignor.next = {"m1": {"foo": [0]}, "m2": {"foo": [1]}}
+    join(coord, "g", "m2", ["foo"])
+    r = hb(coord, "g", "m1", 2, owned_partitions={"foo": [0, 1]})
+    assert (r.member_epoch, r.assignment) == (2, {"foo": [0]})
+    result = hb(coord, "g", "m1", 1, owned_partitions={"foo": [0]})
+    assert result.error == E.FENCED_MEMBER_EPOCH
