@@ -622,10 +622,13 @@ class ConsumerLogic:
     def _regex_changed(self, cg, member, updated) -> bool:
         """Kafka's maybeUpdateRegularExpressions: a new regex is checked (RE2 syntax) and
         resolved at the group's next heartbeat (Kafka resolves asynchronously); one that
-        other members already resolved bumps the epoch at once."""
+        other members already resolved, or clearing the regex (what the member subscribes
+        to is then known), bumps the epoch at once."""
         old, new = member.topic_regex, updated.topic_regex
         if old == new:
             return False
+        if not new:
+            return True
         if new:
             if any(m.topic_regex == new for m in cg.members.values()
                    if m.member_id != member.member_id):
@@ -780,6 +783,10 @@ class ConsumerLogic:
         subscribed = cg.subscribed_topics(member)
         dropped = [t for t in member.assigned if t not in subscribed]
         if not dropped:
+            # (the member is rebuilt all the same: its previous epoch is its epoch now)
+            if member.previous_epoch != member.member_epoch:
+                member.previous_epoch = member.member_epoch
+                cg.dirty.add(member.member_id)
             return
         assigned = {t: ps for t, ps in member.assigned.items() if t in subscribed}
         revoking = dict(member.revoking)

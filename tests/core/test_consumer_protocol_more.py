@@ -549,3 +549,36 @@ def test_the_previous_epoch_is_the_epoch_before_each_reconciliation_step(impl):
     assert (r.member_epoch, r.assignment) == (2, {"foo": [0]})
     result = hb(coord, "g", "m1", 1, owned_partitions={"foo": [0]})
     assert result.error == E.FENCED_MEMBER_EPOCH
+
+
+def test_clearing_the_regex_bumps_the_epoch(impl):
+    """testConsumerGroupMemberClearsRegex: an empty regex clears the member's; what it
+    subscribes to is then known at once, so the group epoch is bumped and the target
+    recomputed in the same heartbeat (epoch 11, nothing assigned, in Kafka's)."""
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 6})
+    r = join(coord, "g", "m1", regex="fo.*")
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={})
+    assert (r.member_epoch, r.assignment) == (2, {"foo": [0, 1, 2, 3, 4, 5]})
+    r = hb(coord, "g", "m1", 2, rebalance_timeout_ms=5_000, subscribed_topic_regex="",
+           owned_partitions={})
+    assert (r.error, r.member_epoch, r.assignment) == (E.NONE, 3, {})
+    d = described(coord)
+    assert (d.state, d.group_epoch, d.assignment_epoch) == ("Stable", 3, 3)
+    m = members(coord)["m1"]
+    assert (m.subscribed_topic_regex, m.assignment, m.target_assignment) == (None, {}, {})
+
+
+def test_a_regex_update_records_the_previous_epoch_even_with_nothing_to_drop(impl):
+    """testConsumerGroupMemberJoinsWithRegexAndUpdatesItBeforeResolutionCompleted: the
+    member's previous epoch becomes its epoch at the subscription change, so an older
+    epoch is fenced from then on."""
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 6, "bar": 3})
+    # epoch 2 (previous 1) with nothing assigned: its regex matches no topic
+    r = join(coord, "g", "m1", regex="zz.*")
+    r = hb(coord, "g", "m1", 1, subscribed_topic_names=["x"], owned_partitions={})
+    assert r.member_epoch == 2
+    r = hb(coord, "g", "m1", 2, subscribed_topic_regex="zzz.*")
+    assert (r.error, r.member_epoch) == (E.NONE, 2)
+    assert hb(coord, "g", "m1", 1, owned_partitions={}).error == E.FENCED_MEMBER_EPOCH
