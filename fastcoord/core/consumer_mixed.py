@@ -299,6 +299,7 @@ class MixedGroups:
         if rebalance_timeout_ms != -1:
             updated.rebalance_timeout_ms = rebalance_timeout_ms
         updated.topic_names = frozenset(subscription.topics)
+        updated.topic_regex = None      # (the classic protocol subscribes by names alone)
         updated.client_id = client_id
         updated.client_host = client_host
         updated.classic = ClassicMetadata(session_timeout_ms, tuple(protocols))

@@ -582,3 +582,29 @@ def test_a_regex_update_records_the_previous_epoch_even_with_nothing_to_drop(imp
     r = hb(coord, "g", "m1", 2, subscribed_topic_regex="zzz.*")
     assert (r.error, r.member_epoch) == (E.NONE, 2)
     assert hb(coord, "g", "m1", 1, owned_partitions={}).error == E.FENCED_MEMBER_EPOCH
+
+
+# ---------------------------------------------------------------------------------------
+# testConsumerMemberWithRegexReplacedByClassicMemberWith{Same,Changed}Subscription
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("classic_topics", [["t"], []])
+def test_a_classic_member_replacing_a_regex_member_has_no_regex(impl, classic_topics):
+    """The classic protocol has no regex: a classic member taking over a static member
+    that subscribed with one subscribes to its JoinGroup's topics alone; the regex goes
+    and the group epoch is bumped, even when the topic names are unchanged."""
+    from tests.core.test_consumer_migration import cjoin, sub
+    coord, _ = make(impl, group_initial_rebalance_delay_ms=0)
+    coord.set_topics({"t": 2, "u": 1})
+    r = join(coord, "g", "c1", ["t"], regex="u.*", instance_id="i")
+    r = hb(coord, "g", "c1", r.member_epoch, instance_id="i", owned_partitions={})
+    assert r.assignment == {"t": [0, 1], "u": [0]}
+    join(coord, "g", "c2", ["t"])
+    epoch = described(coord).group_epoch
+    joined = cjoin(coord, "", instance_id="i", protocols=[("range", sub(classic_topics))])
+    assert joined and joined[0].error == E.NONE
+    new_id = joined[0].member_id
+    m = members(coord)[new_id]
+    assert (m.subscribed_topic_names, m.subscribed_topic_regex, m.classic) == \
+        (sorted(classic_topics), None, True)
+    assert described(coord).group_epoch == epoch + 1
+    assert "u" not in m.target_assignment
