@@ -702,7 +702,17 @@ class ConsumerLogic:
                    for m in cg.members.values()]
         name = self._preferred_assignor(cg)
         old = cg.target
-        cg.target = self.assign(name, members, cg.metadata, old)
+        try:
+            target = self.assign(name, members, cg.metadata, old)
+        except Exception as exc:
+            # (Kafka fails the heartbeat with UNKNOWN_SERVER_ERROR; the group keeps its
+            # old target and the next heartbeat tries again, the epoch still ahead)
+            log.exception("consumer group %s: assignor %s failed for epoch %d", group.group_id,
+                          name, cg.group_epoch)
+            raise _Refused(Errors.UNKNOWN_SERVER_ERROR,
+                           f"Failed to compute a new target assignment for epoch "
+                           f"{cg.group_epoch}: {exc}.") from None
+        cg.target = target
         for member_id, target in cg.target.items():
             if old.get(member_id) != target:
                 cg.dirty.add(member_id)

@@ -608,3 +608,30 @@ def test_a_classic_member_replacing_a_regex_member_has_no_regex(impl, classic_to
         (sorted(classic_topics), None, True)
     assert described(coord).group_epoch == epoch + 1
     assert "u" not in m.target_assignment
+
+
+# ---------------------------------------------------------------------------------------
+# testPartitionAssignorExceptionOnRegularHeartbeat
+# ---------------------------------------------------------------------------------------
+def test_an_assignor_that_fails_answers_unknown_server_error(impl):
+    """The heartbeat that needed the new target is answered UNKNOWN_SERVER_ERROR (Kafka
+    fails the request), not raised to the caller; the next heartbeat tries again. (The
+    group is not rolled back: as after a failed store write, docs/consumer-protocol.md.)"""
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 6, "bar": 3})
+    failing = [True]
+    real = coord._logic.consumers.assign
+
+    def assignor(*args):
+        if failing[0]:
+            raise RuntimeError("Assignment failed")
+        return real(*args)
+
+    coord._logic.consumers.assign = assignor
+    r = join(coord, "g", "m1", ["foo", "bar"])
+    assert r.error == E.UNKNOWN_SERVER_ERROR
+    assert "Assignment failed" in r.error_message
+    failing[0] = False
+    r = join(coord, "g", "m1", ["foo", "bar"])
+    assert (r.error, r.member_epoch) == (E.NONE, 1)
+    assert r.assignment == {"foo": [0, 1, 2, 3, 4, 5], "bar": [0, 1, 2]}
