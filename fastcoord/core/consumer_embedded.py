@@ -123,13 +123,18 @@ def decode_assignment(data) -> Dict[str, List[int]]:
     """The partitions of a ConsumerProtocolAssignment (any version); an empty assignment
     (no bytes: a member the leader gave nothing) is no partitions. ValueError for
     anything else."""
+    return decode_assignment_and_user_data(data)[0]
+
+
+def decode_assignment_and_user_data(data):
+    """(partitions, user data or None) of a ConsumerProtocolAssignment, as
+    decode_assignment reads it."""
     if not data:
-        return {}
+        return {}, None
     r = _Reader(data)
     _version(r)
     parts = r.partitions()
-    r.nullable_bytes()          # user data: read to check it, not kept
-    return parts
+    return parts, r.nullable_bytes()
 
 
 # -- writing ----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from fastcoord.core.consumer import (
     bump_after_removal, is_full, static_member,
 )
 from fastcoord.core.consumer_embedded import (
-    ClassicMetadata, decode_assignment, decode_subscription, encode_assignment,
+    ClassicMetadata, decode_assignment_and_user_data, decode_subscription, encode_assignment,
 )
 from fastcoord.core.errors import Errors
 from fastcoord.core.results import JoinGroupResult, LeaveGroupResult, SyncGroupResult
@@ -90,7 +90,8 @@ class MixedGroups:
             try:
                 if metadata is None:
                     raise ValueError(f"no subscription for protocol {name}")
-                converted.append((m, decode_subscription(metadata), decode_assignment(m.assignment)))
+                parts, user_data = decode_assignment_and_user_data(m.assignment)
+                converted.append((m, decode_subscription(metadata), parts))
             except ValueError as exc:
                 log.info("cannot upgrade classic group %s to a consumer group: member %s's "
                          "embedded consumer protocol is malformed (%s)", group_id, m.member_id, exc)
@@ -98,6 +99,17 @@ class MixedGroups:
                                f"Cannot upgrade the classic group {group_id} to a consumer "
                                "group because the embedded consumer protocol is "
                                "malformed.") from None
+            if user_data:
+                # (a client-side assignor of its own, with state in its assignments, has
+                # no server-side counterpart: KAFKA-18134)
+                log.info("cannot upgrade classic group %s to a consumer group: member %s's "
+                         "assignment carries user data (a custom assignor)", group_id,
+                         m.member_id)
+                raise _Refused(Errors.GROUP_ID_NOT_FOUND,
+                               f"Cannot upgrade classic group {group_id} to consumer group "
+                               "because an unsupported custom assignor is in use. Please "
+                               "refer to the documentation or switch to a default assignor "
+                               "before re-attempting the upgrade.")
         generation = group.generation
         self._drop_classic_side(group)
         logic = self.logic

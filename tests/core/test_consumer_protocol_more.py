@@ -9,7 +9,6 @@ moves are the same.
 """
 import pytest
 
-from fastcoord import Errors
 from fastcoord.core.store import DeferredStore
 from fastcoord import GroupCoordinator, ManualClock
 
@@ -411,7 +410,7 @@ def test_an_acknowledged_revocation_cancels_the_rebalance_timeout(impl):
 
 def test_a_member_loaded_while_revoking_gets_its_rebalance_timeout_again(impl):
     from fastcoord.core.store import InMemoryStore
-    from fastcoord import CoordinatorConfig, shard_for
+    from fastcoord import shard_for
     store = InMemoryStore()
     coord = GroupCoordinator(clock=ManualClock(0), store=store, impl=impl)
     coord.set_topics({"foo": 3})
@@ -635,3 +634,35 @@ def test_an_assignor_that_fails_answers_unknown_server_error(impl):
     r = join(coord, "g", "m1", ["foo", "bar"])
     assert (r.error, r.member_epoch) == (E.NONE, 1)
     assert r.assignment == {"foo": [0, 1, 2, 3, 4, 5], "bar": [0, 1, 2]}
+
+
+# ---------------------------------------------------------------------------------------
+# testConsumerGroupHeartbeatWithCustomAssignorClassicGroup (KAFKA-18134)
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("user_data, upgraded", [(None, True), (b"", True), (b"\x00", False)])
+def test_no_upgrade_of_a_classic_group_whose_assignor_keeps_user_data(impl, user_data, upgraded):
+    """A client-side assignor that puts user data in its assignments (a custom one) has
+    no server-side counterpart: Kafka refuses the upgrade, GROUP_ID_NOT_FOUND, the group
+    left classic. None or empty user data is no user data."""
+    from fastcoord.core.consumer_embedded import encode_assignment
+    from tests.core.test_consumer_migration import cjoin, csync, group_type
+    coord, _ = make(impl, group_initial_rebalance_delay_ms=0,
+                    group_consumer_migration_policy="upgrade")
+    coord.set_topics({"t": 2})
+    first = cjoin(coord, "")
+    coord.advance_time(1)
+    (j,) = first
+    assignment = encode_assignment({"t": [0, 1]})
+    if user_data is not None:       # (the same bytes with user data in place of null)
+        assignment = assignment[:-4] + len(user_data).to_bytes(4, "big") + user_data
+    assert csync(coord, j.generation_id, j.member_id, {j.member_id: assignment})[0].error == \
+        E.NONE
+    r = join(coord, "g", "c1", ["t"])
+    if upgraded:
+        assert r.error == E.NONE and group_type(coord) == "consumer"
+    else:
+        assert (r.error, r.error_message) == (
+            E.GROUP_ID_NOT_FOUND, "Cannot upgrade classic group g to consumer group because an "
+            "unsupported custom assignor is in use. Please refer to the documentation or "
+            "switch to a default assignor before re-attempting the upgrade.")
+        assert group_type(coord) == "classic"
