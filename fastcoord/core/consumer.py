@@ -514,10 +514,11 @@ class ConsumerLogic:
         # classic member's slot, taken over by this one, did not have)
         self.logic.table.set_session_timeout(updated.slot, self.session_ms(group.group_id))
         self.logic.table.touch(updated.slot)
-        full = joining or (rebalance_timeout_ms != -1 and topic_names is not None
-                           and owned is not None)
+        full = joining or (rebalance_timeout_ms != -1 and owned is not None
+                           and (topic_names is not None or topic_regex is not None))
         # The assignment goes out on a full request (a join, or one after an error: every
-        # field set) or when it changed since the member's last answer
+        # field set, the subscription by names or by regex) or when it changed since the
+        # member's last answer
         assignment = _sorted_lists(updated.assigned) \
             if full or updated.assigned != member.assigned else None
         return ConsumerGroupHeartbeatResult(

@@ -666,3 +666,49 @@ def test_no_upgrade_of_a_classic_group_whose_assignor_keeps_user_data(impl, user
             "unsupported custom assignor is in use. Please refer to the documentation or "
             "switch to a default assignor before re-attempting the upgrade.")
         assert group_type(coord) == "classic"
+
+
+def test_a_classic_static_member_moves_to_the_consumer_protocol_in_place(impl):
+    """testConsumerGroupHeartbeatFromExistingClassicStaticMember: with its own member id
+    and instance id, a classic static member's ConsumerGroupHeartbeat join is that member
+    upgrading in place: same id, epoch and partitions, no longer classic."""
+    from tests.core.test_consumer_migration import cjoin, csync
+    coord, _ = make(impl, group_initial_rebalance_delay_ms=0)
+    coord.set_topics({"t": 6})
+    join(coord, "g", "c1", ["t"])
+    j = cjoin(coord, "", instance_id="i-1")[0]
+    assert j.error == E.NONE
+    for _ in range(3):              # both settle
+        m = members(coord)["c1"]
+        hb(coord, "g", "c1", m.member_epoch, owned_partitions=m.assignment)
+        j = cjoin(coord, j.member_id, instance_id="i-1")[0]
+        csync(coord, j.generation_id, j.member_id, instance_id="i-1")
+    before = members(coord)[j.member_id]
+    assert before.classic and before.assignment
+    r = join(coord, "g", j.member_id, ["t"], instance_id="i-1")
+    assert (r.error, r.member_id, r.member_epoch, r.assignment) == \
+        (E.NONE, j.member_id, before.member_epoch, before.assignment)
+    after = members(coord)[j.member_id]
+    assert (after.classic, after.instance_id) == (False, "i-1")
+
+
+# ---------------------------------------------------------------------------------------
+# testConsumerGroupHeartbeatFullResponse
+# ---------------------------------------------------------------------------------------
+def test_a_full_request_is_answered_with_the_whole_assignment(impl):
+    """A full request (rebalance timeout, a subscription by names or by regex, owned
+    partitions) is answered with the whole assignment even when it did not change; any
+    other only when it changed."""
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 2})
+    r = join(coord, "g", "m1", ["foo", "bar"])
+    assert r.assignment == {"foo": [0, 1]}
+    epoch = r.member_epoch
+    assert hb(coord, "g", "m1", epoch).assignment is None
+    r = hb(coord, "g", "m1", epoch, rebalance_timeout_ms=5_000,
+           subscribed_topic_names=["foo", "bar"], owned_partitions={"foo": [0, 1]})
+    assert r.assignment == {"foo": [0, 1]}
+    # with a regex instead of names: still a full request
+    r = hb(coord, "g", "m1", r.member_epoch, rebalance_timeout_ms=5_000,
+           subscribed_topic_regex="foo.*", owned_partitions={"foo": [0, 1]})
+    assert (r.error, r.assignment) == (E.NONE, {"foo": [0, 1]})
