@@ -47,6 +47,10 @@ class CoordinatorConfig:
     group_consumer_max_size: int = _INT32_MAX
     group_consumer_assignors: Tuple[str, ...] = ("uniform", "range")   # the first: default
     group_consumer_migration_policy: str = "bidirectional"
+    # Kafka's group.consumer.regex.refresh.interval.ms: a group's regexes are resolved
+    # again this long after their last resolution even when no topic changed (the rights
+    # of the heartbeat that resolves them may have)
+    group_consumer_regex_refresh_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -101,7 +105,8 @@ class CoordinatorConfig:
                      "group_consumer_max_session_timeout_ms",
                      "group_consumer_heartbeat_interval_ms",
                      "group_consumer_min_heartbeat_interval_ms",
-                     "group_consumer_max_heartbeat_interval_ms", "group_consumer_max_size"):
+                     "group_consumer_max_heartbeat_interval_ms", "group_consumer_max_size",
+                     "group_consumer_regex_refresh_interval_ms"):
             value = getattr(self, name)
             if not 1 <= value <= _INT32_MAX:
                 raise ValueError(f"{name} must be in [1, {_INT32_MAX}], got {value}")

@@ -136,8 +136,8 @@ class ConsumerGroupState:
     """The consumer-protocol part of a group (Kafka's ConsumerGroup)."""
 
     __slots__ = ("group_epoch", "assignment_epoch", "members", "static", "target",
-                 "owners", "resolved", "regex_refresh", "topics_version", "metadata",
-                 "dirty", "dirty_all")
+                 "owners", "resolved", "regex_refresh", "regex_timer", "topics_version",
+                 "metadata", "dirty", "dirty_all")
 
     def __init__(self) -> None:
         self.group_epoch = 0
@@ -152,6 +152,7 @@ class ConsumerGroupState:
         # subscribes to and not here is unresolved (matches nothing yet)
         self.resolved: Dict[str, FrozenSet[str]] = {}
         self.regex_refresh = False      # resolve at the group's next heartbeat
+        self.regex_timer = None         # sets regex_refresh once the refresh interval passed
         self.topics_version = -1        # the topics map `metadata` was computed from
         self.metadata: Dict[str, int] = {}   # subscribed existing topic -> partitions
         # What the store has not been given yet: the ids of members changed or removed
@@ -672,10 +673,36 @@ class ConsumerLogic:
             resolved[regex] = frozenset(t for t in names if pattern.fullmatch(t))
         changed = resolved != {r: cg.resolved.get(r) for r in resolved}
         cg.resolved = resolved
+        self._schedule_regex_refresh(group)
         if changed and self._refresh_metadata(cg):
             cg.group_epoch += 1
             log.info("consumer group %s: regexes resolved, group epoch bumped to %d",
                      group.group_id, cg.group_epoch)
+
+    def _schedule_regex_refresh(self, group) -> None:
+        """Kafka's periodic regex refresh (group.consumer.regex.refresh.interval.ms): once
+        the interval has passed since this resolution the group's next heartbeat resolves
+        its regexes again, so rights granted or revoked since take effect without a topics
+        change. The timer only marks the group; the heartbeat (taken off the table's fast
+        path: the group is no longer quiet) does the work. Caller holds the group's lock."""
+        cg = group.consumer
+        handle = cg.regex_timer
+        if handle is not None:
+            cg.regex_timer = None
+            handle.cancel()
+        logic = self.logic
+
+        def due() -> None:
+            with group.rec:
+                if group.consumer is cg and cg.regex_timer is timer:
+                    cg.regex_timer = None
+                    if cg.regexes():
+                        cg.regex_refresh = True
+                        self._publish_quiet(group)
+            logic.flush()
+
+        timer = logic.timer.schedule(self.config.group_consumer_regex_refresh_interval_ms, due)
+        cg.regex_timer = timer
 
     def _refresh_metadata(self, cg) -> bool:
         """Recompute the subscribed topics' partition counts; True when they changed."""
@@ -1119,6 +1146,9 @@ class ConsumerLogic:
         """Drop every member without answering anything (the group moves away: unload).
         Caller holds the group's lock."""
         cg = group.consumer
+        if cg.regex_timer is not None:
+            cg.regex_timer.cancel()
+            cg.regex_timer = None
         for member in cg.members.values():
             self._cancel_timers(member)
             if member.slot >= 0:

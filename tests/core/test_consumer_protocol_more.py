@@ -712,3 +712,58 @@ def test_a_full_request_is_answered_with_the_whole_assignment(impl):
     r = hb(coord, "g", "m1", r.member_epoch, rebalance_timeout_ms=5_000,
            subscribed_topic_regex="foo.*", owned_partitions={"foo": [0, 1]})
     assert (r.error, r.assignment) == (E.NONE, {"foo": [0, 1]})
+
+
+# ---------------------------------------------------------------------------------------
+# testConsumerGroupMemberJoinsRefreshTopicAuthorization (the periodic regex refresh)
+# ---------------------------------------------------------------------------------------
+def test_regexes_are_resolved_again_after_the_refresh_interval(impl):
+    """Kafka resolves a group's regexes again once group.consumer.regex.refresh.interval.ms
+    has passed, though no topic changed: a topic its members were denied and are now
+    allowed to describe is then assigned."""
+    coord, _ = make(impl, group_consumer_regex_refresh_interval_ms=60_000)
+    coord.set_topics({"foo": 2, "bar": 1})
+    allowed = {"foo"}
+
+    def rights(topic):
+        return topic in allowed
+
+    r = join(coord, "g", "m1", regex="foo|bar", topic_filter=rights)
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={}, topic_filter=rights)
+    assert r.assignment == {"foo": [0, 1]}
+    epoch = r.member_epoch
+    allowed.add("bar")                  # access to bar is granted
+    for _ in range(11):                 # heartbeats within the interval: no resolution
+        coord.advance_time(5_000)
+        r = hb(coord, "g", "m1", epoch, topic_filter=rights)
+        assert (r.member_epoch, r.assignment) == (epoch, None)
+        r = hb(coord, "g", "m1", epoch)                 # (the table's steady path too)
+        assert (r.member_epoch, r.assignment) == (epoch, None)
+    coord.advance_time(5_000)           # the interval has passed
+    r = hb(coord, "g", "m1", epoch, topic_filter=rights)
+    assert (r.member_epoch, r.assignment) == (epoch + 1, {"foo": [0, 1], "bar": [0]})
+
+
+def test_the_regex_refresh_reaches_a_group_answered_by_the_fast_path(impl):
+    """A settled group's steady heartbeats are answered by the member table; the refresh
+    takes the group off that path, so the heartbeat after the interval resolves again."""
+    coord, _ = make(impl, group_consumer_regex_refresh_interval_ms=60_000)
+    coord.set_topics({"foo": 2})
+    r = join(coord, "g", "m1", regex="fo.*")
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={})
+    epoch = r.member_epoch
+    calls = []
+    real = coord._logic.consumers._maybe_resolve_regexes
+
+    def counting(group, topic_filter=None):
+        calls.append(group.consumer.regex_refresh)
+        return real(group, topic_filter)
+
+    coord._logic.consumers._maybe_resolve_regexes = counting
+    for _ in range(11):
+        coord.advance_time(5_000)
+        assert hb(coord, "g", "m1", epoch).member_epoch == epoch
+    assert True not in calls
+    coord.advance_time(5_000)
+    assert hb(coord, "g", "m1", epoch).member_epoch == epoch
+    assert calls and calls[-1] is True
