@@ -155,6 +155,7 @@ CONSUMER_GROUP_FLAGS = (
     "group-consumer-max-session-timeout-ms", "group-consumer-heartbeat-interval-ms",
     "group-consumer-min-heartbeat-interval-ms", "group-consumer-max-heartbeat-interval-ms",
     "group-consumer-max-size", "group-consumer-assignors", "group-consumer-migration-policy",
+    "group-consumer-regex-refresh-interval-ms",
 )
 
 
