@@ -767,3 +767,48 @@ def test_the_regex_refresh_reaches_a_group_answered_by_the_fast_path(impl):
     coord.advance_time(5_000)
     assert hb(coord, "g", "m1", epoch).member_epoch == epoch
     assert calls and calls[-1] is True
+
+
+# ---------------------------------------------------------------------------------------
+# CurrentAssignmentBuilderTest: testUnrevokedPartitionsToStableWithReturnedPartitions-
+# PendingRevocation, testRemainsInUnrevokedPartitions, testUnrevokedPartitionsTo-
+# UnrevokedPartitions
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("revoked_first", [True, False])
+def test_a_partition_given_back_while_being_revoked(impl, revoked_first):
+    """m1 must revoke foo 2; before it confirms, a new target gives foo 2 back. Having
+    revoked, it takes the new target at once (foo 2 included: it is its own); still
+    owning it, nothing moves until it has revoked (the old target's revocation first)."""
+    coord, _ = make(impl)
+    assignor = _revoking_member(coord)          # m1: foo 0-1, revoking foo 2, epoch 1
+    assignor.next = {"m1": FOO3}
+    hb(coord, "g", "m2", -1)                    # epoch 3: foo 2 back to m1
+    if revoked_first:
+        r = hb(coord, "g", "m1", 1, owned_partitions={"foo": [0, 1]})
+        assert (r.member_epoch, r.assignment) == (3, FOO3)
+    else:
+        r = hb(coord, "g", "m1", 1, owned_partitions=FOO3)
+        assert (r.member_epoch, r.assignment) == (1, None)
+        assert members(coord)["m1"].assignment == {"foo": [0, 1]}
+        r = hb(coord, "g", "m1", 1, owned_partitions={"foo": [0, 1]})
+        assert (r.member_epoch, r.assignment) == (3, FOO3)
+    assert described(coord).state == "Stable"
+
+
+def test_a_newer_target_while_revoking_asks_for_more_revocations_at_the_same_epoch(impl):
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 4})
+    assignor = fixed(coord)
+    assignor.next = {"m1": {"foo": [0, 1, 2, 3]}}
+    join(coord, "g", "m1", ["foo"])
+    assignor.next = {"m1": {"foo": [1, 2, 3]}, "m2": {"foo": [0]}}
+    join(coord, "g", "m2", ["foo"])
+    r = hb(coord, "g", "m1", 1, owned_partitions={"foo": [0, 1, 2, 3]})
+    assert (r.member_epoch, r.assignment) == (1, {"foo": [1, 2, 3]})   # revoke foo 0
+    assignor.next = {"m1": {"foo": [3]}, "m2": {"foo": [0]}, "m3": {"foo": [1, 2]}}
+    join(coord, "g", "m3", ["foo"])
+    # m1 revoked foo 0 but the newer target takes foo 1 and 2 too: still epoch 1
+    r = hb(coord, "g", "m1", 1, owned_partitions={"foo": [1, 2, 3]})
+    assert (r.member_epoch, r.assignment) == (1, {"foo": [3]})
+    r = hb(coord, "g", "m1", 1, owned_partitions={"foo": [3]})
+    assert (r.member_epoch, r.assignment) == (3, None)
