@@ -113,6 +113,19 @@ def _twice(coord, store, member_id, epoch, owned):
     return first[0]
 
 
+def _m2_takes_foo_2(impl):
+    """Full requests with a deferred store: m1 joins and gets foo 0-2, then m2 joins
+    with a target taking foo 2 from m1 (the store's writes pending). (coord, store)"""
+    coord, store = _stored(impl)
+    coord.set_topics({"foo": 3})
+    assignor = fixed(coord)
+    assignor.next = {"m1": FOO3}
+    _full(coord, "m1", 0, {})
+    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
+    _full(coord, "m2", 0, {})
+    return coord, store
+
+
 def test_duplicate_full_heartbeat_when_stable(impl):
     coord, store = _stored(impl)
     coord.set_topics({"foo": 3})
@@ -123,26 +136,14 @@ def test_duplicate_full_heartbeat_when_stable(impl):
 
 
 def test_duplicate_full_heartbeat_while_revoking(impl):
-    coord, store = _stored(impl)
-    coord.set_topics({"foo": 3})
-    assignor = fixed(coord)
-    assignor.next = {"m1": FOO3}
-    _full(coord, "m1", 0, {})
-    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
-    _full(coord, "m2", 0, {})
+    coord, store = _m2_takes_foo_2(impl)
     store.complete_all()
     r = _twice(coord, store, "m1", 1, FOO3)
     assert (r.member_epoch, r.assignment) == (1, {"foo": [0, 1]})
 
 
 def test_duplicate_full_heartbeat_acknowledging_the_revocation(impl):
-    coord, store = _stored(impl)
-    coord.set_topics({"foo": 3})
-    assignor = fixed(coord)
-    assignor.next = {"m1": FOO3}
-    _full(coord, "m1", 0, {})
-    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
-    _full(coord, "m2", 0, {})
+    coord, store = _m2_takes_foo_2(impl)
     _full(coord, "m1", 1, FOO3)
     store.complete_all()
     first = _full(coord, "m1", 1, {"foo": [0, 1]})      # revoked: epoch 2, Stable
@@ -155,13 +156,7 @@ def test_duplicate_full_heartbeat_acknowledging_the_revocation(impl):
 
 
 def test_duplicate_full_heartbeat_while_waiting_for_partitions(impl):
-    coord, store = _stored(impl)
-    coord.set_topics({"foo": 3})
-    assignor = fixed(coord)
-    assignor.next = {"m1": FOO3}
-    _full(coord, "m1", 0, {})
-    assignor.next = {"m1": {"foo": [0, 1]}, "m2": {"foo": [2]}}
-    _full(coord, "m2", 0, {})
+    coord, store = _m2_takes_foo_2(impl)
     store.complete_all()
     r = _twice(coord, store, "m2", 2, {})
     assert (r.member_epoch, r.assignment) == (2, {})
