@@ -19,17 +19,18 @@ groups, so they are refused here as unknown (a documented difference).
 """
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Union
+from typing import Dict, Mapping, Union
 
-__all__ = ["SESSION_TIMEOUT", "HEARTBEAT_INTERVAL", "GROUP_CONFIG_NAMES", "GroupConfigError",
-           "check_group_config", "parse_group_config_value"]
+__all__ = ["SESSION_TIMEOUT", "HEARTBEAT_INTERVAL", "GROUP_CONFIG_NAMES", "KAFKA_DEFAULTS",
+           "GroupConfigError", "check_group_config", "parse_group_config_value"]
 
 SESSION_TIMEOUT = "consumer.session.timeout.ms"
 HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 GROUP_CONFIG_NAMES = (SESSION_TIMEOUT, HEARTBEAT_INTERVAL)
-# What Kafka's checks assume for a config the group does not set (its ConfigDef's
-# defaults), whatever the coordinator's own defaults are.
-_CHECK_DEFAULTS = {SESSION_TIMEOUT: 45_000, HEARTBEAT_INTERVAL: 5_000}
+# Kafka's defaults of the two configs (its ConfigDef's, those of the broker configs
+# behind them too): what its checks assume for a config the group does not set,
+# whatever the coordinator's own defaults are.
+KAFKA_DEFAULTS = {SESSION_TIMEOUT: 45_000, HEARTBEAT_INTERVAL: 5_000}
 _INT_MAX = 2**31 - 1
 
 
@@ -69,7 +70,7 @@ def check_group_config(config, values: Mapping[str, Union[str, int]]) -> Dict[st
         if type(name) is not str:
             raise TypeError(f"a group config name must be a str, got {type(name).__name__}")
         parsed[name] = parse_group_config_value(name, value)
-    merged = dict(_CHECK_DEFAULTS, **parsed)
+    merged = dict(KAFKA_DEFAULTS, **parsed)
     session, interval = merged[SESSION_TIMEOUT], merged[HEARTBEAT_INTERVAL]
     _within(HEARTBEAT_INTERVAL, interval, config.group_consumer_min_heartbeat_interval_ms,
             config.group_consumer_max_heartbeat_interval_ms, "heartbeat_interval")
@@ -89,11 +90,3 @@ def _within(name: str, value: int, lo: int, hi: int, what: str) -> None:
         raise GroupConfigError(f"{name} ({value}) must be at most "
                                f"group.consumer.max.{what.replace('_', '.')}.ms ({hi})")
 
-
-def effective(config, values: Optional[Mapping[str, int]]) -> Dict[str, int]:
-    """The group's values in force: its own, else the coordinator's defaults."""
-    values = values or {}
-    return {SESSION_TIMEOUT: values.get(SESSION_TIMEOUT,
-                                        config.group_consumer_session_timeout_ms),
-            HEARTBEAT_INTERVAL: values.get(HEARTBEAT_INTERVAL,
-                                           config.group_consumer_heartbeat_interval_ms)}

@@ -28,7 +28,7 @@ from typing import Callable, Dict, Optional
 
 from fastcoord import Errors, GroupConfigError
 from fastcoord.core.group_configs import (
-    GROUP_CONFIG_NAMES, HEARTBEAT_INTERVAL, SESSION_TIMEOUT, check_group_config,
+    GROUP_CONFIG_NAMES, HEARTBEAT_INTERVAL, KAFKA_DEFAULTS, SESSION_TIMEOUT, check_group_config,
 )
 
 __all__ = ["GroupConfigApis", "MAX_CONFIGURED_GROUPS"]
@@ -48,12 +48,11 @@ SOURCE_GROUP = 8
 TYPE_INT = 3
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 MAX_CONFIGURED_GROUPS = 10_000
-# The coordinator's config behind each group config (its broker name and field), and
-# Kafka's default of that broker config.
+# The coordinator's config behind each group config: its broker name and field.
 _BROKER = {SESSION_TIMEOUT: ("group.consumer.session.timeout.ms",
-                             "group_consumer_session_timeout_ms", 45_000),
+                             "group_consumer_session_timeout_ms"),
            HEARTBEAT_INTERVAL: ("group.consumer.heartbeat.interval.ms",
-                                "group_consumer_heartbeat_interval_ms", 5_000)}
+                                "group_consumer_heartbeat_interval_ms")}
 _DOCS = {SESSION_TIMEOUT: "The group's session timeout for consumer-protocol members: a "
                           "member silent this long is removed.",
          HEARTBEAT_INTERVAL: "The heartbeat interval the group's consumer-protocol members "
@@ -100,9 +99,10 @@ class GroupConfigApis:
         reply({"results": results})
 
     def _entry(self, name: str, own: Dict[str, int], synonyms: bool, docs: bool) -> dict:
-        broker_name, field, kafka_default = _BROKER[name]
+        broker_name, field = _BROKER[name]
         broker_value = getattr(self.coord.config, field)
-        broker_source = SOURCE_DEFAULT if broker_value == kafka_default else SOURCE_STATIC_BROKER
+        broker_source = SOURCE_DEFAULT if broker_value == KAFKA_DEFAULTS[name] \
+            else SOURCE_STATIC_BROKER
         chain = [{"name": broker_name, "value": str(broker_value), "source": broker_source}]
         if name in own:
             chain.insert(0, {"name": name, "value": str(own[name]), "source": SOURCE_GROUP})
