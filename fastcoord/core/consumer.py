@@ -29,6 +29,7 @@ from typing import Dict, FrozenSet, List, Optional
 
 import re2
 
+from fastcoord._ratelog import RateLimitedLog
 from fastcoord.core.consumer_embedded import (ClassicMetadata, encode_assignment,
                                               encode_subscription)
 from fastcoord.core.consumer_records import consumer_record, fill_member
@@ -40,6 +41,7 @@ from fastcoord.core.results import (
 )
 
 log = logging.getLogger("fastcoord.coordinator")
+_log_once = RateLimitedLog(log)
 
 __all__ = ["ClassicMetadata", "ConsumerGroupState", "ConsumerLogic", "ConsumerMember",
            "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH"]
@@ -735,8 +737,10 @@ class ConsumerLogic:
         except Exception as exc:
             # (Kafka fails the heartbeat with UNKNOWN_SERVER_ERROR; the group keeps its
             # old target and the next heartbeat tries again, the epoch still ahead)
-            log.exception("consumer group %s: assignor %s failed for epoch %d", group.group_id,
-                          name, cg.group_epoch)
+            # (every heartbeat of the group fails the same way until it changes: one
+            # line, with its traceback, per interval and assignor)
+            _log_once.error(("assignor failed", name), "consumer group %s: assignor %s failed "
+                            "for epoch %d", group.group_id, name, cg.group_epoch, exc_info=True)
             raise _Refused(Errors.UNKNOWN_SERVER_ERROR,
                            f"Failed to compute a new target assignment for epoch "
                            f"{cg.group_epoch}: {exc}.") from None

@@ -42,7 +42,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from .protocol import API_NAMES
-from .ratelog import RateLimitedLog
+from .._ratelog import RateLimitedLog
 
 __all__ = ["RequestLog"]
 

@@ -32,7 +32,7 @@ from fastcoord._twins import module
 from fastcoord.core.coordinator import RETENTION_SLICE_GROUPS
 
 from .apis import KafkaApis, Session
-from .ratelog import RateLimitedLog
+from .._ratelog import RateLimitedLog
 from .requestlog import host_json
 from .topic_ids import TopicIds
 from .protocol import (API_NAMES, HEARTBEAT_KEY, MalformedRequest, UnsupportedRequest,

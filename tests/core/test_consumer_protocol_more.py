@@ -631,6 +631,28 @@ def test_an_assignor_that_fails_answers_unknown_server_error(impl):
     assert r.assignment == {"foo": [0, 1, 2, 3, 4, 5], "bar": [0, 1, 2]}
 
 
+def test_an_assignor_failing_at_every_heartbeat_is_logged_once(impl, caplog, monkeypatch):
+    """Every heartbeat of the group fails the same way until it changes: the log gets one
+    line (with the traceback) per interval, not a traceback per heartbeat."""
+    import logging
+
+    from fastcoord._ratelog import RateLimitedLog
+    from fastcoord.core import consumer as consumer_module
+    monkeypatch.setattr(consumer_module, "_log_once", RateLimitedLog(consumer_module.log))
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 6})
+
+    def assignor(*args):
+        raise MemoryError("no room for the target")
+
+    coord._logic.consumers.assign = assignor
+    with caplog.at_level(logging.ERROR, logger="fastcoord.coordinator"):
+        for i in range(50):
+            assert join(coord, "g", f"m{i}", ["foo"]).error == E.UNKNOWN_SERVER_ERROR
+    lines = [r for r in caplog.records if "assignor" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is not None, lines
+
+
 # ---------------------------------------------------------------------------------------
 # testConsumerGroupHeartbeatWithCustomAssignorClassicGroup (KAFKA-18134)
 # ---------------------------------------------------------------------------------------

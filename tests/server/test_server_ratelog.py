@@ -3,7 +3,7 @@ import logging
 
 import pytest
 
-from fastcoord.server.ratelog import RateLimitedLog
+from fastcoord._ratelog import RateLimitedLog
 
 
 class _Clock:
