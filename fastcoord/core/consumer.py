@@ -633,17 +633,16 @@ class ConsumerLogic:
             return False
         if not new:
             return True
-        if new:
-            if any(m.topic_regex == new for m in cg.members.values()
-                   if m.member_id != member.member_id):
-                return new in cg.resolved
-            try:
-                _compile_regex(new)
-            except re2.error as exc:
-                raise _Refused(Errors.INVALID_REGULAR_EXPRESSION,
-                               f"SubscribedTopicRegex `{new}` is not a valid regular "
-                               f"expression: {exc}.") from None
-            cg.regex_refresh = True
+        if any(m.topic_regex == new for m in cg.members.values()
+               if m.member_id != member.member_id):
+            return new in cg.resolved
+        try:
+            _compile_regex(new)
+        except re2.error as exc:
+            raise _Refused(Errors.INVALID_REGULAR_EXPRESSION,
+                           f"SubscribedTopicRegex `{new}` is not a valid regular "
+                           f"expression: {exc}.") from None
+        cg.regex_refresh = True
         return False
 
     def _maybe_resolve_regexes(self, group, topic_filter=None) -> None:

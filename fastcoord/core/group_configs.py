@@ -73,9 +73,9 @@ def check_group_config(config, values: Mapping[str, Union[str, int]]) -> Dict[st
     merged = dict(KAFKA_DEFAULTS, **parsed)
     session, interval = merged[SESSION_TIMEOUT], merged[HEARTBEAT_INTERVAL]
     _within(HEARTBEAT_INTERVAL, interval, config.group_consumer_min_heartbeat_interval_ms,
-            config.group_consumer_max_heartbeat_interval_ms, "heartbeat_interval")
+            config.group_consumer_max_heartbeat_interval_ms, "heartbeat.interval")
     _within(SESSION_TIMEOUT, session, config.group_consumer_min_session_timeout_ms,
-            config.group_consumer_max_session_timeout_ms, "session_timeout")
+            config.group_consumer_max_session_timeout_ms, "session.timeout")
     if session <= interval:
         raise GroupConfigError(f"{SESSION_TIMEOUT} ({session}) must be greater than "
                                f"{HEARTBEAT_INTERVAL} ({interval})")
@@ -83,10 +83,12 @@ def check_group_config(config, values: Mapping[str, Union[str, int]]) -> Dict[st
 
 
 def _within(name: str, value: int, lo: int, hi: int, what: str) -> None:
+    """`value` within the coordinator's bounds, named as Kafka's broker configs
+    (group.consumer.min.WHAT.ms, group.consumer.max.WHAT.ms)."""
     if value < lo:
         raise GroupConfigError(f"{name} ({value}) must be at least "
-                               f"group.consumer.min.{what.replace('_', '.')}.ms ({lo})")
+                               f"group.consumer.min.{what}.ms ({lo})")
     if value > hi:
         raise GroupConfigError(f"{name} ({value}) must be at most "
-                               f"group.consumer.max.{what.replace('_', '.')}.ms ({hi})")
+                               f"group.consumer.max.{what}.ms ({hi})")
 

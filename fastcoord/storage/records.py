@@ -609,9 +609,10 @@ def decode_offset_tombstones(data, pos: int, end: int) -> List[Tuple[str, int]]:
 
 
 def _keyed_frames(data, kind: int, what: str):
-    """(key, body start, body end) of each frame of a file of `kind` records (one kept
-    whole, written aside then renamed, so never with a torn tail): any frame that does
-    not check out (length, CRC, type) is a FrameError naming `what` and its offset."""
+    """(key, body start, body end, frame offset) of each frame of a file of `kind`
+    records (one kept whole, written aside then renamed, so never with a torn tail):
+    any frame that does not check out (length, CRC, type) is a FrameError naming `what`
+    and its offset."""
     pos = 0
     end = len(data)
     while pos < end:

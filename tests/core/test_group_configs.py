@@ -5,6 +5,7 @@ paths' cached answers included."""
 import pytest
 
 from fastcoord import CoordinatorConfig, Errors, GroupConfigError, GroupCoordinator, ManualClock
+from tests.core.test_consumer_protocol import hb
 
 E = Errors
 SESSION = "consumer.session.timeout.ms"
@@ -15,13 +16,6 @@ def make(impl, **config):
     coord = GroupCoordinator(CoordinatorConfig(**config), clock=ManualClock(0), impl=impl)
     coord.set_topics({"foo": 2})
     return coord
-
-
-def hb(coord, group_id, member_id, epoch, **kw):
-    out = []
-    coord.consumer_group_heartbeat(group_id, member_id, epoch, callback=out.append, **kw)
-    assert len(out) == 1, out
-    return out[0]
 
 
 def settled(coord, group_id="g", member_id="m"):
