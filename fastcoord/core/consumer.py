@@ -79,7 +79,8 @@ class ConsumerMember:
     __slots__ = ("member_id", "instance_id", "rack_id", "client_id", "client_host",
                  "rebalance_timeout_ms", "server_assignor", "topic_names", "topic_regex",
                  "state", "member_epoch", "previous_epoch", "assigned", "revoking",
-                 "slot", "rebalance_timer", "classic", "join_timer", "sync_timer")
+                 "assignment_epochs", "slot", "rebalance_timer", "classic", "join_timer",
+                 "sync_timer")
 
     def __init__(self, member_id: str) -> None:
         self.member_id = member_id
@@ -96,6 +97,11 @@ class ConsumerMember:
         self.previous_epoch = 0
         self.assigned: Dict[str, FrozenSet[int]] = {}
         self.revoking: Dict[str, FrozenSet[int]] = {}
+        # KIP-1251: the member epoch at which each partition of `assigned` and `revoking`
+        # came to the member ({topic: {partition: epoch}}), for commits at an older
+        # epoch. A held partition without an entry counts as assigned at the member's
+        # epoch: the strict check, never a more lenient one.
+        self.assignment_epochs: Dict[str, Dict[int, int]] = {}
         self.slot = -1                  # the member table slot holding its session deadline
         self.rebalance_timer = None     # the timer handle of its revocation deadline
         self.classic: Optional[ClassicMetadata] = None      # None: the consumer protocol
@@ -123,6 +129,7 @@ class ConsumerMember:
         other.previous_epoch = self.previous_epoch
         other.assigned = self.assigned
         other.revoking = self.revoking
+        other.assignment_epochs = self.assignment_epochs
         other.slot = self.slot
         other.rebalance_timer = self.rebalance_timer
         other.classic = self.classic
@@ -790,24 +797,29 @@ class ConsumerLogic:
             if free:
                 pending[topic] = frozenset(free)
         previous = (member.state, member.member_epoch, member.previous_epoch, member.assigned,
-                    member.revoking)
+                    member.revoking, member.assignment_epochs)
         cg.release(member)
         # (Kafka's updateMemberEpoch: each step's previous epoch is the epoch the member
         # had before it, moved or not, so a lost answer is tolerated until the next step)
         member.previous_epoch = member.member_epoch
         if revoking and _owns_any(owned, revoking):
             member.state = UNREVOKED_PARTITIONS
+            member.assignment_epochs = _kept_epochs(member, (assigned, revoking))
             member.assigned, member.revoking = assigned, revoking
             # (the member keeps its epoch until it has revoked)
         else:
+            epochs = _kept_epochs(member, (assigned,))
             for topic, ps in pending.items():
                 assigned[topic] = assigned.get(topic, frozenset()) | ps
+                # (newly assigned partitions come at the epoch the member moves to)
+                epochs.setdefault(topic, {}).update(dict.fromkeys(ps, epoch))
             member.state = UNRELEASED_PARTITIONS if unreleased else STABLE
             member.member_epoch = epoch
+            member.assignment_epochs = epochs
             member.assigned, member.revoking = assigned, {}
         cg.own(member)
         if (member.state, member.member_epoch, member.previous_epoch, member.assigned,
-                member.revoking) != previous:
+                member.revoking, member.assignment_epochs) != previous:
             cg.dirty.add(member.member_id)
             group.version = self.logic.next_version()
             # (a member of the classic protocol has its join and sync deadlines instead)
@@ -837,6 +849,7 @@ class ConsumerLogic:
         if _owns_any(owned, revoking):
             member.state = UNREVOKED_PARTITIONS
             member.revoking = revoking
+        member.assignment_epochs = _kept_epochs(member, (assigned, member.revoking))
         member.assigned = assigned
         member.previous_epoch = member.member_epoch
         cg.own(member)
@@ -1161,10 +1174,14 @@ class ConsumerLogic:
         cg.static.clear()
         cg.owners.clear()
 
-    def validate_offset_commit(self, group, member_id, member_epoch, api_version) -> Errors:
+    def validate_offset_commit(self, group, member_id, member_epoch, api_version,
+                               partitions=()) -> Errors:
         """Kafka's ConsumerGroup.validateOffsetCommit: an admin's commit (epoch < 0) needs
         an empty group; a member must exist, commit with OffsetCommit v9 or later, at its
-        current epoch."""
+        current epoch. A consumer-protocol member may also commit at an older epoch
+        (KIP-1251, Kafka 4.3), but only partitions (`partitions`: (topic, partition)
+        pairs) it holds, assigned or revoking, and came to hold at that epoch or before;
+        otherwise the whole commit is STALE_MEMBER_EPOCH."""
         cg = group.consumer
         if member_epoch < 0 and not cg.members:
             return Errors.NONE
@@ -1173,6 +1190,8 @@ class ConsumerLogic:
             return Errors.UNKNOWN_MEMBER_ID
         if member.classic is None and api_version is not None and api_version < 9:
             return Errors.UNSUPPORTED_VERSION
+        if member.classic is None and member_epoch < member.member_epoch:
+            return _check_assignment_epochs(member, member_epoch, partitions)
         return _check_offsets_epoch(member, member_epoch)
 
     def validate_offset_fetch(self, group, member_id, member_epoch) -> Errors:
@@ -1201,6 +1220,41 @@ def bump_after_removal(cg) -> None:
     cg.group_epoch += 1
     if not cg.members:
         cg.assignment_epoch = cg.group_epoch
+
+
+def _kept_epochs(member, held) -> Dict[str, Dict[int, int]]:
+    """The assignment epochs of the partitions in the dicts of `held` ({topic:
+    partitions}), which the member held before: each keeps its epoch, and one without an
+    entry (never given one) counts as assigned at the member's epoch so far. New dicts
+    throughout: a member's copies share its map, so it is replaced, never changed."""
+    old = member.assignment_epochs
+    default = max(member.member_epoch, 0)
+    out: Dict[str, Dict[int, int]] = {}
+    for parts in held:
+        for topic, ps in parts.items():
+            known = old.get(topic)
+            into = out.setdefault(topic, {})
+            if known is None:
+                into.update(dict.fromkeys(ps, default))
+            else:
+                for p in ps:
+                    into[p] = known.get(p, default)
+    return out
+
+
+def _check_assignment_epochs(member, epoch, partitions) -> Errors:
+    """KIP-1251's check of a commit at `epoch`, older than the member's: every partition
+    is held by the member (assigned, else revoking) since `epoch` or before."""
+    default = max(member.member_epoch, 0)
+    for topic, partition in partitions:
+        held = member.assigned.get(topic)
+        if held is None or partition not in held:
+            held = member.revoking.get(topic)
+            if held is None or partition not in held:
+                return Errors.STALE_MEMBER_EPOCH
+        if member.assignment_epochs.get(topic, {}).get(partition, default) > epoch:
+            return Errors.STALE_MEMBER_EPOCH
+    return Errors.NONE
 
 
 def _check_offsets_epoch(member, epoch) -> Errors:

@@ -33,7 +33,35 @@ def member_record(cg, m) -> dict:
             "previous_epoch": m.previous_epoch, "assigned": _lists(m.assigned),
             "revoking": _lists(m.revoking),
             "target": {t: sorted(ps) for t, ps in cg.target.get(m.member_id, {}).items() if ps},
-            "classic": _classic_record(m.classic)}
+            "classic": _classic_record(m.classic),
+            "assignment_epochs": _epochs_record(m.assignment_epochs)}
+
+
+def _epochs_record(epochs) -> list:
+    """A member's assignment epochs as [topic, epoch, [partitions]] entries, one per
+    topic and epoch (a topic's partitions mostly share one or two)."""
+    out = []
+    for topic in sorted(epochs):
+        by_epoch: dict = {}
+        for p, e in epochs[topic].items():
+            by_epoch.setdefault(e, []).append(p)
+        out += [[topic, e, sorted(ps)] for e, ps in sorted(by_epoch.items())]
+    return out
+
+
+def _epochs_from(entries) -> dict:
+    """_epochs_record's entries back as {topic: {partition: epoch}}; a record that does
+    not hold them in that shape is refused (ValueError)."""
+    epochs: dict = {}
+    if not isinstance(entries, list):
+        raise ValueError("assignment_epochs is not a list")
+    for entry in entries:
+        if not (isinstance(entry, list) and len(entry) == 3 and type(entry[0]) is str
+                and type(entry[1]) is int and isinstance(entry[2], list)
+                and all(type(p) is int for p in entry[2])):
+            raise ValueError("an assignment_epochs entry is not [topic, epoch, [partitions]]")
+        epochs.setdefault(entry[0], {}).update(dict.fromkeys(entry[2], entry[1]))
+    return epochs
 
 
 def _classic_record(classic) -> Optional[dict]:
@@ -60,6 +88,9 @@ def fill_member(member, m: dict) -> None:
     member.previous_epoch = m["previous_epoch"]
     member.assigned = _sets(m["assigned"])
     member.revoking = _sets(m["revoking"])
+    # (absent in a record written before KIP-1251's epochs: every held partition then
+    # counts as assigned at the member's epoch)
+    member.assignment_epochs = _epochs_from(m.get("assignment_epochs", []))
     classic = m.get("classic")      # (absent in a record written before mixed groups)
     if classic is not None:
         member.classic = ClassicMetadata(

@@ -1103,7 +1103,7 @@ class GroupLogic:
             if group.consumer is not None:
                 # (generation_id carries the member epoch: OffsetCommit v9's field)
                 error = self.consumers.validate_offset_commit(group, member_id, generation_id,
-                                                              api_version)
+                                                              api_version, offsets)
                 if error != _NONE:
                     self._emit_one(done, {tp: error for tp in offsets})
                 else:
