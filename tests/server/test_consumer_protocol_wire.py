@@ -460,6 +460,51 @@ def test_a_member_joins_commits_is_described_listed_and_leaves_over_the_wire(tmp
     assert beats == [("wm-1", 0), ("wm-1", -1)]
 
 
+def test_a_commit_at_an_older_epoch_over_the_wire(tmp_path):
+    """KIP-1251 through OffsetCommit v9 against serve: after a second member joined, the
+    first (moved on to the new epoch) still commits at its old epoch the partitions it
+    kept, and not one it gave away."""
+    server = ServerProc(tmp_path / "server.log", topics=["orders:6"])
+    conn = RawConn(server.port)
+    try:
+        (orders_id,) = _served_ids(server).values()
+
+        def beat(member_id, epoch, owned):
+            body = _join_body(1, group_id="kip-1251", member_id=member_id, member_epoch=epoch,
+                              topic_partitions=[{"topic_id": orders_id, "partitions": owned}]
+                              if epoch else [])
+            answer = conn.call(68, 1, body)
+            assert answer.error_code == 0, answer
+            held = None if answer.assignment is None else sorted(
+                p for t in answer.assignment.topic_partitions for p in t.partitions)
+            return answer.member_epoch, held
+
+        first, held = beat("a", 0, [])
+        assert held == list(range(6))
+        assert beat("b", 0, [])[0] > first
+        epoch, kept = beat("a", first, held)            # told what to keep
+        assert epoch == first and 0 < len(kept) < 6
+        epoch, _ = beat("a", first, kept)               # revoked: at the new epoch now
+        assert epoch > first
+        given = sorted(set(range(6)) - set(kept))
+
+        def commit(at, partition):
+            return conn.call(8, 9, {
+                "group_id": "kip-1251", "generation_id_or_member_epoch": at, "member_id": "a",
+                "group_instance_id": None, "topics": [{"name": "orders", "partitions": [
+                    {"partition_index": partition, "committed_offset": 7,
+                     "committed_leader_epoch": -1, "committed_metadata": None}]}]},
+            ).topics[0].partitions[0].error_code
+
+        assert commit(first, kept[0]) == 0
+        assert commit(first, given[0]) == int(Errors.STALE_MEMBER_EPOCH)
+        assert commit(epoch + 1, kept[0]) == int(Errors.STALE_MEMBER_EPOCH)
+    finally:
+        conn.close()
+        assert server.stop() == 0
+    assert "Traceback" not in server.log(), server.log()
+
+
 @pytest.mark.parametrize("version", [0, 1])
 def test_owned_partition_ids_out_of_range_own_nothing(version):
     """A hostile or broken client's owned partitions with negative ids: the real
