@@ -62,9 +62,10 @@ members that changed (or every member: the full flag). A store keeps their fold
 
     parts:  u32 n x (str topic, u32 k, k x i32 partition)
     extras: u32 n x (str key, value): any other field of a plain value (a member's
-            classic-protocol fields, its assignment epochs, say), a tagged value: u8 tag, then 0 None, 1 False,
-            2 True, 3 i64, 4 str, 5 bytes, 6 list / 7 tuple (u32 n, n values), 8 dict
-            (u32 n, n x (str key, value)); nested at most MAX_DEPTH deep
+            classic-protocol fields and assignment epochs, say), a tagged value: u8
+            tag, then 0 None, 1 False, 2 True, 3 i64, 4 str, 5 bytes, 6 list / 7 tuple
+            (u32 n, n values), 8 dict (u32 n, n x (str key, value)); nested at most
+            MAX_DEPTH deep
 
     Every count is checked against the bytes left (times its items' least size) before
     anything is built for it: a hostile count fails the record, it allocates nothing.
