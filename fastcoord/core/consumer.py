@@ -46,6 +46,10 @@ _log_once = RateLimitedLog(log)
 __all__ = ["ClassicMetadata", "ConsumerGroupState", "ConsumerLogic", "ConsumerMember",
            "LEAVE_EPOCH", "STATIC_LEAVE_EPOCH"]
 
+# Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS: the least time between two resolutions
+# of a group's regular expressions
+REGEX_BATCH_MIN_INTERVAL_MS = 10_000
+
 LEAVE_EPOCH = -1            # a member leaves the group
 STATIC_LEAVE_EPOCH = -2     # a static member leaves for now, its partitions kept
 
@@ -145,8 +149,8 @@ class ConsumerGroupState:
     """The consumer-protocol part of a group (Kafka's ConsumerGroup)."""
 
     __slots__ = ("group_epoch", "assignment_epoch", "members", "static", "target",
-                 "owners", "resolved", "regex_refresh", "regex_timer", "topics_version",
-                 "metadata", "dirty", "dirty_all")
+                 "owners", "resolved", "regex_refresh", "regex_timer", "regex_resolved_ms",
+                 "regex_topics_version", "topics_version", "metadata", "dirty", "dirty_all")
 
     def __init__(self) -> None:
         self.group_epoch = 0
@@ -162,6 +166,8 @@ class ConsumerGroupState:
         self.resolved: Dict[str, FrozenSet[str]] = {}
         self.regex_refresh = False      # resolve at the group's next heartbeat
         self.regex_timer = None         # sets regex_refresh once the refresh interval passed
+        self.regex_resolved_ms = None   # when the regexes were last resolved (None: never)
+        self.regex_topics_version = -1  # the topics map they were last resolved against
         self.topics_version = -1        # the topics map `metadata` was computed from
         self.metadata: Dict[str, int] = {}   # subscribed existing topic -> partitions
         # What the store has not been given yet: the ids of members changed or removed
@@ -654,20 +660,32 @@ class ConsumerLogic:
 
     def _maybe_resolve_regexes(self, group, topic_filter=None) -> None:
         """Resolve the group's regexes against the topics when one is new or the topics
-        changed since; a change of what they match bumps the group epoch. With
-        `topic_filter`, the heartbeat's sender's Describe rights, only the topics it
-        passes are matched: Kafka resolves a group's regexes with the rights of the
-        request that triggers the resolution (KAFKA-18813), so a regex never reaches a
-        topic its subscriber could not name."""
+        changed since, at most once per REGEX_BATCH_MIN_INTERVAL_MS (until then the
+        group waits, off the fast path); a change of what they match bumps the group
+        epoch. With `topic_filter`, the heartbeat's sender's Describe rights, only the
+        topics it passes are matched: Kafka resolves a group's regexes with the rights
+        of the request that triggers the resolution (KAFKA-18813), so a regex never
+        reaches a topic its subscriber could not name."""
         cg = group.consumer
         regexes = cg.regexes()
         stale = any(r not in cg.resolved for r in regexes)
         if not regexes or not (cg.regex_refresh or stale
-                               or cg.topics_version != self.topics_version):
+                               or cg.regex_topics_version != self.topics_version):
             if not regexes:
                 cg.resolved.clear()
             return
+        now = self.logic.clock.now_ms()
+        # (Kafka's last resolution time is that of the resolutions it keeps, which are
+        # of regexes still subscribed: a group whose regexes are all new does not wait)
+        if cg.regex_resolved_ms is not None and not _none_resolved(regexes, cg.resolved) \
+                and now <= cg.regex_resolved_ms + REGEX_BATCH_MIN_INTERVAL_MS:
+            # Kafka resolves a group's regexes at most once per this interval, whatever
+            # asks: the group stays off the fast path, and a heartbeat after it resolves
+            cg.regex_refresh = True
+            return
         cg.regex_refresh = False
+        cg.regex_resolved_ms = now
+        cg.regex_topics_version = self.topics_version
         resolved = {}
         names = _describable(self.topics, topic_filter, group.group_id)
         for regex in regexes:
@@ -1220,6 +1238,11 @@ def bump_after_removal(cg) -> None:
     cg.group_epoch += 1
     if not cg.members:
         cg.assignment_epoch = cg.group_epoch
+
+
+def _none_resolved(regexes, resolved) -> bool:
+    """Whether none of `regexes` has a resolution in `resolved`."""
+    return not any(r in resolved for r in regexes)
 
 
 def _kept_epochs(member, held) -> Dict[str, Dict[int, int]]:

@@ -480,7 +480,7 @@ def test_subscribing_to_a_missing_topic_assigns_it_once_created(impl):
 
 
 def test_regex_is_resolved_at_a_later_heartbeat(impl):
-    coord, _ = make(impl)
+    coord, clock = make(impl)
     coord.set_topics({"orders-eu": 1, "orders-us": 2, "payments": 1})
     r = join(coord, "g", "m1", regex="orders-.*")
     assert r.error == E.NONE and r.assignment == {}      # resolved asynchronously
@@ -490,16 +490,48 @@ def test_regex_is_resolved_at_a_later_heartbeat(impl):
     coord.set_topics({"orders-eu": 1, "orders-us": 2, "payments": 1, "orders": 1,
                       "orders-ap": 1})
     owned = r.assignment
+    # (a group's regexes are resolved at most once per 10 s, as Kafka batches them)
+    clock.advance(10_001)
     r = hb(coord, "g", "m1", r.member_epoch, owned_partitions=owned)
     r2 = hb(coord, "g", "m1", r.member_epoch, owned_partitions=owned)
     got = r2.assignment or r.assignment
     assert got == {"orders-ap": [0], "orders-eu": [0], "orders-us": [0, 1]}
 
 
+def test_a_groups_regexes_are_resolved_at_most_once_per_10_s(impl):
+    """Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS: within 10 s of a resolution neither
+    a new topic nor a new regex is resolved; the group's heartbeats meanwhile take the
+    slow path, and the first one after the interval resolves both."""
+    coord, clock = make(impl)
+    coord.set_topics({"orders-eu": 1, "payments": 1})
+    r1 = join(coord, "g", "m1", regex="orders-.*")
+    r1 = hb(coord, "g", "m1", r1.member_epoch, owned_partitions={})     # resolved, t=0
+    assert r1.assignment == {"orders-eu": [0]}
+    clock.advance(4_000)
+    coord.set_topics({"orders-eu": 1, "orders-us": 1, "payments": 1})
+    r2 = join(coord, "g", "m2", regex="pay.*")
+    epoch = r2.member_epoch
+    for _ in range(3):                  # 4 s, 7 s, 10 s after the resolution
+        r1 = hb(coord, "g", "m1", r1.member_epoch, owned_partitions=r1.assignment or {})
+        r2 = hb(coord, "g", "m2", r2.member_epoch, owned_partitions={})
+        assert (r2.member_epoch, r2.assignment or {}) == (epoch, {}), r2
+        assert set(r1.assignment or {}) <= {"orders-eu"}     # orders-us not yet
+        clock.advance(3_000)
+    clock.advance(1)                    # 10.001 s: the next heartbeat resolves both
+    r1 = hb(coord, "g", "m1", r1.member_epoch, owned_partitions={"orders-eu": [0]})
+    r2 = hb(coord, "g", "m2", r2.member_epoch, owned_partitions={})
+    for _ in range(3):
+        r1 = hb(coord, "g", "m1", r1.member_epoch, owned_partitions={"orders-eu": [0]})
+        r2 = hb(coord, "g", "m2", r2.member_epoch, owned_partitions=r2.assignment or {})
+    d = coord.consumer_group_describe(["g"])[0]
+    assert {m.member_id: m.assignment for m in d.members} == {
+        "m1": {"orders-eu": [0], "orders-us": [0]}, "m2": {"payments": [0]}}
+
+
 def test_a_regex_is_resolved_with_the_triggering_heartbeats_topic_filter(impl):
     """Kafka resolves a group's regexes with the Describe rights of the request that
     triggers the resolution (KAFKA-18813): `topic_filter` names those topics."""
-    coord, _ = make(impl)
+    coord, clock = make(impl)
     coord.set_topics({"orders-eu": 1, "orders-us": 2, "payments": 1})
     seen = []
 
@@ -515,6 +547,7 @@ def test_a_regex_is_resolved_with_the_triggering_heartbeats_topic_filter(impl):
     # without a filter the next resolution (new topics) reaches every match
     coord.set_topics({"orders-eu": 1, "orders-us": 2, "payments": 1, "orders-ap": 1})
     owned = r.assignment
+    clock.advance(10_001)       # (at most one resolution per 10 s)
     r = hb(coord, "g", "m1", r.member_epoch, owned_partitions=owned)
     r2 = hb(coord, "g", "m1", r.member_epoch, owned_partitions=owned)
     assert (r2.assignment or r.assignment) == {"orders-ap": [0], "orders-eu": [0],
