@@ -13,7 +13,7 @@ PYTHON_OTHER ?= $(HOME)/.pyenv/versions/3.13.0/bin/python
 VENV_OTHER   := .venv-other
 PY_OTHER     := $(VENV_OTHER)/bin/python
 OTHER_STAMP  := $(VENV_OTHER)/.fastcoord-built
-OTHER_EXTRAS := test,server
+OTHER_EXTRAS := test
 # what the build compiles (a .py among them is compiled too: see setup.py)
 SOURCES := setup.py pyproject.toml $(wildcard fastcoord/*/_native/*.pyx fastcoord/*/_native/*.pxd) \
            $(wildcard fastcoord/*/_native/parts/*.pyx fastcoord/*/_native/parts/*.pxd) \

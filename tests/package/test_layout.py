@@ -82,3 +82,18 @@ def test_the_checker_sees_a_violation(tmp_path, monkeypatch):
     assert "fastcoord.server._native.wire" in _imports(core / "b.pyx")
     with pytest.raises(AssertionError):
         test_dependencies_point_down("core")
+
+
+def test_the_core_tier_needs_no_server_extra():
+    """tests/core (and the helpers it imports) imports nothing of the server or kio: the
+    core tier runs on every supported Python with only the test extra (make
+    test-other-python), and kio, which the server needs, wants Python 3.11."""
+    tests = PACKAGE.parent / "tests"
+    paths = sorted((tests / "core").glob("*.py"))
+    helpers = {name for p in paths for name in _imports(p) if name.startswith("helpers.")}
+    paths += [tests / "helpers" / f"{name.split('.')[1]}.py" for name in sorted(helpers)
+              if (tests / "helpers" / f"{name.split('.')[1]}.py").exists()]
+    assert len(paths) > 20
+    bad = [f"{p.relative_to(tests)} imports {name}" for p in paths for name in _imports(p)
+           if name == "kio" or name.startswith(("kio.", "fastcoord.server"))]
+    assert bad == []
