@@ -677,7 +677,7 @@ class ConsumerLogic:
         now = self.logic.clock.now_ms()
         # (Kafka's last resolution time is that of the resolutions it keeps, which are
         # of regexes still subscribed: a group whose regexes are all new does not wait)
-        if cg.regex_resolved_ms is not None and not _none_resolved(regexes, cg.resolved) \
+        if cg.regex_resolved_ms is not None and any(r in cg.resolved for r in regexes) \
                 and now <= cg.regex_resolved_ms + REGEX_BATCH_MIN_INTERVAL_MS:
             # Kafka resolves a group's regexes at most once per this interval, whatever
             # asks: the group stays off the fast path, and a heartbeat after it resolves
@@ -1238,11 +1238,6 @@ def bump_after_removal(cg) -> None:
     cg.group_epoch += 1
     if not cg.members:
         cg.assignment_epoch = cg.group_epoch
-
-
-def _none_resolved(regexes, resolved) -> bool:
-    """Whether none of `regexes` has a resolution in `resolved`."""
-    return not any(r in resolved for r in regexes)
 
 
 def _kept_epochs(member, held) -> Dict[str, Dict[int, int]]:
