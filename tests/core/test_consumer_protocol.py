@@ -511,14 +511,14 @@ def test_a_groups_regexes_are_resolved_at_most_once_per_10_s(impl):
     coord.set_topics({"orders-eu": 1, "orders-us": 1, "payments": 1})
     r2 = join(coord, "g", "m2", regex="pay.*")
     epoch = r2.member_epoch
-    for _ in range(3):                  # 4 s, 7 s, 10 s after the resolution
+    for step in (0, 3_000, 3_000):      # 4 s, 7 s, 10 s after the resolution
+        clock.advance(step)
         r1 = hb(coord, "g", "m1", r1.member_epoch, owned_partitions=r1.assignment or {})
         r2 = hb(coord, "g", "m2", r2.member_epoch, owned_partitions={})
         assert (r2.member_epoch, r2.assignment or {}) == (epoch, {}), r2
         assert set(r1.assignment or {}) <= {"orders-eu"}     # orders-us not yet
-        clock.advance(3_000)
-    clock.advance(1)                    # 10.001 s: the next heartbeat resolves both
-    r1 = hb(coord, "g", "m1", r1.member_epoch, owned_partitions={"orders-eu": [0]})
+    clock.advance(1)                    # 10.001 s: the next heartbeat resolves both,
+    r1 = hb(coord, "g", "m1", r1.member_epoch)      # a steady one (not answered by the table)
     r2 = hb(coord, "g", "m2", r2.member_epoch, owned_partitions={})
     for _ in range(3):
         r1 = hb(coord, "g", "m1", r1.member_epoch, owned_partitions={"orders-eu": [0]})
@@ -526,6 +526,25 @@ def test_a_groups_regexes_are_resolved_at_most_once_per_10_s(impl):
     d = coord.consumer_group_describe(["g"])[0]
     assert {m.member_id: m.assignment for m in d.members} == {
         "m1": {"orders-eu": [0], "orders-us": [0]}, "m2": {"payments": [0]}}
+
+
+def test_new_topics_inside_the_window_reach_a_steady_heartbeat_after_it(impl):
+    """The group waiting for the 10 s window is kept off the member table's fast path:
+    once the window has passed, a steady heartbeat (all optional fields None) still
+    resolves the regex against the topics created inside it."""
+    coord, clock = make(impl)
+    coord.set_topics({"orders-eu": 1})
+    r = join(coord, "g", "m1", regex="orders-.*")
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={})
+    r = hb(coord, "g", "m1", r.member_epoch, owned_partitions={"orders-eu": [0]})
+    epoch = r.member_epoch
+    clock.advance(4_000)
+    coord.set_topics({"orders-eu": 1, "orders-us": 1})
+    assert hb(coord, "g", "m1", epoch, owned_partitions={"orders-eu": [0]}).member_epoch \
+        == epoch                        # inside the window: not resolved
+    clock.advance(6_001)
+    r = hb(coord, "g", "m1", epoch)     # steady: resolved, a new epoch and the new topic
+    assert r.member_epoch > epoch and r.assignment == {"orders-eu": [0], "orders-us": [0]}
 
 
 def test_a_regex_is_resolved_with_the_triggering_heartbeats_topic_filter(impl):
