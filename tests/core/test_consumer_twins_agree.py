@@ -1,12 +1,15 @@
 """The twins agree on the consumer group protocol: one random stream of
 ConsumerGroupHeartbeats (joins, steady and full heartbeats, stale epochs, leaves,
-static leaves and rejoins), topic changes, offset commits and time steps drives a
-native and a pure coordinator side by side; every answer and every group's
-description must be identical, and no partition is ever owned by two members."""
+static leaves and rejoins), the steady heartbeat's fast paths by handle and in
+batches (with handles kept from earlier incarnations), topic changes, offset commits
+and time steps drives a native and a pure coordinator side by side; every answer and
+every group's description must be identical, and no partition is ever owned by two
+members."""
 from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -43,6 +46,9 @@ class ConsumerTwins(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.native, self.pure = make("native"), make("pure")
+        # every handle either twin gave out, (native's, pure's) per (group, member): a
+        # handle outlives its incarnation here, as it may in a broker
+        self.handles = {}
 
     def both(self, call):
         answers = []
@@ -104,6 +110,60 @@ class ConsumerTwins(RuleBasedStateMachine):
         instance = m.instance_id if m is not None else None
         self.both(lambda c, cb: c.consumer_group_heartbeat(
             group, member, -2 if static else -1, instance_id=instance, callback=cb))
+
+    def handle_pair(self, group, member, fresh):
+        """The member's handles in both twins: taken now (`fresh`), or the ones taken
+        at an earlier step (maybe of an incarnation gone since)."""
+        if fresh or (group, member) not in self.handles:
+            pair = (self.native.consumer_member_handle(group, member),
+                    self.pure.consumer_member_handle(group, member))
+            assert (pair[0] < 0) == (pair[1] < 0), pair
+            if pair[0] < 0:
+                return None
+            self.handles[(group, member)] = pair
+        return self.handles[(group, member)]
+
+    def pick(self, group, pick):
+        """One of the group's members now (by `pick`), or None when it has none."""
+        members = self.native.consumer_group_describe([group])[0].members
+        return members[pick % len(members)] if members else None
+
+    def steady_slow(self, group, member, epoch):
+        """The heartbeat a fast path left alone, as its caller then sends it."""
+        self.both(lambda c, cb: c.consumer_group_heartbeat(group, member, epoch, callback=cb))
+
+    @rule(group=st.sampled_from(GROUPS), pick=st.integers(0, 7), fresh=st.booleans(),
+          delta=st.sampled_from([0, 0, 0, -1, 1]))
+    def steady_by_handle(self, group, pick, fresh, delta):
+        m = self.pick(group, pick)
+        if m is None:
+            return
+        pair = self.handle_pair(group, m.member_id, fresh)
+        epoch = m.member_epoch + delta
+        answers = [self.native.consumer_heartbeat_handle(pair[0], epoch),
+                   self.pure.consumer_heartbeat_handle(pair[1], epoch)]
+        assert answers[0] == answers[1]
+        if answers[0] is None and epoch > 0:
+            self.steady_slow(group, m.member_id, epoch)
+
+    @rule(group=st.sampled_from(GROUPS), picks=st.lists(st.integers(0, 7), max_size=4),
+          fresh=st.booleans())
+    def steady_batch(self, group, picks, fresh):
+        calls = []
+        for pick in picks:
+            m = self.pick(group, pick)
+            if m is not None:
+                calls.append((m.member_id, self.handle_pair(group, m.member_id, fresh),
+                              m.member_epoch))
+        epochs = np.array([e for _, _, e in calls], dtype=np.int32)
+        answered = [self.native.consumer_heartbeat_batch(
+                        np.array([p[0] for _, p, _ in calls], dtype=np.int64), epochs),
+                    self.pure.consumer_heartbeat_batch(
+                        np.array([p[1] for _, p, _ in calls], dtype=np.int64), epochs)]
+        assert answered[0].tolist() == answered[1].tolist()
+        for (member, _, epoch), done in zip(calls, answered[0].tolist()):
+            if not done:
+                self.steady_slow(group, member, epoch)
 
     @rule(topics=st.sampled_from(TOPIC_MAPS))
     def set_topics(self, topics):
