@@ -15,6 +15,7 @@ from fastcoord.core.consumer_embedded import (
     decode_assignment, decode_subscription, encode_assignment, encode_subscription,
 )
 from fastcoord.core.store import InMemoryStore
+from helpers.classic_clients import range_assign, take_join_answer
 
 E = Errors
 TOPICS = {"t": 6}
@@ -519,18 +520,6 @@ def test_classic_members_survive_a_reload(impl):
 # ---------------------------------------------------------------------------------------
 # rolling restarts, simulated clients
 # ---------------------------------------------------------------------------------------
-def range_assign(members, partitions):
-    """The classic leader's range assignment of "t": {member id: [partitions]}."""
-    ids = sorted(members)
-    per, extra = partitions // len(ids), partitions % len(ids)
-    out, start = {}, 0
-    for i, mid in enumerate(ids):
-        count = per + (1 if i < extra else 0)
-        out[mid] = list(range(start, start + count))
-        start += count
-    return out
-
-
 class ClassicClient:
     """An eager classic consumer: JoinGroup, SyncGroup (range when leader), Heartbeat;
     on REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION it gives up its partitions and
@@ -552,14 +541,8 @@ class ClassicClient:
         if self.joining:
             r = self.joining[0]
             self.joining = None
-            if r.error == E.MEMBER_ID_REQUIRED:
-                self.member_id = r.member_id
+            if not take_join_answer(self, r):
                 return
-            if r.error != E.NONE:
-                if r.error in (E.UNKNOWN_MEMBER_ID, E.FENCED_INSTANCE_ID):
-                    self.member_id = ""
-                return
-            self.member_id, self.generation = r.member_id, r.generation_id
             assignments = None
             if r.leader_id == r.member_id:
                 assignments = {mid: encode_assignment({"t": ps}) for mid, ps in

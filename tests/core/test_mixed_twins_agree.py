@@ -1,0 +1,270 @@
+"""The twins agree on mixed groups (Kafka 4's online migration): one random history of
+a group whose members are classic consumers (JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, commits by generation) and consumer-protocol consumers (heartbeats,
+commits by member epoch), members switching protocol (a rolling restart), crashing
+without leaving, the topic growing, time passing, the store refusing writes for a
+while and the coordinator restarting from its store, drives a native and a pure
+coordinator side by side. Every answer, whenever it comes (a parked join is answered
+at a later step), must be the same in both; so must the group's type, its listing,
+both descriptions, its offsets and what each store holds; and no partition is ever
+assigned to two consumer-protocol members."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+import fastcoord
+from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
+from fastcoord.core.consumer_embedded import (
+    decode_assignment, encode_assignment, encode_subscription,
+)
+from fastcoord.core.store import InMemoryStore
+from helpers.classic_clients import range_assign, take_join_answer
+
+pytestmark = pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE,
+                                reason="needs the native core to compare against")
+
+E = Errors
+GROUP = "g"
+CLIENTS = 4
+SESSION = 3_000         # the classic members' session timeout
+REBALANCE = 2_000
+PARTITIONS = [4, 6]     # the topic "t" grows from 4 to 6 partitions
+STEPS = [0, 200, 1000, 2500]
+
+
+def make(impl, store, now=0, ids=None):
+    """A coordinator on `store` whose clock reads `now`, making member ids from `ids`."""
+    ids = itertools.count() if ids is None else ids
+    config = CoordinatorConfig(num_shards=2, group_initial_rebalance_delay_ms=0,
+                               group_consumer_session_timeout_ms=5000,
+                               group_consumer_min_session_timeout_ms=5000,
+                               group_consumer_heartbeat_interval_ms=1000,
+                               group_consumer_min_heartbeat_interval_ms=1000,
+                               group_min_session_timeout_ms=1000)
+    coord = GroupCoordinator(config, clock=ManualClock(now), impl=impl, store=store,
+                             member_id_factory=lambda prefix: f"made-{next(ids)}")
+    coord.set_topics({"t": PARTITIONS[0]})
+    return coord
+
+
+class Client:
+    """What one consumer process knows: its protocol, member id, generation or epoch,
+    partitions, and the answers it waits for (each a pair of lists, native's and
+    pure's, filled by the callbacks)."""
+
+    def __init__(self, kind, member_id=""):
+        self.kind = kind                # "classic" or "consumer"
+        self.member_id = member_id      # a consumer-protocol client makes its own
+        self.generation = -1            # classic generation, or the member epoch
+        self.assigned = None            # partitions of "t"; None while (re)joining
+        self.joining = None
+        self.syncing = None
+
+
+class MixedTwins(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.stores = (InMemoryStore(), InMemoryStore())
+        self.ids = (itertools.count(), itertools.count())
+        self.native = make("native", self.stores[0], ids=self.ids[0])
+        self.pure = make("pure", self.stores[1], ids=self.ids[1])
+        self.now = 0
+        self.partitions = PARTITIONS[0]
+        self.incarnations = itertools.count()
+        self.clients = [self.new_client("classic", k) for k in range(CLIENTS)]
+        self.answers = []       # every (native's, pure's) answer list handed out
+
+    def new_client(self, kind, k):
+        return Client(kind, "" if kind == "classic" else f"c{k}-{next(self.incarnations)}")
+
+    def both(self, call):
+        """call(coord, callback) on both twins: the pair of answer lists, compared at
+        once and after every later step (an answer may come later)."""
+        pair = ([], [])
+        call(self.native, pair[0].append)
+        call(self.pure, pair[1].append)
+        assert pair[0] == pair[1]
+        self.answers.append(pair)
+        return pair[0]
+
+    def same(self, call):
+        """call(coord) on both twins, which must return the same."""
+        a, b = call(self.native), call(self.pure)
+        assert a == b
+        return a
+
+    # -- classic clients --------------------------------------------------------------
+    def classic_step(self, c):
+        if c.joining is None and c.syncing is None and c.assigned is None:
+            sub = encode_subscription(["t"], None, None, -1)
+            c.joining = self.both(lambda coord, cb: coord.join_group(
+                GROUP, c.member_id, "consumer", [("range", sub)], session_timeout_ms=SESSION,
+                rebalance_timeout_ms=REBALANCE, callback=cb))
+            return
+        if c.joining is not None:
+            if not c.joining:
+                return                  # parked: its answer comes with the rebalance
+            r, c.joining = c.joining[0], None
+            if not take_join_answer(c, r):
+                return
+            assignments = None
+            if r.leader_id == r.member_id:
+                assignments = {mid: encode_assignment({"t": ps}) for mid, ps in range_assign(
+                    [m.member_id for m in r.members], self.partitions).items()}
+            c.syncing = self.both(lambda coord, cb: coord.sync_group(
+                GROUP, c.generation, c.member_id, assignments, callback=cb))
+            return
+        if c.syncing is not None:
+            if not c.syncing:
+                return
+            s, c.syncing = c.syncing[0], None
+            if s.error == E.NONE:
+                c.assigned = decode_assignment(s.assignment).get("t", [])
+            elif s.error == E.UNKNOWN_MEMBER_ID:
+                c.member_id = ""
+            return
+        error = self.same(lambda coord: coord.heartbeat(GROUP, c.member_id, c.generation))
+        if error != E.NONE:
+            c.assigned = None
+            if error == E.UNKNOWN_MEMBER_ID:
+                c.member_id = ""
+
+    # -- consumer-protocol clients ------------------------------------------------------
+    def consumer_step(self, c, steady):
+        if c.generation <= 0:
+            out = self.both(lambda coord, cb: coord.consumer_group_heartbeat(
+                GROUP, c.member_id, 0, rebalance_timeout_ms=REBALANCE,
+                subscribed_topic_names=["t"], owned_partitions={}, callback=cb))
+        elif steady:
+            out = self.both(lambda coord, cb: coord.consumer_group_heartbeat(
+                GROUP, c.member_id, c.generation, callback=cb))
+        else:
+            out = self.both(lambda coord, cb: coord.consumer_group_heartbeat(
+                GROUP, c.member_id, c.generation,
+                owned_partitions={"t": c.assigned} if c.assigned else {}, callback=cb))
+        assert len(out) == 1
+        r = out[0]
+        if r.error in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID):
+            c.generation, c.assigned = 0, None
+        elif r.error == E.NONE:
+            c.generation = r.member_epoch
+            if r.assignment is not None:
+                c.assigned = r.assignment.get("t", [])
+
+    # -- rules ---------------------------------------------------------------------------
+    @rule(k=st.integers(0, CLIENTS - 1), steady=st.booleans())
+    def step_one(self, k, steady):
+        self.step(k, steady)
+
+    def step(self, k, steady):
+        c = self.clients[k]
+        if c.kind == "classic":
+            self.classic_step(c)
+        else:
+            self.consumer_step(c, steady)
+
+    @rule(rounds=st.integers(1, 6), steady=st.booleans(), ms=st.sampled_from([0, 100, 500]))
+    def step_all(self, rounds, steady, ms):
+        """Every client steps, `rounds` times, `ms` apart: how a group gets somewhere."""
+        for _ in range(rounds):
+            for k in range(CLIENTS):
+                self.step(k, steady)
+            self.same(lambda coord: coord.advance_time(ms))
+
+    @rule(k=st.integers(0, CLIENTS - 1))
+    def switch_protocol(self, k):
+        """A rolling restart's step: the member leaves and comes back on the other
+        protocol."""
+        c = self.clients[k]
+        if c.kind == "classic":
+            if c.member_id:
+                self.same(lambda coord: coord.leave_group(GROUP, [(c.member_id, None)]))
+        elif c.generation > 0:
+            self.both(lambda coord, cb: coord.consumer_group_heartbeat(
+                GROUP, c.member_id, -1, callback=cb))
+        self.clients[k] = self.new_client("consumer" if c.kind == "classic" else "classic", k)
+
+    @rule(k=st.integers(0, CLIENTS - 1))
+    def crash(self, k):
+        """The process dies without leaving; a new one of the same kind takes its place
+        (the old member goes by its session or rebalance timeout)."""
+        self.clients[k] = self.new_client(self.clients[k].kind, k)
+
+    @rule(k=st.integers(0, CLIENTS - 1), offset=st.integers(0, 3))
+    def commit(self, k, offset):
+        c = self.clients[k]
+        if not c.member_id or not c.assigned:
+            return
+        version = 9 if c.kind == "consumer" else None
+        self.same(lambda coord: coord.commit_offsets(
+            GROUP, c.member_id, c.generation, {("t", p): offset for p in c.assigned},
+            api_version=version))
+
+    @rule()
+    def grow_topic(self):
+        if self.partitions == PARTITIONS[0]:
+            self.partitions = PARTITIONS[1]
+            self.native.set_topics({"t": self.partitions})
+            self.pure.set_topics({"t": self.partitions})
+
+    @rule(ms=st.sampled_from(STEPS))
+    def advance(self, ms):
+        self.same(lambda coord: coord.advance_time(ms))
+
+    @rule(failing=st.booleans())
+    def store_fails(self, failing):
+        """The store refuses every write from now on (a full disk), or takes them
+        again."""
+        for store in self.stores:
+            store.fail_with = E.NOT_COORDINATOR if failing else E.NONE
+
+    @rule()
+    def restart(self):
+        """The coordinator stops and a new one loads the group from its store, at the
+        same time: the clients carry on (what they wait for is never answered)."""
+        now = self.native.clock.now_ms()
+        assert now == self.pure.clock.now_ms()
+        twins = []
+        for impl, store, ids in zip(("native", "pure"), self.stores, self.ids):
+            coord = make(impl, store, now=now, ids=ids)
+            coord.set_topics({"t": self.partitions})
+            shards = [s for s in range(coord.config.num_shards) if coord.owns_shard(s)]
+            for shard in shards:
+                coord.begin_loading(shard)
+            if GROUP in store.groups or GROUP in store.offsets:
+                coord.load_group(GROUP, store.groups.get(GROUP), store.offsets.get(GROUP, {}))
+            for shard in shards:
+                coord.finish_loading(shard)
+            twins.append(coord)
+        self.native, self.pure = twins
+
+    # -- what must hold after every step --------------------------------------------------
+    @invariant()
+    def same_answers(self):
+        for native, pure in self.answers:
+            assert native == pure
+
+    @invariant()
+    def same_group(self):
+        self.same(lambda coord: coord.list_groups())
+        self.same(lambda coord: coord.group_type(GROUP))
+        self.same(lambda coord: coord.describe_group(GROUP))
+        described = self.same(lambda coord: coord.consumer_group_describe([GROUP]))[0]
+        owners = {}
+        for m in described.members:
+            for p in m.assignment.get("t", []):
+                assert p not in owners, (p, owners[p], m.member_id)
+                owners[p] = m.member_id
+        self.same(lambda coord: coord.fetch_offsets(GROUP))
+        assert self.stores[0].groups == self.stores[1].groups
+        assert self.stores[0].offsets == self.stores[1].offsets
+
+
+MixedTwins.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=50, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+test_mixed_twins_agree = MixedTwins.TestCase
