@@ -150,7 +150,8 @@ class ConsumerGroupState:
 
     __slots__ = ("group_epoch", "assignment_epoch", "members", "static", "target",
                  "owners", "resolved", "regex_refresh", "regex_timer", "regex_resolved_ms",
-                 "regex_topics_version", "topics_version", "metadata", "dirty", "dirty_all")
+                 "regex_topics_version", "topics_version", "metadata", "dirty", "dirty_all",
+                 "write_seq", "stored_seq")
 
     def __init__(self) -> None:
         self.group_epoch = 0
@@ -174,6 +175,12 @@ class ConsumerGroupState:
         # since the last write, or everything (a new group, or after a failed write)
         self.dirty: set = set()
         self.dirty_all = True
+        # Records are numbered: write_seq is the last one given to the store, stored_seq
+        # the last one of the unbroken chain the store confirmed (a whole record, then
+        # each partial record that follows it). A partial record is made on top of the
+        # one before it, so it counts as stored only if that one was (see _persist).
+        self.write_seq = 0
+        self.stored_seq = 0
 
     def state_name(self) -> str:
         if not self.members:
@@ -1010,12 +1017,24 @@ class ConsumerLogic:
             if callback is not None:
                 logic._emit_one(callback, result)
             return
-        record = consumer_record(cg, None if cg.dirty_all else cg.dirty)
+        cg.write_seq += 1
+        seq = cg.write_seq
+        whole = cg.dirty_all
+        record = consumer_record(cg, None if whole else cg.dirty)
         cg.dirty = set()
         cg.dirty_all = False
         group_id = group.group_id
 
         def stored(error) -> None:
+            if error == Errors.NONE:
+                with group.rec:
+                    if whole or cg.stored_seq == seq - 1:
+                        cg.stored_seq = max(cg.stored_seq, seq)
+                    else:
+                        # made on top of a record the store lost (or has not confirmed
+                        # yet): as Kafka never answers a write after a failed one, this
+                        # one fails too; the store's fold refuses it (consumer_records)
+                        error = Errors.NOT_COORDINATOR
             if error != Errors.NONE:
                 log.warning("consumer group %s: the store refused a write (%s); the next "
                             "write carries the whole group", group_id, error.name)
@@ -1089,6 +1108,10 @@ class ConsumerLogic:
         group.protocol_type = "consumer"
         cg.group_epoch = record["group_epoch"]
         cg.assignment_epoch = record["assignment_epoch"]
+        seq = record.get("seq", 0)
+        if type(seq) is not int or seq < 0:
+            raise ValueError(f"consumer group {group.group_id!r}: seq is not a count: {seq!r}")
+        cg.write_seq = cg.stored_seq = seq
         cg.metadata = dict(record.get("metadata", {}))
         cg.resolved = {r: frozenset(ts) for r, ts in record.get("resolved", {}).items()}
         session = self.session_ms(group.group_id)

@@ -14,7 +14,7 @@ from typing import Optional
 
 from fastcoord.core.consumer_embedded import ClassicMetadata
 
-__all__ = ["consumer_record", "fold_consumer_record", "fill_member", "member_record"]
+__all__ = ["consumer_record", "fold_consumer_record", "fill_member", "follows", "member_record"]
 
 
 def _sets(parts) -> dict:
@@ -111,15 +111,28 @@ def consumer_record(cg, changed: Optional[set]) -> dict:
     return {"consumer": True, "full": changed is None, "group_epoch": cg.group_epoch,
             "assignment_epoch": cg.assignment_epoch, "metadata": dict(cg.metadata),
             "resolved": {r: sorted(ts) for r, ts in cg.resolved.items()},
-            "members": members}
+            "members": members, "seq": cg.write_seq}
+
+
+def follows(previous: dict, record: dict) -> bool:
+    """Whether the partial `record` may be applied over the consumer group state
+    `previous`: a partial record holds the changes made on top of the record numbered
+    just before it, so after a gap (a record the store lost) it describes a state that
+    was never stored, and so does every partial record after it until a whole one.
+    Records without numbers (written before they were numbered) always apply."""
+    seq, last = record.get("seq"), previous.get("seq")
+    return type(seq) is not int or type(last) is not int or seq == last + 1
 
 
 def fold_consumer_record(previous: Optional[dict], record: dict) -> dict:
     """A store's running state of a consumer group: `record` applied over `previous`
     (a full record replaces it; a partial one replaces the group's fields and the
-    members it names, None removing one). The result is a full record."""
+    members it names, None removing one, if it follows `previous`: see `follows`).
+    The result is a full record."""
     if record.get("full") or previous is None or not previous.get("consumer"):
         members = {}
+    elif not follows(previous, record):
+        return previous
     else:
         members = dict(previous["members"])
     for member_id, m in record["members"].items():

@@ -93,6 +93,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from crc32c import crc32c
 
+from ..core.consumer_records import follows
 from ..core.results import OffsetAndMetadata
 
 __all__ = [
@@ -327,8 +328,12 @@ def fold_consumer(previous, record: dict) -> dict:
     """`record` (a decoded CONSUMER_GROUP, owned by the caller) applied over `previous`
     (the group's folded record, a GROUP record, or anything else for none): what
     fold_consumer_record gives, made in place, so a long run of partial records costs
-    each its own members only. `previous`'s members dict is taken over."""
+    each its own members only. `previous`'s members dict is taken over. A partial
+    record that does not follow `previous` (consumer_records.follows) leaves it as it
+    is."""
     if not record["full"] and isinstance(previous, dict) and previous.get("consumer"):
+        if not follows(previous, record):
+            return previous
         members = previous["members"]
         for member_id, m in record["members"].items():
             if m is None:

@@ -226,15 +226,23 @@ def classic_record(gen, members):
 
 
 def random_ops(seed, n):
-    """A random history of two groups: consumer records (full and partial), group
-    tombstones, classic group records (a group changing type), offsets commits."""
+    """A random history of two groups: consumer records (full and partial, numbered
+    with gaps), group tombstones, classic group records (a group changing type),
+    offsets commits."""
     rng = random.Random(seed)
     ops = []
+    seqs = {"g": 0, "h": 0}
     for _ in range(n):
         gid = rng.choice(["g", "h"])
         kind = rng.choice(["consumer"] * 6 + ["tombstone", "classic", "offsets"])
         if kind == "consumer":
-            ops.append(("consumer", gid, random_consumer_record(rng)))
+            record = random_consumer_record(rng)
+            # numbered as the coordinator numbers them, with now and then a gap (a
+            # record the store lost) or none at all (written before they were numbered)
+            seqs[gid] += rng.choice([1, 1, 1, 2])
+            if rng.random() < 0.9:
+                record["seq"] = seqs[gid]
+            ops.append(("consumer", gid, record))
         elif kind == "tombstone":
             ops.append(("group", gid, None))
         elif kind == "classic":
