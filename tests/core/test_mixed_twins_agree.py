@@ -2,12 +2,13 @@
 a group whose members are classic consumers (JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup, commits by generation) and consumer-protocol consumers (heartbeats,
 commits by member epoch), members switching protocol (a rolling restart), crashing
-without leaving, the topic growing, time passing, the store refusing writes for a
-while and the coordinator restarting from its store, drives a native and a pure
-coordinator side by side. Every answer, whenever it comes (a parked join is answered
+without leaving, the topic growing, time passing, the store confirming or refusing
+parked writes (in order, and now and then out of order) and the coordinator
+restarting from what its store holds, drives a native and a pure coordinator side by
+side. Every answer, whenever it comes (a parked join is answered
 at a later step), must be the same in both; so must the group's type, its listing,
-both descriptions, its offsets and what each store holds; and no partition is ever
-assigned to two consumer-protocol members."""
+both descriptions, its offsets and what each store holds and has parked; and no
+partition is ever assigned to two consumer-protocol members."""
 from __future__ import annotations
 
 import itertools
@@ -21,7 +22,7 @@ from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from fastcoord.core.consumer_embedded import (
     decode_assignment, encode_assignment, encode_subscription,
 )
-from fastcoord.core.store import InMemoryStore
+from fastcoord.core.store import DeferredStore
 from helpers.classic_clients import range_assign, take_join_answer
 
 pytestmark = pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE,
@@ -63,12 +64,18 @@ class Client:
         self.assigned = None            # partitions of "t"; None while (re)joining
         self.joining = None
         self.syncing = None
+        self.waiting = None             # a consumer-protocol heartbeat's answer list
+
+    def forget_answers(self):
+        """What it waits for will never come (the coordinator restarted): a client
+        times out and asks again."""
+        self.joining = self.syncing = self.waiting = None
 
 
 class MixedTwins(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
-        self.stores = (InMemoryStore(), InMemoryStore())
+        self.stores = (DeferredStore(), DeferredStore())
         self.ids = (itertools.count(), itertools.count())
         self.native = make("native", self.stores[0], ids=self.ids[0])
         self.pure = make("pure", self.stores[1], ids=self.ids[1])
@@ -135,25 +142,28 @@ class MixedTwins(RuleBasedStateMachine):
 
     # -- consumer-protocol clients ------------------------------------------------------
     def consumer_step(self, c, steady):
+        if c.waiting is not None:
+            if not c.waiting:
+                return                  # its write is not confirmed yet
+            r, c.waiting = c.waiting[0], None
+            if r.error in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID):
+                c.generation, c.assigned = 0, None
+            elif r.error == E.NONE:
+                c.generation = r.member_epoch
+                if r.assignment is not None:
+                    c.assigned = r.assignment.get("t", [])
+            return
         if c.generation <= 0:
-            out = self.both(lambda coord, cb: coord.consumer_group_heartbeat(
+            c.waiting = self.both(lambda coord, cb: coord.consumer_group_heartbeat(
                 GROUP, c.member_id, 0, rebalance_timeout_ms=REBALANCE,
                 subscribed_topic_names=["t"], owned_partitions={}, callback=cb))
         elif steady:
-            out = self.both(lambda coord, cb: coord.consumer_group_heartbeat(
+            c.waiting = self.both(lambda coord, cb: coord.consumer_group_heartbeat(
                 GROUP, c.member_id, c.generation, callback=cb))
         else:
-            out = self.both(lambda coord, cb: coord.consumer_group_heartbeat(
+            c.waiting = self.both(lambda coord, cb: coord.consumer_group_heartbeat(
                 GROUP, c.member_id, c.generation,
                 owned_partitions={"t": c.assigned} if c.assigned else {}, callback=cb))
-        assert len(out) == 1
-        r = out[0]
-        if r.error in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID):
-            c.generation, c.assigned = 0, None
-        elif r.error == E.NONE:
-            c.generation = r.member_epoch
-            if r.assignment is not None:
-                c.assigned = r.assignment.get("t", [])
 
     # -- rules ---------------------------------------------------------------------------
     @rule(k=st.integers(0, CLIENTS - 1), steady=st.booleans())
@@ -167,12 +177,17 @@ class MixedTwins(RuleBasedStateMachine):
         else:
             self.consumer_step(c, steady)
 
-    @rule(rounds=st.integers(1, 6), steady=st.booleans(), ms=st.sampled_from([0, 100, 500]))
-    def step_all(self, rounds, steady, ms):
-        """Every client steps, `rounds` times, `ms` apart: how a group gets somewhere."""
+    @rule(rounds=st.integers(1, 6), steady=st.booleans(), ms=st.sampled_from([0, 100, 500]),
+          confirm=st.sampled_from([True, True, False]))
+    def step_all(self, rounds, steady, ms, confirm):
+        """Every client steps, `rounds` times, `ms` apart, the store confirming every
+        write after each round (`confirm`): how a group gets somewhere."""
         for _ in range(rounds):
             for k in range(CLIENTS):
                 self.step(k, steady)
+            if confirm:
+                for store in self.stores:
+                    store.complete_all()
             self.same(lambda coord: coord.advance_time(ms))
 
     @rule(k=st.integers(0, CLIENTS - 1))
@@ -200,9 +215,9 @@ class MixedTwins(RuleBasedStateMachine):
         if not c.member_id or not c.assigned:
             return
         version = 9 if c.kind == "consumer" else None
-        self.same(lambda coord: coord.commit_offsets(
+        self.both(lambda coord, cb: coord.commit_offsets(
             GROUP, c.member_id, c.generation, {("t", p): offset for p in c.assigned},
-            api_version=version))
+            api_version=version, callback=cb))
 
     @rule()
     def grow_topic(self):
@@ -215,12 +230,17 @@ class MixedTwins(RuleBasedStateMachine):
     def advance(self, ms):
         self.same(lambda coord: coord.advance_time(ms))
 
-    @rule(failing=st.booleans())
-    def store_fails(self, failing):
-        """The store refuses every write from now on (a full disk), or takes them
-        again."""
-        for store in self.stores:
-            store.fail_with = E.NOT_COORDINATOR if failing else E.NONE
+    @rule(count=st.integers(1, 4), failing=st.sampled_from([False, False, True]),
+          last_first=st.sampled_from([False, False, False, True]))
+    def store_answers(self, count, failing, last_first):
+        """The store confirms (or, a full disk, refuses) `count` parked writes: the
+        oldest first as a log does, or `last_first` the newest."""
+        error = E.NOT_COORDINATOR if failing else E.NONE
+        for _ in range(count):
+            if not self.stores[0].pending:
+                return
+            for store in self.stores:
+                store.complete(-1 if last_first else 0, error)
 
     @rule()
     def restart(self):
@@ -228,8 +248,12 @@ class MixedTwins(RuleBasedStateMachine):
         same time: the clients carry on (what they wait for is never answered)."""
         now = self.native.clock.now_ms()
         assert now == self.pure.clock.now_ms()
-        twins = []
-        for impl, store, ids in zip(("native", "pure"), self.stores, self.ids):
+        twins, stores = [], []
+        for impl, old, ids in zip(("native", "pure"), self.stores, self.ids):
+            store = DeferredStore()         # what the old one held; its parked writes lost
+            store.groups = dict(old.groups)
+            store.offsets = {gid: dict(offs) for gid, offs in old.offsets.items()}
+            stores.append(store)
             coord = make(impl, store, now=now, ids=ids)
             coord.set_topics({"t": self.partitions})
             shards = [s for s in range(coord.config.num_shards) if coord.owns_shard(s)]
@@ -241,6 +265,9 @@ class MixedTwins(RuleBasedStateMachine):
                 coord.finish_loading(shard)
             twins.append(coord)
         self.native, self.pure = twins
+        self.stores = tuple(stores)
+        for c in self.clients:
+            c.forget_answers()
 
     # -- what must hold after every step --------------------------------------------------
     @invariant()
@@ -262,6 +289,7 @@ class MixedTwins(RuleBasedStateMachine):
         self.same(lambda coord: coord.fetch_offsets(GROUP))
         assert self.stores[0].groups == self.stores[1].groups
         assert self.stores[0].offsets == self.stores[1].offsets
+        assert [w[:3] for w in self.stores[0].pending] == [w[:3] for w in self.stores[1].pending]
 
 
 MixedTwins.TestCase.settings = settings(
