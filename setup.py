@@ -2,6 +2,7 @@
 
 FASTCOORD_NO_EXTENSIONS=1  build nothing native: the package runs on its pure twin.
 FASTCOORD_DEBUG=1          build with line tracing and write Cython's annotated HTML
+                           (beside the generated C, under build/cython/)
                            (tracing slows the code many times: never for benchmarks).
 """
 import glob
@@ -73,16 +74,23 @@ def native_extensions():
     compiled_python = ["fastcoord/core/clock.py", "fastcoord/core/coordinator.py",
                        "fastcoord/core/groups.py", "fastcoord/core/store.py",
                        "fastcoord/pipeline/replay.py"]
+    # The generated C goes to a directory of its own per interpreter and numpy: it holds
+    # what numpy's .pxd of that version declares, so C generated in one venv (a
+    # `make test-other-python`) must not be compiled in another.
+    build_dir = os.path.join("build", "cython",
+                             f"{sys.implementation.cache_tag}-numpy{numpy.__version__}")
     python_modules = cythonize(
         [Extension(py[:-3].replace("/", "."), [py], extra_compile_args=compile_args,
                    define_macros=macros) for py in compiled_python],
         compiler_directives=python_semantics,
         annotate=DEBUG,
+        build_dir=build_dir,
     )
     return python_modules + cythonize(
         extensions,
         compiler_directives=directives,
         annotate=DEBUG,
+        build_dir=build_dir,
         nthreads=int(os.environ.get("FASTCOORD_BUILD_JOBS", "0")) or None,
     )
 
