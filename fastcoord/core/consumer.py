@@ -1026,6 +1026,7 @@ class ConsumerLogic:
         group_id = group.group_id
 
         def stored(error) -> None:
+            why = "the store refused a write"
             if error == Errors.NONE:
                 with group.rec:
                     if whole or cg.stored_seq == seq - 1:
@@ -1035,9 +1036,11 @@ class ConsumerLogic:
                         # yet): as Kafka never answers a write after a failed one, this
                         # one fails too; the store's fold refuses it (consumer_records)
                         error = Errors.NOT_COORDINATOR
+                        why = "a write followed one the store did not take"
             if error != Errors.NONE:
-                log.warning("consumer group %s: the store refused a write (%s); the next "
-                            "write carries the whole group", group_id, error.name)
+                _log_once.warning(("store refused", group_id), "consumer group %s: %s (%s); "
+                                  "the next write carries the whole group", group_id, why,
+                                  error.name)
                 with group.rec:
                     if group.consumer is cg:
                         cg.dirty_all = True

@@ -25,15 +25,15 @@ def make(impl, store, now=0):
     return coord
 
 
-def send(coord, member_id, epoch, **kw):
+def send(coord, member_id, epoch, group="g", **kw):
     """A ConsumerGroupHeartbeat: its answer list (empty while its write is pending)."""
     out = []
-    coord.consumer_group_heartbeat("g", member_id, epoch, callback=out.append, **kw)
+    coord.consumer_group_heartbeat(group, member_id, epoch, callback=out.append, **kw)
     return out
 
 
-def joined(coord, member_id):
-    return send(coord, member_id, 0, rebalance_timeout_ms=30_000,
+def joined(coord, member_id, group="g"):
+    return send(coord, member_id, 0, group, rebalance_timeout_ms=30_000,
                 subscribed_topic_names=["foo"], owned_partitions={})
 
 
@@ -120,3 +120,15 @@ def test_a_fold_skips_a_partial_record_that_does_not_follow(fold):
     # records written before sequence numbers fold as they did
     old = {k: v for k, v in record(7, False, {"f": {"x": 7}}).items() if k != "seq"}
     assert set(fold(whole, old)["members"]) == {"e", "f"}
+
+
+def test_refused_writes_are_logged_once_per_group_not_per_heartbeat(impl, caplog):
+    store = InMemoryStore()
+    coord = make(impl, store)
+    store.fail_with = E.NOT_COORDINATOR            # a full disk
+    caplog.set_level("WARNING", logger="fastcoord")
+    group = f"logged-{impl}"       # (the log's limit is per group and process-wide)
+    for i in range(5):
+        assert [r.error for r in joined(coord, f"m{i}", group)] == [E.NOT_COORDINATOR]
+    lines = [r for r in caplog.records if "the next write carries the whole group" in r.message]
+    assert len(lines) == 1 and f"consumer group {group}:" in lines[0].message
