@@ -2,8 +2,8 @@
 
 FASTCOORD_NO_EXTENSIONS=1  build nothing native: the package runs on its pure twin.
 FASTCOORD_DEBUG=1          build with line tracing and write Cython's annotated HTML
-                           (beside the generated C, under build/cython/)
-                           (tracing slows the code many times: never for benchmarks).
+                           beside the generated C, under build/cython/ (tracing slows
+                           the code many times: never for benchmarks).
 """
 import glob
 import os

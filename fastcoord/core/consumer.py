@@ -1027,8 +1027,8 @@ class ConsumerLogic:
 
         def stored(error) -> None:
             why = "the store refused a write"
-            if error == Errors.NONE:
-                with group.rec:
+            with group.rec:
+                if error == Errors.NONE:
                     if whole or cg.stored_seq == seq - 1:
                         cg.stored_seq = max(cg.stored_seq, seq)
                     else:
@@ -1037,14 +1037,13 @@ class ConsumerLogic:
                         # one fails too; the store's fold refuses it (consumer_records)
                         error = Errors.NOT_COORDINATOR
                         why = "a write followed one the store did not take"
+                if error != Errors.NONE and group.consumer is cg:
+                    cg.dirty_all = True
+                    logic.table.consumer_quiet(group.rec, 0, -1)        # the next writes all
             if error != Errors.NONE:
                 _log_once.warning(("store refused", group_id), "consumer group %s: %s (%s); "
                                   "the next write carries the whole group", group_id, why,
                                   error.name)
-                with group.rec:
-                    if group.consumer is cg:
-                        cg.dirty_all = True
-                        logic.table.consumer_quiet(group.rec, 0, -1)    # the next writes all
             if callback is not None:
                 if error == Errors.NONE:
                     callback(result)
