@@ -32,7 +32,8 @@ import re2
 from fastcoord._ratelog import RateLimitedLog
 from fastcoord.core.consumer_embedded import (ClassicMetadata, encode_assignment,
                                               encode_subscription)
-from fastcoord.core.consumer_records import consumer_record, fill_member
+from fastcoord.core.consumer_records import (commit_consumer_record, consumer_record,
+                                              fill_member, fold_consumer_record)
 from fastcoord.core.errors import Errors
 from fastcoord.core.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from fastcoord.core.results import (
@@ -151,7 +152,7 @@ class ConsumerGroupState:
     __slots__ = ("group_epoch", "assignment_epoch", "members", "static", "target",
                  "owners", "resolved", "regex_refresh", "regex_timer", "regex_resolved_ms",
                  "regex_topics_version", "topics_version", "metadata", "dirty", "dirty_all",
-                 "write_seq", "stored_seq")
+                 "write_seq", "stored_seq", "committed", "live", "new_group")
 
     def __init__(self) -> None:
         self.group_epoch = 0
@@ -181,6 +182,18 @@ class ConsumerGroupState:
         # one before it, so it counts as stored only if that one was (see _persist).
         self.write_seq = 0
         self.stored_seq = 0
+        # What a failed write reverts the group to (_persist, restore): `committed` is
+        # the fold of the records the store confirmed (consumer_records' full form; None
+        # before the first), `live` the records given to the store since, by number,
+        # whose outcome is not known and that do not follow a failed one. The group in
+        # memory is always committed with every live record applied.
+        self.committed: Optional[dict] = None
+        self.live: Dict[int, dict] = {}
+        # The group did not exist before this state was made (its first heartbeat created
+        # it): with nothing committed, the store holds nothing of it. A group made from
+        # another one (a classic group, or an earlier consumer group of the id that a
+        # JoinGroup turned classic) has no committed state of its own to go back to.
+        self.new_group = False
 
     def state_name(self) -> str:
         if not self.members:
@@ -254,6 +267,16 @@ def _describable(topics, topic_filter, group_id) -> list:
         log.error("consumer group %s: the topic filter raised %s: %s; its regexes match "
                   "no topic at this resolution", group_id, type(exc).__name__, exc)
         return []
+
+
+def _commit(cg: ConsumerGroupState, seq: int, record: dict) -> None:
+    """Record `seq` of the group is stored, in the unbroken chain: the group's copy of
+    what the store holds takes it (a record older than that copy's, confirmed out of
+    order by a store that does so, changes nothing there)."""
+    cg.live.pop(seq, None)
+    committed = cg.committed
+    if committed is None or seq > committed.get("seq", 0):
+        cg.committed = commit_consumer_record(committed, record)
 
 
 class _Refused(Exception):
@@ -468,7 +491,8 @@ class ConsumerLogic:
         if member_epoch != 0:
             return self._consumer_group(group_id)
         group = logic._get_group(group_id)
-        if group is None:
+        created = group is None
+        if created:
             group = logic._create_group(group_id)
         with group.rec:
             if group.consumer is None:
@@ -481,6 +505,7 @@ class ConsumerLogic:
                         logic._release_slot(slot)
                     group.pending.clear()
                     logic.make_consumer_group(group)
+                    group.consumer.new_group = created
         return group
 
     def _heartbeat(self, group, member_id, member_epoch, instance_id, rack_id,
@@ -1023,6 +1048,7 @@ class ConsumerLogic:
         record = consumer_record(cg, None if whole else cg.dirty)
         cg.dirty = set()
         cg.dirty_all = False
+        cg.live[seq] = record
         group_id = group.group_id
 
         def stored(error) -> None:
@@ -1031,6 +1057,7 @@ class ConsumerLogic:
                 if error == Errors.NONE:
                     if whole or cg.stored_seq == seq - 1:
                         cg.stored_seq = max(cg.stored_seq, seq)
+                        _commit(cg, seq, record)
                     else:
                         # made on top of a record the store lost (or has not confirmed
                         # yet): as Kafka never answers a write after a failed one, this
@@ -1040,6 +1067,7 @@ class ConsumerLogic:
                 if error != Errors.NONE and group.consumer is cg:
                     cg.dirty_all = True
                     logic.table.consumer_quiet(group.rec, 0, -1)        # the next writes all
+                    self._revert(group, seq)
             if error != Errors.NONE:
                 _log_once.warning(("store refused", group_id), "consumer group %s: %s (%s); "
                                   "the next write carries the whole group", group_id, why,
@@ -1054,6 +1082,60 @@ class ConsumerLogic:
                                                                  "state failed"))
 
         logic._emit(write, group_id, record, stored)
+
+    def _revert(self, group, seq: int) -> None:
+        """Record `seq` of the group failed: as Kafka reverts a failed append, the group
+        goes back to what the store holds with the records before it (should they be
+        confirmed), unless a whole record written since stands for it (the group in
+        memory is then that record's, with what followed it). The records after it up
+        to such a whole one are no longer live: each fails as it comes back. Caller
+        holds the group's lock; the group is still `group.consumer`."""
+        cg = group.consumer
+        live = cg.live
+        if live.pop(seq, None) is None:
+            return              # reverted already, with the record it followed
+        for later in sorted(s for s in live if s > seq):
+            if live[later]["full"]:
+                return
+            del live[later]
+        state = cg.committed
+        for earlier in sorted(live):
+            state = fold_consumer_record(state, live[earlier])
+        if state is None and not cg.new_group:
+            return              # (made from another group: kept as it is)
+        if any(m.classic is not None for m in cg.members.values()) or (
+                state is not None and any(m.get("classic") for m in state["members"].values())):
+            return              # a mixed group keeps its classic members' joins going
+        _log_once.info(("reverted", group.group_id), "consumer group %s: back to its stored "
+                       "state (epoch %s) after a failed write", group.group_id,
+                       0 if state is None else state["group_epoch"])
+        self.restore(group, state)
+
+    def restore(self, group, state: Optional[dict]) -> None:
+        """The group becomes `state` (a full record; None: empty at epoch 0), as a
+        restart would load it: its members as recorded, each with a new slot and a
+        session starting now, a member revoking with its rebalance timeout again, the
+        topics' metadata and the regexes to recompute. Its store bookkeeping (numbers,
+        committed, live) stays; its next record is whole. Caller holds the lock."""
+        cg = group.consumer
+        self.forget_all(group)
+        cg.target.clear()
+        cg.regex_refresh = False
+        cg.regex_resolved_ms = None
+        cg.regex_topics_version = -1
+        if state is None:
+            cg.group_epoch = cg.assignment_epoch = 0
+            cg.metadata = {}
+            cg.resolved = {}
+            group.empty_since_ms = self.logic.commit_time_ms()
+        else:
+            self._install_record(group, cg, state, self.logic.clock.now_ms())
+        cg.dirty = set()
+        cg.dirty_all = True
+        self.logic.table.consumer_quiet(group.rec, 0, -1)
+        for member in cg.members.values():
+            if member.state == UNREVOKED_PARTITIONS and member.classic is None:
+                self._schedule_rebalance_timeout(group, member)
 
     # ======================================================================
     # the member table's fast path (MemberTable.consumer_heartbeat)
@@ -1104,20 +1186,27 @@ class ConsumerLogic:
         """Install a consumer group read back from the store (consumer_record's fold).
         Sessions start when the shard finishes loading (on_loaded). Caller holds the
         group's lock; the group is new and empty."""
-        logic = self.logic
         cg = ConsumerGroupState()
         group.consumer = cg
         group.protocol_type = "consumer"
-        cg.group_epoch = record["group_epoch"]
-        cg.assignment_epoch = record["assignment_epoch"]
         seq = record.get("seq", 0)
         if type(seq) is not int or seq < 0:
             raise ValueError(f"consumer group {group.group_id!r}: seq is not a count: {seq!r}")
         cg.write_seq = cg.stored_seq = seq
+        self._install_record(group, cg, record, self.logic.clock.now_ms())
+        cg.committed = commit_consumer_record(None, record)
+        cg.dirty_all = False
+
+    def _install_record(self, group, cg, record: dict, now: int) -> None:
+        """The epochs, topics and members of the full record `record` into `cg`, which
+        has no members: each member gets a slot with its session ending a session from
+        `now`. Caller holds the group's lock."""
+        logic = self.logic
+        cg.group_epoch = record["group_epoch"]
+        cg.assignment_epoch = record["assignment_epoch"]
         cg.metadata = dict(record.get("metadata", {}))
         cg.resolved = {r: frozenset(ts) for r, ts in record.get("resolved", {}).items()}
         session = self.session_ms(group.group_id)
-        now = logic.clock.now_ms()
         for member_id, m in record["members"].items():
             member = ConsumerMember(member_id)
             fill_member(member, m)
@@ -1139,12 +1228,10 @@ class ConsumerLogic:
         # (the topics may have changed while the group was away: its next heartbeat
         # recomputes the subscribed topics' metadata, bumping the epoch only if it moved)
         cg.topics_version = -1
-        cg.dirty_all = False
         group.version = logic.next_version()
         if not cg.members:
             written = record.get("written_ms")
-            if type(written) is int:
-                group.empty_since_ms = written
+            group.empty_since_ms = written if type(written) is int else logic.commit_time_ms()
 
     def on_loaded(self, group) -> None:
         """The shard finished loading: every member's session starts now, and a member
@@ -1202,8 +1289,8 @@ class ConsumerLogic:
                                 self.assignors[0], members)
 
     def forget_all(self, group) -> None:
-        """Drop every member without answering anything (the group moves away: unload).
-        Caller holds the group's lock."""
+        """Drop every member without answering anything (the group moves away: unload;
+        or it is reverted: restore). Caller holds the group's lock."""
         cg = group.consumer
         if cg.regex_timer is not None:
             cg.regex_timer.cancel()

@@ -14,7 +14,8 @@ from typing import Optional
 
 from fastcoord.core.consumer_embedded import ClassicMetadata
 
-__all__ = ["consumer_record", "fold_consumer_record", "fill_member", "follows", "member_record"]
+__all__ = ["apply_members", "commit_consumer_record", "consumer_record", "fill_member",
+           "fold_consumer_record", "follows", "member_record"]
 
 
 def _sets(parts) -> dict:
@@ -114,33 +115,65 @@ def consumer_record(cg, changed: Optional[set]) -> dict:
             "members": members, "seq": cg.write_seq}
 
 
-def follows(previous: dict, record: dict) -> bool:
-    """Whether the partial `record` may be applied over the consumer group state
-    `previous`: a partial record holds the changes made on top of the record numbered
-    just before it, so after a gap (a record the store lost) it describes a state that
-    was never stored, and so does every partial record after it until a whole one.
-    Records without numbers (written before they were numbered) always apply."""
-    seq, last = record.get("seq"), previous.get("seq")
-    return type(seq) is not int or type(last) is not int or seq == last + 1
+def follows(previous, record: dict) -> bool:
+    """Whether the partial `record` may be applied over `previous` (a consumer group's
+    state; anything else for none): a partial record holds the changes made on top of
+    the record numbered just before it, so after a gap (a record the store lost) it
+    describes a state that was never stored, and so does every partial record after it
+    until a whole one. A group's first record is whole, so a numbered partial record
+    over no consumer group state follows a lost one too. Records without numbers
+    (written before they were numbered) always apply."""
+    seq = record.get("seq")
+    if type(seq) is not int:
+        return True
+    if not (isinstance(previous, dict) and previous.get("consumer")):
+        return False
+    last = previous.get("seq")
+    return type(last) is not int or seq == last + 1
 
 
-def fold_consumer_record(previous: Optional[dict], record: dict) -> dict:
-    """A store's running state of a consumer group: `record` applied over `previous`
-    (a full record replaces it; a partial one replaces the group's fields and the
-    members it names, None removing one, if it follows `previous`: see `follows`).
-    The result is a full record."""
-    if record.get("full") or previous is None or not previous.get("consumer"):
-        members = {}
-    elif not follows(previous, record):
-        return previous
-    else:
-        members = dict(previous["members"])
+def apply_members(members: dict, record: dict) -> None:
+    """The members a partial `record` names, applied to `members` (a group's, by id) in
+    place: each replaced by its record, or removed where its record is None."""
     for member_id, m in record["members"].items():
         if m is None:
             members.pop(member_id, None)
         else:
             members[member_id] = m
+
+
+def fold_consumer_record(previous: Optional[dict], record: dict) -> Optional[dict]:
+    """A store's running state of a consumer group: `record` applied over `previous`
+    (a full record replaces it; a partial one replaces the group's fields and the
+    members it names, None removing one, if it follows `previous`: see `follows`;
+    if not, the result is `previous`, None included). The result is a full record."""
+    if record.get("full"):
+        members = {}
+    elif not follows(previous, record):
+        return previous
+    elif previous is None or not previous.get("consumer"):
+        members = {}            # (an unnumbered record over none: as such logs were read)
+    else:
+        members = dict(previous["members"])
+    apply_members(members, record)
     folded = dict(record)
     folded["full"] = True
     folded["members"] = members
     return folded
+
+
+def commit_consumer_record(committed: Optional[dict], record: dict) -> dict:
+    """`committed` (a full record the caller owns, or None) with `record`, confirmed by
+    the store right after it, applied: fold_consumer_record's result, but a partial
+    record updates `committed` in place, at the cost of the members it names rather than
+    the group's size. Records' member values are shared, never changed."""
+    if committed is None or record.get("full"):
+        committed = dict(record)
+        committed["full"] = True
+        committed["members"] = {k: m for k, m in record["members"].items() if m is not None}
+        return committed
+    apply_members(committed["members"], record)
+    for key, value in record.items():
+        if key != "members" and key != "full":
+            committed[key] = value
+    return committed

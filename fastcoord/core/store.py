@@ -88,7 +88,9 @@ class InMemoryStore:
         the group's record, which is then what consumer_record(group, None) would give."""
         error = self.fail_with
         if error == _NONE and self.keeps_group_records:
-            self.groups[group_id] = fold_consumer_record(self.groups.get(group_id), record)
+            folded = fold_consumer_record(self.groups.get(group_id), record)
+            if folded is not None:      # (None: a partial record over nothing, skipped)
+                self.groups[group_id] = folded
         done(error)
 
     def delete_offsets(self, group_id: str, partitions, done: Done) -> None:
@@ -148,7 +150,9 @@ class DeferredStore(InMemoryStore):
             if kind == "group":
                 self.groups[group_id] = payload
             elif kind == "consumer":
-                self.groups[group_id] = fold_consumer_record(self.groups.get(group_id), payload)
+                folded = fold_consumer_record(self.groups.get(group_id), payload)
+                if folded is not None:
+                    self.groups[group_id] = folded
             else:
                 self.offsets.setdefault(group_id, {}).update(payload)
         done(error)

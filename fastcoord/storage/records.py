@@ -93,7 +93,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from crc32c import crc32c
 
-from ..core.consumer_records import follows
+from ..core.consumer_records import apply_members, follows
 from ..core.results import OffsetAndMetadata
 
 __all__ = [
@@ -324,22 +324,18 @@ def encode_consumer_group(group_id: str, record: dict, write_ms: int) -> bytes:
     return frame(b"".join(parts))
 
 
-def fold_consumer(previous, record: dict) -> dict:
+def fold_consumer(previous, record: dict):
     """`record` (a decoded CONSUMER_GROUP, owned by the caller) applied over `previous`
     (the group's folded record, a GROUP record, or anything else for none): what
     fold_consumer_record gives, made in place, so a long run of partial records costs
     each its own members only. `previous`'s members dict is taken over. A partial
-    record that does not follow `previous` (consumer_records.follows) leaves it as it
-    is."""
+    record that does not follow `previous` (consumer_records.follows: over no consumer
+    group, a numbered one never does) leaves it as it is, None included."""
+    if not record["full"] and not follows(previous, record):
+        return previous
     if not record["full"] and isinstance(previous, dict) and previous.get("consumer"):
-        if not follows(previous, record):
-            return previous
         members = previous["members"]
-        for member_id, m in record["members"].items():
-            if m is None:
-                members.pop(member_id, None)
-            else:
-                members[member_id] = m
+        apply_members(members, record)
         record["members"] = members
     else:
         members = record["members"]

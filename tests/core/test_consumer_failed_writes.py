@@ -6,11 +6,15 @@ one record fails (a full disk) while later ones of the same group are already on
 way, those later records describe changes made on top of the lost one. Kafka never
 answers them: a failed append reverts the group to its last committed state. Here a
 later record of such a chain is refused too, by the store's fold (and so by a load),
-and its heartbeat gets NOT_COORDINATOR; the group's next record is whole.
+and its heartbeat gets NOT_COORDINATOR; the group in memory goes back to what the
+store holds (with the records before the failed one); the group's next record is whole.
 """
 import copy
 
 import pytest
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import (RuleBasedStateMachine, invariant, rule,
+                                 run_state_machine_as_test)
 
 from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from fastcoord.core.consumer_records import fold_consumer_record
@@ -135,3 +139,226 @@ def test_refused_writes_are_logged_once_per_group_not_per_heartbeat(impl, caplog
         assert [r.error for r in joined(coord, f"m{i}", group)] == [E.NOT_COORDINATOR]
     lines = [r for r in caplog.records if "the next write carries the whole group" in r.message]
     assert len(lines) == 1 and f"consumer group {group}:" in lines[0].message
+
+
+# -- the group in memory after a failed write -------------------------------------------
+
+def view(coord, group="g"):
+    """What a failed write must leave as the store has it: the group's epochs, state and
+    members with their epochs, assignments and targets (not their sessions)."""
+    d = coord.consumer_group_describe([group])[0]
+    return (d.error, d.state, d.group_epoch, d.assignment_epoch,
+            sorted((m.member_id, m.member_epoch, m.assignment, m.target_assignment,
+                    m.subscribed_topic_names) for m in d.members))
+
+
+def test_a_join_whose_write_failed_leaves_no_member_behind(impl):
+    store = DeferredStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    store.complete_all()
+    before = view(coord)
+    m2 = joined(coord, "m2")
+    assert view(coord)[2] == 2                    # m2 is in the group while its write waits
+    store.complete(0, E.NOT_COORDINATOR)
+    assert [r.error for r in m2] == [E.NOT_COORDINATOR]
+    assert view(coord) == before == view(reload(impl, store))
+    # m1 is not asked to give anything up for a member that never joined, and is
+    # answered from the group as stored (its own next record is whole)
+    again = send(coord, "m1", 1, owned_partitions=ALL)
+    assert len(store.pending) == 1 and store.pending[0][2]["full"]
+    store.complete_all()
+    assert (again[0].error, again[0].member_epoch) == (E.NONE, 1)
+    assert view(coord) == before == view(reload(impl, store))
+    # m2 joins again and the group rebalances as it would have
+    m2 = joined(coord, "m2")
+    store.complete_all()
+    assert (m2[0].error, m2[0].member_epoch) == (E.NONE, 2)
+
+
+def test_the_broken_chain_reverts_the_group_to_what_is_stored(impl):
+    coord, store, _, m1 = chain_broken(impl)
+    d, ms = members(coord)
+    # m2's join and what m1 was told to give up for it are gone with the failed write
+    assert (d.group_epoch, d.assignment_epoch, set(ms)) == (1, 1, {"m1"})
+    assert ms["m1"].assignment == ALL and ms["m1"].target_assignment == ALL
+    store.complete(0, E.NONE)                     # B comes back: refused, nothing moves
+    assert [r.error for r in m1] == [E.NOT_COORDINATOR]
+    assert view(coord) == view(reload(impl, store))
+
+
+def test_a_leave_whose_write_failed_leaves_the_member_in(impl):
+    store = DeferredStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    store.complete_all()
+    joined(coord, "m2")
+    store.complete_all()
+    before = view(coord)
+    left = send(coord, "m2", -1)
+    assert {m[0] for m in view(coord)[4]} == {"m1"}
+    store.complete(0, E.NOT_COORDINATOR)
+    assert [r.error for r in left] == [E.NOT_COORDINATOR]
+    assert view(coord) == before == view(reload(impl, store))
+    # it is a member as before: its heartbeat is answered (once the group, whole, is
+    # written again)
+    epoch = [m for m in before[4] if m[0] == "m2"][0][1]
+    again = send(coord, "m2", epoch)
+    store.complete_all()
+    assert [r.error for r in again] == [E.NONE] and view(coord) == before
+
+
+def test_a_revert_gives_the_members_new_handles(impl):
+    store = DeferredStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    store.complete_all()
+    send(coord, "m1", 1, owned_partitions=ALL)
+    store.complete_all()
+    old = coord.consumer_member_handle("g", "m1")
+    assert coord.consumer_heartbeat_handle(old, 1).member_epoch == 1     # settled
+    joined(coord, "m2")
+    store.complete(0, E.NOT_COORDINATOR)
+    assert coord.consumer_heartbeat_handle(old, 1) is None
+    again = send(coord, "m1", 1, owned_partitions=ALL)
+    store.complete_all()
+    assert [(r.error, r.member_epoch) for r in again] == [(E.NONE, 1)]
+    new = coord.consumer_member_handle("g", "m1")
+    assert new != old and coord.consumer_heartbeat_handle(new, 1).member_epoch == 1
+
+
+def test_a_group_whose_first_write_failed_is_empty(impl):
+    store = DeferredStore()
+    coord = make(impl, store)
+    first = joined(coord, "m1")
+    store.complete(0, E.NOT_COORDINATOR)
+    assert [r.error for r in first] == [E.NOT_COORDINATOR]
+    d = coord.consumer_group_describe(["g"])[0]
+    assert (d.state, d.group_epoch, d.members) == ("Empty", 0, [])
+    # the client's retry creates it as its first join would have
+    again = joined(coord, "m1")
+    store.complete_all()
+    assert (again[0].error, again[0].member_epoch, again[0].assignment) == (E.NONE, 1, ALL)
+
+
+def test_a_failure_keeps_the_changes_of_earlier_records_still_on_their_way(impl):
+    """A store that answers its writes out of order (the test store can): the later
+    record fails first, so the group goes back to the stored state with the earlier
+    record's changes, which the store then confirms."""
+    store = DeferredStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    store.complete_all()
+    m2 = joined(coord, "m2")                      # A
+    after_a = view(coord)
+    m3 = joined(coord, "m3")                      # B, on top of A
+    assert len(store.pending) == 2
+    store.complete(1, E.NOT_COORDINATOR)          # B fails first
+    assert [r.error for r in m3] == [E.NOT_COORDINATOR]
+    assert view(coord) == after_a
+    store.complete(0, E.NONE)                     # A is stored
+    assert [r.error for r in m2] == [E.NONE]
+    assert view(coord) == after_a == view(reload(impl, store))
+
+
+def test_a_whole_record_written_after_the_failed_one_stands(impl):
+    """B fails first (the group goes back to A's state), m1's next heartbeat writes the
+    group whole (W); then A fails too: W already holds everything the group is, so
+    nothing is reverted, and the store ends with W."""
+    store = DeferredStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    store.complete_all()
+    m2 = joined(coord, "m2")                      # A
+    joined(coord, "m3")                           # B
+    store.complete(1, E.NOT_COORDINATOR)
+    w = send(coord, "m1", 1, owned_partitions=ALL)
+    assert store.pending[1][2]["full"]
+    before = view(coord)
+    store.complete(0, E.NOT_COORDINATOR)          # A fails
+    assert [r.error for r in m2] == [E.NOT_COORDINATOR]
+    assert view(coord) == before
+    store.complete(0, E.NONE)                     # W
+    assert [r.error for r in w] == [E.NONE]
+    assert view(coord) == before == view(reload(impl, store))
+
+
+# -- a random history of writes confirmed and refused ---------------------------------
+
+class FailedWrites(RuleBasedStateMachine):
+    """Consumer-protocol clients join, heartbeat (owning what they were given), leave
+    and go silent while the store confirms or refuses their group's writes in order.
+    Whenever no write is on its way, the group is what the store holds (nothing, or
+    empty at epoch 0, when its first write failed): a failed write leaves nothing of
+    itself behind."""
+
+    impl = "native"         # (the test makes one class per twin)
+
+    def __init__(self):
+        super().__init__()
+        self.store = DeferredStore()
+        self.coord = make(self.impl, self.store)
+        self.epochs = {}        # member id -> the epoch it was last answered (0: joining)
+        self.owned = {}
+        self.waiting = {}       # member id -> its answer list
+
+    def _take(self, member_id):
+        out = self.waiting.pop(member_id, None)
+        if out:
+            r = out[0]
+            if r.error == E.NONE:
+                self.epochs[member_id] = r.member_epoch
+                if r.assignment is not None:
+                    self.owned[member_id] = r.assignment
+            elif r.error in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, E.NOT_COORDINATOR):
+                self.epochs[member_id] = 0
+                self.owned[member_id] = {}
+        elif out is not None:
+            self.waiting[member_id] = out
+
+    @rule(member=st.sampled_from(["a", "b", "c"]))
+    def heartbeat(self, member):
+        self._take(member)
+        if member in self.waiting:
+            return
+        epoch = self.epochs.get(member, 0)
+        if epoch <= 0:
+            self.waiting[member] = joined(self.coord, member)
+        else:
+            self.waiting[member] = send(self.coord, member, epoch,
+                                        owned_partitions=self.owned.get(member, {}))
+
+    @rule(member=st.sampled_from(["a", "b", "c"]))
+    def leave(self, member):
+        self._take(member)
+        if self.epochs.get(member, 0) > 0 and member not in self.waiting:
+            send(self.coord, member, -1)
+            self.epochs[member] = 0
+            self.owned[member] = {}
+
+    @rule(count=st.integers(1, 3), failing=st.booleans())
+    def store_answers(self, count, failing):
+        for _ in range(min(count, len(self.store.pending))):
+            self.store.complete(0, E.NOT_COORDINATOR if failing else E.NONE)
+
+    @rule(ms=st.sampled_from([1_000, 20_000, 45_000]))
+    def advance(self, ms):
+        self.coord.advance_time(ms)
+
+    @invariant()
+    def as_stored(self):
+        if self.store.pending:
+            return
+        stored = self.store.groups.get("g")
+        if stored is None:
+            d = self.coord.consumer_group_describe(["g"])[0]
+            assert d.error != E.NONE or (d.group_epoch, d.members) == (0, [])
+        else:
+            assert view(self.coord) == view(reload(self.impl, self.store))
+
+
+def test_failed_writes_leave_the_group_as_stored(impl):
+    machine = type(f"FailedWrites_{impl}", (FailedWrites,), {"impl": impl})
+    run_state_machine_as_test(machine, settings=settings(max_examples=150,
+                                                         stateful_step_count=40,
+                                                         deadline=None))

@@ -715,11 +715,12 @@ cdef _apply_newest_first(list recs, _Keys keys, dict groups, dict offsets, dict 
         _apply_group(gid, grecs, keys, groups, offsets, group_ms, offsets_ms, tombstone)
 
 
-cdef object _consumer_fold(list grecs, Py_ssize_t newest, previous):
+cdef object _consumer_fold(list grecs, Py_ssize_t newest, previous, tombstone):
     """The group's record after its newest record, grecs[newest], a consumer group's:
-    the consumer records back to the last that starts afresh (a full one, or one after
-    a GROUP record or a tombstone; else `previous`, an earlier apply's), folded oldest
-    first."""
+    the consumer records back to the last that starts afresh (a full one), or to a GROUP
+    record or a tombstone, folded oldest first over it (over `previous`, an earlier
+    apply's, when none of those is there). None: nothing (a partial record over
+    nothing is skipped)."""
     cdef _Record rec
     cdef Py_ssize_t j = newest, k
     while j >= 0:
@@ -729,7 +730,14 @@ cdef object _consumer_fold(list grecs, Py_ssize_t newest, previous):
         if rec.kind == CONSUMER_GROUP and rec.value["full"]:
             break
         j -= 1
-    value = previous if j < 0 else None
+    if j < 0:
+        value = previous
+    elif rec.kind == GROUP:
+        value = rec.value
+    elif rec.kind == GROUP_TOMBSTONE:
+        value = tombstone
+    else:
+        value = None
     for k in range(max(j, 0), newest + 1):
         rec = <_Record>grecs[k]
         if rec.kind == CONSUMER_GROUP:
@@ -757,10 +765,13 @@ cdef _apply_group(str gid, list grecs, _Keys keys, dict groups, dict offsets, di
             if not named:
                 named = True
                 if rec.kind == CONSUMER_GROUP:
-                    groups[gid] = _consumer_fold(grecs, i, groups.get(gid))
+                    folded = _consumer_fold(grecs, i, groups.get(gid), tombstone)
+                    if folded is not None:
+                        groups[gid] = folded
+                        group_ms[gid] = rec.ms
                 else:
                     groups[gid] = rec.value if rec.kind == GROUP else tombstone
-                group_ms[gid] = rec.ms
+                    group_ms[gid] = rec.ms
             if rec.kind == GROUP_TOMBSTONE:
                 dead = True
                 break                 # older offsets records do not count

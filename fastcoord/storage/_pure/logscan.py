@@ -115,8 +115,10 @@ def apply(recs: Records, groups: dict, offsets: dict, group_ms: dict, offsets_ms
             groups[gid] = value
             group_ms[gid] = write_ms
         elif kind == CONSUMER_GROUP:
-            groups[gid] = fold_consumer(groups.get(gid), value)
-            group_ms[gid] = write_ms
+            folded = fold_consumer(groups.get(gid), value)
+            if folded is not None:      # (None: a partial record over nothing, skipped)
+                groups[gid] = folded
+                group_ms[gid] = write_ms
         elif kind == GROUP_TOMBSTONE:
             groups[gid] = tombstone
             offsets.pop(gid, None)
