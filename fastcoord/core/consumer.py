@@ -255,6 +255,17 @@ def _compile_regex(regex: str):
         re2.purge()
 
 
+def _check_regex(regex: str) -> None:
+    """INVALID_REGULAR_EXPRESSION (Kafka's answer and message) unless `regex` is valid
+    RE2 syntax."""
+    try:
+        _compile_regex(regex)
+    except re2.error as exc:
+        raise _Refused(Errors.INVALID_REGULAR_EXPRESSION,
+                       f"SubscribedTopicRegex `{regex}` is not a valid regular "
+                       f"expression: {exc}.") from None
+
+
 def _describable(topics, topic_filter, group_id) -> list:
     """The topic names a regex may match, sorted: those `topic_filter` passes (all
     without one). A filter that raises denies them all: a caller's broken rights check
@@ -421,7 +432,7 @@ class ConsumerLogic:
                         self._publish(group, result)
                     return
             else:
-                group = self._group_for_heartbeat(group_id, member_epoch)
+                group = self._group_for_heartbeat(group_id, member_epoch, topic_regex)
                 with group.rec:
                     if group.consumer is None or logic._get_group(group_id) is not group:
                         raise _Refused(Errors.COORDINATOR_NOT_AVAILABLE, "")   # raced away
@@ -482,11 +493,13 @@ class ConsumerLogic:
             raise _Refused(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         return group
 
-    def _group_for_heartbeat(self, group_id, member_epoch):
+    def _group_for_heartbeat(self, group_id, member_epoch, topic_regex=None):
         """Kafka's getOrMaybeCreateConsumerGroup: a join (epoch 0) creates the group,
         takes over an empty classic group (its offsets stay), or converts a classic group
         with members when the migration policy allows (MixedGroups.upgrade); anything
-        else needs a consumer group."""
+        else needs a consumer group. A conversion is checked before it is made against
+        what would refuse the join after it (an invalid `topic_regex`): Kafka's
+        conversion goes with the refused request's records, the group left classic."""
         logic = self.logic
         if member_epoch != 0:
             return self._consumer_group(group_id)
@@ -497,7 +510,8 @@ class ConsumerLogic:
         with group.rec:
             if group.consumer is None:
                 if group.members:
-                    self.mixed.upgrade(group)
+                    self.mixed.upgrade(group, None if not topic_regex
+                                       else lambda: _check_regex(topic_regex))
                 else:
                     # (Kafka's classic group is empty without members: the members
                     # pending a second join are dropped with it)
@@ -681,12 +695,7 @@ class ConsumerLogic:
         if any(m.topic_regex == new for m in cg.members.values()
                if m.member_id != member.member_id):
             return new in cg.resolved
-        try:
-            _compile_regex(new)
-        except re2.error as exc:
-            raise _Refused(Errors.INVALID_REGULAR_EXPRESSION,
-                           f"SubscribedTopicRegex `{new}` is not a valid regular "
-                           f"expression: {exc}.") from None
+        _check_regex(new)
         cg.regex_refresh = True
         return False
 

@@ -58,11 +58,12 @@ class MixedGroups:
     # ======================================================================
     # upgrade: a classic group becomes a consumer group
     # ======================================================================
-    def upgrade(self, group) -> None:
+    def upgrade(self, group, check=None) -> None:
         """Convert the classic group `group` (it has members) to a consumer group, or
         raise GROUP_ID_NOT_FOUND when Kafka's validateOnlineUpgrade refuses (the
         policy, the protocol type, the size) or a member's embedded protocol bytes do
-        not parse. Caller holds the group's lock."""
+        not parse; then `check()`, what refuses the join after the conversion, raises
+        before anything is changed. Caller holds the group's lock."""
         group_id = group.group_id
         refused = _Refused(Errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         if self.config.group_consumer_migration_policy not in UPGRADE_POLICIES:
@@ -110,6 +111,8 @@ class MixedGroups:
                                "because an unsupported custom assignor is in use. Please "
                                "refer to the documentation or switch to a default assignor "
                                "before re-attempting the upgrade.")
+        if check is not None:
+            check()             # (what refuses the join after the conversion: raises first)
         generation = group.generation
         self._drop_classic_side(group)
         logic = self.logic

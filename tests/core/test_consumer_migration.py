@@ -223,6 +223,26 @@ def test_upgrade_refuses_another_protocol_type_a_too_big_group_and_bad_bytes(imp
     assert bad.heartbeat("g", r.member_id, r.generation_id) in (E.NONE, E.REBALANCE_IN_PROGRESS)
 
 
+def test_a_join_with_an_invalid_regex_leaves_the_classic_group_as_it_was(impl):
+    """Kafka converts, then refuses the regex, and the conversion goes with the request's
+    records: the group stays classic, its members undisturbed."""
+    coord = make(impl)
+    (m1, gen), (m2, _) = classic_group(coord, [[0, 1, 2], [3, 4, 5]])
+    r = chb(coord, "c1", 0, rebalance_timeout_ms=REBALANCE, subscribed_topic_regex="t(",
+            owned_partitions={})
+    assert r.error == E.INVALID_REGULAR_EXPRESSION
+    assert r.error_message.startswith("SubscribedTopicRegex `t(` is not a valid regular "
+                                      "expression")
+    assert group_type(coord) == "classic"
+    assert coord.heartbeat("g", m1, gen) == E.NONE
+    assert coord.heartbeat("g", m2, gen) == E.NONE
+    assert {m.member_id for m in coord.describe_group("g").members} == {m1, m2}
+    # a valid one converts it
+    r = chb(coord, "c1", 0, rebalance_timeout_ms=REBALANCE, subscribed_topic_regex="t.*",
+            owned_partitions={})
+    assert r.error == E.NONE and group_type(coord) == "consumer"
+
+
 def test_a_static_member_restarts_with_the_consumer_protocol_keeping_its_partitions(impl):
     # (a classic static member is replaced at once: only two consumer-protocol members
     # need the old one to have left, epoch -2)
