@@ -192,6 +192,42 @@ def test_a_confluent_kafka_consumers_steady_heartbeats_take_the_fast_path(tmp_pa
     assert "Traceback" not in server.log(), server.log()
 
 
+@pytest.mark.parametrize("bound", [True, False], ids=["table's method", "a wrapper"])
+def test_the_reader_answers_from_a_member_table(wire, impl, bound):
+    """With a coordinator's member table behind it (its bound consumer_steady, which the
+    native reader calls in C, or any wrapper of it, called in Python): a settled
+    member's steady heartbeat is answered kio's bytes and refreshes its session; the
+    wrong epoch, or another client id, is left to the general path."""
+    from fastcoord import CoordinatorConfig, GroupCoordinator, ManualClock
+    clock = ManualClock(0)
+    coord = GroupCoordinator(CoordinatorConfig(), clock=clock, impl=impl)
+    coord.set_topics({"t": 2})
+    out = []
+    coord.consumer_group_heartbeat("g", "m-1", 0, rebalance_timeout_ms=30_000,
+                                   subscribed_topic_names=["t"], owned_partitions={},
+                                   client_id="cli", client_host="h", callback=out.append)
+    coord.consumer_group_heartbeat("g", "m-1", 1, owned_partitions={"t": [0, 1]},
+                                   client_id="cli", client_host="h", callback=out.append)
+    assert [r.member_epoch for r in out] == [1, 1]
+    table = coord.member_table
+    steady = table.consumer_steady if bound else (lambda *a: table.consumer_steady(*a))
+    reader = wire.HeartbeatReader(lambda *a: 0, 1 << 20, 0, 4, None, None, steady, 0, 1)
+    frame = encode_request(68, 1, 9, steady_body(1, group_id="g", member_id="m-1",
+                                                 member_epoch=1))
+    written = []
+    clock.advance(40_000)               # within the 45 s session: refreshed by the answer
+    assert reader(frame, written.append, None, ("cli", "h")) == len(frame)
+    assert written == [kio_answer(1, 9, "m-1", 1, 5000)]
+    clock.advance(40_000)
+    coord.advance_time(0)
+    assert [m.member_id for m in coord.consumer_group_describe(["g"])[0].members] == ["m-1"]
+    stale = encode_request(68, 1, 10, steady_body(1, group_id="g", member_id="m-1",
+                                                  member_epoch=2))
+    assert reader(stale, written.append, None, ("cli", "h")) == 0
+    assert reader(frame, written.append, None, ("another", "h")) == 0
+    assert reader.consumer_answered == 1 and len(written) == 1
+
+
 def test_the_per_read_reader_answers_steady_consumer_heartbeats(wire):
     """A read of classic and steady consumer heartbeats: answered in order in one write,
     each consumer answer kio's bytes, counted apart; without the connection's ident,

@@ -1,6 +1,8 @@
 # cython: language_level=3
 from libc.stdint cimport int32_t, uint8_t
 
+from fastcoord.core._native.engines cimport MemberTable
+
 # A string field: [start, start + length) of the frame, or length -1 for null.
 cdef struct Field:
     Py_ssize_t start
@@ -42,6 +44,7 @@ cdef class HeartbeatReader:
     cdef Py_ssize_t log_len
     cdef Py_ssize_t log_cap
     cdef object steady              # the member table's consumer_steady, or None
+    cdef MemberTable table          # steady's table when it is the native one's: called in C
     cdef int consumer_min           # the ConsumerGroupHeartbeat versions it answers
     cdef int consumer_max
     cdef readonly long long consumer_answered

@@ -23,6 +23,7 @@ from libc.stdint cimport int16_t, int32_t, uint8_t
 from libc.stdlib cimport free
 from libc.string cimport memcpy, strlen
 
+from fastcoord.core._native.engines cimport MemberTable
 from fastcoord.server._native.bigendian cimport read_i16, read_i32, write_i32
 from fastcoord.server._native.buffers cimport grow
 from fastcoord.core._native.clocks cimport monotonic_s, realtime_s
@@ -31,6 +32,12 @@ from fastcoord.server._native.jsontext cimport (
 )
 
 from json.encoder import encode_basestring_ascii as _json_str   # json.dumps' own (C)
+
+from fastcoord.core.results import ConsumerGroupHeartbeatResult as _HeartbeatResult
+
+# The steady answer's fields the response carries, by their place in the result
+cdef Py_ssize_t _RESULT_EPOCH = _HeartbeatResult._fields.index("member_epoch")
+cdef Py_ssize_t _RESULT_INTERVAL = _HeartbeatResult._fields.index("heartbeat_interval_ms")
 
 cdef enum:
     HEARTBEAT_KEY = 12
@@ -281,6 +288,11 @@ cdef class HeartbeatReader:
         if steady is not None and not callable(steady):
             raise TypeError(f"steady must be callable or None, got {type(steady).__name__}")
         self.steady = steady
+        # A native member table's bound consumer_steady is asked without a Python call:
+        # the same method's C body, whose answer is what the call would return
+        owner = getattr(steady, "__self__", None)
+        self.table = owner if isinstance(owner, MemberTable) and \
+            getattr(steady, "__name__", None) == "consumer_steady" else None
         self.consumer_min = consumer_min
         self.consumer_max = consumer_max
         self.consumer_answered = 0
@@ -379,14 +391,23 @@ cdef class HeartbeatReader:
             member_id = _text(frame, cg.member)
         except UnicodeDecodeError:
             return -1
-        result = self.steady(group_id, member_id, cg.epoch, ident[0], ident[1])
+        if self.table is not None:
+            result = self.table.c_consumer_steady(group_id, member_id, cg.epoch, ident[0],
+                                                  ident[1])
+        else:
+            result = self.steady(group_id, member_id, cg.epoch, ident[0], ident[1])
         if result is None:
             return -1
         if used[0] + 27 + cg.member.length > self.scratch_cap and \
                 grow(&self.scratch, &self.scratch_cap, used[0] + 27 + cg.member.length) < 0:
             raise MemoryError()
-        used[0] += _encode_steady(self.scratch + used[0], frame, &cg, result.member_epoch,
-                                  result.heartbeat_interval_ms)
+        if type(result) is _HeartbeatResult:        # (by position: no attribute lookup)
+            used[0] += _encode_steady(self.scratch + used[0], frame, &cg,
+                                      (<tuple>result)[_RESULT_EPOCH],
+                                      (<tuple>result)[_RESULT_INTERVAL])
+        else:
+            used[0] += _encode_steady(self.scratch + used[0], frame, &cg, result.member_epoch,
+                                      result.heartbeat_interval_ms)
         hb.version = cg.version
         hb.generation = cg.epoch
         hb.client = cg.client
