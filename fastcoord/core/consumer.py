@@ -1137,6 +1137,7 @@ class ConsumerLogic:
             cg.metadata = {}
             cg.resolved = {}
             group.empty_since_ms = self.logic.commit_time_ms()
+            group.version = self.logic.next_version()
         else:
             self._install_record(group, cg, state, self.logic.clock.now_ms())
         cg.dirty = set()

@@ -231,10 +231,12 @@ def test_a_group_whose_first_write_failed_is_empty(impl):
     store = DeferredStore()
     coord = make(impl, store)
     first = joined(coord, "m1")
+    version = coord.group_version("g")
     store.complete(0, E.NOT_COORDINATOR)
     assert [r.error for r in first] == [E.NOT_COORDINATOR]
     d = coord.consumer_group_describe(["g"])[0]
     assert (d.state, d.group_epoch, d.members) == ("Empty", 0, [])
+    assert coord.group_version("g") != version      # a reader by version sees it changed
     # the client's retry creates it as its first join would have
     again = joined(coord, "m1")
     store.complete_all()
