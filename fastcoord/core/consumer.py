@@ -299,6 +299,11 @@ class _Refused(Exception):
         self.message = message
 
 
+class _TargetFailed(_Refused):
+    """The assignor raised: the heartbeat's changes so far are undone (Kafka fails the
+    request, whose records go with it)."""
+
+
 def _as_sets(parts) -> Dict[str, FrozenSet[int]]:
     return {t: frozenset(ps) for t, ps in parts.items() if ps}
 
@@ -443,6 +448,9 @@ class ConsumerLogic:
                             rebalance_timeout_ms, topic_names, topic_regex, server_assignor,
                             owned, client_id, client_host, topic_filter)
                         self._persist(group, result, callback)
+                    except _TargetFailed:
+                        self._go_back(group)
+                        raise
                     finally:
                         self._publish(group, result)
                     return
@@ -806,9 +814,9 @@ class ConsumerLogic:
             # line, with its traceback, per interval and assignor)
             _log_once.error(("assignor failed", name), "consumer group %s: assignor %s failed "
                             "for epoch %d", group.group_id, name, cg.group_epoch, exc_info=True)
-            raise _Refused(Errors.UNKNOWN_SERVER_ERROR,
-                           f"Failed to compute a new target assignment for epoch "
-                           f"{cg.group_epoch}: {exc}.") from None
+            raise _TargetFailed(Errors.UNKNOWN_SERVER_ERROR,
+                                f"Failed to compute a new target assignment for epoch "
+                                f"{cg.group_epoch}: {exc}.") from None
         cg.target = target
         for member_id, target in cg.target.items():
             if old.get(member_id) != target:
@@ -1107,16 +1115,26 @@ class ConsumerLogic:
             if live[later]["full"]:
                 return
             del live[later]
+        self._go_back(group)
+
+    def _go_back(self, group) -> None:
+        """The group back to what the store holds with every live record applied (a
+        failed write's, or a refused heartbeat's, changes undone), where that can be
+        known: not for a group made from another with nothing stored yet, nor for a
+        mixed group. Caller holds the group's lock."""
+        cg = group.consumer
+        if cg is None or getattr(self.logic.store, "store_consumer_group", None) is None:
+            return
         state = cg.committed
-        for earlier in sorted(live):
-            state = fold_consumer_record(state, live[earlier])
+        for earlier in sorted(cg.live):
+            state = fold_consumer_record(state, cg.live[earlier])
         if state is None and not cg.new_group:
             return              # (made from another group: kept as it is)
         if any(m.classic is not None for m in cg.members.values()) or (
                 state is not None and any(m.get("classic") for m in state["members"].values())):
             return              # a mixed group keeps its classic members' joins going
         _log_once.info(("reverted", group.group_id), "consumer group %s: back to its stored "
-                       "state (epoch %s) after a failed write", group.group_id,
+                       "state (epoch %s)", group.group_id,
                        0 if state is None else state["group_epoch"])
         self.restore(group, state)
 

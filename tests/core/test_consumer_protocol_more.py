@@ -609,8 +609,9 @@ def test_a_classic_member_replacing_a_regex_member_has_no_regex(impl, classic_to
 # ---------------------------------------------------------------------------------------
 def test_an_assignor_that_fails_answers_unknown_server_error(impl):
     """The heartbeat that needed the new target is answered UNKNOWN_SERVER_ERROR (Kafka
-    fails the request), not raised to the caller; the next heartbeat tries again. (The
-    group is not rolled back: as after a failed store write, docs/consumer-protocol.md.)"""
+    fails the request), not raised to the caller, and what it changed is undone (the
+    request's records go with it in Kafka): the member it brought is not in the group.
+    The next heartbeat tries again."""
     coord, _ = make(impl)
     coord.set_topics({"foo": 6, "bar": 3})
     failing = [True]
@@ -625,10 +626,22 @@ def test_an_assignor_that_fails_answers_unknown_server_error(impl):
     r = join(coord, "g", "m1", ["foo", "bar"])
     assert r.error == E.UNKNOWN_SERVER_ERROR
     assert "Assignment failed" in r.error_message
+    d = coord.consumer_group_describe(["g"])[0]
+    assert (d.group_epoch, d.members) == (0, [])
     failing[0] = False
     r = join(coord, "g", "m1", ["foo", "bar"])
     assert (r.error, r.member_epoch) == (E.NONE, 1)
     assert r.assignment == {"foo": [0, 1, 2, 3, 4, 5], "bar": [0, 1, 2]}
+    # in a group in use: the joiner is not added, the group's epoch and targets stay
+    before = coord.consumer_group_describe(["g"])[0]
+    failing[0] = True
+    assert join(coord, "g", "m2", ["foo"]).error == E.UNKNOWN_SERVER_ERROR
+    after = coord.consumer_group_describe(["g"])[0]
+    assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch,
+                                                           before.assignment_epoch)
+    assert [(m.member_id, m.member_epoch, m.assignment, m.target_assignment)
+            for m in after.members] == [(m.member_id, m.member_epoch, m.assignment,
+                                         m.target_assignment) for m in before.members]
 
 
 def test_an_assignor_failing_at_every_heartbeat_is_logged_once(impl, caplog, monkeypatch):
