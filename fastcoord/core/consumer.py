@@ -1120,8 +1120,10 @@ class ConsumerLogic:
     def _go_back(self, group) -> None:
         """The group back to what the store holds with every live record applied (a
         failed write's, or a refused heartbeat's, changes undone), where that can be
-        known: not for a group made from another with nothing stored yet, nor for a
-        mixed group. Caller holds the group's lock."""
+        known: not for a group made from another with nothing stored yet. (A mixed
+        group's classic members come back as a load brings them: their joins and syncs
+        are answered at once, never parked on the group's state.) Caller holds the
+        group's lock."""
         cg = group.consumer
         if cg is None or getattr(self.logic.store, "store_consumer_group", None) is None:
             return
@@ -1130,9 +1132,6 @@ class ConsumerLogic:
             state = fold_consumer_record(state, cg.live[earlier])
         if state is None and not cg.new_group:
             return              # (made from another group: kept as it is)
-        if any(m.classic is not None for m in cg.members.values()) or (
-                state is not None and any(m.get("classic") for m in state["members"].values())):
-            return              # a mixed group keeps its classic members' joins going
         _log_once.info(("reverted", group.group_id), "consumer group %s: back to its stored "
                        "state (epoch %s)", group.group_id,
                        0 if state is None else state["group_epoch"])

@@ -514,6 +514,33 @@ def test_downgrade_gives_each_member_its_target_assignment(impl):
 # ---------------------------------------------------------------------------------------
 # durability: classic members of a consumer group are in its record
 # ---------------------------------------------------------------------------------------
+def test_a_mixed_group_goes_back_to_its_stored_state_when_a_write_fails(impl):
+    """A consumer join and a classic join whose writes fail: neither member is added,
+    as Kafka reverts the failed append; the classic members carry on as before."""
+    store = InMemoryStore()
+    coord = make(impl, store=store)
+    m1, m2 = mixed_group(coord)
+
+    def seen():
+        d, members = described(coord)
+        return d.group_epoch, d.assignment_epoch, {
+            m: (x.member_epoch, x.assignment, x.target_assignment, x.classic)
+            for m, x in members.items()}
+
+    before = seen()
+    beats = {m: coord.heartbeat("g", m, before[2][m][0]) for m in (m1, m2)}
+    store.fail_with = E.NOT_COORDINATOR          # a full disk
+    assert cg_join(coord, "c2").error == E.NOT_COORDINATOR
+    assert seen() == before
+    joined = cjoin(coord, "")
+    assert [j.error for j in joined] == [E.NOT_COORDINATOR]
+    assert seen() == before
+    store.fail_with = E.NONE
+    assert {m: coord.heartbeat("g", m, before[2][m][0]) for m in (m1, m2)} == beats
+    assert cg_join(coord, "c2").error == E.NONE
+    assert "c2" in described(coord)[1]
+
+
 def test_classic_members_survive_a_reload(impl):
     store = InMemoryStore()
     coord = make(impl, store=store)
