@@ -168,10 +168,7 @@ def commit_consumer_record(committed: Optional[dict], record: dict) -> dict:
     record updates `committed` in place, at the cost of the members it names rather than
     the group's size. Records' member values are shared, never changed."""
     if committed is None or record.get("full"):
-        committed = dict(record)
-        committed["full"] = True
-        committed["members"] = {k: m for k, m in record["members"].items() if m is not None}
-        return committed
+        return fold_consumer_record(None, {**record, "full": True})
     apply_members(committed["members"], record)
     for key, value in record.items():
         if key != "members" and key != "full":

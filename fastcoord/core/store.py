@@ -88,10 +88,13 @@ class InMemoryStore:
         the group's record, which is then what consumer_record(group, None) would give."""
         error = self.fail_with
         if error == _NONE and self.keeps_group_records:
-            folded = fold_consumer_record(self.groups.get(group_id), record)
-            if folded is not None:      # (None: a partial record over nothing, skipped)
-                self.groups[group_id] = folded
+            self._fold_consumer(group_id, record)
         done(error)
+
+    def _fold_consumer(self, group_id: str, record: dict) -> None:
+        folded = fold_consumer_record(self.groups.get(group_id), record)
+        if folded is not None:      # (None: a partial record over nothing, skipped)
+            self.groups[group_id] = folded
 
     def delete_offsets(self, group_id: str, partitions, done: Done) -> None:
         """Tombstones for single offsets (expired, or deleted by OffsetDelete)."""
@@ -150,9 +153,7 @@ class DeferredStore(InMemoryStore):
             if kind == "group":
                 self.groups[group_id] = payload
             elif kind == "consumer":
-                folded = fold_consumer_record(self.groups.get(group_id), payload)
-                if folded is not None:
-                    self.groups[group_id] = folded
+                self._fold_consumer(group_id, payload)
             else:
                 self.offsets.setdefault(group_id, {}).update(payload)
         done(error)
