@@ -1081,7 +1081,11 @@ class ConsumerLogic:
                         # one fails too; the store's fold refuses it (consumer_records)
                         error = Errors.NOT_COORDINATOR
                         why = "a write followed one the store did not take"
-                if error != Errors.NONE and group.consumer is cg:
+                # (a group that left the coordinator meanwhile, its shard unloaded or
+                # the group deleted, is not brought back: its members would hold slots
+                # of a group no longer in the table)
+                if error != Errors.NONE and group.consumer is cg \
+                        and logic.table.groups.get(group_id) is group.rec:
                     cg.dirty_all = True
                     logic.table.consumer_quiet(group.rec, 0, -1)        # the next writes all
                     self._revert(group, seq)

@@ -285,6 +285,38 @@ def test_a_whole_record_written_after_the_failed_one_stands(impl):
     assert view(coord) == before == view(reload(impl, store))
 
 
+
+def test_a_write_failing_after_its_shard_was_unloaded_changes_nothing(impl):
+    """The group moved away (its shard unloaded) while its write was on its way, then
+    the write fails: the group that left is not brought back, no member of it stays in
+    the member table, and the shard loaded again serves the group as stored."""
+    store = DeferredStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    store.complete_all()
+    send(coord, "m1", 1, owned_partitions=ALL)
+    store.complete_all()
+    m2 = joined(coord, "m2")
+    shards = [s for s in range(coord.config.num_shards) if coord.owns_shard(s)]
+    for s in shards:
+        coord.unload_shard(s)
+    store.complete(0, E.NOT_COORDINATOR)
+    assert [r.error for r in m2] == [E.NOT_COORDINATOR]
+    assert coord.consumer_member_handle("g", "m1") == -1
+    assert coord._logic.owners == {}              # (no slot left to a group that left)
+    for s in shards:
+        coord.begin_loading(s)
+    coord.load_group("g", store.groups["g"], store.offsets.get("g", {}))
+    for s in shards:
+        coord.finish_loading(s)
+    assert view(coord) == view(reload(impl, store))
+    again = send(coord, "m1", 1, owned_partitions=ALL)
+    store.complete_all()
+    assert [(r.error, r.member_epoch) for r in again] == [(E.NONE, 1)]
+    h = coord.consumer_member_handle("g", "m1")
+    assert h != -1 and coord.consumer_heartbeat_handle(h, 1).member_epoch == 1
+
+
 # -- a random history of writes confirmed and refused ---------------------------------
 
 class FailedWrites(RuleBasedStateMachine):
