@@ -152,7 +152,7 @@ class ConsumerGroupState:
     __slots__ = ("group_epoch", "assignment_epoch", "members", "static", "target",
                  "owners", "resolved", "regex_refresh", "regex_timer", "regex_resolved_ms",
                  "regex_topics_version", "topics_version", "metadata", "dirty", "dirty_all",
-                 "write_seq", "stored_seq", "committed", "live", "new_group")
+                 "write_seq", "stored_seq", "committed", "live", "came_from")
 
     def __init__(self) -> None:
         self.group_epoch = 0
@@ -189,11 +189,12 @@ class ConsumerGroupState:
         # memory is always committed with every live record applied.
         self.committed: Optional[dict] = None
         self.live: Dict[int, dict] = {}
-        # The group did not exist before this state was made (its first heartbeat created
-        # it): with nothing committed, the store holds nothing of it. A group made from
-        # another one (a classic group, or an earlier consumer group of the id that a
-        # JoinGroup turned classic) has no committed state of its own to go back to.
-        self.new_group = False
+        # A group made from a classic group (one with members it converted, or an empty
+        # one it took over) goes back to that group while the store holds nothing of
+        # this one: `came_from` is (the classic record as it was in memory, whether it
+        # was rebalancing) until the store confirms a record. Otherwise, with nothing
+        # committed, the group's first heartbeat created it: a revert removes it.
+        self.came_from: Optional[tuple] = None
 
     def state_name(self) -> str:
         if not self.members:
@@ -288,6 +289,7 @@ def _commit(cg: ConsumerGroupState, seq: int, record: dict) -> None:
     committed = cg.committed
     if committed is None or seq > committed.get("seq", 0):
         cg.committed = commit_consumer_record(committed, record)
+    cg.came_from = None     # (the store holds this group now, not the one it came from)
 
 
 class _Refused(Exception):
@@ -523,11 +525,12 @@ class ConsumerLogic:
                 else:
                     # (Kafka's classic group is empty without members: the members
                     # pending a second join are dropped with it)
+                    came_from = None if created else (logic.classic_record(group), False)
                     for slot in group.pending.values():
                         logic._release_slot(slot)
                     group.pending.clear()
                     logic.make_consumer_group(group)
-                    group.consumer.new_group = created
+                    group.consumer.came_from = came_from
         return group
 
     def _heartbeat(self, group, member_id, member_epoch, instance_id, rack_id,
@@ -1123,23 +1126,43 @@ class ConsumerLogic:
 
     def _go_back(self, group) -> None:
         """The group back to what the store holds with every live record applied (a
-        failed write's, or a refused heartbeat's, changes undone), where that can be
-        known: not for a group made from another with nothing stored yet. (A mixed
-        group's classic members come back as a load brings them: their joins and syncs
-        are answered at once, never parked on the group's state.) Caller holds the
-        group's lock."""
+        failed write's, or a refused heartbeat's, changes undone); with nothing stored
+        of it, the classic group it was made from or no group at all. (A mixed group's
+        classic members come back as a load brings them: their joins and syncs are
+        answered at once, never parked on the group's state.) Caller holds the group's
+        lock."""
         cg = group.consumer
         if cg is None or getattr(self.logic.store, "store_consumer_group", None) is None:
             return
         state = cg.committed
         for earlier in sorted(cg.live):
             state = fold_consumer_record(state, cg.live[earlier])
-        if state is None and not cg.new_group:
-            return              # (made from another group: kept as it is)
+        if state is None and cg.came_from is not None:
+            _log_once.info(("reverted", group.group_id), "consumer group %s: back to the "
+                           "classic group it was made from", group.group_id)
+            self._back_to_classic(group, *cg.came_from)
+            return
         _log_once.info(("reverted", group.group_id), "consumer group %s: back to its stored "
                        "state (epoch %s)", group.group_id,
                        0 if state is None else state["group_epoch"])
         self.restore(group, state)
+        if state is None:
+            # As Kafka's group that never was: gone, unless offsets were committed to it
+            # meanwhile (they are the group's to keep). The store holds nothing of it.
+            self.logic._remove_if_unused(group, False)
+
+    def _back_to_classic(self, group, record: dict, rebalancing: bool) -> None:
+        """The group made from a classic group with nothing of its own stored is that
+        classic group again, as Kafka's conversion goes with a failed append: `record`
+        installed as a load installs it (members Stable, sessions starting now). A group
+        that was rebalancing rebalances again: its members' parked joins and syncs were
+        answered REBALANCE_IN_PROGRESS at the conversion. Caller holds the lock."""
+        logic = self.logic
+        self.forget_all(group)
+        logic._make_classic_group(group)
+        logic.install_classic_record(group, record)
+        if rebalancing and group.members:
+            logic._maybe_prepare_rebalance(group)
 
     def restore(self, group, state: Optional[dict]) -> None:
         """The group becomes `state` (a full record; None: empty at epoch 0), as a

@@ -36,7 +36,7 @@ from fastcoord.core.consumer_embedded import (
 )
 from fastcoord.core.errors import Errors
 from fastcoord.core.results import JoinGroupResult, LeaveGroupResult, SyncGroupResult
-from fastcoord.core.states import EMPTY
+from fastcoord.core.states import CR, EMPTY, PR
 
 log = logging.getLogger("fastcoord.coordinator")
 
@@ -114,12 +114,14 @@ class MixedGroups:
         if check is not None:
             check()             # (what refuses the join after the conversion: raises first)
         generation = group.generation
-        self._drop_classic_side(group)
         logic = self.logic
+        came_from = (logic.classic_record(group), group.state in (PR, CR))
+        self._drop_classic_side(group)
         consumers = self.consumers
         logic.make_consumer_group(group)
         self.end_classic_operations(group)
         cg = group.consumer
+        cg.came_from = came_from
         cg.group_epoch = cg.assignment_epoch = generation
         topics = consumers.topics
         now = logic.clock.now_ms()

@@ -1442,18 +1442,25 @@ class GroupLogic:
                 self._emit_offset_tombstones(group_id, removed)
         return _NONE, results
 
-    def _remove_if_unused(self, group: Group) -> bool:
+    def _remove_if_unused(self, group: Group, tombstone: bool = True) -> bool:
         """An Empty group with no offsets (none on their way to the store either), no
         members and no pending joins is removed: Dead, out of the table, and a tombstone
-        to the store. Caller holds the group's lock."""
+        to the store (unless not `tombstone`: the store holds nothing of the group).
+        Caller holds the group's lock."""
         if (group.state != EMPTY or group.offsets or group.pending_offsets or group.pending
                 or group.members or (group.consumer is not None and group.consumer.members)):
             return False
         group.transition_to(DEAD)
         self.table.drop_group(group.group_id)
-        self._emit(self.store.store_group, group.group_id, None,
-                   _log_store_error(group.group_id))
+        if tombstone:
+            self._emit(self.store.store_group, group.group_id, None,
+                       _log_store_error(group.group_id))
         return True
+
+    def classic_record(self, group: Group) -> dict:
+        """The classic group's record as it is in memory (`_group_record` with each
+        member's current assignment). Caller holds the group's lock."""
+        return _group_record(group, {m.member_id: m.assignment for m in group.members.values()})
 
     def _emit_offset_tombstones(self, group_id: str, partitions: list) -> None:
         # (a store without delete_offsets keeps no offsets that could come back)
@@ -1486,36 +1493,40 @@ class GroupLogic:
             if record and record.get("consumer"):
                 self.consumers.load(group, record)
                 return
-            if not record or not record.get("members"):
-                if record:
-                    group.generation = record["generation"]
-                    group.rec.generation = group.generation
-                    group.protocol_type = record.get("protocol_type")
-                    # An Empty group's record is written as it becomes Empty: the store
-                    # gives its write time (else the group counts as Empty since now)
-                    written = record.get("written_ms")
-                    if type(written) is int:
-                        group.empty_since_ms = written
-                return
-            group.generation = record["generation"]
-            group.rec.generation = group.generation
-            group.protocol_type = record["protocol_type"]
-            group.protocol_name = record["protocol"]
-            now = self.clock.now_ms()
-            for m in record["members"]:
-                session = m["session_timeout_ms"]
-                slot = self.table.alloc(group.rec, m["member_id"], session, now + session, False)
-                member = Member(m["member_id"], m["instance_id"], m["client_id"], m["client_host"],
-                                m["rebalance_timeout_ms"], session, group.protocol_type,
-                                [(group.protocol_name, m["subscription"])], slot)
-                member.assignment = m["assignment"]
-                self.owners[slot] = (group, member.member_id)
-                group.add(member, None)
-            group.leader_id = record["leader"] if record["leader"] in group.members \
-                else next(iter(group.members))
-            group.state = STABLE          # a loaded group with members is Stable (Kafka)
-            group.rec.state = STABLE
-            group.version = next(_EPOCHS)
+            if record:
+                self.install_classic_record(group, record)
+
+    def install_classic_record(self, group: Group, record: dict) -> None:
+        """The classic group of `record` (what `_group_record` wrote) into `group`, which
+        has no members: members Stable with their assignments, each session ending a
+        session from now; without members, an Empty group at the record's generation.
+        Caller holds the group's lock."""
+        group.generation = record["generation"]
+        group.rec.generation = group.generation
+        group.protocol_type = record.get("protocol_type")
+        if not record.get("members"):
+            # An Empty group's record is written as it becomes Empty: the store
+            # gives its write time (else the group counts as Empty since now)
+            written = record.get("written_ms")
+            if type(written) is int:
+                group.empty_since_ms = written
+            return
+        group.protocol_name = record["protocol"]
+        now = self.clock.now_ms()
+        for m in record["members"]:
+            session = m["session_timeout_ms"]
+            slot = self.table.alloc(group.rec, m["member_id"], session, now + session, False)
+            member = Member(m["member_id"], m["instance_id"], m["client_id"], m["client_host"],
+                            m["rebalance_timeout_ms"], session, group.protocol_type,
+                            [(group.protocol_name, m["subscription"])], slot)
+            member.assignment = m["assignment"]
+            self.owners[slot] = (group, member.member_id)
+            group.add(member, None)
+        group.leader_id = record["leader"] if record["leader"] in group.members \
+            else next(iter(group.members))
+        group.state = STABLE          # a loaded group with members is Stable (Kafka)
+        group.rec.state = STABLE
+        group.version = next(_EPOCHS)
 
     def on_group_loaded(self, group: Group) -> None:
         with group.rec:

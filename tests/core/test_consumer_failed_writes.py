@@ -227,20 +227,39 @@ def test_a_revert_gives_the_members_new_handles(impl):
     assert new != old and coord.consumer_heartbeat_handle(new, 1).member_epoch == 1
 
 
-def test_a_group_whose_first_write_failed_is_empty(impl):
+def test_a_group_whose_first_write_failed_is_no_group(impl):
+    """As Kafka's group whose creating append failed: it never was. Nothing is written
+    for it (the store never held it)."""
     store = DeferredStore()
     coord = make(impl, store)
     first = joined(coord, "m1")
-    version = coord.group_version("g")
+    assert coord.group_version("g") >= 0
     store.complete(0, E.NOT_COORDINATOR)
     assert [r.error for r in first] == [E.NOT_COORDINATOR]
     d = coord.consumer_group_describe(["g"])[0]
-    assert (d.state, d.group_epoch, d.members) == ("Empty", 0, [])
-    assert coord.group_version("g") != version      # a reader by version sees it changed
+    assert (d.error, d.state) == (E.GROUP_ID_NOT_FOUND, "Dead")
+    assert coord.group_version("g") == -1 and coord.list_groups() == []
+    assert store.pending == [] and "g" not in store.groups
     # the client's retry creates it as its first join would have
     again = joined(coord, "m1")
     store.complete_all()
     assert (again[0].error, again[0].member_epoch, again[0].assignment) == (E.NONE, 1, ALL)
+
+
+def test_a_new_group_with_offsets_stays_after_its_first_write_failed(impl):
+    """Offsets committed to the group while its first write was on its way are the
+    group's to keep: it stays, Empty at epoch 0."""
+    store = DeferredStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    out = []
+    coord.commit_offsets("g", "m1", 1, {("foo", 0): 5}, callback=out.append)
+    store.complete(1, E.NONE)                     # the offsets
+    store.complete(0, E.NOT_COORDINATOR)          # the join
+    d = coord.consumer_group_describe(["g"])[0]
+    assert (d.error, d.state, d.group_epoch, d.members) == (E.NONE, "Empty", 0, [])
+    err, offsets = coord.fetch_offsets("g", [("foo", 0)])
+    assert (err, offsets[("foo", 0)].offset) == (E.NONE, 5)
 
 
 def test_a_failure_keeps_the_changes_of_earlier_records_still_on_their_way(impl):
@@ -322,9 +341,8 @@ def test_a_write_failing_after_its_shard_was_unloaded_changes_nothing(impl):
 class FailedWrites(RuleBasedStateMachine):
     """Consumer-protocol clients join, heartbeat (owning what they were given), leave
     and go silent while the store confirms or refuses their group's writes in order.
-    Whenever no write is on its way, the group is what the store holds (nothing, or
-    empty at epoch 0, when its first write failed): a failed write leaves nothing of
-    itself behind."""
+    Whenever no write is on its way, the group is what the store holds (no group,
+    when its first write failed): a failed write leaves nothing of itself behind."""
 
     impl = "native"         # (the test makes one class per twin)
 
@@ -386,7 +404,7 @@ class FailedWrites(RuleBasedStateMachine):
         stored = self.store.groups.get("g")
         if stored is None:
             d = self.coord.consumer_group_describe(["g"])[0]
-            assert d.error != E.NONE or (d.group_epoch, d.members) == (0, [])
+            assert d.error == E.GROUP_ID_NOT_FOUND
         else:
             assert view(self.coord) == view(reload(self.impl, self.store))
 

@@ -541,6 +541,97 @@ def test_a_mixed_group_goes_back_to_its_stored_state_when_a_write_fails(impl):
     assert "c2" in described(coord)[1]
 
 
+def reload_classic(impl, store):
+    """A new coordinator that loaded group "g" from `store`."""
+    again = make(impl)
+    shards = [s for s in range(again.config.num_shards) if again.owns_shard(s)]
+    for s in shards:
+        again.begin_loading(s)
+    again.load_group("g", store.groups.get("g"), store.offsets.get("g", {}))
+    for s in shards:
+        again.finish_loading(s)
+    return again
+
+
+def test_a_conversion_whose_write_failed_leaves_the_classic_group(impl):
+    """The consumer join that converts a Stable classic group fails to be written: as
+    Kafka's conversion goes with the failed append, the group is the classic group
+    again, its members Stable at their generation with their assignments, as a restart
+    would load it; the retried join converts it."""
+    store = InMemoryStore()
+    coord = make(impl, store=store)
+    (m1, gen), (m2, _) = classic_group(coord, [[0, 1, 2], [3, 4, 5]])
+    before = coord.describe_group("g")
+    assert before.state == "Stable" and store.groups["g"]["generation"] == gen
+    store.fail_with = E.NOT_COORDINATOR          # a full disk
+    assert cg_join(coord, "c1").error == E.NOT_COORDINATOR
+    assert group_type(coord) == "classic"
+    assert coord.describe_group("g") == before == reload_classic(impl, store).describe_group("g")
+    assert [coord.heartbeat("g", m, gen) for m in (m1, m2)] == [E.NONE, E.NONE]
+    assert coord.consumer_group_describe(["g"])[0].error == E.GROUP_ID_NOT_FOUND
+    store.fail_with = E.NONE
+    assert cg_join(coord, "c1").error == E.NONE
+    assert group_type(coord) == "consumer"
+    assert set(described(coord)[1]) == {m1, m2, "c1"}
+
+
+def test_a_failed_conversion_of_a_rebalancing_group_rebalances_it_again(impl):
+    """A classic group in a rebalance (a third member's join parked) is converted and
+    the write fails: the parked join was answered REBALANCE_IN_PROGRESS by the
+    conversion, so the classic group rebalances again and its members' rejoins
+    complete a new generation."""
+    store = InMemoryStore()
+    coord = make(impl, store=store)
+    (m1, gen), (m2, _) = classic_group(coord, [[0, 1, 2], [3, 4, 5]])
+    parked = cjoin(coord, m1)           # the leader rejoins: a rebalance starts
+    assert parked == []
+    store.fail_with = E.NOT_COORDINATOR
+    assert cg_join(coord, "c1").error == E.NOT_COORDINATOR
+    assert [p.error for p in parked] == [E.REBALANCE_IN_PROGRESS]
+    assert group_type(coord) == "classic"
+    assert coord.describe_group("g").state == "PreparingRebalance"
+    assert coord.heartbeat("g", m2, gen) == E.REBALANCE_IN_PROGRESS
+    store.fail_with = E.NONE
+    answers = [cjoin(coord, m) for m in (m1, m2)]
+    coord.advance_time(1)
+    assert [(a[0].error, a[0].generation_id) for a in answers] == [(E.NONE, gen + 1)] * 2
+
+
+def test_a_conversion_whose_assignor_raised_leaves_the_classic_group(impl):
+    """The converting join's target cannot be computed (the assignor raises): the join
+    answers UNKNOWN_SERVER_ERROR and the group is the classic group again."""
+    coord = make(impl, store=InMemoryStore())
+    (m1, gen), (m2, _) = classic_group(coord, [[0, 1, 2], [3, 4, 5]])
+    before = coord.describe_group("g")
+    real = coord._logic.consumers.assign
+    coord._logic.consumers.assign = lambda *args: 1 / 0
+    assert cg_join(coord, "c1").error == E.UNKNOWN_SERVER_ERROR
+    assert group_type(coord) == "classic" and coord.describe_group("g") == before
+    assert [coord.heartbeat("g", m, gen) for m in (m1, m2)] == [E.NONE, E.NONE]
+    coord._logic.consumers.assign = real
+    assert cg_join(coord, "c1").error == E.NONE and group_type(coord) == "consumer"
+
+
+def test_an_empty_classic_group_taken_over_comes_back_when_the_write_fails(impl):
+    """A consumer join takes over an empty classic group (its offsets stay with it);
+    the write fails: the empty classic group is back, offsets and all."""
+    store = InMemoryStore()
+    coord = make(impl, store=store)
+    (m1, gen), = classic_group(coord, [[0, 1, 2, 3, 4, 5]])
+    assert coord.commit_offsets("g", m1, gen, {("t", 0): 7}) == {("t", 0): E.NONE}
+    assert coord.leave_group("g", [(m1, None)]).error == E.NONE
+    assert coord.describe_group("g").state == "Empty"
+    store.fail_with = E.NOT_COORDINATOR
+    assert cg_join(coord, "c1").error == E.NOT_COORDINATOR
+    assert group_type(coord) == "classic"
+    d = coord.describe_group("g")
+    assert (d.state, d.protocol_type) == ("Empty", "consumer")
+    err, offsets = coord.fetch_offsets("g", [("t", 0)])
+    assert (err, offsets[("t", 0)].offset) == (E.NONE, 7)
+    store.fail_with = E.NONE
+    assert cg_join(coord, "c1").error == E.NONE and group_type(coord) == "consumer"
+
+
 def test_classic_members_survive_a_reload(impl):
     store = InMemoryStore()
     coord = make(impl, store=store)
