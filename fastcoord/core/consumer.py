@@ -1166,11 +1166,16 @@ class ConsumerLogic:
 
     def restore(self, group, state: Optional[dict]) -> None:
         """The group becomes `state` (a full record; None: empty at epoch 0), as a
-        restart would load it: its members as recorded, each with a new slot and a
-        session starting now, a member revoking with its rebalance timeout again, the
-        topics' metadata and the regexes to recompute. Its store bookkeeping (numbers,
-        committed, live) stays; its next record is whole. Caller holds the lock."""
+        restart would load it: its members as recorded, each with a new slot, a member
+        revoking with its rebalance timeout again, the topics' metadata and the regexes
+        to recompute. A consumer-protocol member that was in the group keeps its
+        session's end (Kafka's session timers are not part of what it reverts); any
+        other member's session starts now. Its store bookkeeping (numbers, committed,
+        live) stays; its next record is whole. Caller holds the lock."""
         cg = group.consumer
+        table = self.logic.table
+        sessions = {m.member_id: table.deadline(m.slot) for m in cg.members.values()
+                    if m.slot >= 0 and m.classic is None}
         self.forget_all(group)
         cg.target.clear()
         cg.regex_refresh = False
@@ -1186,9 +1191,14 @@ class ConsumerLogic:
             self._install_record(group, cg, state, self.logic.clock.now_ms())
         cg.dirty = set()
         cg.dirty_all = True
-        self.logic.table.consumer_quiet(group.rec, 0, -1)
+        table.consumer_quiet(group.rec, 0, -1)
         for member in cg.members.values():
-            if member.state == UNREVOKED_PARTITIONS and member.classic is None:
+            if member.classic is not None:
+                continue
+            ends = sessions.get(member.member_id)
+            if ends is not None:
+                table.set_deadline(member.slot, ends)
+            if member.state == UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group, member)
 
     # ======================================================================

@@ -227,6 +227,23 @@ def test_a_revert_gives_the_members_new_handles(impl):
     assert new != old and coord.consumer_heartbeat_handle(new, 1).member_epoch == 1
 
 
+def test_a_revert_keeps_each_members_session_end(impl):
+    """m1 last heartbeats at 0 (sessions of 45 s); at 30 s m2's join fails. m1's
+    session still ends at 45 s, as Kafka's timers, which a revert leaves alone; m2,
+    never added, has none."""
+    store = InMemoryStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    coord.advance_time(30_000)
+    store.fail_with = E.NOT_COORDINATOR
+    assert [r.error for r in joined(coord, "m2")] == [E.NOT_COORDINATOR]
+    store.fail_with = E.NONE
+    coord.advance_time(14_000)
+    assert set(members(coord)[1]) == {"m1"}
+    coord.advance_time(2_000)                    # 46 s: m1's session ended
+    assert members(coord)[1] == {}
+
+
 def test_a_group_whose_first_write_failed_is_no_group(impl):
     """As Kafka's group whose creating append failed: it never was. Nothing is written
     for it (the store never held it)."""
