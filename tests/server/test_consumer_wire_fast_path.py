@@ -226,6 +226,11 @@ def test_the_reader_answers_from_a_member_table(wire, impl, bound):
     assert reader(stale, written.append, None, ("cli", "h")) == 0
     assert reader(frame, written.append, None, ("another", "h")) == 0
     assert reader.consumer_answered == 1 and len(written) == 1
+    # a group config's new interval is in the next answer (the native reader reads it
+    # beside the cached answer, not from it)
+    coord.set_group_config("g", {"consumer.heartbeat.interval.ms": 7000})
+    assert reader(frame, written.append, None, ("cli", "h")) == len(frame)
+    assert written[-1] == kio_answer(1, 9, "m-1", 1, 7000)
 
 
 def test_the_per_read_reader_answers_steady_consumer_heartbeats(wire):

@@ -33,11 +33,8 @@ from fastcoord.server._native.jsontext cimport (
 
 from json.encoder import encode_basestring_ascii as _json_str   # json.dumps' own (C)
 
-from fastcoord.core.results import ConsumerGroupHeartbeatResult as _HeartbeatResult
 
 # The steady answer's fields the response carries, by their place in the result
-cdef Py_ssize_t _RESULT_EPOCH = _HeartbeatResult._fields.index("member_epoch")
-cdef Py_ssize_t _RESULT_INTERVAL = _HeartbeatResult._fields.index("heartbeat_interval_ms")
 
 cdef enum:
     HEARTBEAT_KEY = 12
@@ -391,23 +388,28 @@ cdef class HeartbeatReader:
             member_id = _text(frame, cg.member)
         except UnicodeDecodeError:
             return -1
+        cdef int32_t epoch, interval
+        client_id, client_host = ident
         if self.table is not None:
-            result = self.table.c_consumer_steady(group_id, member_id, cg.epoch, ident[0],
-                                                  ident[1])
+            # (the answer's epoch is the request's; its interval kept beside the cached
+            # answer, which is not touched)
+            if not (type(client_id) is str and type(client_host) is str):
+                return -1
+            interval = self.table.c_wire_steady(group_id, member_id, cg.epoch, client_id,
+                                                client_host)
+            if interval < 0:
+                return -1
+            epoch = cg.epoch
         else:
-            result = self.steady(group_id, member_id, cg.epoch, ident[0], ident[1])
-        if result is None:
-            return -1
+            result = self.steady(group_id, member_id, cg.epoch, client_id, client_host)
+            if result is None:
+                return -1
+            epoch = result.member_epoch
+            interval = result.heartbeat_interval_ms
         if used[0] + 27 + cg.member.length > self.scratch_cap and \
                 grow(&self.scratch, &self.scratch_cap, used[0] + 27 + cg.member.length) < 0:
             raise MemoryError()
-        if type(result) is _HeartbeatResult:        # (by position: no attribute lookup)
-            used[0] += _encode_steady(self.scratch + used[0], frame, &cg,
-                                      (<tuple>result)[_RESULT_EPOCH],
-                                      (<tuple>result)[_RESULT_INTERVAL])
-        else:
-            used[0] += _encode_steady(self.scratch + used[0], frame, &cg, result.member_epoch,
-                                      result.heartbeat_interval_ms)
+        used[0] += _encode_steady(self.scratch + used[0], frame, &cg, epoch, interval)
         hb.version = cg.version
         hb.generation = cg.epoch
         hb.client = cg.client

@@ -50,6 +50,7 @@ ctypedef struct CSlot:
     PyObject* result
     PyObject* client_id
     PyObject* client_host
+    int32_t interval            # the result's heartbeat_interval_ms (c_wire_steady's)
 
 
 cdef enum:
@@ -169,7 +170,8 @@ cdef class MemberTable(TimerSink):
     cdef int grow_chunk_index(self) except -1
     cdef void consumer_clear(self, Py_ssize_t slot) noexcept
     cdef int64_t now(self) except? -1
-    cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer) except -2
+    cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer,
+                             bint answer=*) except -2
     cdef int map_insert(self, Py_ssize_t slot) except -1
     cdef void map_delete(self, Py_ssize_t slot) noexcept
     cdef int map_resize(self, Py_ssize_t cap) except -1
@@ -192,6 +194,8 @@ cdef class MemberTable(TimerSink):
                                   object client_id, object client_host)
     cdef object c_steady(self, object group_id, object member_id, object member_epoch,
                          str client_id, str client_host)
+    cdef int32_t c_wire_steady(self, str group_id, str member_id, int32_t epoch,
+                               str client_id, str client_host) except -2
     cdef int c_answer(self, object callback, object result) except -1
     cdef int c_callback_raised(self) except -1
     cpdef int shard_state(self, int shard) except -1

@@ -282,6 +282,55 @@ cdef class GroupRecord:
         pthread_mutex_unlock(&self.core.mu)
 
 
+cdef inline Py_ssize_t _steady_slot(MemberTable t, str group_id, str member_id,
+                                     int32_t epoch, GroupCore** core, uint32_t* gen,
+                                     bint answer) except -2:
+    """The slot of the settled consumer member (group_id, member_id) at `epoch` whose
+    group is quiet at it, read without the group's lock (its core and the slot's
+    generation in `core` and `gen`, for _steady_locked to re-check under it); or -1.
+    `answer`: the caller returns the cached answer (map_find asks for its line)."""
+    cdef Py_ssize_t slot
+    cdef Slot* s
+    cdef CSlot* c
+    if not t.active:
+        return -1
+    slot = t.map_find(group_id, member_id, 1, answer)
+    if slot < 0:
+        return -1
+    s = t.slot_ptr(slot)
+    core[0] = s.core
+    gen[0] = s.gen
+    if s.cepoch != epoch:
+        return -1
+    c = t.cslot_ptr(slot)
+    if c is NULL or c.result is NULL:
+        return -1
+    if t.shards[core[0].shard] != SHARD_ACTIVE or core[0].cquiet != epoch \
+            or core[0].ctopics != t.ctopics:
+        return -1
+    return slot
+
+
+cdef inline CSlot* _steady_locked(MemberTable t, Py_ssize_t slot, GroupCore* core,
+                                  uint32_t gen, int32_t epoch, str client_id,
+                                  str client_host) except? NULL:
+    """Under the group's lock, which the slow path publishes under: _steady_slot's
+    reading re-checked and the client id and host the recorded ones: the member's CSlot,
+    its session refreshed; or NULL, nothing changed (a new client id or host is the
+    slow path's to record)."""
+    cdef Slot* s = t.slot_ptr(slot)
+    cdef CSlot* c
+    if (s.core is not core or s.gen != gen or not s.consumer or s.cepoch != epoch
+            or core.cquiet != epoch or core.ctopics != t.ctopics):
+        return NULL
+    c = t.cslot_ptr(slot)
+    if c is NULL or c.result is NULL or not (same_id(c.client_id, client_id)
+                                            and same_id(c.client_host, client_host)):
+        return NULL
+    t.refresh(slot, s, t.now() + s.session_timeout)
+    return c
+
+
 cdef class MemberTable(TimerSink):
     def __cinit__(self, clock, Timer timer, int num_shards):
         if num_shards <= 0:
@@ -407,9 +456,11 @@ cdef class MemberTable(TimerSink):
         return self.now_ms()
 
     # -- the (group id, member id) -> slot map ------------------------------------------
-    cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer) except -2:
+    cdef Py_ssize_t map_find(self, object group_id, object member_id, int consumer,
+                             bint answer=True) except -2:
         """The slot of (group id, member id) among classic members (consumer 0) or
-        consumer-protocol members (consumer 1), or -1."""
+        consumer-protocol members (consumer 1), or -1. For a consumer member whose cached
+        answer the caller returns (`answer`), that answer's line is asked for early."""
         cdef uint64_t h = fc_mix(id_hash(group_id), id_hash(member_id))
         cdef uint64_t tag = h >> 32, e
         cdef Py_ssize_t mask = self.map_cap - 1, i = <Py_ssize_t>(h & <uint64_t>mask), slot
@@ -428,7 +479,7 @@ cdef class MemberTable(TimerSink):
                     fc_prefetch(c)
                 s = self.slot_ptr(slot)
                 if s.consumer == consumer and id_equal(s.member_id, member_id):
-                    if c is not NULL and c.result is not NULL:
+                    if answer and c is not NULL and c.result is not NULL:
                         # ... and returns its cached answer, whose line is asked for
                         # here (read without the lock, only to ask): its miss then
                         # overlaps the group core's, which the group id's check loads
@@ -736,6 +787,7 @@ cdef class MemberTable(TimerSink):
         caller holds the group's lock."""
         cdef Py_ssize_t chunk = slot >> SLOT_CHUNK_BITS
         cdef CSlot* c
+        cdef int32_t interval = result.heartbeat_interval_ms   # (the wire's answer needs it)
         if member_epoch <= 0:
             raise ValueError(f"member_epoch must be > 0, got {member_epoch}")
         if self.cchunks[chunk] is NULL:
@@ -750,6 +802,7 @@ cdef class MemberTable(TimerSink):
         c.result = <PyObject*>result
         c.client_id = <PyObject*>client_id
         c.client_host = <PyObject*>client_host
+        c.interval = interval
         self.slot_ptr(slot).cepoch = member_epoch
 
     def consumer_unsettle(self, Py_ssize_t slot):
@@ -779,47 +832,45 @@ cdef class MemberTable(TimerSink):
                                 str client_id, str client_host):
         """c_consumer_steady once the client id and host are known to be str."""
         cdef Py_ssize_t slot
-        cdef Slot* s
         cdef GroupCore* core
-        cdef long epoch
-        cdef int overflow
         cdef uint32_t gen
         cdef CSlot* c
-        if not (type(group_id) is str and type(member_id) is str and type(member_epoch) is int
-                and self.active):
+        cdef long epoch
+        cdef int overflow
+        if not (type(group_id) is str and type(member_id) is str and type(member_epoch) is int):
             return None
         epoch = PyLong_AsLongAndOverflow(member_epoch, &overflow)
         if overflow or epoch <= 0 or epoch > 0x7FFFFFFF:
             return None
-        slot = self.map_find(group_id, member_id, 1)
+        slot = _steady_slot(self, <str>group_id, <str>member_id, <int32_t>epoch, &core, &gen,
+                            True)
         if slot < 0:
-            return None
-        s = self.slot_ptr(slot)
-        core = s.core
-        gen = s.gen
-        # Read before the lock, as c_consumer_handle does: the settled epoch, the
-        # cached answer (asked for) and the core's quiet point; re-read under it
-        if s.cepoch != epoch:
-            return None
-        c = self.cslot_ptr(slot)
-        if c is NULL or c.result is NULL:
-            return None
-        fc_prefetch(c.result)
-        if self.shards[core.shard] != SHARD_ACTIVE or core.cquiet != epoch \
-                or core.ctopics != self.ctopics:
             return None
         lock_with_gil(core)
         try:
-            # Re-checked under the group's lock, under which the slow path publishes.
-            if (s.core is not core or s.gen != gen or not s.consumer or s.cepoch != epoch
-                    or core.cquiet != epoch or core.ctopics != self.ctopics):
-                return None
-            c = self.cslot_ptr(slot)
-            if c is NULL or c.result is NULL or not (same_id(c.client_id, client_id)
-                                                    and same_id(c.client_host, client_host)):
-                return None     # a new client id or host: the slow path records it
-            self.refresh(slot, s, self.now() + s.session_timeout)
-            return <object>c.result
+            c = _steady_locked(self, slot, core, gen, <int32_t>epoch, client_id, client_host)
+            return None if c is NULL else <object>c.result
+        finally:
+            pthread_mutex_unlock(&core.mu)
+
+    cdef int32_t c_wire_steady(self, str group_id, str member_id, int32_t epoch,
+                               str client_id, str client_host) except -2:
+        """c_steady for a server's wire path, which needs the answer's heartbeat interval
+        alone (its member epoch is the request's): the interval, or -1 having changed
+        nothing. The cached answer object is not touched."""
+        cdef Py_ssize_t slot
+        cdef GroupCore* core
+        cdef uint32_t gen
+        cdef CSlot* c
+        if epoch <= 0:
+            return -1
+        slot = _steady_slot(self, group_id, member_id, epoch, &core, &gen, False)
+        if slot < 0:
+            return -1
+        lock_with_gil(core)
+        try:
+            c = _steady_locked(self, slot, core, gen, epoch, client_id, client_host)
+            return -1 if c is NULL else c.interval
         finally:
             pthread_mutex_unlock(&core.mu)
 
