@@ -43,16 +43,32 @@ def joined(coord, member_id, group="g"):
                 subscribed_topic_names=["foo"], owned_partitions={})
 
 
-def reload(impl, store):
-    """A new coordinator that loaded the group from `store`."""
-    coord = make(impl, InMemoryStore())
-    shards = [s for s in range(coord.config.num_shards) if coord.owns_shard(s)]
+def load_into(coord, store):
+    """`coord` with the group loaded from `store` (every shard loaded again)."""
+    shards = range(coord.config.num_shards)
     for s in shards:
         coord.begin_loading(s)
     coord.load_group("g", store.groups["g"], store.offsets.get("g", {}))
     for s in shards:
         coord.finish_loading(s)
     return coord
+
+
+def reload(impl, store):
+    """A new coordinator that loaded the group from `store`."""
+    return load_into(make(impl, InMemoryStore()), store)
+
+
+def settled_m1(impl):
+    """m1 alone in the group, owning foo 0-3 at epoch 1, settled (every write stored):
+    (coord, store)."""
+    store = DeferredStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    store.complete_all()
+    send(coord, "m1", 1, owned_partitions=ALL)
+    store.complete_all()
+    return coord, store
 
 
 def members(coord):
@@ -209,12 +225,7 @@ def test_a_leave_whose_write_failed_leaves_the_member_in(impl):
 
 
 def test_a_revert_gives_the_members_new_handles(impl):
-    store = DeferredStore()
-    coord = make(impl, store)
-    joined(coord, "m1")
-    store.complete_all()
-    send(coord, "m1", 1, owned_partitions=ALL)
-    store.complete_all()
+    coord, store = settled_m1(impl)
     old = coord.consumer_member_handle("g", "m1")
     assert coord.consumer_heartbeat_handle(old, 1).member_epoch == 1     # settled
     joined(coord, "m2")
@@ -326,25 +337,16 @@ def test_a_write_failing_after_its_shard_was_unloaded_changes_nothing(impl):
     """The group moved away (its shard unloaded) while its write was on its way, then
     the write fails: the group that left is not brought back, no member of it stays in
     the member table, and the shard loaded again serves the group as stored."""
-    store = DeferredStore()
-    coord = make(impl, store)
-    joined(coord, "m1")
-    store.complete_all()
-    send(coord, "m1", 1, owned_partitions=ALL)
-    store.complete_all()
+    coord, store = settled_m1(impl)
     m2 = joined(coord, "m2")
-    shards = [s for s in range(coord.config.num_shards) if coord.owns_shard(s)]
-    for s in shards:
-        coord.unload_shard(s)
+    for s in range(coord.config.num_shards):
+        if coord.owns_shard(s):
+            coord.unload_shard(s)
     store.complete(0, E.NOT_COORDINATOR)
     assert [r.error for r in m2] == [E.NOT_COORDINATOR]
     assert coord.consumer_member_handle("g", "m1") == -1
     assert coord._logic.owners == {}              # (no slot left to a group that left)
-    for s in shards:
-        coord.begin_loading(s)
-    coord.load_group("g", store.groups["g"], store.offsets.get("g", {}))
-    for s in shards:
-        coord.finish_loading(s)
+    load_into(coord, store)
     assert view(coord) == view(reload(impl, store))
     again = send(coord, "m1", 1, owned_partitions=ALL)
     store.complete_all()

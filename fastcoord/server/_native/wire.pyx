@@ -33,9 +33,6 @@ from fastcoord.server._native.jsontext cimport (
 
 from json.encoder import encode_basestring_ascii as _json_str   # json.dumps' own (C)
 
-
-# The steady answer's fields the response carries, by their place in the result
-
 cdef enum:
     HEARTBEAT_KEY = 12
 
