@@ -1149,7 +1149,7 @@ class ConsumerLogic:
         if state is None:
             # As Kafka's group that never was: gone, unless offsets were committed to it
             # meanwhile (they are the group's to keep). The store holds nothing of it.
-            self.logic._remove_if_unused(group, False)
+            self.logic._remove_if_unused(group, tombstone=False)
 
     def _back_to_classic(self, group, record: dict, rebalancing: bool) -> None:
         """The group made from a classic group with nothing of its own stored is that
@@ -1188,7 +1188,7 @@ class ConsumerLogic:
             group.empty_since_ms = self.logic.commit_time_ms()
             group.version = self.logic.next_version()
         else:
-            self._install_record(group, cg, state, self.logic.clock.now_ms())
+            self._install_record(group, cg, state)
         cg.dirty = set()
         cg.dirty_all = True
         table.consumer_quiet(group.rec, 0, -1)
@@ -1257,15 +1257,16 @@ class ConsumerLogic:
         if type(seq) is not int or seq < 0:
             raise ValueError(f"consumer group {group.group_id!r}: seq is not a count: {seq!r}")
         cg.write_seq = cg.stored_seq = seq
-        self._install_record(group, cg, record, self.logic.clock.now_ms())
+        self._install_record(group, cg, record)
         cg.committed = commit_consumer_record(None, record)
         cg.dirty_all = False
 
-    def _install_record(self, group, cg, record: dict, now: int) -> None:
+    def _install_record(self, group, cg, record: dict) -> None:
         """The epochs, topics and members of the full record `record` into `cg`, which
         has no members: each member gets a slot with its session ending a session from
-        `now`. Caller holds the group's lock."""
+        now. Caller holds the group's lock."""
         logic = self.logic
+        now = logic.clock.now_ms()
         cg.group_epoch = record["group_epoch"]
         cg.assignment_epoch = record["assignment_epoch"]
         cg.metadata = dict(record.get("metadata", {}))

@@ -26,7 +26,7 @@ from fastcoord.storage import log as log_module
 from fastcoord.storage._pure import logscan as pure
 from fastcoord.storage.records import (
     CONSUMER_GROUP, FRAME_SIZE, HEAD_SIZE, OFFSETS, decode_consumer_record,
-    encode_consumer_group, frame,
+    encode_consumer_group, encode_group, frame,
 )
 from helpers.cgrecords import consumer_records, random_consumer_record
 from helpers.storage import Waiter, store_group_sync, store_offsets_sync
@@ -99,6 +99,23 @@ def test_a_consumer_record_round_trips_exactly_extra_fields_included(impl):
     assert (end, reason, records) == (len(data), None, 1)
     assert groups == {"grp-é": fold_consumer_record(None, RECORD)}
     assert groups["grp-é"]["members"]["m-1"]["classic"]["protocols"][1] == ("coop", b"")
+
+
+def test_a_skipped_partial_record_leaves_the_group_and_its_write_time(impl):
+    """A numbered partial consumer record over a classic group's record (the consumer
+    record before it lost: a failed conversion) is skipped: the group is the classic
+    record, written when that record was, in one scan or in two."""
+    classic = {"protocol_type": "consumer", "generation": 3, "protocol": "range",
+               "leader": None, "members": []}
+    stray = encode_consumer_group("g", {**RECORD, "seq": 5}, 200)
+    module = scanner_of(impl)
+    for parts in ([encode_group("g", classic, 100) + stray],
+                  [encode_group("g", classic, 100), stray]):
+        groups, group_ms = {}, {}
+        for data in parts:
+            end, reason, _, _ = module.scan(data, groups, {}, group_ms, {}, TOMB)
+            assert (end, reason) == (len(data), None)
+        assert groups == {"g": classic} and group_ms == {"g": 100}
 
 
 @settings(max_examples=300, deadline=None)

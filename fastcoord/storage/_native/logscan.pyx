@@ -715,12 +715,13 @@ cdef _apply_newest_first(list recs, _Keys keys, dict groups, dict offsets, dict 
         _apply_group(gid, grecs, keys, groups, offsets, group_ms, offsets_ms, tombstone)
 
 
-cdef object _consumer_fold(list grecs, Py_ssize_t newest, previous, tombstone):
+cdef tuple _consumer_fold(list grecs, Py_ssize_t newest, previous, tombstone):
     """The group's record after its newest record, grecs[newest], a consumer group's:
     the consumer records back to the last that starts afresh (a full one), or to a GROUP
     record or a tombstone, folded oldest first over it (over `previous`, an earlier
-    apply's, when none of those is there). None: nothing (a partial record over
-    nothing is skipped)."""
+    apply's, when none of those is there), with the write time of the last record that
+    made it (None: `previous` stands, every record skipped, as a partial record that
+    does not follow is)."""
     cdef _Record rec
     cdef Py_ssize_t j = newest, k
     while j >= 0:
@@ -730,19 +731,25 @@ cdef object _consumer_fold(list grecs, Py_ssize_t newest, previous, tombstone):
         if rec.kind == CONSUMER_GROUP and rec.value["full"]:
             break
         j -= 1
+    written = None
     if j < 0:
         value = previous
     elif rec.kind == GROUP:
         value = rec.value
+        written = rec.ms
     elif rec.kind == GROUP_TOMBSTONE:
         value = tombstone
+        written = rec.ms
     else:
         value = None
     for k in range(max(j, 0), newest + 1):
         rec = <_Record>grecs[k]
         if rec.kind == CONSUMER_GROUP:
-            value = fold_consumer(value, rec.value)
-    return value
+            folded = fold_consumer(value, rec.value)
+            if folded is not value:
+                value = folded
+                written = rec.ms
+    return value, written
 
 
 cdef _apply_group(str gid, list grecs, _Keys keys, dict groups, dict offsets, dict group_ms,
@@ -765,10 +772,10 @@ cdef _apply_group(str gid, list grecs, _Keys keys, dict groups, dict offsets, di
             if not named:
                 named = True
                 if rec.kind == CONSUMER_GROUP:
-                    folded = _consumer_fold(grecs, i, groups.get(gid), tombstone)
-                    if folded is not None:
+                    folded, written = _consumer_fold(grecs, i, groups.get(gid), tombstone)
+                    if written is not None:
                         groups[gid] = folded
-                        group_ms[gid] = rec.ms
+                        group_ms[gid] = written
                 else:
                     groups[gid] = rec.value if rec.kind == GROUP else tombstone
                     group_ms[gid] = rec.ms

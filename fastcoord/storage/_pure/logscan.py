@@ -115,8 +115,9 @@ def apply(recs: Records, groups: dict, offsets: dict, group_ms: dict, offsets_ms
             groups[gid] = value
             group_ms[gid] = write_ms
         elif kind == CONSUMER_GROUP:
-            folded = fold_consumer(groups.get(gid), value)
-            if folded is not None:      # (None: a partial record over nothing, skipped)
+            previous = groups.get(gid)
+            folded = fold_consumer(previous, value)
+            if folded is not previous:  # (a partial record that does not follow: skipped)
                 groups[gid] = folded
                 group_ms[gid] = write_ms
         elif kind == GROUP_TOMBSTONE:
