@@ -1051,12 +1051,16 @@ class ConsumerLogic:
         and the group's epochs; everything after a failed write), then answer
         `callback` once the store confirms, as Kafka answers once its records are
         committed; a failed write answers `on_error(error)` (default: a heartbeat's
-        error). A store without `store_consumer_group` keeps no consumer group state,
-        and a group that became classic (its record was written as such): the answer
-        goes at once. Caller holds the group's lock."""
+        error). A group that this request downgraded answers once the store answers
+        the downgrade's classic record (MixedGroups._downgrade_stored). A store without
+        `store_consumer_group` keeps no consumer group state: the answer goes at once.
+        Caller holds the group's lock."""
         cg = group.consumer
         logic = self.logic
         self._publish_quiet(group)
+        if cg is None and group.downgrade is not None and callback is not None:
+            group.downgrade.waiting.append((callback, result, on_error))   # downgraded
+            return
         write = getattr(logic.store, "store_consumer_group", None)
         if write is None or cg is None or not (cg.dirty or cg.dirty_all):
             if callback is not None:
@@ -1097,15 +1101,20 @@ class ConsumerLogic:
                                   "the next write carries the whole group", group_id, why,
                                   error.name)
             if callback is not None:
-                if error == Errors.NONE:
-                    callback(result)
-                elif on_error is not None:
-                    callback(on_error(error))
-                else:
-                    callback(ConsumerGroupHeartbeatResult(error, "the write of the group's "
-                                                                 "state failed"))
+                self._answer_stored(callback, result, on_error, error)
 
         logic._emit(write, group_id, record, stored)
+
+    @staticmethod
+    def _answer_stored(callback, result, on_error, error) -> None:
+        """Answer a request whose write the store answered `error`: its result, or
+        `on_error(error)` (default: a heartbeat's error)."""
+        if error == Errors.NONE:
+            callback(result)
+        elif on_error is not None:
+            callback(on_error(error))
+        else:
+            callback(ConsumerGroupHeartbeatResult(error, "the write of the group's state failed"))
 
     def _revert(self, group, seq: int) -> None:
         """Record `seq` of the group failed: as Kafka reverts a failed append, the group

@@ -28,8 +28,8 @@ import logging
 from typing import Iterable, List
 
 from fastcoord.core.consumer import (
-    UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerMember, _Refused, _sorted_lists,
-    bump_after_removal, is_full, static_member,
+    UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerMember, _log_once, _Refused,
+    _sorted_lists, bump_after_removal, is_full, static_member,
 )
 from fastcoord.core.consumer_embedded import (
     ClassicMetadata, decode_assignment_and_user_data, decode_subscription, encode_assignment,
@@ -243,9 +243,50 @@ class MixedGroups:
             version = int.from_bytes(metadata[:2], "big", signed=True) if len(metadata) >= 2 else 0
             return encode_assignment(targets.get(member_id, {}), version)
 
-        logic.adopt_classic_members(group, specs, epoch, assignment_of, rebalance)
+        write = _DowngradeWrite(cg)
+        logic.adopt_classic_members(group, specs, epoch, assignment_of, rebalance,
+                                    lambda error: self._downgrade_stored(group, write, error))
+        group.downgrade = write
         log.info("consumer group %s downgraded to a classic group with %d members at "
                  "generation %d", group.group_id, len(specs), epoch)
+
+    def _downgrade_stored(self, group, write, error) -> None:
+        """The store's answer to a downgrade's record. Confirmed: the requests that
+        waited for it are answered. Failed: as Kafka reverts a failed append, the group
+        goes back to the consumer group the store holds (ConsumerLogic._go_back; the
+        member that left is in it again), unless a later classic record of the group was
+        given meanwhile (it stands for the group), the group left the coordinator, or
+        the store keeps no consumer groups; the waiting requests get the error."""
+        logic = self.logic
+        with group.rec:
+            if group.downgrade is write:
+                group.downgrade = None
+                if error != Errors.NONE and group.consumer is None \
+                        and logic.table.groups.get(group.group_id) is group.rec \
+                        and getattr(logic.store, "store_consumer_group", None) is not None:
+                    _log_once.warning(("downgrade failed", group.group_id),
+                                      "consumer group %s: the store refused its downgrade's "
+                                      "record (%s); it is a consumer group again",
+                                      group.group_id, error.name)
+                    self._upgrade_back(group, write.cg)
+            waiting, write.waiting = write.waiting, []
+        if error != Errors.NONE and not waiting:
+            _log_once.warning(("downgrade write", group.group_id), "consumer group %s: the "
+                              "store refused its downgrade's record (%s)", group.group_id,
+                              error.name)
+        for callback, result, on_error in waiting:
+            self.consumers._answer_stored(callback, result, on_error, error)
+        logic.flush()
+
+    def _upgrade_back(self, group, cg) -> None:
+        """The classic group made by a downgrade is the consumer group `cg` again: the
+        classic side ends as an upgrade ends it (parked joins and syncs answered
+        REBALANCE_IN_PROGRESS), and the group becomes what the store holds of `cg`.
+        Caller holds the group's lock."""
+        self._drop_classic_side(group)
+        self.end_classic_operations(group)
+        self.logic.make_consumer_group(group, cg)
+        self.consumers._go_back(group)
 
     # ======================================================================
     # JoinGroup of a classic member (Kafka's classicGroupJoinToConsumerGroup)
@@ -483,6 +524,18 @@ class MixedGroups:
         handle = logic.timer.schedule(max(timeout_ms, 0), expire)
         handle_cell.append(handle)
         setattr(member, attr, handle)
+
+
+class _DowngradeWrite:
+    """A downgrade's record on its way to the store: the consumer group it came from
+    (`cg`, with its store bookkeeping: what a failure reverts to) and the requests
+    whose answers wait for it, as (callback, result, on_error)."""
+
+    __slots__ = ("cg", "waiting")
+
+    def __init__(self, cg) -> None:
+        self.cg = cg
+        self.waiting: list = []
 
 
 def _cancel(member, attr: str) -> None:

@@ -171,6 +171,10 @@ class Group:
         # None for a classic group. While set, the classic fields stay those of an
         # Empty group: no classic member, state EMPTY.
         self.consumer = None
+        # A classic group made by a downgrade whose record the store has not confirmed:
+        # what the downgrade's write answers and reverts (core/consumer_mixed.py); None
+        # once it is confirmed, or once a later classic record of the group is given.
+        self.downgrade = None
 
     # -- state -------------------------------------------------------------
     def transition_to(self, target: int) -> None:
@@ -466,10 +470,11 @@ class GroupLogic:
         """A new Group.version (or members_epoch): never repeats within the process."""
         return next(_EPOCHS)
 
-    def make_consumer_group(self, group: Group) -> None:
-        """An empty classic group becomes a consumer group; its offsets stay (Kafka keeps
-        them apart from the group). Caller holds the group's lock."""
-        group.consumer = ConsumerGroupState()
+    def make_consumer_group(self, group: Group, state=None) -> None:
+        """An empty classic group becomes a consumer group, of `state` (a
+        ConsumerGroupState; default a new one); its offsets stay (Kafka keeps them apart
+        from the group). Caller holds the group's lock."""
+        group.consumer = ConsumerGroupState() if state is None else state
         group.protocol_type = CONSUMER_PROTOCOL
         group.protocol_name = None
         group.version = group.members_epoch = next(_EPOCHS)
@@ -625,7 +630,10 @@ class GroupLogic:
         for a store that keeps no group records, to which a record and a tombstone are
         the same (a replay's: each leader's sync would build a record of every member
         that nothing reads). The store's flag is read here, where it is
-        used: a store without one keeps records."""
+        used: a store without one keeps records. (A record given after a downgrade's
+        stands for the group whatever becomes of that one: the downgrade is no longer
+        reverted.)"""
+        group.downgrade = None
         if getattr(self.store, "keeps_group_records", True):
             return _group_record(group, assignment)
         return None
@@ -730,15 +738,16 @@ class GroupLogic:
         # PR: the member simply waits in the join with its new id.
 
     def adopt_classic_members(self, group: Group, members, generation: int, assignment_of,
-                              rebalance: bool) -> None:
+                              rebalance: bool, stored=None) -> None:
         """The classic side of a consumer group's downgrade (Kafka's convertToClassicGroup
         and ClassicGroup.fromConsumerGroup; core/consumer_mixed.py): `members`
         [(member_id, instance_id, client_id, client_host, rebalance_timeout_ms,
         session_timeout_ms, protocols)], which share a protocol, become the group's
         members, Stable at `generation`, the first the leader, each assigned
         `assignment_of(member_id, its subscription for the protocol chosen)`; the
-        group's record is written, and a rebalance starts when `rebalance`. Caller
-        holds the group's lock and has dropped the consumer state."""
+        group's record is written (`stored(error)` is its outcome), and a rebalance
+        starts when `rebalance`. Caller holds the group's lock and has dropped the
+        consumer state."""
         group.consumer = None
         now = self.clock.now_ms()
         for member_id, instance_id, client_id, client_host, rebalance_ms, session_ms, \
@@ -761,7 +770,7 @@ class GroupLogic:
         group.rec.state = STABLE
         group.version = next(_EPOCHS)
         self._emit(self.store.store_group, group.group_id, self._record(group, assignment),
-                   _log_store_error(group.group_id))
+                   stored or _log_store_error(group.group_id))
         if rebalance:
             self._prepare_rebalance(group)
 

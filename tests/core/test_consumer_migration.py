@@ -14,7 +14,7 @@ from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from fastcoord.core.consumer_embedded import (
     decode_assignment, decode_subscription, encode_assignment, encode_subscription,
 )
-from fastcoord.core.store import InMemoryStore
+from fastcoord.core.store import DeferredStore, InMemoryStore
 from helpers.classic_clients import range_assign, take_join_answer
 
 E = Errors
@@ -630,6 +630,121 @@ def test_an_empty_classic_group_taken_over_comes_back_when_the_write_fails(impl)
     assert (err, offsets[("t", 0)].offset) == (E.NONE, 7)
     store.fail_with = E.NONE
     assert cg_join(coord, "c1").error == E.NONE and group_type(coord) == "consumer"
+
+
+class ParkingStore(DeferredStore):
+    """Writes at once, as InMemoryStore, until `parking` is set; then as DeferredStore."""
+
+    def __init__(self):
+        super().__init__()
+        self.parking = False
+
+    def store_group(self, *args):
+        (DeferredStore if self.parking else InMemoryStore).store_group(self, *args)
+
+    def store_consumer_group(self, *args):
+        (DeferredStore if self.parking else InMemoryStore).store_consumer_group(self, *args)
+
+
+def downgrade_pending(impl):
+    """A mixed group (c1, classic m1 and m2) whose records are all stored, and c1's
+    leave, which downgrades it, with the downgrade's record on its way:
+    (coord, store, the leave's answers, the consumer group's description before)."""
+    store = ParkingStore()
+    coord = make(impl, store=store)
+    mixed_group(coord)
+    before = described(coord)
+    store.parking = True
+    left = []
+    coord.consumer_group_heartbeat("g", "c1", -1, callback=left.append)
+    assert group_type(coord) == "classic"
+    assert [p[0] for p in store.pending] == ["group"]       # the classic record
+    return coord, store, left, before
+
+
+def test_a_downgrade_is_answered_once_its_record_is_stored(impl):
+    coord, store, left, _ = downgrade_pending(impl)
+    assert left == []
+    store.complete(0, E.NONE)
+    assert [r.error for r in left] == [E.NONE]
+    assert group_type(coord) == "classic"
+    assert store.groups["g"]["generation"] == coord.group_summary("g").generation
+
+
+def test_a_downgrade_whose_write_failed_is_the_consumer_group_again(impl):
+    """Kafka reverts the failed append of a downgrade: the group is the consumer group
+    the store holds (the member that left is in it again) and the leave fails; the
+    classic members' rejoins, parked in the downgrade's rebalance, are answered
+    REBALANCE_IN_PROGRESS and join the consumer group as classic members again."""
+    coord, store, left, (d0, members0) = downgrade_pending(impl)
+    m1, m2 = (m for m in members0 if m != "c1")
+    rejoin = cjoin(coord, m1)
+    assert rejoin == []                                  # parked: the classic rebalance
+    store.complete(0, E.NOT_COORDINATOR)                 # a full disk
+    assert [r.error for r in left] == [E.NOT_COORDINATOR]
+    assert [r.error for r in rejoin] == [E.REBALANCE_IN_PROGRESS]
+    assert group_type(coord) == "consumer"
+    d, members = described(coord)
+    assert (d.group_epoch, d.assignment_epoch) == (d0.group_epoch, d0.assignment_epoch)
+    assert {m: (x.member_epoch, x.assignment, x.classic) for m, x in members.items()} == \
+        {m: (x.member_epoch, x.assignment, x.classic) for m, x in members0.items()}
+    assert store.groups["g"]["consumer"]                 # the store held it all along
+    again = cjoin(coord, m1)
+    beat = []
+    coord.consumer_group_heartbeat("g", "c1", members["c1"].member_epoch, callback=beat.append)
+    store.complete_all()
+    assert [r.error for r in again + beat] == [E.NONE, E.NONE]
+    # the leave, retried, downgrades the group
+    retried = []
+    coord.consumer_group_heartbeat("g", "c1", -1, callback=retried.append)
+    store.complete_all()
+    assert [r.error for r in retried] == [E.NONE] and group_type(coord) == "classic"
+
+
+def test_a_downgrade_by_a_session_timeout_whose_write_failed_is_reverted(impl):
+    """c1 falls silent and its session fences it, downgrading the group; the record
+    fails: the consumer group is back with c1 in it, its session starting again."""
+    store = ParkingStore()
+    coord = make(impl, store=store, group_consumer_session_timeout_ms=6000,
+                 group_consumer_min_session_timeout_ms=6000)
+    m1, m2 = mixed_group(coord)
+    d0, members0 = described(coord)
+    gens = {m: members0[m].member_epoch for m in (m1, m2)}
+    store.parking = True
+    for _ in range(2):                    # c1 falls silent; the classic members do not
+        coord.advance_time(4000)
+        for m in (m1, m2):
+            coord.heartbeat("g", m, gens[m])
+    assert group_type(coord) == "classic" and [p[0] for p in store.pending] == ["group"]
+    store.complete(0, E.NOT_COORDINATOR)
+    assert group_type(coord) == "consumer"
+    d, members = described(coord)
+    assert d.group_epoch == d0.group_epoch and set(members) == {"c1", m1, m2}
+    beat = []
+    coord.consumer_group_heartbeat("g", "c1", members["c1"].member_epoch, callback=beat.append)
+    store.complete_all()
+    assert [b.error for b in beat] == [E.NONE]
+
+
+def test_a_failed_downgrade_record_with_a_later_classic_one_leaves_the_group_classic(impl):
+    """The classic group made by the downgrade completes its rebalance, and its next
+    record is given to the store, before the downgrade's fails: that record stands
+    for the group, which stays classic; the leave still gets the error."""
+    coord, store, left, (_, members0) = downgrade_pending(impl)
+    m1, m2 = (m for m in members0 if m != "c1")
+    joins = [cjoin(coord, m) for m in (m1, m2)]
+    assert all(len(j) == 1 and j[0].error == E.NONE for j in joins), joins
+    leader = joins[0][0] if joins[0][0].member_id == joins[0][0].leader_id else joins[1][0]
+    synced = csync(coord, leader.generation_id, leader.member_id,
+                   {m1: encode_assignment({"t": [0, 1, 2]}),
+                    m2: encode_assignment({"t": [3, 4, 5]})})
+    assert [p[0] for p in store.pending] == ["group", "group"] and synced == []
+    store.complete(0, E.NOT_COORDINATOR)
+    assert [r.error for r in left] == [E.NOT_COORDINATOR]
+    assert group_type(coord) == "classic"
+    store.complete(0, E.NONE)
+    assert [s.error for s in synced] == [E.NONE]
+    assert coord.group_summary("g").state == "Stable"
 
 
 def test_classic_members_survive_a_reload(impl):
