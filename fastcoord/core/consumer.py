@@ -192,7 +192,8 @@ class ConsumerGroupState:
         # A group made from a classic group (one with members it converted, or an empty
         # one it took over) goes back to that group while the store holds nothing of
         # this one: `came_from` is (the classic record as it was in memory, whether it
-        # was rebalancing) until the store confirms a record. Otherwise, with nothing
+        # was rebalancing, its members' session deadlines) until the store confirms a
+        # record. Otherwise, with nothing
         # committed, the group's first heartbeat created it: a revert removes it.
         self.came_from: Optional[tuple] = None
 
@@ -525,7 +526,7 @@ class ConsumerLogic:
                 else:
                     # (Kafka's classic group is empty without members: the members
                     # pending a second join are dropped with it)
-                    came_from = None if created else (logic.classic_record(group), False)
+                    came_from = None if created else (logic.classic_record(group), False, {})
                     for slot in group.pending.values():
                         logic._release_slot(slot)
                     group.pending.clear()
@@ -1160,16 +1161,23 @@ class ConsumerLogic:
             # meanwhile (they are the group's to keep). The store holds nothing of it.
             self.logic._remove_if_unused(group, tombstone=False)
 
-    def _back_to_classic(self, group, record: dict, rebalancing: bool) -> None:
+    def _back_to_classic(self, group, record: dict, rebalancing: bool, sessions: dict) -> None:
         """The group made from a classic group with nothing of its own stored is that
         classic group again, as Kafka's conversion goes with a failed append: `record`
-        installed as a load installs it (members Stable, sessions starting now). A group
-        that was rebalancing rebalances again: its members' parked joins and syncs were
-        answered REBALANCE_IN_PROGRESS at the conversion. Caller holds the lock."""
+        installed as a load installs it (members Stable), each member's session ending
+        when it did before the conversion (`sessions`: member id -> deadline), as Kafka's
+        classic session timers outlive a conversion that fails. A group that was
+        rebalancing rebalances again: its members' parked joins and syncs were answered
+        REBALANCE_IN_PROGRESS at the conversion. Caller holds the lock."""
         logic = self.logic
+        table = logic.table
         self.forget_all(group)
         logic._make_classic_group(group)
         logic.install_classic_record(group, record)
+        for member_id, member in group.members.items():
+            ends = sessions.get(member_id)
+            if ends is not None:
+                table.set_deadline(member.slot, ends)
         if rebalancing and group.members:
             logic._maybe_prepare_rebalance(group)
 
@@ -1177,14 +1185,14 @@ class ConsumerLogic:
         """The group becomes `state` (a full record; None: empty at epoch 0), as a
         restart would load it: its members as recorded, each with a new slot, a member
         revoking with its rebalance timeout again, the topics' metadata and the regexes
-        to recompute. A consumer-protocol member that was in the group keeps its
+        to recompute. A member that was in the group, of either protocol, keeps its
         session's end (Kafka's session timers are not part of what it reverts); any
         other member's session starts now. Its store bookkeeping (numbers, committed,
         live) stays; its next record is whole. Caller holds the lock."""
         cg = group.consumer
         table = self.logic.table
         sessions = {m.member_id: table.deadline(m.slot) for m in cg.members.values()
-                    if m.slot >= 0 and m.classic is None}
+                    if m.slot >= 0}
         self.forget_all(group)
         cg.target.clear()
         cg.regex_refresh = False
@@ -1202,12 +1210,10 @@ class ConsumerLogic:
         cg.dirty_all = True
         table.consumer_quiet(group.rec, 0, -1)
         for member in cg.members.values():
-            if member.classic is not None:
-                continue
             ends = sessions.get(member.member_id)
             if ends is not None:
                 table.set_deadline(member.slot, ends)
-            if member.state == UNREVOKED_PARTITIONS:
+            if member.state == UNREVOKED_PARTITIONS and member.classic is None:
                 self._schedule_rebalance_timeout(group, member)
 
     # ======================================================================

@@ -115,7 +115,10 @@ class MixedGroups:
             check()             # (what refuses the join after the conversion: raises first)
         generation = group.generation
         logic = self.logic
-        came_from = (logic.classic_record(group), group.state in (PR, CR))
+        # (the classic members' sessions as they are: a failed conversion leaves them so,
+        # as Kafka's classic session timers outlive a conversion that fails)
+        came_from = (logic.classic_record(group), group.state in (PR, CR),
+                     {m.member_id: logic.table.deadline(m.slot) for m in group.members.values()})
         self._drop_classic_side(group)
         consumers = self.consumers
         logic.make_consumer_group(group)

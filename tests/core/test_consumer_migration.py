@@ -541,6 +541,28 @@ def test_a_mixed_group_goes_back_to_its_stored_state_when_a_write_fails(impl):
     assert "c2" in described(coord)[1]
 
 
+def test_a_revert_keeps_the_classic_members_session_ends(impl):
+    """m2 (classic, 10 s sessions) last heartbeats at 0; at 6 s a consumer join fails
+    to be written and the group is reverted. m2's session still ends at 10 s, as
+    Kafka's session timers, which a revert leaves alone; m1 and c1, which go on
+    heartbeating, stay."""
+    store = InMemoryStore()
+    coord = make(impl, store=store)
+    m1, m2 = mixed_group(coord)
+    _, members = described(coord)
+    coord.advance_time(3000)
+    assert coord.heartbeat("g", m1, members[m1].member_epoch) in (E.NONE, E.REBALANCE_IN_PROGRESS)
+    coord.advance_time(3000)                              # 6 s
+    store.fail_with = E.NOT_COORDINATOR
+    assert cg_join(coord, "c2").error == E.NOT_COORDINATOR
+    store.fail_with = E.NONE
+    for _ in range(3):                                    # to 10.5 s
+        coord.advance_time(1500)
+        chb(coord, "c1", described(coord)[1]["c1"].member_epoch)
+        coord.heartbeat("g", m1, members[m1].member_epoch)
+    assert set(described(coord)[1]) == {"c1", m1}
+
+
 def reload_classic(impl, store):
     """A new coordinator that loaded group "g" from `store`."""
     again = make(impl)
@@ -573,6 +595,25 @@ def test_a_conversion_whose_write_failed_leaves_the_classic_group(impl):
     assert cg_join(coord, "c1").error == E.NONE
     assert group_type(coord) == "consumer"
     assert set(described(coord)[1]) == {m1, m2, "c1"}
+
+
+def test_a_failed_conversion_keeps_the_classic_members_session_ends(impl):
+    """m2 (10 s sessions) last heartbeats at 0; at 6 s a converting consumer join fails
+    to be written and the classic group is back. m2's session still ends at 10 s, as
+    Kafka's session timers, which the failed conversion leaves alone; m1 stays."""
+    store = InMemoryStore()
+    coord = make(impl, store=store)
+    (m1, gen), (m2, _) = classic_group(coord, [[0, 1, 2], [3, 4, 5]])
+    coord.advance_time(6000)
+    assert coord.heartbeat("g", m1, gen) == E.NONE
+    store.fail_with = E.NOT_COORDINATOR
+    assert cg_join(coord, "c1").error == E.NOT_COORDINATOR
+    store.fail_with = E.NONE
+    assert group_type(coord) == "classic"
+    for _ in range(3):                                    # to 10.5 s
+        coord.advance_time(1500)
+        coord.heartbeat("g", m1, gen)
+    assert set(coord.member_ids("g")) == {m1}
 
 
 def test_a_failed_conversion_of_a_rebalancing_group_rebalances_it_again(impl):
