@@ -25,7 +25,7 @@ import base64
 import logging
 import operator
 import uuid
-from typing import Dict, FrozenSet, List, Optional
+from typing import Dict, FrozenSet, List, NamedTuple, Optional
 
 import re2
 
@@ -191,9 +191,7 @@ class ConsumerGroupState:
         self.live: Dict[int, dict] = {}
         # A group made from a classic group (one with members it converted, or an empty
         # one it took over) goes back to that group while the store holds nothing of
-        # this one: `came_from` is (the classic record as it was in memory, whether it
-        # was rebalancing, its members' session deadlines) until the store confirms a
-        # record. Otherwise, with nothing
+        # this one: `came_from` (a ClassicOrigin) until the store confirms a record. Otherwise, with nothing
         # committed, the group's first heartbeat created it: a revert removes it.
         self.came_from: Optional[tuple] = None
 
@@ -280,6 +278,17 @@ def _describable(topics, topic_filter, group_id) -> list:
         log.error("consumer group %s: the topic filter raised %s: %s; its regexes match "
                   "no topic at this resolution", group_id, type(exc).__name__, exc)
         return []
+
+
+class ClassicOrigin(NamedTuple):
+    """The classic group a consumer group was made from, as a failed conversion gives
+    it back: its record as it was in memory, whether it was rebalancing, and per member
+    id the session deadline and every protocol offered (the record keeps the chosen
+    one only)."""
+    record: dict
+    rebalancing: bool
+    sessions: Dict[str, int]
+    protocols: Dict[str, list]
 
 
 def _commit(cg: ConsumerGroupState, seq: int, record: dict) -> None:
@@ -526,7 +535,8 @@ class ConsumerLogic:
                 else:
                     # (Kafka's classic group is empty without members: the members
                     # pending a second join are dropped with it)
-                    came_from = None if created else (logic.classic_record(group), False, {})
+                    came_from = None if created else ClassicOrigin(
+                        logic.classic_record(group), False, {}, {})
                     for slot in group.pending.values():
                         logic._release_slot(slot)
                     group.pending.clear()
@@ -1150,7 +1160,7 @@ class ConsumerLogic:
         if state is None and cg.came_from is not None:
             _log_once.info(("reverted", group.group_id), "consumer group %s: back to the "
                            "classic group it was made from", group.group_id)
-            self._back_to_classic(group, *cg.came_from)
+            self._back_to_classic(group, cg.came_from)
             return
         _log_once.info(("reverted", group.group_id), "consumer group %s: back to its stored "
                        "state (epoch %s)", group.group_id,
@@ -1161,24 +1171,29 @@ class ConsumerLogic:
             # meanwhile (they are the group's to keep). The store holds nothing of it.
             self.logic._remove_if_unused(group, tombstone=False)
 
-    def _back_to_classic(self, group, record: dict, rebalancing: bool, sessions: dict) -> None:
+    def _back_to_classic(self, group, origin: "ClassicOrigin") -> None:
         """The group made from a classic group with nothing of its own stored is that
-        classic group again, as Kafka's conversion goes with a failed append: `record`
-        installed as a load installs it (members Stable), each member's session ending
-        when it did before the conversion (`sessions`: member id -> deadline), as Kafka's
-        classic session timers outlive a conversion that fails. A group that was
-        rebalancing rebalances again: its members' parked joins and syncs were answered
-        REBALANCE_IN_PROGRESS at the conversion. Caller holds the lock."""
+        classic group again, as Kafka's conversion goes with a failed append: its record
+        installed as a load installs it (members Stable), then each member given back
+        every protocol it offered and the end its session had before the conversion, as
+        Kafka's classic group and its session timers outlive a conversion that fails. A
+        group that was rebalancing rebalances again: its members' parked joins and
+        syncs were answered REBALANCE_IN_PROGRESS at the conversion. Caller holds the
+        lock."""
         logic = self.logic
         table = logic.table
         self.forget_all(group)
         logic._make_classic_group(group)
-        logic.install_classic_record(group, record)
+        logic.install_classic_record(group, origin.record)
         for member_id, member in group.members.items():
-            ends = sessions.get(member_id)
+            protocols = origin.protocols.get(member_id)
+            if protocols is not None:
+                group.update_member(member, protocols, member.rebalance_timeout_ms,
+                                    member.session_timeout_ms, None)
+            ends = origin.sessions.get(member_id)
             if ends is not None:
                 table.set_deadline(member.slot, ends)
-        if rebalancing and group.members:
+        if origin.rebalancing and group.members:
             logic._maybe_prepare_rebalance(group)
 
     def restore(self, group, state: Optional[dict]) -> None:

@@ -28,8 +28,8 @@ import logging
 from typing import Iterable, List
 
 from fastcoord.core.consumer import (
-    UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerMember, _log_once, _Refused,
-    _sorted_lists, bump_after_removal, is_full, static_member,
+    UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ClassicOrigin, ConsumerMember, _log_once,
+    _Refused, _sorted_lists, bump_after_removal, is_full, static_member,
 )
 from fastcoord.core.consumer_embedded import (
     ClassicMetadata, decode_assignment_and_user_data, decode_subscription, encode_assignment,
@@ -115,10 +115,10 @@ class MixedGroups:
             check()             # (what refuses the join after the conversion: raises first)
         generation = group.generation
         logic = self.logic
-        # (the classic members' sessions as they are: a failed conversion leaves them so,
-        # as Kafka's classic session timers outlive a conversion that fails)
-        came_from = (logic.classic_record(group), group.state in (PR, CR),
-                     {m.member_id: logic.table.deadline(m.slot) for m in group.members.values()})
+        came_from = ClassicOrigin(
+            logic.classic_record(group), group.state in (PR, CR),
+            {m.member_id: logic.table.deadline(m.slot) for m in group.members.values()},
+            {m.member_id: list(m.protocols) for m in group.members.values()})
         self._drop_classic_side(group)
         consumers = self.consumers
         logic.make_consumer_group(group)

@@ -616,6 +616,33 @@ def test_a_failed_conversion_keeps_the_classic_members_session_ends(impl):
     assert set(coord.member_ids("g")) == {m1}
 
 
+def test_a_failed_conversion_keeps_every_protocol_the_members_offered(impl):
+    """Members offering two protocols (range chosen): after a failed conversion, a
+    follower's JoinGroup offering the same two is its current generation's answer, no
+    rebalance, as Kafka's classic group, which the failed conversion left as it was."""
+    store = InMemoryStore()
+    coord = make(impl, store=store)
+    both = [("range", sub()), ("roundrobin", sub())]
+    first = [cjoin(coord, "", protocols=both) for _ in range(2)]
+    coord.advance_time(1)
+    results = [a[0] for a in first]
+    assert all(r.error == E.NONE for r in results), results
+    leader = next(r for r in results if r.member_id == r.leader_id)
+    gen = leader.generation_id
+    assignments = {r.member_id: encode_assignment({"t": ps})
+                   for r, ps in zip(results, ([0, 1, 2], [3, 4, 5]))}
+    for r in results:
+        synced = csync(coord, gen, r.member_id, assignments if r is leader else None)
+        assert synced and synced[0].error == E.NONE, synced
+    store.fail_with = E.NOT_COORDINATOR
+    assert cg_join(coord, "c1").error == E.NOT_COORDINATOR
+    store.fail_with = E.NONE
+    follower = next(r for r in results if r is not leader)    # (a leader's rejoin rebalances)
+    again = cjoin(coord, follower.member_id, protocols=both)
+    assert again and (again[0].error, again[0].generation_id) == (E.NONE, gen)
+    assert coord.describe_group("g").state == "Stable"
+
+
 def test_a_failed_conversion_of_a_rebalancing_group_rebalances_it_again(impl):
     """A classic group in a rebalance (a third member's join parked) is converted and
     the write fails: the parked join was answered REBALANCE_IN_PROGRESS by the
