@@ -794,6 +794,28 @@ def test_a_downgrade_by_a_session_timeout_whose_write_failed_is_reverted(impl):
     assert [b.error for b in beat] == [E.NONE]
 
 
+def test_a_static_replacement_that_downgrades_waits_for_the_record(impl):
+    """A classic static member takes over the last consumer-protocol member's instance
+    id, downgrading the group: its JoinGroup is answered once the classic record is
+    stored; when the store refuses it, the join gets the error and c1 is back."""
+    for error in (E.NONE, E.NOT_COORDINATOR):
+        store = ParkingStore()
+        coord = make(impl, store=store)
+        cg_join(coord, "c1", instance_id="i1")
+        r = cjoin(coord, "", require_known=True)[0]
+        cjoin(coord, r.member_id)
+        store.parking = True
+        j = cjoin(coord, "", instance_id="i1")
+        assert j == [] and group_type(coord) == "classic"
+        store.complete(0, error)
+        assert [x.error for x in j] == [error]
+        if error == E.NONE:
+            assert set(coord.member_ids("g")) == {r.member_id, j[0].member_id}
+        else:
+            assert group_type(coord) == "consumer"
+            assert set(described(coord)[1]) == {"c1", r.member_id}
+
+
 def test_a_failed_downgrade_record_with_a_later_classic_one_leaves_the_group_classic(impl):
     """The classic group made by the downgrade completes its rebalance, and its next
     record is given to the store, before the downgrade's fails: that record stands
