@@ -32,8 +32,8 @@ import re2
 from fastcoord._ratelog import RateLimitedLog
 from fastcoord.core.consumer_embedded import (ClassicMetadata, encode_assignment,
                                               encode_subscription)
-from fastcoord.core.consumer_records import (commit_consumer_record, consumer_record,
-                                              fill_member, fold_consumer_record)
+from fastcoord.core.consumer_records import (commit_consumer_record, committed_state,
+                                              consumer_record, fill_member, fold_consumer_record)
 from fastcoord.core.errors import Errors
 from fastcoord.core.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from fastcoord.core.results import (
@@ -183,16 +183,18 @@ class ConsumerGroupState:
         self.write_seq = 0
         self.stored_seq = 0
         # What a failed write reverts the group to (_persist, restore): `committed` is
-        # the fold of the records the store confirmed (consumer_records' full form; None
-        # before the first), `live` the records given to the store since, by number,
+        # the fold of the records the store confirmed (commit_consumer_record's copy, its
+        # members packed; None before the first), `live` the records given to the
+        # store since, by number,
         # whose outcome is not known and that do not follow a failed one. The group in
         # memory is always committed with every live record applied.
         self.committed: Optional[dict] = None
         self.live: Dict[int, dict] = {}
         # A group made from a classic group (one with members it converted, or an empty
         # one it took over) goes back to that group while the store holds nothing of
-        # this one: `came_from` (a ClassicOrigin) until the store confirms a record. Otherwise, with nothing
-        # committed, the group's first heartbeat created it: a revert removes it.
+        # this one: `came_from` (a ClassicOrigin) until the store confirms a record.
+        # Otherwise, with nothing committed, the group's first heartbeat created it: a
+        # revert removes it.
         self.came_from: Optional[tuple] = None
 
     def state_name(self) -> str:
@@ -1154,7 +1156,7 @@ class ConsumerLogic:
         cg = group.consumer
         if cg is None or getattr(self.logic.store, "store_consumer_group", None) is None:
             return
-        state = cg.committed
+        state = committed_state(cg.committed)
         for earlier in sorted(cg.live):
             state = fold_consumer_record(state, cg.live[earlier])
         if state is None and cg.came_from is not None:
