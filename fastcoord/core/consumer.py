@@ -184,10 +184,9 @@ class ConsumerGroupState:
         self.stored_seq = 0
         # What a failed write reverts the group to (_persist, restore): `committed` is
         # the fold of the records the store confirmed (commit_consumer_record's copy, its
-        # members packed; None before the first), `live` the records given to the
-        # store since, by number,
-        # whose outcome is not known and that do not follow a failed one. The group in
-        # memory is always committed with every live record applied.
+        # members packed; None before the first), `live` the records given to the store
+        # since, by number, whose outcome is not known and that do not follow a failed
+        # one. The group in memory is always committed with every live record applied.
         self.committed: Optional[dict] = None
         self.live: Dict[int, dict] = {}
         # A group made from a classic group (one with members it converted, or an empty
@@ -195,7 +194,7 @@ class ConsumerGroupState:
         # this one: `came_from` (a ClassicOrigin) until the store confirms a record.
         # Otherwise, with nothing committed, the group's first heartbeat created it: a
         # revert removes it.
-        self.came_from: Optional[tuple] = None
+        self.came_from: Optional[ClassicOrigin] = None
 
     def state_name(self) -> str:
         if not self.members:
@@ -1173,7 +1172,7 @@ class ConsumerLogic:
             # meanwhile (they are the group's to keep). The store holds nothing of it.
             self.logic._remove_if_unused(group, tombstone=False)
 
-    def _back_to_classic(self, group, origin: "ClassicOrigin") -> None:
+    def _back_to_classic(self, group, origin: ClassicOrigin) -> None:
         """The group made from a classic group with nothing of its own stored is that
         classic group again, as Kafka's conversion goes with a failed append: its record
         installed as a load installs it (members Stable), then each member given back

@@ -261,22 +261,20 @@ class MixedGroups:
         given meanwhile (it stands for the group), the group left the coordinator, or
         the store keeps no consumer groups; the waiting requests get the error."""
         logic = self.logic
+        reverted = False
         with group.rec:
             if group.downgrade is write:
                 group.downgrade = None
-                if error != Errors.NONE and group.consumer is None \
-                        and logic.table.groups.get(group.group_id) is group.rec \
-                        and getattr(logic.store, "store_consumer_group", None) is not None:
-                    _log_once.warning(("downgrade failed", group.group_id),
-                                      "consumer group %s: the store refused its downgrade's "
-                                      "record (%s); it is a consumer group again",
-                                      group.group_id, error.name)
+                reverted = error != Errors.NONE and group.consumer is None \
+                    and logic.table.groups.get(group.group_id) is group.rec \
+                    and getattr(logic.store, "store_consumer_group", None) is not None
+                if reverted:
                     self._upgrade_back(group, write.cg)
             waiting, write.waiting = write.waiting, []
-        if error != Errors.NONE and not waiting:
-            _log_once.warning(("downgrade write", group.group_id), "consumer group %s: the "
-                              "store refused its downgrade's record (%s)", group.group_id,
-                              error.name)
+        if error != Errors.NONE:
+            _log_once.warning(("downgrade refused", group.group_id), "consumer group %s: the "
+                              "store refused its downgrade's record (%s)%s", group.group_id,
+                              error.name, "; it is a consumer group again" if reverted else "")
         for callback, result, on_error in waiting:
             self.consumers._answer_stored(callback, result, on_error, error)
         logic.flush()
