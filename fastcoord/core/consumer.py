@@ -292,6 +292,11 @@ class ClassicOrigin(NamedTuple):
     protocols: Dict[str, list]
 
 
+def _deadline(handle) -> Optional[int]:
+    """A timer handle's deadline, or None for no handle."""
+    return None if handle is None else handle.deadline_ms
+
+
 def _commit(cg: ConsumerGroupState, seq: int, record: dict) -> None:
     """Record `seq` of the group is stored, in the unbroken chain: the group's copy of
     what the store holds takes it (a record older than that copy's, confirmed out of
@@ -1019,7 +1024,9 @@ class ConsumerLogic:
             self.fence(group, member)
             self._persist(group, None, None)
 
-    def _schedule_rebalance_timeout(self, group, member) -> None:
+    def _schedule_rebalance_timeout(self, group, member, delay_ms=None) -> None:
+        """Fence the member if it still revokes at this epoch once its rebalance timeout
+        (or `delay_ms`) passed. Caller holds the group's lock."""
         self._cancel_rebalance_timeout(member)
         epoch = member.member_epoch
         member_id = member.member_id
@@ -1038,7 +1045,8 @@ class ConsumerLogic:
                     self._persist(group, None, None)
             logic.flush()
 
-        member.rebalance_timer = logic.timer.schedule(max(member.rebalance_timeout_ms, 0), expire)
+        delay = member.rebalance_timeout_ms if delay_ms is None else delay_ms
+        member.rebalance_timer = logic.timer.schedule(max(delay, 0), expire)
 
     @staticmethod
     def _cancel_rebalance_timeout(member) -> None:
@@ -1201,14 +1209,18 @@ class ConsumerLogic:
         """The group becomes `state` (a full record; None: empty at epoch 0), as a
         restart would load it: its members as recorded, each with a new slot, a member
         revoking with its rebalance timeout again, the topics' metadata and the regexes
-        to recompute. A member that was in the group, of either protocol, keeps its
-        session's end (Kafka's session timers are not part of what it reverts); any
-        other member's session starts now. Its store bookkeeping (numbers, committed,
-        live) stays; its next record is whole. Caller holds the lock."""
+        to recompute. A member that was in the group, of either protocol, keeps the end
+        of its session and its deadlines to revoke, rejoin or sync (Kafka's timers are not
+        part of what it reverts); any other member's session starts now. Its store
+        bookkeeping (numbers, committed, live) stays; its next record is whole. Caller
+        holds the lock."""
         cg = group.consumer
         table = self.logic.table
+        now = self.logic.clock.now_ms()
         sessions = {m.member_id: table.deadline(m.slot) for m in cg.members.values()
                     if m.slot >= 0}
+        timers = {m.member_id: (_deadline(m.rebalance_timer), _deadline(m.join_timer),
+                                _deadline(m.sync_timer)) for m in cg.members.values()}
         self.forget_all(group)
         cg.target.clear()
         cg.regex_refresh = False
@@ -1229,8 +1241,12 @@ class ConsumerLogic:
             ends = sessions.get(member.member_id)
             if ends is not None:
                 table.set_deadline(member.slot, ends)
-            if member.state == UNREVOKED_PARTITIONS and member.classic is None:
-                self._schedule_rebalance_timeout(group, member)
+            revoke_at, join_at, sync_at = timers.get(member.member_id, (None, None, None))
+            if member.classic is not None:
+                self.mixed.keep_deadlines(group, member, join_at, sync_at)
+            elif member.state == UNREVOKED_PARTITIONS:
+                self._schedule_rebalance_timeout(
+                    group, member, None if revoke_at is None else revoke_at - now)
 
     # ======================================================================
     # the member table's fast path (MemberTable.consumer_heartbeat)

@@ -43,6 +43,8 @@ log = logging.getLogger("fastcoord.coordinator")
 __all__ = ["MixedGroups"]
 
 CONSUMER_PROTOCOL = "consumer"      # the classic protocol type of Kafka's consumers
+_NO_REJOIN = "did not rejoin within its rebalance timeout"     # (why a timer fences)
+_NO_SYNC = "did not sync within its rebalance timeout"
 UPGRADE_POLICIES = ("upgrade", "bidirectional")
 DOWNGRADE_POLICIES = ("downgrade", "bidirectional")
 
@@ -373,8 +375,7 @@ class MixedGroups:
         _cancel(updated, "join_timer")
         table.set_session_timeout(updated.slot, session_timeout_ms)
         table.touch(updated.slot)
-        self._schedule(group, updated, "sync_timer", updated.rebalance_timeout_ms,
-                       "did not sync within its rebalance timeout")
+        self._schedule(group, updated, "sync_timer", updated.rebalance_timeout_ms, _NO_SYNC)
         return result
 
     # ======================================================================
@@ -498,8 +499,17 @@ class MixedGroups:
         """Kafka's scheduleConsumerGroupJoinTimeoutIfAbsent: told to rejoin, the member
         must within its rebalance timeout, or it is fenced."""
         if member.join_timer is None:
-            self._schedule(group, member, "join_timer", member.rebalance_timeout_ms,
-                           "did not rejoin within its rebalance timeout")
+            self._schedule(group, member, "join_timer", member.rebalance_timeout_ms, _NO_REJOIN)
+
+    def keep_deadlines(self, group, member, join_at, sync_at) -> None:
+        """A classic member restored by a revert keeps its deadlines to rejoin and to
+        sync (absolute times; None: it had none), as Kafka's timers are not part of
+        what a failed append reverts. Caller holds the group's lock."""
+        now = self.logic.clock.now_ms()
+        if join_at is not None:
+            self._schedule(group, member, "join_timer", join_at - now, _NO_REJOIN)
+        if sync_at is not None:
+            self._schedule(group, member, "sync_timer", sync_at - now, _NO_SYNC)
 
     def _schedule(self, group, member, attr: str, timeout_ms: int, reason: str) -> None:
         """Fence the member in `timeout_ms` unless its `attr` timer is cancelled first."""

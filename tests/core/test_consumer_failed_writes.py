@@ -256,6 +256,26 @@ def test_a_revert_keeps_each_members_session_end(impl):
     assert members(coord)[1] == {}
 
 
+def test_a_revert_keeps_a_revoking_members_deadline(impl):
+    """m1 must give partitions up from 0 s (rebalance timeout 30 s); at 20 s m3's join
+    fails. m1, still revoking in what the store holds, is fenced at 30 s, as Kafka's
+    rebalance timer, which a revert leaves alone (not a timeout from the revert)."""
+    store = InMemoryStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    joined(coord, "m2")
+    assert [r.error for r in send(coord, "m1", 1, owned_partitions=ALL)] == [E.NONE]
+    assert members(coord)[1]["m1"].member_epoch == 1        # revoking, at its epoch
+    coord.advance_time(20_000)
+    store.fail_with = E.NOT_COORDINATOR
+    assert [r.error for r in joined(coord, "m3")] == [E.NOT_COORDINATOR]
+    store.fail_with = E.NONE
+    coord.advance_time(9_000)
+    assert "m1" in members(coord)[1]
+    coord.advance_time(2_000)                    # 31 s
+    assert set(members(coord)[1]) == {"m2"}
+
+
 def test_a_group_whose_first_write_failed_is_no_group(impl):
     """As Kafka's group whose creating append failed: it never was. Nothing is written
     for it (the store never held it)."""

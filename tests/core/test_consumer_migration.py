@@ -563,6 +563,32 @@ def test_a_revert_keeps_the_classic_members_session_ends(impl):
     assert set(described(coord)[1]) == {"c1", m1}
 
 
+def test_a_revert_keeps_a_classic_members_deadline_to_rejoin(impl):
+    """c2 joins at 0 s and m1, a classic member, is told to rejoin (within 30 s); at
+    10 s c3's join fails. m1 goes on heartbeating without rejoining: it is fenced at
+    30 s, as Kafka's join timer, which a revert leaves alone."""
+    store = InMemoryStore()
+    coord = make(impl, store=store)
+    m1, m2 = mixed_group(coord)
+    assert cg_join(coord, "c2").error == E.NONE
+    _, members = described(coord)
+    epochs = {m: members[m].member_epoch for m in (m1, m2)}
+    assert coord.heartbeat("g", m1, epochs[m1]) == E.REBALANCE_IN_PROGRESS
+    seen = {}
+    for step in range(1, 16):                             # every 2 s, to 30 s
+        coord.advance_time(2_000)
+        if step == 5:                                     # 10 s
+            store.fail_with = E.NOT_COORDINATOR
+            assert cg_join(coord, "c3").error == E.NOT_COORDINATOR
+            store.fail_with = E.NONE
+        for m in (m1, m2):                                # (sessions of 10 s)
+            coord.heartbeat("g", m, epochs[m])
+        for c in ("c1", "c2"):
+            chb(coord, c, described(coord)[1][c].member_epoch)
+        seen[coord.clock.now_ms() // 1000] = m1 in described(coord)[1]
+    assert seen[28] and not seen[30], seen
+
+
 def reload_classic(impl, store):
     """A new coordinator that loaded group "g" from `store`."""
     again = make(impl)
