@@ -1207,11 +1207,11 @@ class ConsumerLogic:
 
     def restore(self, group, state: Optional[dict]) -> None:
         """The group becomes `state` (a full record; None: empty at epoch 0), as a
-        restart would load it: its members as recorded, each with a new slot, a member
-        revoking with its rebalance timeout again, the topics' metadata and the regexes
-        to recompute. A member that was in the group, of either protocol, keeps the end
-        of its session and its deadlines to revoke, rejoin or sync (Kafka's timers are not
-        part of what it reverts); any other member's session starts now. Its store
+        restart would load it: its members as recorded, each with a new slot, the
+        topics' metadata and the regexes to recompute. A member that was in the group,
+        of either protocol, keeps the end of its session and its deadlines to revoke,
+        rejoin or sync (Kafka's timers are not part of what it reverts); any other
+        member's session starts now, and its rebalance timeout if it revokes. Its store
         bookkeeping (numbers, committed, live) stays; its next record is whole. Caller
         holds the lock."""
         cg = group.consumer
