@@ -54,3 +54,38 @@ def build_stable(impl: str, groups: int, members_per_group: int, *, num_shards: 
 
 def _ignore(_result) -> None:
     pass
+
+
+def build_consumer_groups(impl: str, groups: int, per_group: int, *, partitions: int = 10,
+                          store=None):
+    """A coordinator (on `store`; default the coordinator's own) whose `groups` consumer
+    groups (KIP-848) of `per_group` members, all subscribed to one topic of
+    `partitions`, are all Stable, every member at its group's epoch: (coord,
+    [(group_id, member_id, member_epoch)])."""
+    coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl,
+                             store=store)
+    coord.set_topics({"t": partitions})
+    out: list = []
+    hb = coord.consumer_group_heartbeat
+    members = []
+    for g in range(groups):
+        gid = f"group-{g}"
+        epochs, owned = {}, {}
+        for i in range(per_group):
+            mid = f"{gid}-member-{i}"
+            hb(gid, mid, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t"],
+               owned_partitions={}, callback=out.append)
+            epochs[mid], owned[mid] = out[-1].member_epoch, out[-1].assignment
+        while True:         # report what each owns until every one is reconciled
+            for mid in epochs:
+                hb(gid, mid, epochs[mid], owned_partitions=owned[mid], callback=out.append)
+                r = out[-1]
+                assert r.error == Errors.NONE, r
+                epochs[mid] = r.member_epoch
+                if r.assignment is not None:
+                    owned[mid] = r.assignment
+            out.clear()
+            if coord.consumer_group_describe([gid])[0].state == "Stable":
+                break
+        members.extend((gid, mid, epoch) for mid, epoch in epochs.items())
+    return coord, members

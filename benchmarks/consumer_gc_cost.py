@@ -4,11 +4,11 @@ Usage: python benchmarks/consumer_gc_cost.py [--impl native|pure] [--groups N]
 
 A coordinator over InMemoryStore(group_records=False) (a store that keeps no record in
 memory, as the durable store), N groups of 10 members (one topic of 10 partitions)
-joined and reconciled. Prints, per member, the objects the garbage collector tracks
-and the bytes tracemalloc counts, the time of that join storm, and the time of a full
-collection afterwards (best of 5): a full collection visits every tracked object, and
-CPython runs one each time the long-lived tracked objects grow by a quarter, so it is
-the pause a growing coordinator takes.
+joined and reconciled (builders.build_consumer_groups). Prints, per member, the objects
+the garbage collector tracks and the bytes tracemalloc counts, the time of that join
+storm, and the time of a full collection afterwards (best of 5): a full collection
+visits every tracked object, and CPython runs one each time the long-lived tracked
+objects grow by a quarter, so it is the pause a growing coordinator takes.
 """
 from __future__ import annotations
 
@@ -17,33 +17,16 @@ import gc
 import time
 import tracemalloc
 
-from fastcoord import CoordinatorConfig, GroupCoordinator, ManualClock
+from builders import build_consumer_groups  # (benchmarks/ is the script's directory)
 from fastcoord.core.store import InMemoryStore
 
 PER_GROUP = 10
 
 
-def storm(impl: str, groups: int) -> GroupCoordinator:
+def storm(impl: str, groups: int):
     """Every group's members join, then report what they own until reconciled."""
-    coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl,
-                             store=InMemoryStore(group_records=False))
-    coord.set_topics({"t": 10})
-    out: list = []
-    hb = coord.consumer_group_heartbeat
-    for g in range(groups):
-        group_id = f"group-{g}"
-        held = {}
-        for i in range(PER_GROUP):
-            hb(group_id, f"{group_id}-m{i}", 0, rebalance_timeout_ms=30_000,
-               subscribed_topic_names=["t"], owned_partitions={}, callback=out.append)
-            held[f"{group_id}-m{i}"] = (out[-1].member_epoch, out[-1].assignment)
-        for _ in range(3):
-            for member_id, (epoch, owned) in list(held.items()):
-                hb(group_id, member_id, epoch, owned_partitions=owned, callback=out.append)
-                r = out[-1]
-                held[member_id] = (r.member_epoch, owned if r.assignment is None
-                                   else r.assignment)
-        out.clear()
+    coord, _ = build_consumer_groups(impl, groups, PER_GROUP,
+                                     store=InMemoryStore(group_records=False))
     return coord
 
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import fastcoord
-from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
+from builders import build_consumer_groups
+from fastcoord import Errors, GroupCoordinator
 
 IMPLS = ["native", "pure"] if fastcoord.NATIVE_AVAILABLE else ["pure"]
 PARTITIONS = 10
@@ -28,32 +29,7 @@ def quick(request) -> bool:
 def settled(impl, groups, per_group):
     """A coordinator whose `groups` consumer groups of `per_group` members are all
     Stable, every member at its group's epoch: (coord, [(group, member, epoch)])."""
-    coord = GroupCoordinator(CoordinatorConfig(), clock=ManualClock(0), impl=impl)
-    coord.set_topics({"t": PARTITIONS})
-    out: list = []
-    hb = coord.consumer_group_heartbeat
-    members = []
-    for g in range(groups):
-        gid = f"group-{g}"
-        epochs, owned = {}, {}
-        for i in range(per_group):
-            mid = f"{gid}-member-{i}"
-            hb(gid, mid, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t"],
-               owned_partitions={}, callback=out.append)
-            epochs[mid], owned[mid] = out[-1].member_epoch, out[-1].assignment
-        while True:         # report what each owns until every one is reconciled
-            for mid in epochs:
-                hb(gid, mid, epochs[mid], owned_partitions=owned[mid], callback=out.append)
-                r = out[-1]
-                assert r.error == Errors.NONE, r
-                epochs[mid] = r.member_epoch
-                if r.assignment is not None:
-                    owned[mid] = r.assignment
-            out.clear()
-            if coord.consumer_group_describe([gid])[0].state == "Stable":
-                break
-        members.extend((gid, mid, epoch) for mid, epoch in epochs.items())
-    return coord, members
+    return build_consumer_groups(impl, groups, per_group, partitions=PARTITIONS)
 
 
 _cache: dict = {}
