@@ -322,6 +322,18 @@ class _TargetFailed(_Refused):
     request, whose records go with it)."""
 
 
+def shared_topic_names(cg: ConsumerGroupState, names) -> FrozenSet[str]:
+    """The subscription `names` as a set: the group's first member's when equal, so that
+    members subscribed alike (most groups' members) hold one set between them, not one
+    each that every full garbage collection visits. Sets are immutable: sharing is safe."""
+    subscribed = frozenset(names)
+    for first in cg.members.values():
+        if first.topic_names == subscribed:
+            return first.topic_names
+        break
+    return subscribed
+
+
 def _as_sets(parts) -> Dict[str, FrozenSet[int]]:
     return {t: frozenset(ps) for t, ps in parts.items() if ps}
 
@@ -588,7 +600,7 @@ class ConsumerLogic:
         if server_assignor is not None:
             updated.server_assignor = server_assignor
         if topic_names is not None:
-            updated.topic_names = frozenset(topic_names)
+            updated.topic_names = shared_topic_names(cg, topic_names)
         if topic_regex is not None:
             updated.topic_regex = topic_regex or None
         updated.client_id = client_id
@@ -1322,6 +1334,7 @@ class ConsumerLogic:
         for member_id, m in record["members"].items():
             member = ConsumerMember(member_id)
             fill_member(member, m)
+            member.topic_names = shared_topic_names(cg, member.topic_names)
             if member.classic is not None:
                 member_session = member.classic.session_timeout_ms
             else:

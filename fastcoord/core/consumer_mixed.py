@@ -29,7 +29,7 @@ from typing import Iterable, List
 
 from fastcoord.core.consumer import (
     UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ClassicOrigin, ConsumerMember, _log_once,
-    _Refused, _sorted_lists, bump_after_removal, is_full, static_member,
+    _Refused, _sorted_lists, bump_after_removal, is_full, shared_topic_names, static_member,
 )
 from fastcoord.core.consumer_embedded import (
     ClassicMetadata, decode_assignment_and_user_data, decode_subscription, encode_assignment,
@@ -137,7 +137,7 @@ class MixedGroups:
             member.client_id = m.client_id
             member.client_host = m.client_host
             member.rebalance_timeout_ms = m.rebalance_timeout_ms
-            member.topic_names = frozenset(subscription.topics)
+            member.topic_names = shared_topic_names(cg, subscription.topics)
             member.member_epoch = member.previous_epoch = generation
             # (as Kafka maps names to topic ids: partitions of unknown topics are dropped)
             member.assigned = {t: frozenset(p for p in ps if 0 <= p < topics[t])
@@ -359,7 +359,7 @@ class MixedGroups:
             updated.rack_id = subscription.rack_id
         if rebalance_timeout_ms != -1:
             updated.rebalance_timeout_ms = rebalance_timeout_ms
-        updated.topic_names = frozenset(subscription.topics)
+        updated.topic_names = shared_topic_names(cg, subscription.topics)
         updated.topic_regex = None      # (the classic protocol subscribes by names alone)
         updated.client_id = client_id
         updated.client_host = client_host

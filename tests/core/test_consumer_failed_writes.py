@@ -490,3 +490,30 @@ def test_the_copy_kept_for_reverts_costs_the_collector_little_per_member(impl):
     gc.collect()
     per_member = (len(gc.get_objects()) - before) / 2000
     assert per_member <= 15, per_member
+
+
+def _sets_equal_to(names):
+    """The tracked frozensets equal to `names` but `names` itself, wherever they are held."""
+    return [o for o in gc.get_objects() if type(o) is frozenset and o == names and o is not names]
+
+
+def test_members_subscribed_alike_hold_one_set(impl):
+    """Members of a group that subscribe to the same topics, each request with its own
+    list of names, hold one subscription set between them, as they joined and as they
+    were loaded again: every set is an object each full collection visits."""
+    store = InMemoryStore()
+    coord = make(impl, store)
+    names = frozenset({"foo", "-".join(["no", "such", "topic"])})   # made at run time
+    for i in range(20):
+        answer = send(coord, f"m{i}", 0, rebalance_timeout_ms=30_000,
+                      subscribed_topic_names=sorted(names), owned_partitions={})
+        assert answer[0].error == E.NONE
+    gc.collect()
+    assert len(_sets_equal_to(names)) == 1
+    again = reload(impl, store)
+    del coord
+    gc.collect()
+    assert len(_sets_equal_to(names)) == 1
+    members = again.consumer_group_describe(["g"])[0].members
+    assert len(members) == 20
+    assert all(set(m.subscribed_topic_names) == names for m in members)
