@@ -76,7 +76,9 @@ def build_consumer_groups(impl: str, groups: int, per_group: int, *, partitions:
             hb(gid, mid, 0, rebalance_timeout_ms=30_000, subscribed_topic_names=["t"],
                owned_partitions={}, callback=out.append)
             epochs[mid], owned[mid] = out[-1].member_epoch, out[-1].assignment
-        while True:         # report what each owns until every one is reconciled
+        # report what each owns until every one is reconciled (a few rounds; the bound
+        # makes a group that never settles an error rather than a hang)
+        for _ in range(50):
             for mid in epochs:
                 hb(gid, mid, epochs[mid], owned_partitions=owned[mid], callback=out.append)
                 r = out[-1]
@@ -87,5 +89,7 @@ def build_consumer_groups(impl: str, groups: int, per_group: int, *, partitions:
             out.clear()
             if coord.consumer_group_describe([gid])[0].state == "Stable":
                 break
+        else:
+            raise AssertionError(f"{gid} did not become Stable")
         members.extend((gid, mid, epoch) for mid, epoch in epochs.items())
     return coord, members

@@ -327,10 +327,9 @@ def shared_topic_names(cg: ConsumerGroupState, names) -> FrozenSet[str]:
     members subscribed alike (most groups' members) hold one set between them, not one
     each that every full garbage collection visits. Sets are immutable: sharing is safe."""
     subscribed = frozenset(names)
-    for first in cg.members.values():
-        if first.topic_names == subscribed:
-            return first.topic_names
-        break
+    first = next(iter(cg.members.values()), None)
+    if first is not None and first.topic_names == subscribed:
+        return first.topic_names
     return subscribed
 
 

@@ -133,14 +133,15 @@ def follows(previous, record: dict) -> bool:
     return type(last) is not int or seq == last + 1
 
 
-def apply_members(members: dict, record: dict) -> None:
+def apply_members(members: dict, record: dict, pack=None) -> None:
     """The members a partial `record` names, applied to `members` (a group's, by id) in
-    place: each replaced by its record, or removed where its record is None."""
+    place: each replaced by its record (or by `pack(record)`), or removed where its
+    record is None."""
     for member_id, m in record["members"].items():
         if m is None:
             members.pop(member_id, None)
         else:
-            members[member_id] = m
+            members[member_id] = m if pack is None else pack(m)
 
 
 def fold_consumer_record(previous: Optional[dict], record: dict) -> Optional[dict]:
@@ -173,12 +174,7 @@ def commit_consumer_record(committed: Optional[dict], record: dict) -> dict:
     full collection, for every member the coordinator holds."""
     if committed is None or record.get("full"):
         committed = {"members": {}}
-    members = committed["members"]
-    for member_id, m in record["members"].items():
-        if m is None:
-            members.pop(member_id, None)
-        else:
-            members[member_id] = marshal.dumps(m)
+    apply_members(committed["members"], record, marshal.dumps)
     for key, value in record.items():
         if key != "members":
             committed[key] = value
