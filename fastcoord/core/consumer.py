@@ -676,6 +676,9 @@ class ConsumerLogic:
         changed = replaced is not None or updated.slot < 0 or not _same_metadata(member, updated)
         unmoved = False
         if replaced is not None:
+            overwritten = cg.members.get(updated.member_id)
+            if overwritten is not None and overwritten is not replaced:
+                self._overwrite(group, overwritten)
             self._cancel_timers(replaced)
             updated.join_timer = updated.sync_timer = None
             del cg.members[replaced.member_id]
@@ -720,6 +723,16 @@ class ConsumerLogic:
         if changed:
             cg.dirty.add(updated.member_id)
         group.version = logic.next_version()
+
+    def _overwrite(self, group, member) -> None:
+        """A static takeover names `member`'s id: as Kafka's replaceMember writes the new
+        member's records under that id, `member` goes without a trace and without an
+        epoch bump of its own. Its session, timers, partitions and target go with it,
+        so no deadline of its fences the member that now has its id. Caller holds the
+        group's lock."""
+        self._drop(group.consumer, member)
+        log.info("consumer group %s: member %s overwritten by a static member's takeover "
+                 "under its id", group.group_id, member.member_id)
 
     def _regex_changed(self, cg, member, updated) -> bool:
         """Kafka's maybeUpdateRegularExpressions: a new regex is checked (RE2 syntax) and
@@ -1008,6 +1021,18 @@ class ConsumerLogic:
         """Remove a member and bump the group epoch (unless not `bump`: the caller bumps
         it once for several). Caller holds the group's lock."""
         cg = group.consumer
+        self._drop(cg, member)
+        cg.dirty.add(member.member_id)
+        self._refresh_metadata(cg)
+        if bump:
+            bump_after_removal(cg)
+        group.version = self.logic.next_version()
+        if not cg.members:
+            group.empty_since_ms = self.logic.commit_time_ms()
+
+    def _drop(self, cg, member) -> None:
+        """`member` out of `cg` with what it holds: timers, partitions, target, instance
+        id and member-table slot. Caller holds the group's lock."""
         self._cancel_timers(member)
         cg.release(member)
         del cg.members[member.member_id]
@@ -1017,13 +1042,6 @@ class ConsumerLogic:
         if member.slot >= 0:
             self.logic._release_slot(member.slot)
             member.slot = -1
-        cg.dirty.add(member.member_id)
-        self._refresh_metadata(cg)
-        if bump:
-            bump_after_removal(cg)
-        group.version = self.logic.next_version()
-        if not cg.members:
-            group.empty_since_ms = self.logic.commit_time_ms()
 
     def on_session_deadline(self, group, member_id: str) -> None:
         """The member's session deadline passed without a heartbeat. Caller holds the

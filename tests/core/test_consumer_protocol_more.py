@@ -289,6 +289,37 @@ def test_static_members_rejoining_with_another_assignor_retarget_once_most_use_i
     assert described(coord).group_epoch == 4
 
 
+def test_a_static_takeover_under_a_members_id_overwrites_that_member(impl):
+    """A join (epoch 0) that takes over a released instance id under the id of another
+    member of the group: as Kafka's replaceMember writes the new member's records
+    under its id, that member is overwritten, its session and partitions gone with it.
+    The member heartbeating under the id keeps its place past any session timeout,
+    the table holds one member, and what the overwritten member owned is free."""
+    coord, clock = make(impl)
+    coord.set_topics({"foo": 4})
+    b = join(coord, "g", "b", ["foo"], instance_id="i-b")
+    assert b.assignment == {"foo": [0, 1, 2, 3]}
+    assert hb(coord, "g", "b", -2, instance_id="i-b").member_epoch == -2
+    a = join(coord, "g", "a", ["foo"])              # dynamic; b's partitions are kept for i-b
+    assert a.error == E.NONE
+    r = join(coord, "g", "a", ["foo"], instance_id="i-b")
+    assert r.error == E.NONE
+    assert sorted(members(coord)) == ["a"]
+    table = coord.member_table.stats()
+    assert table["slots"] - table["free"] == 1
+    epoch = r.member_epoch
+    owned = r.assignment
+    for _ in range(3 * SESSION // 5_000):
+        clock.advance(5_000)
+        coord.advance_time(0)
+        r = hb(coord, "g", "a", epoch, instance_id="i-b", owned_partitions=owned)
+        assert r.error == E.NONE, r
+        epoch = r.member_epoch
+        owned = r.assignment if r.assignment is not None else owned
+    assert sorted(members(coord)) == ["a"]
+    assert members(coord)["a"].instance_id == "i-b"
+
+
 # ---------------------------------------------------------------------------------------
 # a full group and static members (KAFKA-20601: testStaticMemberCanRejoin...WhenGroupIsFull,
 # testNewStaticMemberClassicGroupJoinThrowsGroupMaxSizeReachedExceptionWhenConsumerGroupIsFull)

@@ -188,6 +188,11 @@ class ConsumerTwins(RuleBasedStateMachine):
         native = self.native.consumer_group_describe(GROUPS)
         assert native == self.pure.consumer_group_describe(GROUPS)
         assert self.native.list_groups() == self.pure.list_groups()
+        # every member holds one slot of the member table and no slot outlives its
+        # member (a leaked slot's session would fence whoever has its id later)
+        for coord in (self.native, self.pure):
+            table = coord.member_table.stats()
+            assert table["slots"] - table["free"] == sum(len(d.members) for d in native)
         for desc in native:
             owners = {}
             for m in desc.members:
