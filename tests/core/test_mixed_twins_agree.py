@@ -306,6 +306,20 @@ class MixedTwins(RuleBasedStateMachine):
         assert [w[:3] for w in self.stores[0].pending] == [w[:3] for w in self.stores[1].pending]
 
     @invariant()
+    def one_slot_per_member(self):
+        """Every member holds one slot of the member table (of either protocol, and a
+        classic member told to join again with its new id), and no slot outlives its
+        member: a leaked slot's session would fence whoever has its id later."""
+        for coord in (self.native, self.pure):
+            group = coord._logic._get_group(GROUP)
+            held = 0
+            if group is not None:
+                members = group.members if group.consumer is None else group.consumer.members
+                held = len(members) + len(group.pending)
+            table = coord.member_table.stats()
+            assert table["slots"] - table["free"] == held
+
+    @invariant()
     def as_stored(self):
         """A group only consumer-protocol clients ever used, with no write on its way
         (and none answered out of order), is what its store holds: a failed write left
