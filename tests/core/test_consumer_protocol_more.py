@@ -293,8 +293,8 @@ def test_a_static_takeover_under_a_members_id_overwrites_that_member(impl):
     """A join (epoch 0) that takes over a released instance id under the id of another
     member of the group: as Kafka's replaceMember writes the new member's records
     under its id, that member is overwritten, its session and partitions gone with it.
-    The member heartbeating under the id keeps its place past any session timeout,
-    the table holds one member, and what the overwritten member owned is free."""
+    The member heartbeating under the id keeps its place past any session timeout
+    and the table holds one member."""
     coord, clock = make(impl)
     coord.set_topics({"foo": 4})
     b = join(coord, "g", "b", ["foo"], instance_id="i-b")
