@@ -678,7 +678,13 @@ class ConsumerLogic:
         if replaced is not None:
             overwritten = cg.members.get(updated.member_id)
             if overwritten is not None and overwritten is not replaced:
-                self._overwrite(group, overwritten)
+                # Kafka's replaceMember writes the new member's records under its id:
+                # another member holding that id is overwritten, with no epoch bump of
+                # its own, and nothing of it (its session above all) outlives it to
+                # fence the member that now has the id
+                self._drop(cg, overwritten)
+                log.info("consumer group %s: member %s overwritten by a static member's "
+                         "takeover under its id", group.group_id, overwritten.member_id)
             self._cancel_timers(replaced)
             updated.join_timer = updated.sync_timer = None
             del cg.members[replaced.member_id]
@@ -723,16 +729,6 @@ class ConsumerLogic:
         if changed:
             cg.dirty.add(updated.member_id)
         group.version = logic.next_version()
-
-    def _overwrite(self, group, member) -> None:
-        """A static takeover names `member`'s id: as Kafka's replaceMember writes the new
-        member's records under that id, `member` goes without a trace and without an
-        epoch bump of its own. Its session, timers, partitions and target go with it,
-        so no deadline of its fences the member that now has its id. Caller holds the
-        group's lock."""
-        self._drop(group.consumer, member)
-        log.info("consumer group %s: member %s overwritten by a static member's takeover "
-                 "under its id", group.group_id, member.member_id)
 
     def _regex_changed(self, cg, member, updated) -> bool:
         """Kafka's maybeUpdateRegularExpressions: a new regex is checked (RE2 syntax) and
