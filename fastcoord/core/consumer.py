@@ -223,6 +223,16 @@ class ConsumerGroupState:
     def regexes(self) -> set:
         return {m.topic_regex for m in self.members.values() if m.topic_regex}
 
+    def forget_unused_regexes(self) -> None:
+        """Drop the resolutions of regexes no member subscribes to any more (Kafka
+        deletes a regex's resolution when its last member leaves, is fenced or moves to
+        another regex): one subscribed to again is resolved anew, and that resolution,
+        new to the group, bumps its epoch."""
+        if self.resolved:
+            used = self.regexes()
+            if any(r not in used for r in self.resolved):
+                self.resolved = {r: ts for r, ts in self.resolved.items() if r in used}
+
     # -- partition ownership (Kafka's currentPartitionEpoch bookkeeping) --------
     def release(self, member: ConsumerMember) -> None:
         owners = self.owners
@@ -342,15 +352,15 @@ def _sorted_lists(parts) -> Dict[str, List[int]]:
 
 
 def _is_subset(owned, assigned) -> bool:
-    """Every owned partition is assigned (Kafka's isSubset; None owns nothing known)."""
+    """Every owned topic is assigned and each of its partitions too (Kafka's isSubset:
+    an owned topic the member is not assigned fails even with no partition listed;
+    None owns nothing known)."""
     if owned is None:
         return False
     for topic, ps in owned.items():
         mine = assigned.get(topic)
-        if mine is None:
-            if ps:
-                return False
-            continue
+        if not mine:
+            return False
         for p in ps:
             if p not in mine:
                 return False
@@ -647,6 +657,11 @@ class ConsumerLogic:
         if not bump and updated.server_assignor != member.server_assignor:
             preferred = self._preferred_assignor(cg)
         self._install(group, member, updated, replaced)
+        # (a regex the member, or the static member it took over, no longer subscribes
+        # to may have had no other subscriber)
+        if {m.topic_regex for m in (member, replaced) if m is not None} \
+                - {None, updated.topic_regex}:
+            cg.forget_unused_regexes()
         if preferred is not None and self._preferred_assignor(cg) != preferred:
             bump = True
         if bump or cg.topics_version != self.topics_version:
@@ -1038,6 +1053,8 @@ class ConsumerLogic:
         if member.slot >= 0:
             self.logic._release_slot(member.slot)
             member.slot = -1
+        if member.topic_regex:
+            cg.forget_unused_regexes()
 
     def on_session_deadline(self, group, member_id: str) -> None:
         """The member's session deadline passed without a heartbeat. Caller holds the
@@ -1363,6 +1380,8 @@ class ConsumerLogic:
             if target:
                 cg.target[member_id] = {t: list(ps) for t, ps in target.items()}
             cg.own(member)
+        # (a record written before unused resolutions were dropped may still hold some)
+        cg.forget_unused_regexes()
         # (the topics may have changed while the group was away: its next heartbeat
         # recomputes the subscribed topics' metadata, bumping the epoch only if it moved)
         cg.topics_version = -1

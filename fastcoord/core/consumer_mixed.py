@@ -99,9 +99,8 @@ class MixedGroups:
                 log.info("cannot upgrade classic group %s to a consumer group: member %s's "
                          "embedded consumer protocol is malformed (%s)", group_id, m.member_id, exc)
                 raise _Refused(Errors.GROUP_ID_NOT_FOUND,
-                               f"Cannot upgrade the classic group {group_id} to a consumer "
-                               "group because the embedded consumer protocol is "
-                               "malformed.") from None
+                               f"Cannot upgrade classic group {group_id} to consumer group "
+                               "because the embedded consumer protocol is malformed.") from None
             if user_data:
                 # (a client-side assignor of its own, with state in its assignments, has
                 # no server-side counterpart: KAFKA-18134)

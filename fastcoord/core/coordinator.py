@@ -374,7 +374,10 @@ class GroupCoordinator:
                        api_version: Optional[int] = None):
         """Commit offsets. Without `callback`, waits for the store and returns
         {(topic, partition): Errors}; with it, returns None and calls `callback(result)`
-        once the store has answered (what a server with a durable store wants)."""
+        once the store has answered (what a server with a durable store wants).
+        `api_version`: the OffsetCommit version of the request a server is answering,
+        for the answers Kafka gives by version (None: as before v9, as the classic
+        protocol's contract says, except a consumer group's member epoch checks)."""
         # A commit per poll: the usual arguments (exact types, in range) pass at a glance;
         # any other runs the checks one by one, which name the argument at fault.
         if not (type(group_id) is str and type(member_id) is str

@@ -1105,7 +1105,11 @@ class GroupLogic:
         group = self._get_group(group_id)
         if group is None:
             if generation_id >= 0:
-                self._emit_one(done, {tp: E.ILLEGAL_GENERATION for tp in offsets})
+                # (Kafka's validateOffsetCommit: from v9, which both protocols' clients
+                # use, the group's absence itself; before it, ILLEGAL_GENERATION)
+                error = E.GROUP_ID_NOT_FOUND if api_version is not None and api_version >= 9 \
+                    else E.ILLEGAL_GENERATION
+                self._emit_one(done, {tp: error for tp in offsets})
                 return
             group = self._create_group(group_id)
         with group.rec:

@@ -308,7 +308,8 @@ class KafkaApis:
                                    "The client is not authorized to describe some of the "
                                    "subscribed topics."))
             return
-        if request.api_version >= 1 and not body.member_id:
+        # (Kafka's check trims: a blank member id is an empty one)
+        if request.api_version >= 1 and not (body.member_id or "").strip():
             reply(_heartbeat_error(INVALID_REQUEST, "MemberId can't be empty."))
             return
         owned = None
@@ -316,13 +317,22 @@ class KafkaApis:
             owned = {}
             for tp in body.topic_partitions:
                 name = self.topic_ids.name_of(tp.topic_id)
-                if name is None and body.member_epoch == 0:
-                    # A join must carry no entry at all, known topic or not: the core
-                    # refuses any, so an unknown id is kept under its own text.
-                    name = str(tp.topic_id)
-                if name is not None:
-                    # (a negative id names no partition: no member owns one)
-                    owned.setdefault(name, []).extend(p for p in tp.partitions if p >= 0)
+                if name is None:
+                    # An id this broker does not know names no partition a member is
+                    # assigned: reconciliation passes over it, but it is not a subset of
+                    # an assignment (a previous-epoch heartbeat carrying it is fenced) and
+                    # a join must carry none. It goes on under a key no topic name can
+                    # be (topic names have no spaces or angle brackets).
+                    owned[f"<unknown topic id {tp.topic_id}>"] = []
+                    continue
+                partitions = owned.setdefault(name, [])
+                for p in tp.partitions:
+                    if p >= 0:
+                        partitions.append(p)
+                    else:
+                        # a negative partition is no partition a member is assigned:
+                        # the same as an unknown topic, under its own key
+                        owned[f"<negative partition of {name}>"] = []
 
         def answered(result) -> None:
             if result.error != Errors.NONE:
