@@ -74,8 +74,10 @@ test: lint valgrind chromium
 
 # The core tier alone (timer, purgatory, groups, coordinator; both twins): the quick loop
 # while changing the core. It runs whole, slow tests included (docs/testing.md: its time).
+# the quick tier: the core's tests, the state machines and property tests drawing a
+# quarter of their examples (tests/helpers/tier.py); make test draws them all
 test-core: $(STAMP)
-	$(PY) -m pytest -q tests/core
+	FASTCOORD_QUICK=1 $(PY) -m pytest -q tests/core
 
 # The core and server tiers with the extensions switched off, as a user without a
 # compiler has them, and the tests of the other twins: the storage scanner's and the

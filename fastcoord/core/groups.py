@@ -175,6 +175,13 @@ class Group:
         # what the downgrade's write answers and reverts (core/consumer_mixed.py); None
         # once it is confirmed, or once a later classic record of the group is given.
         self.downgrade = None
+        # The topics a classic consumer group's generation subscribes to, as Kafka's
+        # GroupMetadata.subscribedTopics: computed when a generation starts (and when the
+        # group is loaded or converted), not as members change their metadata within
+        # it; None when unknown (no generation yet, another protocol type, a
+        # subscription that does not parse): every topic then counts as subscribed.
+        # OffsetDelete and the retention check read it.
+        self.subscribed_topics: Optional[frozenset] = None
 
     # -- state -------------------------------------------------------------
     def transition_to(self, target: int) -> None:
@@ -477,6 +484,7 @@ class GroupLogic:
         group.consumer = ConsumerGroupState() if state is None else state
         group.protocol_type = CONSUMER_PROTOCOL
         group.protocol_name = None
+        group.subscribed_topics = None
         group.version = group.members_epoch = next(_EPOCHS)
 
     def _make_classic_group(self, group: Group) -> None:
@@ -484,6 +492,7 @@ class GroupLogic:
         maybeDeleteEmptyConsumerGroup); its offsets stay. Caller holds the group's lock."""
         group.consumer = None
         group.protocol_type = None
+        group.subscribed_topics = None
         group.version = group.members_epoch = next(_EPOCHS)
 
     # ======================================================================
@@ -761,6 +770,7 @@ class GroupLogic:
         group.generation = generation
         group.rec.generation = generation
         group.protocol_name = group.select_protocol()
+        group.subscribed_topics = _generation_topics(group)
         assignment = {}
         for member in group.members.values():
             member.assignment = assignment_of(member.member_id,
@@ -843,9 +853,11 @@ class GroupLogic:
         group.rec.generation = group.generation
         if group.members:
             group.protocol_name = group.select_protocol()
+            group.subscribed_topics = _generation_topics(group)
             group.transition_to(CR)
         else:
             group.protocol_name = None
+            group.subscribed_topics = _generation_topics(group)
             group.transition_to(EMPTY)
             group.empty_since_ms = self.commit_time_ms()
         group.pending_sync.clear()
@@ -1436,13 +1448,15 @@ class GroupLogic:
             elif group.state == EMPTY:
                 topics = ()
             elif group.protocol_type == CONSUMER_PROTOCOL:
-                topics = _subscribed_topics(group) or ()
+                # its generation's topics (Kafka's isSubscribedToTopic): unknown ones
+                # (None) count as every topic
+                topics = group.subscribed_topics
             else:
                 return E.NON_EMPTY_GROUP, {}
             # a group in use keeps the offsets of the topics it subscribes to
             eligible = []
             for tp in partitions:
-                if tp[0] in topics:
+                if topics is None or tp[0] in topics:
                     results[tp] = E.GROUP_SUBSCRIBED_TO_TOPIC
                 else:
                     eligible.append(tp)
@@ -1523,6 +1537,7 @@ class GroupLogic:
             written = record.get("written_ms")
             if type(written) is int:
                 group.empty_since_ms = written
+            group.subscribed_topics = _generation_topics(group)
             return
         group.protocol_name = record["protocol"]
         now = self.clock.now_ms()
@@ -1539,6 +1554,7 @@ class GroupLogic:
             else next(iter(group.members))
         group.state = STABLE          # a loaded group with members is Stable (Kafka)
         group.rec.state = STABLE
+        group.subscribed_topics = _generation_topics(group)
         group.version = next(_EPOCHS)
 
     def on_group_loaded(self, group: Group) -> None:
@@ -1641,7 +1657,7 @@ def _expired_offsets(group: Group, now: int, retention: int) -> list:
             return []
         return [tp for tp in offsets if tp not in pending]
     if group.state == STABLE and group.protocol_type == CONSUMER_PROTOCOL:
-        topics = _subscribed_topics(group)
+        topics = group.subscribed_topics
         if topics is None:
             return []
         return [tp for tp, om in offsets.items()
@@ -1650,9 +1666,15 @@ def _expired_offsets(group: Group, now: int, retention: int) -> list:
     return []
 
 
-def _subscribed_topics(group: Group) -> Optional[set]:
-    """The topics the members' subscriptions (for the group's protocol) name; None when
-    one does not parse as a consumer protocol subscription (nothing is known then)."""
+def _generation_topics(group: Group) -> Optional[frozenset]:
+    """Kafka's GroupMetadata.computeSubscribedTopics: for a group of the consumer
+    protocol type, the topics its members' subscriptions (for the group's protocol)
+    name, none without members; None for another protocol type, or when a subscription
+    does not parse as a consumer protocol one (nothing is known then)."""
+    if group.protocol_type != CONSUMER_PROTOCOL:
+        return None
+    if not group.members:
+        return frozenset()
     protocol = group.protocol_name
     if protocol is None:
         return None
@@ -1666,7 +1688,7 @@ def _subscribed_topics(group: Group) -> Optional[set]:
         if names is None:
             return None
         topics.update(names)
-    return topics
+    return frozenset(topics)
 
 
 def _consumer_topics(data) -> Optional[list]:

@@ -16,6 +16,7 @@ from hypothesis import given, settings, strategies as st
 
 import fastcoord
 from fastcoord.core.assignors import ASSIGNORS, compute_assignment
+from helpers.tier import examples
 
 
 def assign(impl, name, members, topics, current=None):
@@ -400,7 +401,7 @@ def groups(draw, homogeneous=None, max_members=8):
     return members, topics, current
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(groups(), st.sampled_from(ASSIGNORS))
 def test_property_valid(group, name):
     members, topics, current = group
@@ -412,7 +413,7 @@ IMPLS = ["native", "pure"] if fastcoord.NATIVE_AVAILABLE else ["pure"]
 
 
 @pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE, reason="the native twin is not built")
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(groups(), st.sampled_from(ASSIGNORS))
 def test_property_twins_agree(group, name):
     members, topics, current = group

@@ -21,6 +21,7 @@ from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from fastcoord.core.consumer_records import fold_consumer_record
 from fastcoord.core.store import DeferredStore, InMemoryStore
 from fastcoord.storage.records import fold_consumer
+from helpers.tier import examples
 
 E = Errors
 ALL = {"foo": [0, 1, 2, 3]}
@@ -451,7 +452,7 @@ class FailedWrites(RuleBasedStateMachine):
 
 def test_failed_writes_leave_the_group_as_stored(impl):
     machine = type(f"FailedWrites_{impl}", (FailedWrites,), {"impl": impl})
-    run_state_machine_as_test(machine, settings=settings(max_examples=150,
+    run_state_machine_as_test(machine, settings=settings(max_examples=examples(150),
                                                          stateful_step_count=40,
                                                          deadline=None))
 

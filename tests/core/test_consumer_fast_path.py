@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import fastcoord
 from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from fastcoord.core.store import InMemoryStore
+from helpers.tier import examples
 
 E = Errors
 SESSION = 45_000
@@ -343,7 +344,7 @@ def test_fast_and_slow_paths_agree_on_random_streams(impl, via):
     through the instance's method (the member table's fast path; or by handle, falling
     back to the method when the table leaves it) of one and the class's method (the
     slow path) of the other; every answer and every group description agree."""
-    @settings(max_examples=150, deadline=None, database=None,
+    @settings(max_examples=examples(150), deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(st.lists(_member, min_size=1, max_size=4, unique=True),
            st.lists(_op, min_size=10, max_size=60))

@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import fastcoord
 from fastcoord import CoordinatorConfig, GroupCoordinator, ManualClock
+from helpers.tier import examples
 
 pytestmark = pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE,
                                 reason="needs the native core to compare against")
@@ -203,6 +204,6 @@ class ConsumerTwins(RuleBasedStateMachine):
 
 
 ConsumerTwins.TestCase.settings = settings(
-    max_examples=100, stateful_step_count=40, deadline=None,
+    max_examples=examples(100), stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 test_consumer_twins_agree = ConsumerTwins.TestCase

@@ -26,6 +26,7 @@ from fastcoord.core.consumer_embedded import (
 )
 from fastcoord.core.store import DeferredStore
 from helpers.classic_clients import range_assign, take_join_answer
+from helpers.tier import examples
 
 pytestmark = pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE,
                                 reason="needs the native core to compare against")
@@ -344,6 +345,6 @@ class MixedTwins(RuleBasedStateMachine):
 
 
 MixedTwins.TestCase.settings = settings(
-    max_examples=100, stateful_step_count=50, deadline=None,
+    max_examples=examples(100), stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 test_mixed_twins_agree = MixedTwins.TestCase

@@ -12,6 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import fastcoord
 from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock, OffsetAndMetadata
 from helpers.invariants import group_invariants
+from helpers.tier import examples
 
 pytestmark = pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE,
                                 reason="needs the native core to compare against")
@@ -178,6 +179,6 @@ def _same_offsets(a, b):
 
 
 TwinMachine.TestCase.settings = settings(
-    max_examples=200, stateful_step_count=80, deadline=None,
+    max_examples=examples(200), stateful_step_count=80, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 test_native_and_pure_agree = pytest.mark.slow(TwinMachine.TestCase)
