@@ -338,6 +338,11 @@ class MixedGroups:
             # a new dynamic member is given its id first, to join again with it
             return JoinGroupResult(Errors.MEMBER_ID_REQUIRED, member_id=member_id)
         replaced = None
+        # (Kafka's step 4: the member that held the instance id before this join, the
+        # joiner itself included, when it used the consumer protocol: replacing the last
+        # such member downgrades the group)
+        holder = None if instance_id is None else cg.static.get(instance_id)
+        holder_was_consumer = holder is not None and cg.members[holder].classic is None
         if instance_id is None:
             # (as Kafka: any id joins, and a consumer-protocol member's id turns it into
             # a member of the classic protocol)
@@ -369,7 +374,10 @@ class MixedGroups:
         table = self.logic.table
         result = JoinGroupResult(Errors.NONE, updated.member_epoch, CONSUMER_PROTOCOL,
                                  protocols[0][0], "", updated.member_id, [], False)
-        if replaced is not None and self.maybe_downgrade(group, (), rebalance=False):
+        # (a new subscription rebalances the classic group it becomes, KAFKA-19546)
+        if holder_was_consumer and self.maybe_downgrade(
+                group, (), rebalance=updated.topic_names != member.topic_names
+                or updated.topic_regex != member.topic_regex):
             return result      # the last consumer-protocol member was replaced: classic now
         # it joined: its session runs on its own timeout, and it must sync in time
         _cancel(updated, "join_timer")
