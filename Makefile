@@ -73,9 +73,9 @@ test: lint valgrind chromium
 	$(PY) -m pytest -q benchmarks --benchmark-disable
 
 # The core tier alone (timer, purgatory, groups, coordinator; both twins): the quick loop
-# while changing the core. It runs whole, slow tests included (docs/testing.md: its time).
-# the quick tier: the core's tests, the state machines and property tests drawing a
-# quarter of their examples (tests/helpers/tier.py); make test draws them all
+# while changing the core. It runs whole, slow tests included, but its state machines and
+# slow property tests draw a quarter of their examples (tests/helpers/tier.py); make test
+# draws them all (docs/testing.md: its time).
 test-core: $(STAMP)
 	FASTCOORD_QUICK=1 $(PY) -m pytest -q tests/core
 

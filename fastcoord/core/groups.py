@@ -851,13 +851,11 @@ class GroupLogic:
     def _init_next_generation(self, group: Group) -> None:
         group.generation += 1
         group.rec.generation = group.generation
+        group.protocol_name = group.select_protocol() if group.members else None
+        group.subscribed_topics = _generation_topics(group)
         if group.members:
-            group.protocol_name = group.select_protocol()
-            group.subscribed_topics = _generation_topics(group)
             group.transition_to(CR)
         else:
-            group.protocol_name = None
-            group.subscribed_topics = _generation_topics(group)
             group.transition_to(EMPTY)
             group.empty_since_ms = self.commit_time_ms()
         group.pending_sync.clear()
