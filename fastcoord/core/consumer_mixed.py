@@ -178,7 +178,7 @@ class MixedGroups:
         group.new_member_added = False
         group.leader_id = None
         group.protocol_name = None
-        group.subscribed_topics = None
+        group.generation_topics = None
         group.state = EMPTY             # (no transition: the classic side just ends)
         group.rec.state = EMPTY
 

@@ -39,7 +39,7 @@ cdef class Group:
     cdef public object group_id, rec, state, generation, protocol_type, protocol_name
     cdef public object leader_id, num_awaiting_join, new_member_added
     cdef public object version, members_epoch, empty_since_ms, consumer, downgrade
-    cdef public object subscribed_topics
+    cdef public object generation_topics
     # Containers made once (in __init__) and never replaced: typed, their methods and
     # look-ups are the C API's, not calls through the type
     cdef public dict members, pending, static, supported, offsets, pending_offsets

@@ -176,12 +176,12 @@ class Group:
         # once it is confirmed, or once a later classic record of the group is given.
         self.downgrade = None
         # The topics a classic consumer group's generation subscribes to, as Kafka's
-        # GroupMetadata.subscribedTopics: computed when a generation starts (and when the
-        # group is loaded or converted), not as members change their metadata within
-        # it; None when unknown (no generation yet, another protocol type, a
-        # subscription that does not parse): every topic then counts as subscribed.
-        # OffsetDelete and the retention check read it.
-        self.subscribed_topics: Optional[frozenset] = None
+        # GroupMetadata.subscribedTopics (a _GenerationTopics): taken when a generation
+        # starts (and when the group is loaded or converted), not as members change
+        # their metadata within it; None when unknown (no generation yet, another
+        # protocol type): every topic then counts as subscribed. OffsetDelete and the
+        # retention check read it.
+        self.generation_topics = None
 
     # -- state -------------------------------------------------------------
     def transition_to(self, target: int) -> None:
@@ -484,7 +484,7 @@ class GroupLogic:
         group.consumer = ConsumerGroupState() if state is None else state
         group.protocol_type = CONSUMER_PROTOCOL
         group.protocol_name = None
-        group.subscribed_topics = None
+        group.generation_topics = None
         group.version = group.members_epoch = next(_EPOCHS)
 
     def _make_classic_group(self, group: Group) -> None:
@@ -492,7 +492,7 @@ class GroupLogic:
         maybeDeleteEmptyConsumerGroup); its offsets stay. Caller holds the group's lock."""
         group.consumer = None
         group.protocol_type = None
-        group.subscribed_topics = None
+        group.generation_topics = None
         group.version = group.members_epoch = next(_EPOCHS)
 
     # ======================================================================
@@ -770,7 +770,7 @@ class GroupLogic:
         group.generation = generation
         group.rec.generation = generation
         group.protocol_name = group.select_protocol()
-        group.subscribed_topics = _generation_topics(group)
+        group.generation_topics = _generation_topics(group)
         assignment = {}
         for member in group.members.values():
             member.assignment = assignment_of(member.member_id,
@@ -852,7 +852,7 @@ class GroupLogic:
         group.generation += 1
         group.rec.generation = group.generation
         group.protocol_name = group.select_protocol() if group.members else None
-        group.subscribed_topics = _generation_topics(group)
+        group.generation_topics = _generation_topics(group)
         if group.members:
             group.transition_to(CR)
         else:
@@ -1448,7 +1448,7 @@ class GroupLogic:
             elif group.protocol_type == CONSUMER_PROTOCOL:
                 # its generation's topics (Kafka's isSubscribedToTopic): unknown ones
                 # (None) count as every topic
-                topics = group.subscribed_topics
+                topics = _subscribed_topics(group)
             else:
                 return E.NON_EMPTY_GROUP, {}
             # a group in use keeps the offsets of the topics it subscribes to
@@ -1535,7 +1535,7 @@ class GroupLogic:
             written = record.get("written_ms")
             if type(written) is int:
                 group.empty_since_ms = written
-            group.subscribed_topics = _generation_topics(group)
+            group.generation_topics = _generation_topics(group)
             return
         group.protocol_name = record["protocol"]
         now = self.clock.now_ms()
@@ -1552,7 +1552,7 @@ class GroupLogic:
             else next(iter(group.members))
         group.state = STABLE          # a loaded group with members is Stable (Kafka)
         group.rec.state = STABLE
-        group.subscribed_topics = _generation_topics(group)
+        group.generation_topics = _generation_topics(group)
         group.version = next(_EPOCHS)
 
     def on_group_loaded(self, group: Group) -> None:
@@ -1655,7 +1655,7 @@ def _expired_offsets(group: Group, now: int, retention: int) -> list:
             return []
         return [tp for tp in offsets if tp not in pending]
     if group.state == STABLE and group.protocol_type == CONSUMER_PROTOCOL:
-        topics = group.subscribed_topics
+        topics = _subscribed_topics(group)
         if topics is None:
             return []
         return [tp for tp, om in offsets.items()
@@ -1664,29 +1664,65 @@ def _expired_offsets(group: Group, now: int, retention: int) -> list:
     return []
 
 
-def _generation_topics(group: Group) -> Optional[frozenset]:
-    """Kafka's GroupMetadata.computeSubscribedTopics: for a group of the consumer
-    protocol type, the topics its members' subscriptions (for the group's protocol)
-    name, none without members; None for another protocol type, or when a subscription
-    does not parse as a consumer protocol one (nothing is known then)."""
+def _generation_topics(group: Group) -> "Optional[_GenerationTopics]":
+    """Kafka's GroupMetadata.computeSubscribedTopics, as its generation starts: for a
+    group of the consumer protocol type, its members' subscriptions for the group's
+    protocol (no members: no topics); None for another protocol type."""
     if group.protocol_type != CONSUMER_PROTOCOL:
         return None
     if not group.members:
-        return frozenset()
-    protocol = group.protocol_name
-    if protocol is None:
+        return _NO_MEMBERS_TOPICS
+    if group.protocol_name is None:
         return None
-    topics: set = set()
-    for m in group.members.values():
-        names = None
-        for name, meta in m.protocols:
-            if name == protocol:
-                names = _consumer_topics(meta)
-                break
-        if names is None:
-            return None
-        topics.update(names)
-    return frozenset(topics)
+    # (a member's protocols list is replaced, never changed in place: a later join
+    # with other metadata does not reach this generation's)
+    return _GenerationTopics(group.protocol_name,
+                             tuple([m.protocols for m in group.members.values()]))
+
+
+def _subscribed_topics(group: Group) -> Optional[frozenset]:
+    """The topics of the group's generation; None when unknown (every topic counts)."""
+    taken = group.generation_topics
+    return None if taken is None else taken.topics()
+
+
+class _GenerationTopics:
+    """A generation's subscriptions, as its members' protocols were when it started,
+    parsed when first read: only OffsetDelete and the retention check read them, so a
+    rebalance does not parse every member's subscription."""
+    __slots__ = ("_protocol", "_protocols", "_topics", "_parsed")
+
+    def __init__(self, protocol, protocols) -> None:
+        self._protocol = protocol
+        self._protocols = protocols
+        self._topics = None
+        self._parsed = False
+
+    def topics(self) -> Optional[frozenset]:
+        """The topics the subscriptions name; None when one does not parse as a consumer
+        protocol subscription (nothing is known then)."""
+        if not self._parsed:
+            self._topics = self._parse()
+            self._protocols = None
+            self._parsed = True
+        return self._topics
+
+    def _parse(self) -> Optional[frozenset]:
+        topics: set = set()
+        for protocols in self._protocols:
+            names = None
+            for name, meta in protocols:
+                if name == self._protocol:
+                    names = _consumer_topics(meta)
+                    break
+            if names is None:
+                return None
+            topics.update(names)
+        return frozenset(topics)
+
+
+_NO_MEMBERS_TOPICS = _GenerationTopics(None, ())
+_NO_MEMBERS_TOPICS.topics()     # parsed here, once: shared, it is never written again
 
 
 def _consumer_topics(data) -> Optional[list]:
