@@ -945,7 +945,7 @@ class ConsumerLogic:
             cg.dirty.add(member.member_id)
             group.version = self.logic.next_version()
             # (a member of the classic protocol has its join and sync deadlines instead)
-            if member.state == UNREVOKED_PARTITIONS and member.classic is None:
+            if member.state == UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group, member)
             else:
                 self._cancel_rebalance_timeout(member)
@@ -1392,10 +1392,11 @@ class ConsumerLogic:
 
     def on_loaded(self, group) -> None:
         """The shard finished loading: every member's session starts now, and a member
-        still revoking gets its rebalance timeout again. Caller holds the group's lock."""
+        still revoking, of either protocol, gets its rebalance timeout again (as Kafka's
+        onLoaded). Caller holds the group's lock."""
         for member in group.consumer.members.values():
             self.logic.table.touch(member.slot)
-            if member.state == UNREVOKED_PARTITIONS and member.classic is None:
+            if member.state == UNREVOKED_PARTITIONS:
                 self._schedule_rebalance_timeout(group, member)
 
     # ======================================================================
