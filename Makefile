@@ -14,10 +14,12 @@ VENV_OTHER   := .venv-other
 PY_OTHER     := $(VENV_OTHER)/bin/python
 OTHER_STAMP  := $(VENV_OTHER)/.fastcoord-built
 OTHER_EXTRAS := test
-# what the build compiles (a .py among them is compiled too: see setup.py)
+# what the build compiles (a .py among them is compiled too: setup.py's compiled_python,
+# those with a .pxd beside them and coordinator.py)
 SOURCES := setup.py pyproject.toml $(wildcard fastcoord/*/_native/*.pyx fastcoord/*/_native/*.pxd) \
            $(wildcard fastcoord/*/_native/parts/*.pyx fastcoord/*/_native/parts/*.pxd) \
-           $(wildcard fastcoord/*/*.pxd) $(patsubst %.pxd,%.py,$(wildcard fastcoord/*/*.pxd))
+           $(wildcard fastcoord/*/*.pxd) $(patsubst %.pxd,%.py,$(wildcard fastcoord/*/*.pxd)) \
+           fastcoord/core/coordinator.py
 
 .PHONY: run demo test test-core test-pure test-other-python print-python-other bench build clean valgrind chromium bench-baseline profile
 

@@ -25,6 +25,7 @@ from .results import (
     ConsumerGroupDescription, GroupDescription, GroupListing, GroupSummary, JoinGroupResult, LeaveGroupResult,
     OffsetAndMetadata, SyncGroupResult,
 )
+from .states import SHARD_LOADING
 from .store import InMemoryStore
 
 log = logging.getLogger("fastcoord.coordinator")
@@ -686,6 +687,12 @@ class GroupCoordinator:
 
     def begin_loading(self, shard: int) -> None:
         self._logic.begin_loading(self._check_shard(shard))
+
+    def loading(self) -> bool:
+        """Whether a shard is loading (between begin_loading and finish_loading)."""
+        table = self._logic.table
+        return any(table.shard_state(shard) == SHARD_LOADING
+                   for shard in range(self.config.num_shards))
 
     def finish_loading(self, shard: int) -> None:
         self._logic.finish_loading(self._check_shard(shard))

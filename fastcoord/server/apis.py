@@ -25,6 +25,12 @@ CLUSTER_ID = "fastcoord"
 UNKNOWN_TOPIC_OR_PARTITION = 3
 TOPIC_AUTHORIZATION_FAILED = 29
 INVALID_REQUEST = 42
+API_VERSIONS_KEY = 18
+COORDINATOR_TYPES = (0, 1, 2)   # FindCoordinator's key types: group, transaction, share
+# ApiVersions v3's client software name and version: Kafka's pattern
+# [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?, checked by characters
+_SOFTWARE_ENDS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_SOFTWARE_CHARS = _SOFTWARE_ENDS | frozenset("-.")
 UNSUPPORTED_VERSION = 35
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
@@ -143,12 +149,23 @@ class KafkaApis:
 
     # -- ApiVersions, Metadata, FindCoordinator ------------------------------------------
     def api_versions(self, session: Session, request: Request, reply: Reply) -> None:
-        keys = [{"api_key": k, "min_version": lo, "max_version": hi}
-                for k, (lo, hi) in sorted(self.versions.items())]
+        """ApiVersions as Kafka answers it (KIP-511): at a version not served, the error
+        and ApiVersions' own range alone, for the client to ask again in one it knows;
+        from v3, a client software name or version Kafka's pattern refuses is
+        INVALID_REQUEST, with no keys."""
         if request.body is None:   # unsupported version: a v0 body (protocol.decode_request)
-            reply({"error_code": UNSUPPORTED_VERSION, "api_keys": keys})
+            lo, hi = self.versions[API_VERSIONS_KEY]
+            reply({"error_code": UNSUPPORTED_VERSION, "api_keys": [
+                {"api_key": API_VERSIONS_KEY, "min_version": lo, "max_version": hi}]})
             return
-        reply({"error_code": 0, "api_keys": keys})
+        if request.api_version >= 3 and not (
+                _software_field(request.body.client_software_name)
+                and _software_field(request.body.client_software_version)):
+            reply({"error_code": INVALID_REQUEST, "api_keys": []})
+            return
+        reply({"error_code": 0, "api_keys": [
+            {"api_key": k, "min_version": lo, "max_version": hi}
+            for k, (lo, hi) in sorted(self.versions.items())]})
 
     def metadata(self, session: Session, request: Request, reply: Reply) -> None:
         wanted = request.body.topics
@@ -195,7 +212,11 @@ class KafkaApis:
                     for p in range(count)]}
 
     def _coordinator_for(self, key: str, key_type: int) -> dict:
-        if key_type != 0:   # transaction coordinators are not served here
+        if key_type not in COORDINATOR_TYPES:
+            # (Kafka's CoordinatorType.forId refuses a type it does not know)
+            return {"key": key, "error_code": INVALID_REQUEST, "error_message": None,
+                    "node_id": -1, "host": "", "port": -1}
+        if key_type != 0:   # transaction (and share) coordinators are not served here
             return {"key": key, "error_code": int(Errors.COORDINATOR_NOT_AVAILABLE),
                     "error_message": "fastcoord serves group coordination only",
                     "node_id": -1, "host": "", "port": -1}
@@ -247,6 +268,10 @@ class KafkaApis:
 
     def sync_group(self, session: Session, request: Request, reply: Reply) -> None:
         body = request.body
+        if request.api_version >= 5 and (body.protocol_type is None or body.protocol_name is None):
+            # (from v5 both are mandatory: Kafka answers before any other check)
+            reply({"error_code": int(Errors.INCONSISTENT_GROUP_PROTOCOL), "assignment": b""})
+            return
         if not self._allowed(session, "Read", body.group_id):
             reply({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED), "assignment": b""})
             return
@@ -505,6 +530,9 @@ class KafkaApis:
             error, found = self.coord.fetch_offsets(group_id, partitions,
                                                     require_stable=require_stable,
                                                     member_id=member[0], member_epoch=member[1])
+        if int(error) != 0:
+            # (Kafka answers a group's error with no partitions; v0-1 put it on each)
+            return {"group_id": group_id, "error_code": int(error), "topics": []}
         by_topic: Dict[str, list] = {}
         if partitions is not None:
             order = partitions
@@ -518,7 +546,7 @@ class KafkaApis:
                 "committed_offset": om.offset if om is not None else -1,
                 "committed_leader_epoch": om.leader_epoch if om is not None else -1,
                 "metadata": (om.metadata or "") if om is not None else ""})
-        if denied and int(error) == 0:
+        if denied:
             for name, p in denied:
                 by_topic.setdefault(name, []).append(_no_offset(p, TOPIC_AUTHORIZATION_FAILED))
         return {"group_id": group_id, "error_code": int(error),
@@ -600,7 +628,9 @@ class KafkaApis:
         types = getattr(request.body, "types_filter", ())      # v5
         listings = self.coord.list_groups(list(states) if states else None,
                                           list(types) if types else None)
-        reply({"error_code": 0, "groups": [
+        # (as Kafka: while a shard loads, the groups held so far with the error)
+        error = int(Errors.COORDINATOR_LOAD_IN_PROGRESS) if self.coord.loading() else 0
+        reply({"error_code": error, "groups": [
             {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
              "group_state": str(g.state), "group_type": g.group_type}
             for g in listings if self._allowed(session, "Describe", g.group_id)]})
@@ -644,7 +674,7 @@ class KafkaApis:
         reply({"groups": groups})
 
     def delete_groups(self, session: Session, request: Request, reply: Reply) -> None:
-        names = list(request.body.groups_names)
+        names = list(dict.fromkeys(request.body.groups_names))   # one answer a name, as Kafka
         allowed = [g for g in names if self._allowed(session, "Delete", g)]
         results = self.coord.delete_groups(allowed) if allowed else {}
         reply({"results": [
@@ -742,3 +772,9 @@ def _ms(value) -> int:
 
 
 __all__ = ["KafkaApis", "Session", "DelayedFetch", "API_NAMES"]
+
+
+def _software_field(text) -> bool:
+    """Whether ApiVersions v3's client software name or version is one Kafka accepts."""
+    return bool(text) and text[0] in _SOFTWARE_ENDS and text[-1] in _SOFTWARE_ENDS \
+        and all(c in _SOFTWARE_CHARS for c in text)

@@ -60,3 +60,18 @@ def test_pure_setting_runs_the_python_sources():
     assert out.returncode == 0, out.stderr
     files = out.stdout.split()
     assert [os.path.basename(f) for f in files] == ["coordinator.py", "replay.py"], files
+
+
+def test_make_rebuilds_after_an_edit_of_each_compiled_module():
+    """The Makefile's SOURCES, what `make build` (and every target after it) rebuilds
+    for, covers each compiled module's .py: by name, or through the .pxd beside it (its
+    wildcard rule takes the .py of every fastcoord/*/*.pxd)."""
+    root = os.path.dirname(PACKAGE)
+    with open(os.path.join(root, "Makefile"), encoding="utf-8") as f:
+        makefile = f.read()
+    sources = makefile[makefile.index("SOURCES :="):].split("\n\n", 1)[0]
+    for name in COMPILED:
+        path = name.replace(".", "/") + ".py"
+        by_pxd = os.path.exists(os.path.join(root, path[:-3] + ".pxd")) and \
+            path.count("/") == 2        # fastcoord/<subsystem>/<module>.py
+        assert path in sources or by_pxd, f"make would not rebuild after an edit of {path}"

@@ -52,6 +52,9 @@ class RecordingCoordinator:
         self.calls.append(("list", states, types))
         return self.answers["list"]
 
+    def loading(self):
+        return False
+
     def fetch_offsets(self, group_id, partitions=None, **kw):
         self.calls.append(("fetch", group_id, partitions, kw))
         return Errors.NONE, {}

@@ -72,7 +72,8 @@ def _sample(api_key: int, version: int) -> dict:
              "protocols": [{"name": "range", "metadata": b"\x00"}]},
         12: {"group_id": "wire", "generation_id": 0, "member_id": "nobody"},
         13: {"group_id": "wire", "member_id": "nobody", "members": [{"member_id": "nobody"}]},
-        14: {"group_id": "wire", "generation_id": 0, "member_id": "nobody", "assignments": []},
+        14: {"group_id": "wire", "generation_id": 0, "member_id": "nobody", "assignments": [],
+             "protocol_type": "consumer", "protocol_name": "range"},    # (v5: mandatory)
         15: {"groups": ["never-created"], "include_authorized_operations": False},
         16: {"states_filter": []},
         18: {"client_software_name": "wire-test", "client_software_version": "1.0"},
@@ -206,7 +207,9 @@ def test_unsupported_api_versions_version_gets_a_v0_answer_with_error_35(server)
         from fastcoord.server.protocol import decode_response
         body = decode_response(18, 0, response)[1]
         assert body.error_code == 35
-        assert {k.api_key for k in body.api_keys} == set(SUPPORTED_VERSIONS)
+        # (KIP-511: ApiVersions' own range alone, for the client to pick a version)
+        assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [
+            (18, *SUPPORTED_VERSIONS[18])]
         # and the connection goes on: the client retries with a version we support
         assert conn.call(18, 3, _sample(18, 3)).error_code == 0
     finally:
