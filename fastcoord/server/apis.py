@@ -764,6 +764,12 @@ def _no_offset(partition: int, error: int) -> dict:
             "committed_leader_epoch": -1, "metadata": ""}
 
 
+def _software_field(text) -> bool:
+    """Whether ApiVersions v3's client software name or version is one Kafka accepts."""
+    return bool(text) and text[0] in _SOFTWARE_ENDS and text[-1] in _SOFTWARE_ENDS \
+        and all(c in _SOFTWARE_CHARS for c in text)
+
+
 def _ms(value) -> int:
     """A kio duration (timedelta) or int as whole milliseconds."""
     if isinstance(value, int):
@@ -772,9 +778,3 @@ def _ms(value) -> int:
 
 
 __all__ = ["KafkaApis", "Session", "DelayedFetch", "API_NAMES"]
-
-
-def _software_field(text) -> bool:
-    """Whether ApiVersions v3's client software name or version is one Kafka accepts."""
-    return bool(text) and text[0] in _SOFTWARE_ENDS and text[-1] in _SOFTWARE_ENDS \
-        and all(c in _SOFTWARE_CHARS for c in text)
