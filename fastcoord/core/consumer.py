@@ -25,7 +25,7 @@ import base64
 import logging
 import operator
 import uuid
-from typing import Dict, FrozenSet, List, NamedTuple, Optional
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional
 
 import re2
 
@@ -223,15 +223,22 @@ class ConsumerGroupState:
     def regexes(self) -> set:
         return {m.topic_regex for m in self.members.values() if m.topic_regex}
 
-    def forget_unused_regexes(self) -> None:
+    def forget_unused_regexes(self, candidates: Optional[Iterable[str]] = None) -> None:
         """Drop the resolutions of regexes no member subscribes to any more (Kafka
         deletes a regex's resolution when its last member leaves, is fenced or moves to
         another regex): one subscribed to again is resolved anew, and that resolution,
-        new to the group, bumps its epoch."""
-        if self.resolved:
-            used = self.regexes()
-            if any(r not in used for r in self.resolved):
-                self.resolved = {r: ts for r, ts in self.resolved.items() if r in used}
+        new to the group, bumps its epoch. `candidates`: the regexes that may have lost
+        their last member (None: every resolved one); a regex many members share is
+        found in use at its first."""
+        resolved = self.resolved
+        if not resolved:
+            return
+        members = self.members.values()
+        gone = [r for r in (resolved if candidates is None else candidates)
+                if r in resolved and not any(m.topic_regex == r for m in members)]
+        if gone:
+            # (a new dict: a copy kept for a revert may hold the old one)
+            self.resolved = {r: ts for r, ts in resolved.items() if r not in gone}
 
     # -- partition ownership (Kafka's currentPartitionEpoch bookkeeping) --------
     def release(self, member: ConsumerMember) -> None:
@@ -659,9 +666,10 @@ class ConsumerLogic:
         self._install(group, member, updated, replaced)
         # (a regex the member, or the static member it took over, no longer subscribes
         # to may have had no other subscriber)
-        if {m.topic_regex for m in (member, replaced) if m is not None} \
-                - {None, updated.topic_regex}:
-            cg.forget_unused_regexes()
+        left = {m.topic_regex for m in (member, replaced) if m is not None} \
+            - {None, updated.topic_regex}
+        if left:
+            cg.forget_unused_regexes(left)
         if preferred is not None and self._preferred_assignor(cg) != preferred:
             bump = True
         if bump or cg.topics_version != self.topics_version:
@@ -1054,7 +1062,7 @@ class ConsumerLogic:
             self.logic._release_slot(member.slot)
             member.slot = -1
         if member.topic_regex:
-            cg.forget_unused_regexes()
+            cg.forget_unused_regexes((member.topic_regex,))
 
     def on_session_deadline(self, group, member_id: str) -> None:
         """The member's session deadline passed without a heartbeat. Caller holds the
