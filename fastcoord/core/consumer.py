@@ -666,10 +666,11 @@ class ConsumerLogic:
         self._install(group, member, updated, replaced)
         # (a regex the member, or the static member it took over, no longer subscribes
         # to may have had no other subscriber)
-        left = {m.topic_regex for m in (member, replaced) if m is not None} \
-            - {None, updated.topic_regex}
-        if left:
-            cg.forget_unused_regexes(left)
+        if cg.resolved:
+            left = {m.topic_regex for m in (member, replaced) if m is not None} \
+                - {None, updated.topic_regex}
+            if left:
+                cg.forget_unused_regexes(left)
         if preferred is not None and self._preferred_assignor(cg) != preferred:
             bump = True
         if bump or cg.topics_version != self.topics_version:

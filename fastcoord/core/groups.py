@@ -1690,21 +1690,19 @@ class _GenerationTopics:
     """A generation's subscriptions, as its members' protocols were when it started,
     parsed when first read: only OffsetDelete and the retention check read them, so a
     rebalance does not parse every member's subscription."""
-    __slots__ = ("_protocol", "_protocols", "_topics", "_parsed")
+    __slots__ = ("_protocol", "_protocols", "_topics")
 
     def __init__(self, protocol, protocols) -> None:
         self._protocol = protocol
-        self._protocols = protocols
+        self._protocols = protocols     # None once parsed
         self._topics = None
-        self._parsed = False
 
     def topics(self) -> Optional[frozenset]:
         """The topics the subscriptions name; None when one does not parse as a consumer
         protocol subscription (nothing is known then)."""
-        if not self._parsed:
+        if self._protocols is not None:
             self._topics = self._parse()
             self._protocols = None
-            self._parsed = True
         return self._topics
 
     def _parse(self) -> Optional[frozenset]:

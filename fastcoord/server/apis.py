@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import datetime
 import logging
+import string
 from typing import Callable, Dict, List, Optional, Tuple
 
 from fastcoord import DelayedOperation, Errors, OffsetAndMetadata
 
-from .protocol import API_NAMES, Request, SASL_VERSIONS, SUPPORTED_VERSIONS
+from .protocol import API_NAMES, API_VERSIONS_KEY, Request, SASL_VERSIONS, SUPPORTED_VERSIONS
 from .group_configs import GroupConfigApis
 from .topic_ids import ZERO as ZERO_UUID, TopicIds
 
@@ -25,11 +26,10 @@ CLUSTER_ID = "fastcoord"
 UNKNOWN_TOPIC_OR_PARTITION = 3
 TOPIC_AUTHORIZATION_FAILED = 29
 INVALID_REQUEST = 42
-API_VERSIONS_KEY = 18
 COORDINATOR_TYPES = (0, 1, 2)   # FindCoordinator's key types: group, transaction, share
 # ApiVersions v3's client software name and version: Kafka's pattern
 # [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?, checked by characters
-_SOFTWARE_ENDS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_SOFTWARE_ENDS = frozenset(string.ascii_letters + string.digits)
 _SOFTWARE_CHARS = _SOFTWARE_ENDS | frozenset("-.")
 UNSUPPORTED_VERSION = 35
 UNSUPPORTED_SASL_MECHANISM = 33
