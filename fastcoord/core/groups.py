@@ -1430,8 +1430,8 @@ class GroupLogic:
         """Kafka's OffsetDelete: (group error, {tp: error}). Any offset of an Empty group;
         of a consumer group with members, those of topics it is not subscribed to (the
         rest: GROUP_SUBSCRIBED_TO_TOPIC); NON_EMPTY_GROUP for another group with members.
-        The store gets the tombstones; a group left without offsets is removed, as the
-        retention check removes it."""
+        The store gets the tombstones; a classic group left without offsets is removed,
+        as the retention check removes it (a consumer group is left to that check)."""
         error, group = self._find_group(group_id, allow_empty=False)
         if error != _NONE:
             return error, {}
@@ -1463,7 +1463,10 @@ class GroupLogic:
                 results[tp] = _NONE
                 if group.offsets.pop(tp, None) is not None:
                     removed.append(tp)
-            if not self._remove_if_unused(group) and removed:
+            # a classic group left without offsets goes at once (Kafka 3.x's
+            # handleDeleteOffsets); a consumer group stays Empty until the retention
+            # pass removes it (Kafka 4 writes only the offsets' tombstones)
+            if (group.consumer is not None or not self._remove_if_unused(group)) and removed:
                 self._emit_offset_tombstones(group_id, removed)
         return _NONE, results
 
@@ -1631,19 +1634,22 @@ def _log_retention_pass(expired: int, removed: int) -> None:
 
 
 def _expired_offsets(group: Group, now: int, retention: int) -> list:
-    """The group's offsets past retention at `now` (Kafka 2.1+): all of an Empty group
-    that had members once it has been Empty for `retention`; a simple consumer's (no
-    protocol type) each `retention` after its commit; of a Stable consumer group, those of
-    topics no member subscribes to, `retention` after their commit. Never one whose
-    commit is still on its way to the store."""
+    """The group's offsets past retention at `now`: of a consumer-protocol (KIP-848)
+    group, those of topics no member subscribes to (all, once it is Empty), each
+    `retention` after its commit (Kafka 4); of a classic group (Kafka 2.1+), all of an
+    Empty group that had members once it has been Empty for `retention`, a simple
+    consumer's (no protocol type) each `retention` after its commit, and of a Stable
+    consumer group those of topics no member subscribes to, `retention` after their
+    commit. Never one whose commit is still on its way to the store."""
     offsets = group.offsets
     if not offsets:
         return []
     pending = group.pending_offsets
-    if group.consumer is not None and group.consumer.members:
-        # A consumer group in use: the offsets of topics no member subscribes to, each
-        # retention after its commit (Kafka's ConsumerGroup.isSubscribedToTopic)
-        topics = group.consumer.all_subscribed_topics()
+    if group.consumer is not None:
+        # A consumer group, Empty or not: the offsets of topics no member subscribes to,
+        # each retention after its commit (Kafka 4's ConsumerGroup: its expiration
+        # condition is the commit time in every state, isSubscribedToTopic)
+        topics = group.consumer.all_subscribed_topics() if group.consumer.members else ()
         return [tp for tp, om in offsets.items()
                 if tp[0] not in topics and tp not in pending
                 and now - om.commit_timestamp_ms >= retention]
