@@ -464,6 +464,9 @@ class ConsumerLogic:
                   client_id, client_host, callback, topic_filter=None) -> None:
         logic = self.logic
         try:
+            # (Kafka 4: a coordinator that is not active answers before any validation)
+            if not logic.table.active:
+                raise _Refused(Errors.COORDINATOR_NOT_AVAILABLE, "")
             self._check_request(group_id, member_id, member_epoch, instance_id, rack_id,
                                 rebalance_timeout_ms, topic_names, topic_regex,
                                 server_assignor, owned)
@@ -1415,8 +1418,12 @@ class ConsumerLogic:
         logic = self.logic
         out = []
         for group_id in group_ids:
-            # (an empty id is INVALID_GROUP_ID here, as Kafka's ConsumerGroupDescribe)
-            error, group = logic._find_group(group_id, allow_empty=False)
+            # (an empty id is INVALID_GROUP_ID here, as Kafka's ConsumerGroupDescribe,
+            # unless the coordinator is not active: every id is answered that first)
+            if not logic.table.active:
+                error, group = Errors.COORDINATOR_NOT_AVAILABLE, None
+            else:
+                error, group = logic._find_group(group_id, allow_empty=False)
             if error != Errors.NONE:
                 out.append(ConsumerGroupDescription(error, group_id, "", -1, -1, "", []))
                 continue

@@ -512,7 +512,8 @@ class GroupCoordinator:
     def list_groups(self, states: Optional[Iterable[str]] = None,
                     types: Optional[Iterable[str]] = None) -> List[GroupListing]:
         """Every group, or those in one of `states` and of one of `types` ("classic",
-        "consumer"); names match in any case."""
+        "consumer"); names match in any case. None while the coordinator is not
+        `active`."""
         return self._logic.list_groups(_check_names("states", states),
                                        _check_names("types", types))
 

@@ -1311,7 +1311,10 @@ class GroupLogic:
     def list_groups(self, states, types=None) -> List[GroupListing]:
         """Kafka's ListGroups: the groups in one of `states` (names, any case, blanks
         around them ignored) and of one of `types` ("classic", "consumer", any case);
-        None or empty: any."""
+        None or empty: any. None at all while the coordinator is not active (Kafka
+        answers COORDINATOR_NOT_AVAILABLE alone)."""
+        if not self.table.active:
+            return []
         wanted = None if not states else {str(s).lower().strip(_JAVA_TRIM) for s in states}
         kinds = None if not types else {str(t).lower() for t in types}
         listings = []

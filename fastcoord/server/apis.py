@@ -628,8 +628,14 @@ class KafkaApis:
         types = getattr(request.body, "types_filter", ())      # v5
         listings = self.coord.list_groups(list(states) if states else None,
                                           list(types) if types else None)
-        # (as Kafka: while a shard loads, the groups held so far with the error)
-        error = int(Errors.COORDINATOR_LOAD_IN_PROGRESS) if self.coord.loading() else 0
+        # (as Kafka 3.x: while a shard loads, the groups held so far with the error; a
+        # coordinator shutting down lists none)
+        if not self.coord.active:
+            error = int(Errors.COORDINATOR_NOT_AVAILABLE)
+        elif self.coord.loading():
+            error = int(Errors.COORDINATOR_LOAD_IN_PROGRESS)
+        else:
+            error = 0
         reply({"error_code": error, "groups": [
             {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
              "group_state": str(g.state), "group_type": g.group_type}

@@ -226,6 +226,18 @@ def test_list_groups_while_loading_is_coordinator_load_in_progress(impl):
     assert _call(apis, 16, 4, {"states_filter": []}).error_code == 0
 
 
+def test_list_groups_of_a_coordinator_shutting_down_is_not_available(impl):
+    """GroupCoordinator.handleListGroups (3.x, and Kafka 4's service): a coordinator that
+    is not active answers COORDINATOR_NOT_AVAILABLE with no groups."""
+    apis = _real(impl)
+    _stable_member(apis, "held")
+    apis.coord.active = False
+    for version in (0, 4):
+        body = {"states_filter": []} if version >= 4 else {}
+        answer = _call(apis, 16, version, body)
+        assert (answer.error_code, list(answer.groups)) == (int(E.COORDINATOR_NOT_AVAILABLE), [])
+
+
 @pytest.mark.parametrize("version", [2, 5, 7])
 def test_offset_fetch_v2_to_v7_error_answer_has_no_topics(impl, version):
     """KafkaApis.handleOffsetFetchRequestBetweenV1AndV7: a group error answers

@@ -52,6 +52,8 @@ class RecordingCoordinator:
         self.calls.append(("list", states, types))
         return self.answers["list"]
 
+    active = True
+
     def loading(self):
         return False
 
