@@ -435,7 +435,8 @@ class KafkaApis:
                     "rack_id": m.rack_id, "member_epoch": m.member_epoch,
                     "client_id": m.client_id, "client_host": m.client_host,
                     "subscribed_topic_names": list(m.subscribed_topic_names or ()),
-                    "subscribed_topic_regex": m.subscribed_topic_regex,
+                    # (Kafka's member holds "" for no regex, and describes it so)
+                    "subscribed_topic_regex": m.subscribed_topic_regex or "",
                     "assignment": {"topic_partitions": self._by_topic_id(m.assignment, True)},
                     "target_assignment": {
                         "topic_partitions": self._by_topic_id(m.target_assignment, True)},
