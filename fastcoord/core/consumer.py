@@ -813,10 +813,15 @@ class ConsumerLogic:
                 resolved[regex] = _NO_TOPICS
                 continue
             resolved[regex] = frozenset(t for t in names if pattern.fullmatch(t))
-        changed = resolved != {r: cg.resolved.get(r) for r in resolved}
+        # (Kafka's handleRegularExpressionsResult: a regex whose topics differ from its
+        # last resolution, none for a new one, bumps the epoch even when other members
+        # subscribe to those topics by name; so does a change of the subscribed topics'
+        # metadata)
+        changed = any(topics != cg.resolved.get(regex, _NO_TOPICS)
+                      for regex, topics in resolved.items())
         cg.resolved = resolved
         self._schedule_regex_refresh(group)
-        if changed and self._refresh_metadata(cg):
+        if self._refresh_metadata(cg) or changed:
             cg.group_epoch += 1
             log.info("consumer group %s: regexes resolved, group epoch bumped to %d",
                      group.group_id, cg.group_epoch)
