@@ -12,6 +12,9 @@ executor task in Kafka, happens at the group's next heartbeat (docs/consumer-pro
 Each test's first comment names the Kafka test, or the Kafka method that decides the
 outcome where no test pins it down.
 """
+from hypothesis import given, settings, strategies as st
+
+from helpers.tier import examples
 from tests.core.test_consumer_protocol import E, fixed, hb, join, make
 from tests.core.test_consumer_protocol_more import described, members
 
@@ -334,3 +337,36 @@ def test_a_static_member_away_still_counts_towards_the_size(impl):
     # a member leaving for good makes room
     hb(coord, "g", "b", -1)
     assert join(coord, "g", "c", ["foo"]).error == E.NONE
+
+
+# ---------------------------------------------------------------------------------------
+# property: names and regexes naming the same topics make one homogeneous group
+# ---------------------------------------------------------------------------------------
+SAME_TOPICS = [None, "orders-.*", "orders-[ab]", "(orders-a|orders-b)", "orders.*"]
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(counts=st.tuples(st.integers(1, 8), st.integers(1, 8)),
+       ways=st.lists(st.sampled_from(SAME_TOPICS), min_size=2, max_size=5))
+def test_names_and_regexes_of_the_same_topics_settle_balanced(impl, counts, ways):
+    # handleRegularExpressionsResult / the uniform assignor: whatever mix of topic names
+    # and regexes the members use for orders-a and orders-b, once every regex is
+    # resolved the group settles with those partitions split within one of each other
+    coord, clock = make(impl)
+    coord.set_topics({"orders-a": counts[0], "orders-b": counts[1], "other": 3})
+    for i, regex in enumerate(ways):
+        topics = ["orders-a", "orders-b"] if regex is None else None
+        assert join(coord, "g", f"m{i}", topics, regex=regex).error == E.NONE
+    clock.advance(BATCH_MS)         # past the 10 s between two resolutions of a group
+    for _ in range(6):
+        for m in described(coord).members:
+            assert hb(coord, "g", m.member_id, m.member_epoch,
+                      owned_partitions=m.assignment).error == E.NONE
+    d = described(coord)
+    assert d.state == "Stable", d
+    owned = sorted((t, p) for m in d.members for t, ps in m.assignment.items() for p in ps)
+    assert owned == [("orders-a", p) for p in range(counts[0])] + \
+        [("orders-b", p) for p in range(counts[1])]
+    share, extra = divmod(sum(counts), len(ways))
+    sizes = sorted(sum(map(len, m.assignment.values())) for m in d.members)
+    assert sizes == [share] * (len(ways) - extra) + [share + 1] * extra
