@@ -411,14 +411,33 @@ class GroupCoordinator:
                       member_epoch: int = -1) -> Tuple[Errors, Dict[TopicPartition, OffsetAndMetadata]]:
         """Committed offsets. `member_id` and `member_epoch` (OffsetFetch v9) are checked
         against a consumer group's member when given: UNKNOWN_MEMBER_ID,
-        STALE_MEMBER_EPOCH."""
+        STALE_MEMBER_EPOCH. With `require_stable`, a partition whose commit is still
+        being written answers offset -1 and makes the top-level error
+        UNSTABLE_OFFSET_COMMIT (fetch_offsets_with_errors answers it per partition)."""
+        error, found, unstable = self.fetch_offsets_with_errors(
+            group_id, partitions, require_stable=require_stable, member_id=member_id,
+            member_epoch=member_epoch)
+        if unstable and error == Errors.NONE:
+            error = Errors.UNSTABLE_OFFSET_COMMIT
+        return error, found
+
+    def fetch_offsets_with_errors(
+            self, group_id: str, partitions: Optional[Iterable[TopicPartition]] = None, *,
+            require_stable: bool = False, member_id: Optional[str] = None,
+            member_epoch: int = -1,
+    ) -> Tuple[Errors, Dict[TopicPartition, OffsetAndMetadata], Dict[TopicPartition, Errors]]:
+        """fetch_offsets in Kafka's answer's shape: (the group's error, {tp: offset},
+        {tp: error} of the partitions answered with one). A partition whose commit is
+        still being written is UNSTABLE_OFFSET_COMMIT (offset -1) when `require_stable`;
+        the group's error stays NONE, as Kafka's OffsetFetch answers it."""
         _check_str("group_id", group_id, optional=True)   # None: missing -> INVALID_GROUP_ID
         if partitions is not None:
             partitions = [_check_partition(tp) for tp in partitions]
         _check_str("member_id", member_id, optional=True)
         _check_int("member_epoch", member_epoch)
-        return self._logic.fetch_offsets(group_id, partitions, bool(require_stable),
-                                         member_id, member_epoch)
+        error, found, unstable = self._logic.fetch_offsets(
+            group_id, partitions, bool(require_stable), member_id, member_epoch)
+        return error, found, dict.fromkeys(unstable, Errors.UNSTABLE_OFFSET_COMMIT)
 
     # -- admin ----------------------------------------------------------------------------
     def describe_group(self, group_id: str) -> GroupDescription:

@@ -1217,29 +1217,32 @@ class GroupLogic:
 
     def fetch_offsets(self, group_id, partitions, require_stable, member_id=None,
                       member_epoch=-1):
+        """(group error, {tp: OffsetAndMetadata}, the partitions whose commit is still
+        being written, answered offset -1 when `require_stable`: Kafka's per-partition
+        UNSTABLE_OFFSET_COMMIT)."""
         error = self.group_status(group_id, allow_empty=True)
         if error != _NONE:
-            return error, {}
+            return error, {}, []
         group = self._get_group(group_id)
         if group is None:
             if partitions is None:
-                return _NONE, {}
-            return _NONE, {tp: OffsetAndMetadata(-1) for tp in partitions}
+                return _NONE, {}, []
+            return _NONE, {tp: OffsetAndMetadata(-1) for tp in partitions}, []
         with group.rec:
             if group.consumer is not None:
                 error = self.consumers.validate_offset_fetch(group, member_id, member_epoch)
                 if error != _NONE:
-                    return error, {}
-            top = _NONE
+                    return error, {}, []
+            unstable = []
             wanted = list(group.offsets) if partitions is None else partitions
             result = {}
             for tp in wanted:
                 if require_stable and tp in group.pending_offsets:
-                    top = E.UNSTABLE_OFFSET_COMMIT
+                    unstable.append(tp)
                     result[tp] = OffsetAndMetadata(-1)
                 else:
                     result[tp] = group.offsets.get(tp, OffsetAndMetadata(-1))
-            return top, result
+            return _NONE, result, unstable
 
     # ======================================================================
     # admin: describe / list / delete

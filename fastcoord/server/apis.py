@@ -471,8 +471,9 @@ class KafkaApis:
                 elif not self._known_partition(*tp):
                     errors[tp] = UNKNOWN_TOPIC_OR_PARTITION
                 else:
-                    # v1's commit timestamp is not kept: the store stamps the commit
-                    # itself and fastcoord expires no offsets, the timestamp's one use.
+                    # v1's commit timestamp is not kept: a commit is dated when the
+                    # coordinator takes it, so a client's clock cannot expire offsets
+                    # early (docs/offsets-retention.md)
                     offsets[tp] = OffsetAndMetadata(
                         p.committed_offset, p.committed_metadata or "",
                         getattr(p, "committed_leader_epoch", -1))
@@ -524,13 +525,11 @@ class KafkaApis:
                 allowed = self._topic_allowed(session, "Describe", t.name)
                 (partitions if allowed else denied).extend(
                     (t.name, p) for p in t.partition_indexes)
-        if member is None:
-            error, found = self.coord.fetch_offsets(group_id, partitions,
-                                                    require_stable=require_stable)
-        else:   # v9: a consumer-protocol member's id and epoch, checked by the coordinator
-            error, found = self.coord.fetch_offsets(group_id, partitions,
-                                                    require_stable=require_stable,
-                                                    member_id=member[0], member_epoch=member[1])
+        # (v9: a consumer-protocol member's id and epoch, checked by the coordinator)
+        member_id, member_epoch = (None, -1) if member is None else member
+        error, found, errors = self.coord.fetch_offsets_with_errors(
+            group_id, partitions, require_stable=require_stable, member_id=member_id,
+            member_epoch=member_epoch)
         if int(error) != 0:
             # (Kafka answers a group's error with no partitions; v0-1 put it on each)
             return {"group_id": group_id, "error_code": int(error), "topics": []}
@@ -543,7 +542,7 @@ class KafkaApis:
         for tp in order:
             om = found.get(tp)
             by_topic.setdefault(tp[0], []).append({
-                "partition_index": tp[1], "error_code": 0,
+                "partition_index": tp[1], "error_code": int(errors.get(tp, 0)),
                 "committed_offset": om.offset if om is not None else -1,
                 "committed_leader_epoch": om.leader_epoch if om is not None else -1,
                 "metadata": (om.metadata or "") if om is not None else ""})
