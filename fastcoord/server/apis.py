@@ -8,15 +8,17 @@ runs on the event loop thread: the coordinator is only ever called from there.
 """
 from __future__ import annotations
 
-import datetime
 import logging
 import string
 from typing import Callable, Dict, List, Optional, Tuple
 
-from fastcoord import DelayedOperation, Errors, OffsetAndMetadata
+from fastcoord import Errors, OffsetAndMetadata
 
-from .protocol import API_NAMES, API_VERSIONS_KEY, Request, SASL_VERSIONS, SUPPORTED_VERSIONS
+from .protocol import (
+    API_NAMES, API_VERSIONS_KEY, Request, SASL_VERSIONS, SUPPORTED_VERSIONS, duration_ms,
+)
 from .group_configs import GroupConfigApis
+from .log_apis import LogApis
 from .topic_ids import ZERO as ZERO_UUID, TopicIds
 
 log = logging.getLogger("fastcoord.server")
@@ -38,12 +40,19 @@ SASL_AUTHENTICATION_FAILED = 58
 UNKNOWN_TOPIC_ID = 100
 # Kafka's "not asked for" value of authorized_operations fields.
 OPERATIONS_NOT_ASKED = -2**31
+INVALID_TOPIC_EXCEPTION = 17
+# Kafka's AclOperation codes as bits, of the operations each resource type supports
+TOPIC_OPERATION_BITS = {op: 1 << code for op, code in (
+    ("Read", 3), ("Write", 4), ("Create", 5), ("Delete", 6), ("Alter", 7), ("Describe", 8),
+    ("DescribeConfigs", 10), ("AlterConfigs", 11))}
+CLUSTER_OPERATION_BITS = {op: 1 << code for op, code in (
+    ("Create", 5), ("Alter", 7), ("Describe", 8), ("ClusterAction", 9),
+    ("DescribeConfigs", 10), ("AlterConfigs", 11), ("IdempotentWrite", 12))}
+_TOPIC_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "._-")
 # Kafka's AclOperation codes of the operations a group takes here (a bit each in an
 # authorized_operations field).
 GROUP_OPERATION_BITS = {"Read": 1 << 3, "Delete": 1 << 6, "Describe": 1 << 8,
                         "DescribeConfigs": 1 << 10, "AlterConfigs": 1 << 11}
-MAX_FETCH_WAIT_MS = 30_000
-_ONE_MS = datetime.timedelta(milliseconds=1)
 
 Reply = Callable[[dict], None]
 
@@ -62,24 +71,6 @@ class Session:
         self.authenticated = False
         self.raw_sasl = False              # SaslHandshake v0: the next frame is a bare token
         self.close_after_reply = False     # failed authentication: answer, then close
-
-
-class DelayedFetch(DelayedOperation):
-    """An empty fetch: nothing can ever complete it early; it answers on expiry (or
-    when the server shuts down and force-completes it)."""
-
-    def __init__(self, delay_ms: int, answer: Callable[[], None]) -> None:
-        super().__init__(delay_ms)
-        self._answer = answer
-
-    def try_complete(self) -> bool:
-        return False
-
-    def on_complete(self) -> None:
-        self._answer()
-
-    def on_expiration(self) -> None:
-        pass
 
 
 class KafkaApis:
@@ -104,8 +95,9 @@ class KafkaApis:
         # DescribeConfigs and IncrementalAlterConfigs of groups (`keep_group_configs`:
         # what writes the configs durably, None: memory only)
         configs = GroupConfigApis(coordinator, self._allowed, keep_group_configs)
+        logs = LogApis(self.topics, self._topic_allowed, lambda: self.fetch_purgatory)
         self._handlers = {
-            0: self.produce, 1: self.fetch, 2: self.list_offsets, 3: self.metadata,
+            0: logs.produce, 1: logs.fetch, 2: logs.list_offsets, 3: self.metadata,
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
             11: self.join_group, 12: self.heartbeat, 13: self.leave_group,
             14: self.sync_group, 15: self.describe_groups, 16: self.list_groups,
@@ -168,23 +160,53 @@ class KafkaApis:
             for k, (lo, hi) in sorted(self.versions.items())]})
 
     def metadata(self, session: Session, request: Request, reply: Reply) -> None:
-        wanted = request.body.topics
-        if request.api_version == 0 and not wanted:
+        """Metadata as KafkaApis answers it: each topic asked for once; by id only from
+        v12 (v10-11 refuse an id or a null name: INVALID_REQUEST for every topic, no
+        brokers); the authorized operations when asked (v8+: the topics'; v8-10: the
+        cluster's too)."""
+        body = request.body
+        version = request.api_version
+        wanted = body.topics
+        if version == 0 and not wanted:
             wanted = None       # v0 has no null list: an empty one asks for every topic
+        if wanted is not None and version in (10, 11) and any(
+                t.name is None or (t.topic_id is not None and t.topic_id != ZERO_UUID)
+                for t in wanted):
+            reply({"brokers": [], "cluster_id": None, "controller_id": -1, "topics": [
+                {"error_code": INVALID_REQUEST, "name": t.name or "",
+                 "topic_id": t.topic_id or ZERO_UUID, "partitions": []} for t in wanted]})
+            return
         if wanted is None:
             asked = [(name, None) for name in sorted(self.topics)]
         else:
-            # v12 asks for a topic by id with a null name (v10-11 carry the id unused)
-            asked = [(t.name, getattr(t, "topic_id", None)) for t in wanted]
-        topics = [self._topic_metadata(session, name, topic_id, wanted is None)
+            # v12 asks for a topic by id with a null name; a topic asked twice is one
+            asked = list(dict.fromkeys((t.name, getattr(t, "topic_id", None)) for t in wanted))
+        topic_ops = getattr(body, "include_topic_authorized_operations", False)
+        topics = [self._topic_metadata(session, name, topic_id, wanted is None, topic_ops)
                   for name, topic_id in asked]
-        reply({"brokers": [{"node_id": NODE_ID, "host": self.host, "port": self.port,
-                            "rack": None}],
-               "cluster_id": CLUSTER_ID, "controller_id": NODE_ID,
-               "topics": [t for t in topics if t is not None]})
+        answer = {"brokers": [{"node_id": NODE_ID, "host": self.host, "port": self.port,
+                               "rack": None}],
+                  "cluster_id": CLUSTER_ID, "controller_id": NODE_ID,
+                  "topics": [t for t in topics if t is not None]}
+        if getattr(body, "include_cluster_authorized_operations", False):
+            answer["cluster_authorized_operations"] = self._operations(
+                session, CLUSTER_OPERATION_BITS, None, "cluster")
+        reply(answer)
+
+    def _operations(self, session: Session, bits: Dict[str, int], name: Optional[str],
+                    resource_type: str) -> int:
+        """The authorized-operations bits of a resource for this client: every one
+        without ACLs; with them, those an ACL allows (the ACLs name no cluster)."""
+        if self.security is None or self.security.acls is None:
+            return sum(bits.values())
+        if resource_type == "cluster":
+            return 0
+        return sum(bit for operation, bit in bits.items()
+                   if self.security.authorize(session.principal, operation, name,
+                                              resource_type))
 
     def _topic_metadata(self, session: Session, name: Optional[str], topic_id,
-                        all_topics: bool) -> Optional[dict]:
+                        all_topics: bool, operations: bool = False) -> Optional[dict]:
         """One topic of a Metadata answer (None: left out of an all-topics answer)."""
         by_id = name is None
         if by_id:
@@ -202,10 +224,17 @@ class KafkaApis:
                     "topic_id": topic_id if by_id else ZERO_UUID, "partitions": []}
         count = self.topics.get(name)
         if count is None:
-            return {"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                    "topic_id": ZERO_UUID, "partitions": []}
+            # (no topic is created here: Kafka with auto-creation off)
+            error = UNKNOWN_TOPIC_OR_PARTITION if valid_topic_name(name) \
+                else INVALID_TOPIC_EXCEPTION
+            return {"error_code": error, "name": name, "topic_id": ZERO_UUID,
+                    "partitions": []}
         return {"error_code": 0, "name": name, "topic_id": self.topic_ids.id_of(name),
-                "is_internal": False, "partitions": [
+                "is_internal": False,
+                "topic_authorized_operations": self._operations(
+                    session, TOPIC_OPERATION_BITS, name, "topic") if operations
+                else OPERATIONS_NOT_ASKED,
+                "partitions": [
                     {"error_code": 0, "partition_index": p, "leader_id": NODE_ID,
                      "leader_epoch": 0, "replica_nodes": (NODE_ID,), "isr_nodes": (NODE_ID,),
                      "offline_replicas": ()}
@@ -220,7 +249,8 @@ class KafkaApis:
             return {"key": key, "error_code": int(Errors.COORDINATOR_NOT_AVAILABLE),
                     "error_message": "fastcoord serves group coordination only",
                     "node_id": -1, "host": "", "port": -1}
-        return {"key": key, "error_code": 0, "error_message": None, "node_id": NODE_ID,
+        # (Kafka's message is Errors.NONE.message(), "NONE")
+        return {"key": key, "error_code": 0, "error_message": "NONE", "node_id": NODE_ID,
                 "host": self.host, "port": self.port}
 
     def find_coordinator(self, session: Session, request: Request, reply: Reply) -> None:
@@ -246,7 +276,7 @@ class KafkaApis:
                    "protocol_name": None, "leader": "", "member_id": "", "members": []})
             return
         rebalance = getattr(body, "rebalance_timeout", None) if version >= 1 else None
-        session_ms = _ms(body.session_timeout)
+        session_ms = duration_ms(body.session_timeout)
 
         def joined(result) -> None:
             reply({"error_code": int(result.error), "generation_id": result.generation_id,
@@ -260,7 +290,7 @@ class KafkaApis:
             body.group_id, body.member_id, body.protocol_type,
             [(p.name, p.metadata) for p in body.protocols],
             session_timeout_ms=session_ms,
-            rebalance_timeout_ms=None if rebalance is None else _ms(rebalance),
+            rebalance_timeout_ms=None if rebalance is None else duration_ms(rebalance),
             group_instance_id=getattr(body, "group_instance_id", None),
             require_known_member_id=version >= 4,
             client_id=session.client_id or "", client_host=session.client_host,
@@ -376,7 +406,7 @@ class KafkaApis:
         self.coord.consumer_group_heartbeat(
             body.group_id, body.member_id, body.member_epoch,
             instance_id=body.instance_id, rack_id=body.rack_id,
-            rebalance_timeout_ms=_ms(body.rebalance_timeout),
+            rebalance_timeout_ms=duration_ms(body.rebalance_timeout),
             subscribed_topic_names=None if names is None else list(names),
             subscribed_topic_regex=getattr(body, "subscribed_topic_regex", None),
             server_assignor=body.server_assignor, owned_partitions=owned,
@@ -446,11 +476,7 @@ class KafkaApis:
 
     def _group_operations(self, session: Session, group_id: str) -> int:
         """The authorized_operations bits of a group for this client."""
-        bits = 0
-        for operation, bit in GROUP_OPERATION_BITS.items():
-            if self._allowed(session, operation, group_id):
-                bits |= bit
-        return bits
+        return self._operations(session, GROUP_OPERATION_BITS, group_id, "group")
 
     # -- offsets -------------------------------------------------------------------------
     def _known_partition(self, topic: str, partition: int) -> bool:
@@ -577,50 +603,6 @@ class KafkaApis:
                 {"name": t.name, "partitions": [_no_offset(p, error) for p in t.partition_indexes]}
                 for t in body.topics]
         reply(answer)
-
-    # -- log APIs of a broker without logs -------------------------------------------------
-    def list_offsets(self, session: Session, request: Request, reply: Reply) -> None:
-        topics = []
-        for t in request.body.topics:
-            parts = []
-            for p in t.partitions:
-                known = self._known_partition(t.name, p.partition_index)
-                parts.append({"partition_index": p.partition_index,
-                              "error_code": 0 if known else UNKNOWN_TOPIC_OR_PARTITION,
-                              "timestamp": -1, "offset": 0 if known else -1,
-                              "leader_epoch": 0 if known else -1})
-            topics.append({"name": t.name, "partitions": parts})
-        reply({"topics": topics})
-
-    def fetch(self, session: Session, request: Request, reply: Reply) -> None:
-        body = request.body
-        topics = []
-        for t in body.topics:
-            parts = []
-            for p in t.partitions:
-                known = self._known_partition(t.topic, p.partition)
-                parts.append({"partition_index": p.partition,
-                              "error_code": 0 if known else UNKNOWN_TOPIC_OR_PARTITION,
-                              "high_watermark": 0, "last_stable_offset": 0,
-                              "log_start_offset": 0, "aborted_transactions": (),
-                              "preferred_read_replica": -1, "records": b""})
-            topics.append({"topic": t.topic, "partitions": parts})
-        answer = {"error_code": 0, "session_id": 0, "responses": topics}
-        wait_ms = min(max(_ms(body.max_wait), 0), MAX_FETCH_WAIT_MS)
-        if wait_ms == 0 or self.fetch_purgatory is None:
-            reply(answer)
-            return
-        self.fetch_purgatory.try_complete_else_watch(
-            DelayedFetch(wait_ms, lambda: reply(answer)), ["fetch"])
-
-    def produce(self, session: Session, request: Request, reply: Reply) -> None:
-        reply({"responses": [
-            {"name": t.name, "partition_responses": [
-                {"index": p.index, "error_code": INVALID_REQUEST, "base_offset": -1,
-                 "record_errors": (), "error_message":
-                     "fastcoord is a coordinator-only broker: it stores no records"}
-                for p in t.partition_data]}
-            for t in request.body.topic_data]})
 
     # -- admin ---------------------------------------------------------------------------
     def list_groups(self, session: Session, request: Request, reply: Reply) -> None:
@@ -776,11 +758,11 @@ def _software_field(text) -> bool:
         and all(c in _SOFTWARE_CHARS for c in text)
 
 
-def _ms(value) -> int:
-    """A kio duration (timedelta) or int as whole milliseconds."""
-    if isinstance(value, int):
-        return value
-    return value // _ONE_MS
+def valid_topic_name(name: str) -> bool:
+    """Kafka's Topic.validate: 1-249 of [a-zA-Z0-9._-], not "." or ".."."""
+    return 0 < len(name) <= 249 and name not in (".", "..") \
+        and all(c in _TOPIC_NAME_CHARS for c in name)
 
 
-__all__ = ["KafkaApis", "Session", "DelayedFetch", "API_NAMES"]
+__all__ = ["KafkaApis", "Session", "API_NAMES"]
+

@@ -197,9 +197,17 @@ def _read(cls, frame):
     return header, body
 
 
+def duration_ms(value) -> int:
+    """A kio duration (timedelta) or int as whole milliseconds."""
+    if isinstance(value, int):
+        return value
+    return value // _ONE_MS
+
+
 # ---- response building -------------------------------------------------------------
 
 _ZERO = datetime.timedelta(0)
+_ONE_MS = datetime.timedelta(milliseconds=1)
 _shapes: Dict[Any, list] = {}
 
 

@@ -38,10 +38,9 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 from pathlib import Path
 
-from .protocol import API_NAMES
+from .protocol import API_NAMES, duration_ms
 from .._ratelog import RateLimitedLog
 
 __all__ = ["RequestLog"]
@@ -65,7 +64,6 @@ OFFSET_COMMIT, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 11, 12, 13, 1
 # The byte budget of each list a line carries (its entries' JSON text): what a client
 # sends is bounded by the frame, but one topic named per partition would multiply it
 _LIST_BUDGET = {"protocols": 4096, "members": 16384, "offsets": 65536}
-_ONE_MS = timedelta(milliseconds=1)
 
 
 def heartbeat_line(ts: float, version: int, client_id, host_json: str, group_id: str,
@@ -109,9 +107,7 @@ def _json_int(value) -> str:
 
 def _ms(value):
     """A kio duration (timedelta) as whole milliseconds (None stays None)."""
-    if value is None or isinstance(value, int):
-        return value
-    return value // _ONE_MS
+    return None if value is None else duration_ms(value)
 
 
 def _capped(name: str, entries) -> str:

@@ -57,9 +57,9 @@ class RecordingCoordinator:
     def loading(self):
         return False
 
-    def fetch_offsets(self, group_id, partitions=None, **kw):
+    def fetch_offsets_with_errors(self, group_id, partitions=None, **kw):
         self.calls.append(("fetch", group_id, partitions, kw))
-        return Errors.NONE, {}
+        return Errors.NONE, {}, {}
 
 
 def _apis(coord, security=None, topic_ids=None) -> KafkaApis:
@@ -316,7 +316,8 @@ def test_offset_fetch_v9_passes_the_member_id_and_epoch():
     _call(apis, 9, 8, {"groups": [{"group_id": "g", "topics": None}], "require_stable": False})
     assert coord.calls == [("fetch", "g", None, {"require_stable": False, "member_id": "m-1",
                                                   "member_epoch": 4}),
-                           ("fetch", "g", None, {"require_stable": False})]
+                           ("fetch", "g", None, {"require_stable": False, "member_id": None,
+                                                  "member_epoch": -1})]
 
 
 def test_list_groups_v5_filters_by_type_and_answers_it():

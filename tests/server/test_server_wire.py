@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import struct
 import time
 
 import pytest
@@ -47,6 +48,11 @@ def test_every_advertised_request_round_trips_through_kio(data):
         assert request.body == body
 
 
+# One record batch of magic 2 holding no record (what Produce from v3 must carry, one
+# batch exactly): base offset 0, its length past the first 12 bytes, then the header
+_BATCH = Records(struct.pack(">qiibIhiqqqhii", 0, 49, -1, 2, 0, 0, -1, -1, -1, -1, -1, -1, 0))
+
+
 def _sample(api_key: int, version: int) -> dict:
     """A sane request of every API, as a dict valid for all its versions."""
     partition = {"partition": 0, "partition_index": 0, "fetch_offset": 0,
@@ -54,7 +60,7 @@ def _sample(api_key: int, version: int) -> dict:
                  "committed_metadata": "m", "index": 0, "records": Records(b"")}
     return {
         0: {"transactional_id": None, "acks": 1, "timeout": 1000, "topic_data": [
-            {"name": TOPIC, "partition_data": [partition]}]},
+            {"name": TOPIC, "partition_data": [partition | {"records": _BATCH}]}]},
         1: {"max_wait": 0, "min_bytes": 1, "topics": [
             {"topic": TOPIC, "partitions": [partition]}], "forgotten_topics_data": []},
         2: {"replica_id": -1, "isolation_level": 0, "topics": [
