@@ -406,6 +406,18 @@ class ConsumerLogic:
         # between the two kinds of group (Kafka 4's mixed groups)
         from fastcoord.core.consumer_mixed import MixedGroups
         self.mixed = MixedGroups(self)
+        # The highest record number given to the store or read back from it, over every
+        # group. A new consumer group (a group's first, or one made after its group went
+        # classic or away) numbers its records on from it: a partial record of it can
+        # then never pass for the successor of an older incarnation's record the store
+        # still holds, when its own first (whole) record was lost.
+        self.last_seq = 0
+
+    def new_state(self) -> ConsumerGroupState:
+        """A new group's consumer state, its records numbered on from `last_seq`."""
+        cg = ConsumerGroupState()
+        cg.write_seq = cg.stored_seq = self.last_seq
+        return cg
 
     # ======================================================================
     # topics (what the assignors see)
@@ -1147,6 +1159,8 @@ class ConsumerLogic:
             return
         cg.write_seq += 1
         seq = cg.write_seq
+        if seq > self.last_seq:
+            self.last_seq = seq
         whole = cg.dirty_all
         record = consumer_record(cg, None if whole else cg.dirty)
         cg.dirty = set()
@@ -1363,6 +1377,8 @@ class ConsumerLogic:
         if type(seq) is not int or seq < 0:
             raise ValueError(f"consumer group {group.group_id!r}: seq is not a count: {seq!r}")
         cg.write_seq = cg.stored_seq = seq
+        if seq > self.last_seq:
+            self.last_seq = seq
         self._install_record(group, cg, record)
         cg.committed = commit_consumer_record(None, record)
         cg.dirty_all = False

@@ -34,7 +34,7 @@ import uuid
 from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 from fastcoord.core.config import CoordinatorConfig, shard_for
-from fastcoord.core.consumer import ConsumerGroupState, ConsumerLogic
+from fastcoord.core.consumer import ConsumerLogic
 from fastcoord.core.errors import CoordinatorError, Errors, GroupState
 from fastcoord.core.states import (CR, DEAD, EMPTY, PR, SHARD_ACTIVE, SHARD_LOADING,
                                    SHARD_NOT_OWNED, STABLE)
@@ -479,9 +479,9 @@ class GroupLogic:
 
     def make_consumer_group(self, group: Group, state=None) -> None:
         """An empty classic group becomes a consumer group, of `state` (a
-        ConsumerGroupState; default a new one); its offsets stay (Kafka keeps them apart
-        from the group). Caller holds the group's lock."""
-        group.consumer = ConsumerGroupState() if state is None else state
+        ConsumerGroupState; default a new one, ConsumerLogic.new_state); its offsets
+        stay (Kafka keeps them apart from the group). Caller holds the group's lock."""
+        group.consumer = self.consumers.new_state() if state is None else state
         group.protocol_type = CONSUMER_PROTOCOL
         group.protocol_name = None
         group.generation_topics = None

@@ -348,3 +348,34 @@ MixedTwins.TestCase.settings = settings(
     max_examples=examples(100), stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 test_mixed_twins_agree = MixedTwins.TestCase
+
+
+def test_writes_of_a_new_incarnation_after_lost_ones_are_not_folded_into_an_old_one():
+    """Found by the machine: a consumer group whose last member's removal is refused by
+    the store, that went classic and came back as a new consumer group whose first
+    (whole) record the store refused too. The new group's next (partial) record must not
+    pass for the successor of the old group's record the store still holds: folded
+    there it made a state that never was, two members owning one partition, which a
+    restart loaded."""
+    state = MixedTwins()
+
+    def check():
+        state.as_stored()
+        state.one_slot_per_member()
+        state.same_answers()
+        state.same_group()
+
+    state.start(consumers=2)
+    for step in (lambda: state.step_one(k=0, steady=False),
+                 lambda: state.store_answers(count=1, failing=False, last_first=False),
+                 lambda: state.advance(ms=2500),
+                 lambda: state.advance(ms=2500),    # c0's session ends: its removal parked
+                 lambda: state.switch_protocol(k=0),
+                 lambda: state.switch_protocol(k=2),
+                 lambda: state.step_all(confirm=False, ms=0, rounds=1, steady=False),
+                 lambda: state.store_answers(count=2, failing=True, last_first=False),
+                 lambda: state.store_answers(count=1, failing=False, last_first=False),
+                 state.restart):
+        step()
+        check()
+    state.teardown()
