@@ -334,6 +334,30 @@ def stop_all(clients: List[ClientProc], server: ServerProc) -> None:
     assert "Traceback" not in server.log(), server.log()[-3000:]
 
 
+class ClientCluster:
+    """A `fastcoord serve` (`flags`, declaring `topics`) and the client processes
+    `spawn` starts against it; leaving the `with` block stops them all by PID, then
+    the server, with stop_all's checks."""
+
+    def __init__(self, tmp_path: Path, *flags: str, topics: List[str]) -> None:
+        self.tmp_path = tmp_path
+        self.server = ServerProc(tmp_path / "server.log", *flags, topics=topics)
+        self.clients: List[ClientProc] = []
+
+    def spawn(self, lib: str, group: str, subscription: str, name: str,
+              **options) -> ClientProc:
+        client = ClientProc(lib, self.server.bootstrap, group, subscription, name,
+                            self.tmp_path, **options)
+        self.clients.append(client)
+        return client
+
+    def __enter__(self) -> "ClientCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stop_all(self.clients, self.server)
+
+
 def describe(clients: List[ClientProc]) -> str:
     return "; ".join(f"{c.name}: {sorted(c.assignment) if c.assignment is not None else None}"
                      for c in clients)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from helpers.server import (
-    ClientProc, ServerProc, assert_covered, exact_cover, stop_all, wait_until,
+    ClientCluster, ClientProc, ServerProc, assert_covered, exact_cover, stop_all, wait_until,
 )
 
 pytestmark = pytest.mark.clients
@@ -25,20 +25,12 @@ SERVER_FLAGS = ["--group-consumer-min-session-timeout-ms", "2000",
 
 @pytest.fixture
 def cluster(tmp_path):
-    server = ServerProc(tmp_path / "server.log", *SERVER_FLAGS, topics=[f"{TOPIC}:6"])
-    clients = []
+    with ClientCluster(tmp_path, *SERVER_FLAGS, topics=[f"{TOPIC}:6"]) as cluster:
+        def spawn(name: str, group: str = "cg") -> ClientProc:
+            return cluster.spawn("confluent", group, TOPIC, name, group_protocol="consumer")
 
-    def spawn(name: str, group: str = "cg") -> ClientProc:
-        client = ClientProc("confluent", server.bootstrap, group, TOPIC, name, tmp_path,
-                            group_protocol="consumer")
-        clients.append(client)
-        return client
-
-    spawn.server = server
-    try:
+        spawn.server = cluster.server
         yield spawn
-    finally:
-        stop_all(clients, server)
 
 
 def _covered(clients, timeout=BOUND) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.server import ClientProc, ServerProc, assert_covered, stop_all
+from helpers.server import ClientCluster, ClientProc, assert_covered
 # (the consumer-protocol tests' topic and short consumer-protocol timeouts)
 from test_consumer_clients import PARTITIONS, SERVER_FLAGS as CONSUMER_FLAGS, TOPIC
 
@@ -19,24 +19,16 @@ SERVER_FLAGS = CONSUMER_FLAGS + ["--group-initial-rebalance-delay-ms", "0"]
 
 @pytest.fixture
 def cluster(tmp_path):
-    server = ServerProc(tmp_path / "server.log", *SERVER_FLAGS, topics=[f"{TOPIC}:6"])
-    clients = []
+    with ClientCluster(tmp_path, *SERVER_FLAGS, topics=[f"{TOPIC}:6"]) as cluster:
+        def spawn(name: str, protocol: str, instance_id=None) -> ClientProc:
+            options = {"group_protocol": "consumer"} if protocol == "consumer" \
+                else {"assignor": "range"}
+            if instance_id is not None:
+                options["instance_id"] = instance_id
+            return cluster.spawn("confluent", "mig", TOPIC, name, **options)
 
-    def spawn(name: str, protocol: str, instance_id=None) -> ClientProc:
-        options = {"group_protocol": "consumer"} if protocol == "consumer" \
-            else {"assignor": "range"}
-        if instance_id is not None:
-            options["instance_id"] = instance_id
-        client = ClientProc("confluent", server.bootstrap, "mig", TOPIC, name, tmp_path,
-                            **options)
-        clients.append(client)
-        return client
-
-    spawn.server = server
-    try:
+        spawn.server = cluster.server
         yield spawn
-    finally:
-        stop_all(clients, server)
 
 
 def _covered(server, clients, timeout=BOUND) -> None:

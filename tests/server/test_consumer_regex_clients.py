@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.server import ClientProc, ServerProc, assert_covered, stop_all
+from helpers.server import ClientCluster, ClientProc, assert_covered
 # the consumer-protocol client tests' time bound and short consumer-protocol timeouts
 from test_consumer_clients import BOUND, SERVER_FLAGS
 
@@ -39,22 +39,15 @@ def cluster(request, tmp_path):
     """A server declaring `request.param` (default TOPICS); `cluster(name, subscription)`
     starts a consumer of group "cg" subscribed to one topic name or regex."""
     topics = getattr(request, "param", TOPICS)
-    server = ServerProc(tmp_path / "server.log", *SERVER_FLAGS,
-                        topics=[f"{t}:{n}" for t, n in topics.items()])
-    clients = []
+    declared = [f"{t}:{n}" for t, n in topics.items()]
+    with ClientCluster(tmp_path, *SERVER_FLAGS, topics=declared) as cluster:
+        def spawn(name: str, subscription: str) -> ClientProc:
+            return cluster.spawn("confluent", "cg", subscription, name,
+                                 group_protocol="consumer")
 
-    def spawn(name: str, subscription: str) -> ClientProc:
-        client = ClientProc("confluent", server.bootstrap, "cg", subscription, name, tmp_path,
-                            group_protocol="consumer")
-        clients.append(client)
-        return client
-
-    spawn.server = server
-    spawn.topics = topics
-    try:
+        spawn.server = cluster.server
+        spawn.topics = topics
         yield spawn
-    finally:
-        stop_all(clients, server)
 
 
 def test_two_regex_members_split_the_matching_topics_and_nothing_else(cluster):

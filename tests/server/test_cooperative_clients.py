@@ -34,9 +34,7 @@ import json
 
 import pytest
 
-from helpers.server import (
-    ClientProc, ServerProc, assert_covered, describe, stop_all, wait_until,
-)
+from helpers.server import ClientCluster, ClientProc, assert_covered, describe, wait_until
 # (the consumer-protocol tests' topic, admin client and short consumer-protocol timeouts)
 from test_consumer_clients import PARTITIONS, TOPIC, _admin
 from test_consumer_migration_clients import SERVER_FLAGS
@@ -53,22 +51,14 @@ def cluster(request, tmp_path):
     `spawn(name, protocol)` that starts a consumer of `GROUP`: classic with
     cooperative-sticky, or of the consumer protocol."""
     flags = getattr(request, "param", [])
-    server = ServerProc(tmp_path / "server.log", *SERVER_FLAGS, *flags, topics=[f"{TOPIC}:6"])
-    clients = []
+    with ClientCluster(tmp_path, *SERVER_FLAGS, *flags, topics=[f"{TOPIC}:6"]) as cluster:
+        def spawn(name: str, protocol: str = "classic") -> ClientProc:
+            options = {"group_protocol": "consumer"} if protocol == "consumer" \
+                else {"assignor": "cooperative-sticky"}
+            return cluster.spawn("confluent", GROUP, TOPIC, name, **options)
 
-    def spawn(name: str, protocol: str = "classic") -> ClientProc:
-        options = {"group_protocol": "consumer"} if protocol == "consumer" \
-            else {"assignor": "cooperative-sticky"}
-        client = ClientProc("confluent", server.bootstrap, GROUP, TOPIC, name, tmp_path,
-                            **options)
-        clients.append(client)
-        return client
-
-    spawn.server = server
-    try:
+        spawn.server = cluster.server
         yield spawn
-    finally:
-        stop_all(clients, server)
 
 
 def _covered(server, clients) -> None:

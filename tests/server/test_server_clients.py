@@ -10,7 +10,7 @@ import time
 import pytest
 
 from helpers.server import (
-    HEARTBEAT_MS, SESSION_MS, ClientProc, ServerProc, assert_covered, describe, stop_all,
+    HEARTBEAT_MS, SESSION_MS, ClientCluster, ClientProc, assert_covered, describe,
     wait_until,
 )
 
@@ -25,19 +25,12 @@ REBALANCE_BOUND = 20.0      # seconds: generous for a loaded 2-core machine
 @pytest.fixture
 def cluster(tmp_path):
     """A server and a `spawn(lib, name, **options)` that starts consumers in `group`."""
-    server = ServerProc(tmp_path / "server.log", topics=[f"{TOPIC}:4"])
-    clients = []
+    with ClientCluster(tmp_path, topics=[f"{TOPIC}:4"]) as cluster:
+        def spawn(lib: str, name: str, group: str = "g", **options) -> ClientProc:
+            return cluster.spawn(lib, group, TOPIC, name, **options)
 
-    def spawn(lib: str, name: str, group: str = "g", **options) -> ClientProc:
-        client = ClientProc(lib, server.bootstrap, group, TOPIC, name, tmp_path, **options)
-        clients.append(client)
-        return client
-
-    spawn.server = server
-    try:
+        spawn.server = cluster.server
         yield spawn
-    finally:
-        stop_all(clients, server)
 
 
 def _covered(clients, timeout=REBALANCE_BOUND, *, all_busy=True) -> None:
