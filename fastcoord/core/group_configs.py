@@ -19,7 +19,7 @@ groups, so they are refused here as unknown (a documented difference).
 """
 from __future__ import annotations
 
-from typing import Dict, Mapping, Union
+from typing import Dict, Mapping, Optional, Union
 
 __all__ = ["SESSION_TIMEOUT", "HEARTBEAT_INTERVAL", "GROUP_CONFIG_NAMES", "KAFKA_DEFAULTS",
            "GroupConfigError", "check_group_config", "parse_group_config_value"]
@@ -39,24 +39,27 @@ class GroupConfigError(ValueError):
 
 
 def parse_group_config_value(name: str, value: Union[str, int]) -> int:
-    """A config's value as Kafka reads an INT config (a str is trimmed and parsed, an int
-    taken as it is): GroupConfigError for an unknown name, a value that is not an int32 or
-    is below 1."""
+    """A config's value as Kafka reads an INT config (a str is trimmed and parsed as Java's
+    Integer.parseInt does: one optional sign, then digits; an int taken as it is):
+    GroupConfigError, with Kafka's message, for an unknown name, a value that is not an
+    int32 or is below 1."""
     if name not in GROUP_CONFIG_NAMES:
-        raise GroupConfigError(f"unknown group config name: {name} (group configs: "
-                               f"{', '.join(GROUP_CONFIG_NAMES)})")
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise GroupConfigError(f"{name}: the value must be an int, got {type(value).__name__}")
-    if isinstance(value, str):
+        raise GroupConfigError(f"Unknown group config name: {name}")
+    number: Optional[int] = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str):
         text = value.strip()
-        if not (text.lstrip("+-").isdigit() and text.isascii()):
-            raise GroupConfigError(f"{name}: {value!r} is not an int")
-        value = int(text)
-    if not -2**31 <= value <= _INT_MAX:
-        raise GroupConfigError(f"{name}: {value} is not an int32")
-    if value < 1:
-        raise GroupConfigError(f"{name}: the value must be at least 1, got {value}")
-    return value
+        digits = text[1:] if text[:1] in ("+", "-") else text
+        if digits.isascii() and digits.isdigit():
+            number = int(text)
+    if number is None or not -2**31 <= number <= _INT_MAX:
+        raise GroupConfigError(f"Invalid value {value} for configuration {name}: "
+                               "Not a number of type INT")
+    if number < 1:
+        raise GroupConfigError(f"Invalid value {value} for configuration {name}: "
+                               "Value must be at least 1")
+    return number
 
 
 def check_group_config(config, values: Mapping[str, Union[str, int]]) -> Dict[str, int]:
@@ -77,18 +80,17 @@ def check_group_config(config, values: Mapping[str, Union[str, int]]) -> Dict[st
     _within(SESSION_TIMEOUT, session, config.group_consumer_min_session_timeout_ms,
             config.group_consumer_max_session_timeout_ms, "session.timeout")
     if session <= interval:
-        raise GroupConfigError(f"{SESSION_TIMEOUT} ({session}) must be greater than "
-                               f"{HEARTBEAT_INTERVAL} ({interval})")
+        raise GroupConfigError(f"{SESSION_TIMEOUT} must be greater than {HEARTBEAT_INTERVAL}")
     return parsed
 
 
 def _within(name: str, value: int, lo: int, hi: int, what: str) -> None:
-    """`value` within the coordinator's bounds, named as Kafka's broker configs
-    (group.consumer.min.WHAT.ms, group.consumer.max.WHAT.ms)."""
+    """`value` within the coordinator's bounds; Kafka's message names the broker config
+    it breaks (group.consumer.min.WHAT.ms, group.consumer.max.WHAT.ms)."""
     if value < lo:
-        raise GroupConfigError(f"{name} ({value}) must be at least "
-                               f"group.consumer.min.{what}.ms ({lo})")
+        raise GroupConfigError(f"{name} must be greater than or equal to "
+                               f"group.consumer.min.{what}.ms")
     if value > hi:
-        raise GroupConfigError(f"{name} ({value}) must be at most "
-                               f"group.consumer.max.{what}.ms ({hi})")
+        raise GroupConfigError(f"{name} must be less than or equal to "
+                               f"group.consumer.max.{what}.ms")
 

@@ -53,10 +53,11 @@ _BROKER = {SESSION_TIMEOUT: ("group.consumer.session.timeout.ms",
                              "group_consumer_session_timeout_ms"),
            HEARTBEAT_INTERVAL: ("group.consumer.heartbeat.interval.ms",
                                 "group_consumer_heartbeat_interval_ms")}
-_DOCS = {SESSION_TIMEOUT: "The group's session timeout for consumer-protocol members: a "
-                          "member silent this long is removed.",
-         HEARTBEAT_INTERVAL: "The heartbeat interval the group's consumer-protocol members "
-                             "are given."}
+# Kafka's documentation of the two (GroupCoordinatorConfig's, which GroupConfig shows)
+_DOCS = {SESSION_TIMEOUT: "The timeout to detect client failures when using the consumer "
+                          "group protocol.",
+         HEARTBEAT_INTERVAL: "The heartbeat interval given to the members of a consumer "
+                             "group."}
 
 
 class GroupConfigApis:
@@ -88,7 +89,7 @@ class GroupConfigApis:
                            error_message="Group authorization failed.")
             elif not name:
                 out.update(error_code=INVALID_REQUEST,
-                           error_message="the group name must not be empty")
+                           error_message="Group name must not be empty")
             else:
                 keys = resource.configuration_keys
                 wanted = GROUP_CONFIG_NAMES if keys is None or len(keys) == 0 else \
@@ -101,9 +102,13 @@ class GroupConfigApis:
     def _entry(self, name: str, own: Dict[str, int], synonyms: bool, docs: bool) -> dict:
         broker_name, field = _BROKER[name]
         broker_value = getattr(self.coord.config, field)
-        broker_source = SOURCE_DEFAULT if broker_value == KAFKA_DEFAULTS[name] \
-            else SOURCE_STATIC_BROKER
-        chain = [{"name": broker_name, "value": str(broker_value), "source": broker_source}]
+        # (Kafka's chain: the group's value, the broker's from its properties, the broker
+        # config's default)
+        chain = [{"name": broker_name, "value": str(KAFKA_DEFAULTS[name]),
+                  "source": SOURCE_DEFAULT}]
+        if broker_value != KAFKA_DEFAULTS[name]:
+            chain.insert(0, {"name": broker_name, "value": str(broker_value),
+                             "source": SOURCE_STATIC_BROKER})
         if name in own:
             chain.insert(0, {"name": name, "value": str(own[name]), "source": SOURCE_GROUP})
         return {"name": name, "value": chain[0]["value"], "read_only": False,
@@ -158,30 +163,30 @@ class GroupConfigApis:
         if resource.resource_type != GROUP_RESOURCE:
             return INVALID_REQUEST, "fastcoord keeps the configs of groups only", None
         if named[(resource.resource_type, name)] > 1:
-            return INVALID_REQUEST, "the resource is named more than once", None
+            return INVALID_REQUEST, "Each resource must appear at most once.", None
         if not self._allowed(session, "AlterConfigs", name):
             return GROUP_AUTHORIZATION_FAILED, "Group authorization failed.", None
         if not name:
-            return INVALID_REQUEST, "the group name must not be empty", None
+            return INVALID_REQUEST, "Default group resources are not allowed.", None
         seen = set()
         ops = []
         for config in resource.configs:
             if config.name in seen:
-                return INVALID_REQUEST, f"config {config.name} is named more than once", None
+                return INVALID_REQUEST, "Error due to duplicate config keys", None
+            if config.value is None and config.config_operation != OP_DELETE:
+                return INVALID_REQUEST, f"Null value not supported for : {config.name}", None
             seen.add(config.name)
             ops.append((config.name, config.config_operation, config.value))
         current: Dict[str, object] = dict(self.coord.group_config(name))
         for config_name, op, value in ops:
             if op == OP_SET:
-                if value is None:
-                    current.pop(config_name, None)
-                else:
-                    current[config_name] = value
+                current[config_name] = value
             elif op == OP_DELETE:
                 current.pop(config_name, None)
             elif op in (OP_APPEND, OP_SUBTRACT):
-                return (INVALID_CONFIG, f"config {config_name} is not a list: it takes SET "
-                                        "and DELETE only", None)
+                verb = "APPEND" if op == OP_APPEND else "SUBTRACT"
+                return (INVALID_CONFIG, f"Can't {verb} to key {config_name} because its type "
+                                        "is not LIST.", None)
             else:
                 return INVALID_REQUEST, f"unknown config operation {op}", None
         try:

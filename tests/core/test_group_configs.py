@@ -28,15 +28,17 @@ def settled(coord, group_id="g", member_id="m"):
 
 
 @pytest.mark.parametrize("configs, says", [
-    ({"consumer.session.timeout": 50_000}, "unknown group config name"),
-    ({"share.session.timeout.ms": 50_000}, "unknown group config name"),
-    ({SESSION: "abc"}, "is not an int"),
-    ({SESSION: 0}, "at least 1"),
-    ({SESSION: 2**31}, "not an int32"),
-    ({SESSION: 30_000}, "group.consumer.min.session.timeout.ms (45000)"),
-    ({SESSION: 61_000}, "group.consumer.max.session.timeout.ms (60000)"),
-    ({INTERVAL: 4_000}, "group.consumer.min.heartbeat.interval.ms (5000)"),
-    ({INTERVAL: 16_000}, "group.consumer.max.heartbeat.interval.ms (15000)"),
+    ({"consumer.session.timeout": 50_000}, "Unknown group config name"),
+    ({"share.session.timeout.ms": 50_000}, "Unknown group config name"),
+    ({SESSION: "abc"}, "Not a number of type INT"),
+    ({SESSION: "+-5"}, "Not a number of type INT"),
+    ({SESSION: 4.5}, "Not a number of type INT"),
+    ({SESSION: 0}, "Value must be at least 1"),
+    ({SESSION: 2**31}, "Not a number of type INT"),
+    ({SESSION: 30_000}, "greater than or equal to group.consumer.min.session.timeout.ms"),
+    ({SESSION: 61_000}, "less than or equal to group.consumer.max.session.timeout.ms"),
+    ({INTERVAL: 4_000}, "greater than or equal to group.consumer.min.heartbeat.interval.ms"),
+    ({INTERVAL: 16_000}, "less than or equal to group.consumer.max.heartbeat.interval.ms"),
 ])
 def test_a_config_kafka_refuses_is_refused_and_changes_nothing(impl, configs, says):
     coord = make(impl)
@@ -54,7 +56,8 @@ def test_the_session_must_exceed_the_interval_with_kafkas_defaults_for_unset_one
                  group_consumer_max_heartbeat_interval_ms=60_000)
     with pytest.raises(GroupConfigError, match="must be greater than"):
         coord.set_group_config("g", {SESSION: 8_000, INTERVAL: 8_000})
-    with pytest.raises(GroupConfigError, match=r"\(45000\) must be greater than"):
+    # 50 s over Kafka's 45 s default session, which counts for the unset one
+    with pytest.raises(GroupConfigError, match="must be greater than"):
         coord.set_group_config("g", {INTERVAL: 50_000})
     # 40 s over the broker's 10 s session: allowed, Kafka's 45 s default is what counts
     coord.set_group_config("g", {INTERVAL: 40_000})
