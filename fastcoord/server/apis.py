@@ -240,15 +240,22 @@ class KafkaApis:
                      "offline_replicas": ()}
                     for p in range(count)]}
 
-    def _coordinator_for(self, key: str, key_type: int) -> dict:
+    def _coordinator_for(self, session: Session, key: str, key_type: int) -> dict:
+        """One key's FindCoordinator answer: a group's needs Describe on it; transaction
+        (and share) coordinators are not served here."""
         if key_type not in COORDINATOR_TYPES:
             # (Kafka's CoordinatorType.forId refuses a type it does not know)
             return {"key": key, "error_code": INVALID_REQUEST, "error_message": None,
                     "node_id": -1, "host": "", "port": -1}
-        if key_type != 0:   # transaction (and share) coordinators are not served here
+        if key_type != 0:
             return {"key": key, "error_code": int(Errors.COORDINATOR_NOT_AVAILABLE),
                     "error_message": "fastcoord serves group coordination only",
                     "node_id": -1, "host": "", "port": -1}
+        if not self._allowed(session, "Describe", key):
+            # (the error's own message, as Kafka's FindCoordinatorResponse sets it)
+            return {"key": key, "error_code": int(Errors.GROUP_AUTHORIZATION_FAILED),
+                    "error_message": "Group authorization failed.", "node_id": -1,
+                    "host": "", "port": -1}
         # (Kafka's message is Errors.NONE.message(), "NONE")
         return {"key": key, "error_code": 0, "error_message": "NONE", "node_id": NODE_ID,
                 "host": self.host, "port": self.port}
@@ -257,14 +264,10 @@ class KafkaApis:
         body = request.body
         key_type = getattr(body, "key_type", 0)
         if request.api_version >= 4:
-            reply({"coordinators": [self._coordinator_for(k, key_type)
+            reply({"coordinators": [self._coordinator_for(session, k, key_type)
                                     for k in body.coordinator_keys]})
             return
-        answer = self._coordinator_for(body.key, key_type)
-        if key_type == 0 and not self._allowed(session, "Describe", body.key):
-            answer = {"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED),
-                      "error_message": None, "node_id": -1, "host": "", "port": -1}
-        reply(answer)
+        reply(self._coordinator_for(session, body.key, key_type))
 
     # -- the group membership requests ---------------------------------------------------
     def join_group(self, session: Session, request: Request, reply: Reply) -> None:
@@ -359,9 +362,7 @@ class KafkaApis:
             return
         names = body.subscribed_topic_names
         if names and not all(self._topic_allowed(session, "Describe", n) for n in names):
-            reply(_heartbeat_error(TOPIC_AUTHORIZATION_FAILED,
-                                   "The client is not authorized to describe some of the "
-                                   "subscribed topics."))
+            reply(_heartbeat_error(TOPIC_AUTHORIZATION_FAILED, None))   # (Kafka: no message)
             return
         # (Kafka's check trims: a blank member id is an empty one)
         if request.api_version >= 1 and not (body.member_id or "").strip():
@@ -437,12 +438,10 @@ class KafkaApis:
         permitted = [self._allowed(session, "Describe", g) for g in wanted]
         allowed = [g for g, ok in zip(wanted, permitted) if ok]
         described = iter(self.coord.consumer_group_describe(allowed) if allowed else ())
-        groups = []
-        for gid, ok in zip(wanted, permitted):
-            if not ok:
-                groups.append(_described_error(gid, int(Errors.GROUP_AUTHORIZATION_FAILED),
-                                               None))
-                continue
+        # (as Kafka: the groups refused their Describe first, then the others)
+        groups = [_described_error(gid, int(Errors.GROUP_AUTHORIZATION_FAILED), None)
+                  for gid, ok in zip(wanted, permitted) if not ok]
+        for gid in allowed:
             d = next(described)
             if d.error != Errors.NONE:
                 groups.append(_described_error(gid, int(d.error), d.error_message))
@@ -630,13 +629,14 @@ class KafkaApis:
         From v3, the client's operations on each group answered without an error when
         it asks (the field's default, -2^31, otherwise)."""
         v6 = request.api_version >= 6
-        groups = []
-        for gid in request.body.groups:
-            if not self._allowed(session, "Describe", gid):
-                groups.append({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED),
-                               "error_message": None, "group_id": gid, "group_state": "",
-                               "protocol_type": "", "protocol_data": "", "members": []})
-                continue
+        # (as Kafka: the groups refused their Describe first, then the others)
+        wanted = list(request.body.groups)
+        permitted = [self._allowed(session, "Describe", gid) for gid in wanted]
+        groups = [{"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED), "error_message": None,
+                   "group_id": gid, "group_state": "", "protocol_type": "",
+                   "protocol_data": "", "members": []}
+                  for gid, ok in zip(wanted, permitted) if not ok]
+        for gid in (gid for gid, ok in zip(wanted, permitted) if ok):
             kind = self.coord.group_type(gid)
             d = self.coord.describe_group(gid) if kind != "consumer" else None
             if d is None or (d.error == Errors.NONE and str(d.state) == "Dead"):
@@ -665,27 +665,36 @@ class KafkaApis:
         names = list(dict.fromkeys(request.body.groups_names))   # one answer a name, as Kafka
         allowed = [g for g in names if self._allowed(session, "Delete", g)]
         results = self.coord.delete_groups(allowed) if allowed else {}
-        reply({"results": [
-            {"group_id": g, "error_code": int(results[g]) if g in results
-             else int(Errors.GROUP_AUTHORIZATION_FAILED)} for g in names]})
+        # (as Kafka: the coordinator's answers first, then the groups refused)
+        reply({"results": [{"group_id": g, "error_code": int(results[g])} for g in allowed] + [
+            {"group_id": g, "error_code": int(Errors.GROUP_AUTHORIZATION_FAILED)}
+            for g in names if g not in results]})
 
     def offset_delete(self, session: Session, request: Request, reply: Reply) -> None:
-        """OffsetDelete (Kafka's handleOffsetDeleteRequest): a group error answers with no
-        topics; otherwise every partition asked for gets its error, a partition of a topic
-        this broker does not have UNKNOWN_TOPIC_OR_PARTITION."""
+        """OffsetDelete (Kafka's handleOffsetDeleteRequest): Delete on the group, then
+        Read on each topic (TOPIC_AUTHORIZATION_FAILED on its partitions, before whether
+        it exists); a group error answers with no topics; otherwise every partition asked
+        for gets its error, a partition this broker does not have
+        UNKNOWN_TOPIC_OR_PARTITION."""
         body = request.body
         if not self._allowed(session, "Delete", body.group_id):
             reply({"error_code": int(Errors.GROUP_AUTHORIZATION_FAILED), "topics": []})
             return
         requested = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-        known = [tp for tp in requested if self._known_partition(*tp)]
-        error, results = self.coord.delete_offsets(body.group_id, known)
+        refused: Dict[Tuple[str, int], int] = {}
+        for tp in requested:
+            if not self._topic_allowed(session, "Read", tp[0]):
+                refused[tp] = TOPIC_AUTHORIZATION_FAILED
+            elif not self._known_partition(*tp):
+                refused[tp] = UNKNOWN_TOPIC_OR_PARTITION
+        error, results = self.coord.delete_offsets(
+            body.group_id, [tp for tp in requested if tp not in refused])
         if error != Errors.NONE:
             reply({"error_code": int(error), "topics": []})
             return
         by_topic: Dict[str, list] = {}
         for tp in dict.fromkeys(requested):
-            code = int(results[tp]) if tp in results else UNKNOWN_TOPIC_OR_PARTITION
+            code = refused[tp] if tp in refused else int(results[tp])
             by_topic.setdefault(tp[0], []).append({"partition_index": tp[1], "error_code": code})
         reply({"error_code": 0, "topics": [{"name": n, "partitions": ps}
                                            for n, ps in by_topic.items()]})
