@@ -17,6 +17,11 @@ from fastcoord import Errors, OffsetAndMetadata
 from .protocol import (
     API_NAMES, API_VERSIONS_KEY, Request, SASL_VERSIONS, SUPPORTED_VERSIONS, duration_ms,
 )
+from .error_codes import (
+    ILLEGAL_SASL_STATE, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, SASL_AUTHENTICATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_SASL_MECHANISM, UNSUPPORTED_VERSION,
+)
 from .group_configs import GroupConfigApis
 from .log_apis import LogApis
 from .topic_ids import ZERO as ZERO_UUID, TopicIds
@@ -25,22 +30,13 @@ log = logging.getLogger("fastcoord.server")
 
 NODE_ID = 0
 CLUSTER_ID = "fastcoord"
-UNKNOWN_TOPIC_OR_PARTITION = 3
-TOPIC_AUTHORIZATION_FAILED = 29
-INVALID_REQUEST = 42
 COORDINATOR_TYPES = (0, 1, 2)   # FindCoordinator's key types: group, transaction, share
 # ApiVersions v3's client software name and version: Kafka's pattern
 # [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?, checked by characters
 _SOFTWARE_ENDS = frozenset(string.ascii_letters + string.digits)
 _SOFTWARE_CHARS = _SOFTWARE_ENDS | frozenset("-.")
-UNSUPPORTED_VERSION = 35
-UNSUPPORTED_SASL_MECHANISM = 33
-ILLEGAL_SASL_STATE = 34
-SASL_AUTHENTICATION_FAILED = 58
-UNKNOWN_TOPIC_ID = 100
 # Kafka's "not asked for" value of authorized_operations fields.
 OPERATIONS_NOT_ASKED = -2**31
-INVALID_TOPIC_EXCEPTION = 17
 # Kafka's AclOperation codes as bits, of the operations each resource type supports
 TOPIC_OPERATION_BITS = {op: 1 << code for op, code in (
     ("Read", 3), ("Write", 4), ("Create", 5), ("Delete", 6), ("Alter", 7), ("Describe", 8),

@@ -31,14 +31,13 @@ from fastcoord.core.group_configs import (
     GROUP_CONFIG_NAMES, HEARTBEAT_INTERVAL, KAFKA_DEFAULTS, SESSION_TIMEOUT, check_group_config,
 )
 
+from .error_codes import INVALID_CONFIG, INVALID_REQUEST, POLICY_VIOLATION
+
 __all__ = ["GroupConfigApis", "MAX_CONFIGURED_GROUPS"]
 
 log = logging.getLogger("fastcoord.server")
 
 GROUP_RESOURCE = 32                 # ConfigResource.Type.GROUP
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
-POLICY_VIOLATION = 44
 GROUP_AUTHORIZATION_FAILED = int(Errors.GROUP_AUTHORIZATION_FAILED)
 UNKNOWN_SERVER_ERROR = int(Errors.UNKNOWN_SERVER_ERROR)
 # Config sources and types of DescribeConfigs

@@ -15,18 +15,14 @@ from typing import Callable, Dict, Optional
 
 from fastcoord import DelayedOperation
 
+from .error_codes import (
+    FENCED_LEADER_EPOCH, FETCH_SESSION_ID_NOT_FOUND, INVALID_RECORD, INVALID_REQUEST, NONE,
+    TOPIC_AUTHORIZATION_FAILED, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
+)
 from .protocol import duration_ms
 
 __all__ = ["LogApis", "MAX_FETCH_WAIT_MS"]
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-TOPIC_AUTHORIZATION_FAILED = 29
-INVALID_REQUEST = 42
-FETCH_SESSION_ID_NOT_FOUND = 70
-FENCED_LEADER_EPOCH = 74
-UNKNOWN_LEADER_EPOCH = 75
-INVALID_RECORD = 87
 LEADER_EPOCH = 0            # every partition's, led here since it was declared
 NO_EPOCH = -1               # a request that names no leader epoch
 FULL_FETCH_EPOCHS = (0, -1)  # a fetch session's initial and final epochs: no session needed

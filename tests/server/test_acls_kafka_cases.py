@@ -105,16 +105,23 @@ def test_consumer_heartbeat_checks_names_whether_or_not_the_topics_exist(impl):
 
 # ---- ConsumerGroupDescribe ----------------------------------------------------------------
 
+def _described(impl, groups: dict, *acls, operations: bool):
+    """Each of `groups` ({group: its one member's subscribed topics}) joined, then
+    described by a client with `acls`: the described groups, in `groups`' order."""
+    apis = _wire(impl)
+    for group, topics in groups.items():
+        assert _beat(apis, group, topics).error_code == 0
+    return _call(_as(apis, *acls), 69, 1, {"group_ids": list(groups),
+                                           "include_authorized_operations": operations}).groups
+
+
 def test_consumer_describe_checks_the_assigned_topics_not_the_subscribed_ones(impl):
     # KafkaApis.handleConsumerGroupDescribe: the topics checked are the members'
     # assignment and target assignment; a subscription to a topic that is not there
     # assigns nothing and hides nothing
-    apis = _wire(impl)
-    assert _beat(apis, "ghost-g", ["ghost"]).error_code == 0
-    assert _beat(apis, "pay-g", ["payments"]).error_code == 0
-    viewer = _as(apis, _allow("Describe", group="*"), _allow("Describe", topic="orders"))
-    ghost, pay = _call(viewer, 69, 1, {"group_ids": ["ghost-g", "pay-g"],
-                                       "include_authorized_operations": False}).groups
+    ghost, pay = _described(impl, {"ghost-g": ["ghost"], "pay-g": ["payments"]},
+                            _allow("Describe", group="*"), _allow("Describe", topic="orders"),
+                            operations=False)
     assert (ghost.error_code, [list(m.subscribed_topic_names) for m in ghost.members]) == \
         (0, [["ghost"]])
     assert (pay.error_code, tuple(pay.members)) == (TOPIC_AUTHORIZATION_FAILED, ())
@@ -124,12 +131,9 @@ def test_consumer_describe_topic_denial_answers_kafkas_message_and_no_operations
     # handleConsumerGroupDescribe: authorized operations go on the groups the coordinator
     # answers without an error; a group then refused for its topics is a new
     # DescribedGroup (Kafka's message, no members, every other field at its default)
-    apis = _wire(impl)
-    assert _beat(apis, "ord-g", ["orders"]).error_code == 0
-    assert _beat(apis, "pay-g", ["payments"]).error_code == 0
-    viewer = _as(apis, _allow("Read", group="*"), _allow("Describe", topic="orders"))
-    ords, pay = _call(viewer, 69, 1, {"group_ids": ["ord-g", "pay-g"],
-                                      "include_authorized_operations": True}).groups
+    ords, pay = _described(impl, {"ord-g": ["orders"], "pay-g": ["payments"]},
+                           _allow("Read", group="*"), _allow("Describe", topic="orders"),
+                           operations=True)
     assert (ords.error_code, ords.authorized_operations, len(ords.members)) == \
         (0, READ_AND_DESCRIBE, 1)
     assert (pay.error_code, pay.error_message, pay.authorized_operations, pay.group_state,
