@@ -8,6 +8,7 @@ runs on the event loop thread: the coordinator is only ever called from there.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import string
 from typing import Callable, Dict, List, Optional, Tuple
@@ -53,15 +54,37 @@ GROUP_OPERATION_BITS = {"Read": 1 << 3, "Delete": 1 << 6, "Describe": 1 << 8,
 Reply = Callable[[dict], None]
 
 
+def kafka_client_host(peer_host: str) -> str:
+    """A peer's IP literal as Kafka's brokers give a member's client host: Java's
+    InetAddress.toString() of an address without a host name ("/10.0.0.7"; IPv6 in
+    eight groups without zero compression, "/0:0:0:0:0:0:0:1"; an IPv4-mapped IPv6
+    peer of a dual-stack listener as its IPv4 address, as Java's sockets report it).
+    What admin tools show as a member's HOST. Anything not an IP literal is kept."""
+    literal, percent, scope = peer_host.partition("%")
+    try:
+        address = ipaddress.ip_address(literal)
+    except ValueError:
+        return peer_host
+    if address.version == 6 and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.version == 4:
+        return f"/{address}"
+    groups = ":".join(f"{int(group, 16):x}" for group in address.exploded.split(":"))
+    return f"/{groups}{percent}{scope}"
+
+
 class Session:
-    """Per-connection facts the handlers need."""
+    """Per-connection facts the handlers need: `peer_host` is the peer's IP literal as
+    the socket gives it (the request log's host), `client_host` the same in Kafka's
+    form (members' client host)."""
 
-    __slots__ = ("client_id", "client_host", "principal", "sasl_mechanism", "authenticated",
-                 "raw_sasl", "close_after_reply")
+    __slots__ = ("client_id", "client_host", "peer_host", "principal", "sasl_mechanism",
+                 "authenticated", "raw_sasl", "close_after_reply")
 
-    def __init__(self, client_host: str) -> None:
+    def __init__(self, peer_host: str) -> None:
         self.client_id: Optional[str] = None
-        self.client_host = client_host
+        self.peer_host = peer_host
+        self.client_host = kafka_client_host(peer_host)
         self.principal: Optional[str] = None        # "User:name" once SASL succeeded
         self.sasl_mechanism: Optional[str] = None
         self.authenticated = False
@@ -712,7 +735,7 @@ class KafkaApis:
             return
         principal = self.security.authenticate_plain(request.body.auth_bytes)
         if principal is None:
-            log.warning("%s: SASL/PLAIN authentication failed", session.client_host)
+            log.warning("%s: SASL/PLAIN authentication failed", session.peer_host)
             session.close_after_reply = True
             reply({"error_code": SASL_AUTHENTICATION_FAILED,
                    "error_message": "Authentication failed: invalid username or password",

@@ -269,7 +269,7 @@ class RequestLog:
                seconds: float, extras: str = "") -> None:
         line = _LINE.format(
             time.time(), _json_str(api) if isinstance(api, str) else api, version,
-            _json_str(client_id), _json_str(conn.session.client_host if conn.session else None),
+            _json_str(client_id), _json_str(conn.session.peer_host if conn.session else None),
             _json_str(group_id), _json_str(member_id), _json_int(generation), _json_int(error),
             seconds * 1000, extras).encode()
         self._append(line)

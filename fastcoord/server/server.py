@@ -141,7 +141,7 @@ class Connection(asyncio.Protocol):
         server.connections.add(self)
         self.session = Session(host)
         if server.request_log is not None:
-            self._log_host = host_json(self.session.client_host).encode("ascii")
+            self._log_host = host_json(self.session.peer_host).encode("ascii")
         self._write = transport.write
         transport.set_write_buffer_limits(high=server.config.write_buffer_high)
         sock = transport.get_extra_info("socket")

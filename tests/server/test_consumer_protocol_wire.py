@@ -176,7 +176,7 @@ def test_heartbeat_translates_topic_ids_both_ways(version):
                                       f"<unknown topic id {uuid.UUID(int=99)}>": []}
     assert kw["subscribed_topic_names"] == ["orders"] and kw["server_assignor"] == "uniform"
     assert kw["rebalance_timeout_ms"] == 45000 and kw["rack_id"] == "r1"
-    assert kw["client_id"] == "wire-test" and kw["client_host"] == "10.0.0.7"
+    assert kw["client_id"] == "wire-test" and kw["client_host"] == "/10.0.0.7"
     assert (answer.error_code, answer.member_id, answer.member_epoch) == (0, "m-1", 4)
     assert answer.heartbeat_interval.total_seconds() == 5
     assert [(t.topic_id, t.partitions) for t in answer.assignment.topic_partitions] == [
@@ -365,7 +365,7 @@ def test_serve_flags_map_to_the_coordinator_config_fields():
 def test_the_request_log_records_a_consumer_heartbeats_member_epoch(tmp_path):
     from fastcoord.server.requestlog import RequestLog
     log = RequestLog(tmp_path / "requests.jsonl")
-    conn = SimpleNamespace(session=SimpleNamespace(client_host="127.0.0.1"))
+    conn = SimpleNamespace(session=SimpleNamespace(peer_host="127.0.0.1"))
     frame = encode_request(68, 0, 3, _join_body(0, member_id="", member_epoch=0))
     request = decode_request(frame[4:])
     log.record(conn, request, {"error_code": 0, "member_id": "made-1", "member_epoch": 1}, 0.001)
@@ -689,3 +689,20 @@ def test_a_regex_reaches_only_the_topics_its_sender_may_describe(impl):
     assigned = {(t.topic_id, p) for t in beat.assignment.topic_partitions
                 for p in t.partitions}
     assert assigned == {(ids["orders"], p) for p in range(6)}
+
+
+@pytest.mark.parametrize("peer, kafka", [
+    ("127.0.0.1", "/127.0.0.1"),
+    ("10.0.0.7", "/10.0.0.7"),
+    ("::1", "/0:0:0:0:0:0:0:1"),
+    ("2001:db8::ff00:42:8329", "/2001:db8:0:0:0:ff00:42:8329"),
+    ("fe80::1%eth0", "/fe80:0:0:0:0:0:0:1%eth0"),
+    ("::ffff:192.0.2.1", "/192.0.2.1"),     # a dual-stack listener's IPv4 peer
+    ("?", "?"),                               # not an address: kept
+])
+def test_a_members_client_host_is_the_peer_address_as_kafka_prints_it(peer, kafka):
+    # GroupMetadataManager (classic joins and consumer heartbeats) stores
+    # context.clientAddress().toString(): Java's InetAddress form, "/" then the
+    # literal; the request log keeps the literal as the socket gave it
+    session = Session(peer)
+    assert (session.client_host, session.peer_host) == (kafka, peer)

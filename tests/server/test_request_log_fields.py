@@ -11,7 +11,7 @@ from fastcoord.pipeline.adapters import from_fastcoord_log
 from fastcoord.server.protocol import decode_request, encode_request
 from fastcoord.server.requestlog import RequestLog
 
-CONN = SimpleNamespace(session=SimpleNamespace(client_host="127.0.0.1"))
+CONN = SimpleNamespace(session=SimpleNamespace(peer_host="127.0.0.1"))
 
 JOIN = {"group_id": "g", "session_timeout": 6000, "rebalance_timeout": 45000, "member_id": "",
         "group_instance_id": "inst-1", "protocol_type": "consumer",

@@ -116,7 +116,7 @@ def test_request_log_lines_are_the_json_of_their_fields(tmp_path):
     from fastcoord.server.requestlog import RequestLog
 
     log = RequestLog(tmp_path / "requests.jsonl")
-    conn = SimpleNamespace(session=SimpleNamespace(client_host="127.0.0.1"))
+    conn = SimpleNamespace(session=SimpleNamespace(peer_host="127.0.0.1"))
     cases = [
         (Request(12, 4, 1, "c\u00e9\"\\\n", HeartbeatBody("g\u6f22", 3, "m-1", None), 30),
          {"error_code": int(Errors.REBALANCE_IN_PROGRESS)}),

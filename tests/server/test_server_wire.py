@@ -330,7 +330,7 @@ def test_request_log_rotates_by_size(tmp_path):
 
     from fastcoord.server.requestlog import RequestLog
     request = decode_request(encode_request(12, 4, 1, _sample(12, 4))[4:])
-    conn = SimpleNamespace(session=SimpleNamespace(client_host="127.0.0.1"))
+    conn = SimpleNamespace(session=SimpleNamespace(peer_host="127.0.0.1"))
     log = RequestLog(tmp_path / "requests.jsonl", max_bytes=1000, backups=2)
     for _ in range(100):
         log.record(conn, request, {"error_code": 25}, 0.001)
