@@ -275,13 +275,40 @@ def _compile_regex(regex: str):
 
 def _check_regex(regex: str) -> None:
     """INVALID_REGULAR_EXPRESSION (Kafka's answer and message) unless `regex` is valid
-    RE2 syntax."""
+    RE2 syntax, as Kafka's RE2/J parses it: RE2/J has no `\\C` (any byte), which RE2
+    accepts outside a character class."""
     try:
         _compile_regex(regex)
     except re2.error as exc:
+        detail = exc.args[0] if exc.args else ""
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
         raise _Refused(Errors.INVALID_REGULAR_EXPRESSION,
                        f"SubscribedTopicRegex `{regex}` is not a valid regular "
-                       f"expression: {exc}.") from None
+                       f"expression: {detail}.") from None
+    if _any_byte_escape(regex):
+        raise _Refused(Errors.INVALID_REGULAR_EXPRESSION,
+                       f"SubscribedTopicRegex `{regex}` is not a valid regular "
+                       "expression: invalid escape sequence: \\C.")
+
+
+def _any_byte_escape(regex: str) -> bool:
+    """Whether a pattern RE2 compiled has a `\\C` escape. Outside \\Q...\\E quoting
+    every backslash starts a two-character escape; RE2 refuses `\\C` inside a character
+    class, so one that compiled has it outside any."""
+    at = regex.find("\\")
+    while at >= 0:
+        escaped = regex[at + 1:at + 2]
+        if escaped == "C":
+            return True
+        if escaped == "Q":
+            end = regex.find("\\E", at + 2)
+            if end < 0:
+                return False
+            at = regex.find("\\", end + 2)
+        else:
+            at = regex.find("\\", at + 2)
+    return False
 
 
 def _describable(topics, topic_filter, group_id) -> list:
@@ -498,7 +525,7 @@ class ConsumerLogic:
                         self._publish(group, result)
                     return
             else:
-                group = self._group_for_heartbeat(group_id, member_epoch, topic_regex)
+                group, made = self._group_for_heartbeat(group_id, member_epoch, topic_regex)
                 with group.rec:
                     if group.consumer is None or logic._get_group(group_id) is not group:
                         raise _Refused(Errors.COORDINATOR_NOT_AVAILABLE, "")   # raced away
@@ -511,6 +538,10 @@ class ConsumerLogic:
                         self._persist(group, result, callback)
                     except _TargetFailed:
                         self._go_back(group)
+                        raise
+                    except _Refused:
+                        if made:
+                            self._unmake(group)
                         raise
                     finally:
                         self._publish(group, result)
@@ -568,12 +599,15 @@ class ConsumerLogic:
         with members when the migration policy allows (MixedGroups.upgrade); anything
         else needs a consumer group. A conversion is checked before it is made against
         what would refuse the join after it (an invalid `topic_regex`): Kafka's
-        conversion goes with the refused request's records, the group left classic."""
+        conversion goes with the refused request's records, the group left classic.
+        Returns (group, made): made when this call created the group or took over an
+        empty classic group, which a refused join undoes (_unmake)."""
         logic = self.logic
         if member_epoch != 0:
-            return self._consumer_group(group_id)
+            return self._consumer_group(group_id), False
         group = logic._get_group(group_id)
         created = group is None
+        made = created
         if created:
             group = logic._create_group(group_id)
         with group.rec:
@@ -591,7 +625,21 @@ class ConsumerLogic:
                     group.pending.clear()
                     logic.make_consumer_group(group)
                     group.consumer.came_from = came_from
-        return group
+                    made = True
+        return group, made
+
+    def _unmake(self, group) -> None:
+        """Undo what a refused join's _group_for_heartbeat made, as Kafka adds a group
+        only when the join's records are replayed: a group it created is removed, an
+        empty classic group it took over is that classic group again (its offsets
+        with it). Nothing was stored of either. Caller holds the group's lock."""
+        cg = group.consumer
+        if cg is None or cg.members:
+            return
+        if cg.came_from is not None:
+            self._back_to_classic(group, cg.came_from)
+        else:
+            self.logic._remove_if_unused(group, tombstone=False)
 
     def _heartbeat(self, group, member_id, member_epoch, instance_id, rack_id,
                    rebalance_timeout_ms, topic_names, topic_regex, server_assignor, owned,

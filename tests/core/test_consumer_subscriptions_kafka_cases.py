@@ -128,6 +128,35 @@ def test_an_invalid_new_regex_leaves_the_member_as_it_was(impl):
         ("fo.*", before.member_epoch, {"foo": [0, 1]})
 
 
+def test_a_join_refused_for_its_regex_makes_no_group(impl):
+    # GroupMetadataManager.getOrMaybeCreateConsumerGroup makes the group without adding
+    # it: the join's records add it when replayed, and a refused join has none
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 2})
+    r = join(coord, "g", "m1", regex="fo(")
+    assert r.error == E.INVALID_REGULAR_EXPRESSION
+    assert coord.consumer_group_describe(["g"])[0].error == E.GROUP_ID_NOT_FOUND
+    assert coord.group_type("g") is None
+    assert [g.group_id for g in coord.list_groups()] == []
+    # the same id joins with a valid regex afterwards: a group at epoch 1
+    assert join(coord, "g", "m1", regex="fo.*").error == E.NONE
+    assert described(coord).group_epoch == 1
+
+
+def test_a_join_refused_for_its_regex_leaves_an_empty_classic_group_classic(impl):
+    # the same: the empty classic group is replaced only by the join's records
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 2})
+    assert coord.commit_offsets("g", "", -1, {("foo", 0): 7}) == {("foo", 0): E.NONE}
+    assert coord.group_type("g") == "classic"
+    r = join(coord, "g", "m1", regex="fo(")
+    assert r.error == E.INVALID_REGULAR_EXPRESSION
+    assert coord.group_type("g") == "classic"
+    assert [(g.group_id, g.group_type) for g in coord.list_groups()] == [("g", "classic")]
+    error, offsets = coord.fetch_offsets("g", [("foo", 0)])
+    assert (error, offsets[("foo", 0)].offset) == (E.NONE, 7)
+
+
 def test_a_full_group_is_checked_before_a_new_members_regex(impl):
     # GroupMetadataManager.consumerGroupHeartbeat: throwIfConsumerGroupIsFull runs before
     # maybeUpdateRegularExpressions compiles a new regex
