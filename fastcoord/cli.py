@@ -6,6 +6,7 @@ import sys
 from typing import List, Optional
 
 from ._argtypes import positive_int
+from ._logclip import ClipFilter
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -224,6 +225,9 @@ def _serve(args) -> int:
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # (clients choose the ids and names the lines carry: each line stays short)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ClipFilter())
     if security is not None and security.acls is not None and \
             not any(acl.topic is not None for acl in security.acls):
         # A file written before topic ACLs existed: it now denies every topic.

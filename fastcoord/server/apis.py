@@ -451,46 +451,54 @@ class KafkaApis:
     def consumer_group_describe(self, session: Session, request: Request, reply: Reply) -> None:
         """ConsumerGroupDescribe: a group needs Describe; a described group whose members
         hold or are to hold a topic the client may not describe is answered
-        TOPIC_AUTHORIZATION_FAILED without its members, as Kafka does."""
+        TOPIC_AUTHORIZATION_FAILED without its members, as Kafka does. A group named
+        more than once is answered each time, as Kafka, but described once."""
         body = request.body
         wanted = list(body.group_ids)
         permitted = [self._allowed(session, "Describe", g) for g in wanted]
         allowed = [g for g, ok in zip(wanted, permitted) if ok]
-        described = iter(self.coord.consumer_group_describe(allowed) if allowed else ())
+        distinct = list(dict.fromkeys(allowed))
+        described = dict(zip(distinct, self.coord.consumer_group_describe(distinct))) \
+            if distinct else {}
         # (as Kafka: the groups refused their Describe first, then the others)
         groups = [_described_error(gid, int(Errors.GROUP_AUTHORIZATION_FAILED), None)
                   for gid, ok in zip(wanted, permitted) if not ok]
+        entries: Dict[str, dict] = {}
         for gid in allowed:
-            d = next(described)
-            if d.error != Errors.NONE:
-                groups.append(_described_error(gid, int(d.error), d.error_message))
-                continue
-            topics = {t for m in d.members for t in (*m.assignment, *m.target_assignment)}
-            if not all(self._topic_allowed(session, "Describe", t) for t in topics):
-                groups.append(_described_error(
-                    gid, TOPIC_AUTHORIZATION_FAILED, "The group has described topic(s) that "
-                    "the client is not authorized to describe."))
-                continue
-            groups.append({
-                "error_code": 0, "group_id": gid, "group_state": str(d.state),
-                "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
-                "assignor_name": d.assignor_name or "",
-                "authorized_operations": (self._group_operations(session, gid)
-                                          if body.include_authorized_operations
-                                          else OPERATIONS_NOT_ASKED),
-                "members": [{
-                    "member_id": m.member_id, "instance_id": m.instance_id,
-                    "rack_id": m.rack_id, "member_epoch": m.member_epoch,
-                    "client_id": m.client_id, "client_host": m.client_host,
-                    "subscribed_topic_names": list(m.subscribed_topic_names or ()),
-                    # (Kafka's member holds "" for no regex, and describes it so)
-                    "subscribed_topic_regex": m.subscribed_topic_regex or "",
-                    "assignment": {"topic_partitions": self._by_topic_id(m.assignment, True)},
-                    "target_assignment": {
-                        "topic_partitions": self._by_topic_id(m.target_assignment, True)},
-                    "member_type": _member_type(m)}
-                    for m in d.members]})
+            entry = entries.get(gid)
+            if entry is None:
+                entry = entries[gid] = self._consumer_group_entry(
+                    session, gid, described[gid], body.include_authorized_operations)
+            groups.append(entry)
         reply({"groups": groups})
+
+    def _consumer_group_entry(self, session: Session, gid: str, d, operations: bool) -> dict:
+        """A ConsumerGroupDescribe answer's entry of one group, from its description."""
+        if d.error != Errors.NONE:
+            return _described_error(gid, int(d.error), d.error_message)
+        topics = {t for m in d.members for t in (*m.assignment, *m.target_assignment)}
+        if not all(self._topic_allowed(session, "Describe", t) for t in topics):
+            return _described_error(
+                gid, TOPIC_AUTHORIZATION_FAILED, "The group has described topic(s) that "
+                "the client is not authorized to describe.")
+        return {
+            "error_code": 0, "group_id": gid, "group_state": str(d.state),
+            "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch,
+            "assignor_name": d.assignor_name or "",
+            "authorized_operations": (self._group_operations(session, gid) if operations
+                                      else OPERATIONS_NOT_ASKED),
+            "members": [{
+                "member_id": m.member_id, "instance_id": m.instance_id,
+                "rack_id": m.rack_id, "member_epoch": m.member_epoch,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "subscribed_topic_names": list(m.subscribed_topic_names or ()),
+                # (Kafka's member holds "" for no regex, and describes it so)
+                "subscribed_topic_regex": m.subscribed_topic_regex or "",
+                "assignment": {"topic_partitions": self._by_topic_id(m.assignment, True)},
+                "target_assignment": {
+                    "topic_partitions": self._by_topic_id(m.target_assignment, True)},
+                "member_type": _member_type(m)}
+                for m in d.members]}
 
     def _group_operations(self, session: Session, group_id: str) -> int:
         """The authorized_operations bits of a group for this client."""
@@ -655,23 +663,31 @@ class KafkaApis:
                    "group_id": gid, "group_state": "", "protocol_type": "",
                    "protocol_data": "", "members": []}
                   for gid, ok in zip(wanted, permitted) if not ok]
+        answered: Dict[str, dict] = {}     # a group named again: its entry again
         for gid in (gid for gid, ok in zip(wanted, permitted) if ok):
+            if gid in answered:
+                groups.append(answered[gid])
+                continue
             kind = self.coord.group_type(gid)
             d = self.coord.describe_group(gid) if kind != "consumer" else None
             if d is None or (d.error == Errors.NONE and str(d.state) == "Dead"):
                 # a consumer group (even one with classic members), or none
-                groups.append(_dead_group(gid, v6, (
+                answered[gid] = _dead_group(gid, v6, (
                     f"Group {gid} is not a classic group." if kind == "consumer"
-                    else f"Group {gid} not found.")))
-                continue
-            groups.append({
-                "error_code": int(d.error), "error_message": None, "group_id": gid,
-                "group_state": str(d.state),
-                "protocol_type": d.protocol_type or "", "protocol_data": d.protocol_name or "",
-                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
-                             "client_id": m.client_id, "client_host": m.client_host,
-                             "member_metadata": m.metadata, "member_assignment": m.assignment}
-                            for m in d.members]})
+                    else f"Group {gid} not found."))
+            else:
+                answered[gid] = {
+                    "error_code": int(d.error), "error_message": None, "group_id": gid,
+                    "group_state": str(d.state),
+                    "protocol_type": d.protocol_type or "",
+                    "protocol_data": d.protocol_name or "",
+                    "members": [{"member_id": m.member_id,
+                                 "group_instance_id": m.group_instance_id,
+                                 "client_id": m.client_id, "client_host": m.client_host,
+                                 "member_metadata": m.metadata,
+                                 "member_assignment": m.assignment}
+                                for m in d.members]}
+            groups.append(answered[gid])
         if request.api_version >= 3 and request.body.include_authorized_operations:
             # as Kafka: every group answered without an error (a Dead one up to v5 too)
             for group in groups:

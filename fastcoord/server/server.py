@@ -45,6 +45,10 @@ rate_log = RateLimitedLog(log)
 # A partial frame this small is the connection's own business; a larger one reserves
 # its whole size from the server's queued_max_request_bytes before more of it is read.
 _SMALL_FRAME = 64 * 1024
+# One connection's buffered requests are handled for at most this long in one event-loop
+# callback; the rest wait their turn behind the other connections (as Kafka handles one
+# request of a connection at a time), however many a client sends in one write.
+_FRAMES_SLICE_S = 0.005
 
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
@@ -115,6 +119,7 @@ class Connection(asyncio.Protocol):
         # request budget (_wanted > 0; _reserved: what its frame at the head of _buf holds).
         self._reading = True
         self._inflight_full = False
+        self._yielded = False                # frames left for a later callback (_frames)
         self._held = 0                       # bytes of the answers in _pending
         self._wanted = 0
         self._waiting_since = 0.0
@@ -171,7 +176,7 @@ class Connection(asyncio.Protocol):
         if transport is None or self.closing:
             return
         reading = not (self._write_paused or self._inflight_full or self._wanted
-                       or self._lane_fd >= 0)
+                       or self._yielded or self._lane_fd >= 0)
         if reading != self._reading:
             self._reading = reading
             if reading:
@@ -270,6 +275,7 @@ class Connection(asyncio.Protocol):
         end = len(buf)
         limit = self.server.config.max_frame_bytes
         fast = self._fast_path()
+        started = time.perf_counter()
         while end - pos >= 4 and not self._inflight_full:
             if fast is not None and not self._pending:
                 # Nothing is waiting to go out before them, so answering a run of plain
@@ -302,6 +308,13 @@ class Connection(asyncio.Protocol):
                 self._inflight_full = True
                 self._sync_reading()
             fast = self._fast_path()    # that frame may have changed the session
+            if end - pos >= 4 and time.perf_counter() - started >= _FRAMES_SLICE_S:
+                # the rest after the other connections' turn; nothing is read meanwhile
+                if not self._yielded:
+                    self._yielded = True
+                    self._sync_reading()
+                    self.server.loop.call_soon(self._frames_turn)
+                break
         self._set_reader(fast)
         if pos:
             del buf[:pos]
@@ -319,6 +332,15 @@ class Connection(asyncio.Protocol):
         rate_log.warning("request-budget", "%s: a %d-byte frame waits: partial frames hold "
                         "%d bytes of the %d of queued_max_request_bytes", self.peer, size,
                         self.server.queued_bytes, self.server.config.queued_max_request_bytes)
+
+    def _frames_turn(self) -> None:
+        """This connection's turn again after _frames gave way: on with the frames left
+        in _buf, then read again."""
+        self._yielded = False
+        if self.closing:
+            return
+        self._corked_frames(b"")
+        self._sync_reading()
 
     def _resume_frames(self) -> None:
         """Answers drained below half the in-flight bounds: go on with the frames left

@@ -86,7 +86,8 @@ def valid_frame(api_key: int, version: int, elements: int = 2, nulls=()) -> byte
     return encode_request(api_key, version, 7, body, client_id="fuzz")[4:]
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """An unsigned varint (Kafka's compact lengths)."""
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -106,7 +107,7 @@ def boundary_mutations(frame: bytes) -> Iterator[bytes]:
         counts = {0, 1, left, left + 1, left // 2 + 1, 2**31 - 1, 2**32 - 2, 2**15 - 1}
         encodings = set()
         for n in counts:
-            encodings.add(_varint(n + 1))           # compact: count + 1
+            encodings.add(varint(n + 1))           # compact: count + 1
             if n < 2**31:
                 encodings.add(n.to_bytes(4, "big"))
             if n < 2**15:
@@ -187,7 +188,7 @@ def mutated(draw, frames: Dict[Tuple[int, int], bytes]) -> bytes:
         elif kind == "delete":
             del frame[pos:pos + draw(st.integers(1, 4))]
         else:
-            enc = draw(st.sampled_from([_varint(2**32 - 1), _varint(2**31), b"\x7f\xff\xff\xff",
+            enc = draw(st.sampled_from([varint(2**32 - 1), varint(2**31), b"\x7f\xff\xff\xff",
                                         b"\x7f\xff", b"\xff\xff\xff\xff", b"\x80\x80\x80\x80\x10"]))
             frame[pos:pos + len(enc)] = enc
     if draw(st.booleans()):

@@ -50,6 +50,15 @@ def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 
         time.sleep(interval)
 
 
+def proc_status(pid: int, field: str) -> int:
+    """A /proc/PID/status size (VmRSS, VmHWM) in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
 class ServerProc:
     """`fastcoord serve` in a subprocess on a free port of 127.0.0.1."""
 

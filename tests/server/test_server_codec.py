@@ -12,8 +12,8 @@ pytest.importorskip("kio")
 from kio.serial import entity_writer  # noqa: E402
 
 from fastcoord.server.protocol import (  # noqa: E402
-    SUPPORTED_VERSIONS, build, encode_heartbeat_response, encode_request, encode_response,
-    response_class,
+    SUPPORTED_VERSIONS, build, decode_response, encode_heartbeat_response, encode_request,
+    encode_response, response_class,
 )
 from helpers.heartbeats import ERRORS, kio_decode, mutate, random_frames  # noqa: E402
 from helpers.server import ServerProc  # noqa: E402
@@ -153,3 +153,36 @@ def test_request_log_lines_are_the_json_of_their_fields(tmp_path):
         text = json.dumps(expected, separators=(",", ":"))
         text = text.replace(f'"ts":{json.dumps(record["ts"])}', f'"ts":{record["ts"]:.6f}', 1)
         assert line == text
+
+
+# -- a describe answering a group it was asked for more than once -------------------------------
+_MEMBER = {"member_id": "a", "instance_id": "i", "rack_id": None, "member_epoch": 1,
+           "client_id": "c", "client_host": "/10.0.0.1",
+           "subscribed_topic_names": ["orders", "payments"], "subscribed_topic_regex": "",
+           "assignment": {"topic_partitions": []}, "target_assignment": {"topic_partitions": []},
+           "member_type": 1}
+_DESCRIBED = {"error_code": 0, "group_id": "g", "group_state": "Stable", "group_epoch": 3,
+              "assignment_epoch": 3, "assignor_name": "uniform", "authorized_operations": 328,
+              "members": [_MEMBER, dict(_MEMBER, member_id="b", instance_id=None)]}
+_CLASSIC = {"error_code": 0, "error_message": None, "group_id": "c", "group_state": "Stable",
+            "protocol_type": "consumer", "protocol_data": "range", "authorized_operations": 328,
+            "members": [{"member_id": "x", "group_instance_id": None, "client_id": "c",
+                         "client_host": "/h", "member_metadata": b"\x00\x01",
+                         "member_assignment": b"\x02"}]}
+
+
+@pytest.mark.parametrize("api_key, entry", [(69, _DESCRIBED), (15, _CLASSIC)])
+def test_a_describe_naming_a_group_again_encodes_as_kio_does(api_key, entry):
+    # (the answer repeats the group's entry, as Kafka's; its bytes are made once)
+    other = dict(entry, group_id="other")
+    groups = [entry, other, entry, entry, other]
+    lo, hi = SUPPORTED_VERSIONS[api_key]
+    for version in range(lo, hi + 1):
+        whole = build(response_class(api_key, version), {"groups": groups})
+        assert encode_response(api_key, version, 41, {"groups": groups}) == \
+            encode_response(api_key, version, 41, whole), version
+        # (the answer decodes to the five entries)
+        _, body = decode_response(api_key, version, encode_response(
+            api_key, version, 41, {"groups": groups})[4:])
+        assert [g.group_id for g in body.groups] == \
+            [entry["group_id"], "other", entry["group_id"], entry["group_id"], "other"]

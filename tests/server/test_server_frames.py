@@ -173,18 +173,18 @@ def test_skipping_unknown_tagged_fields_is_bounded(monkeypatch):
     of the bomb's first check takes a second here and more on a slower machine.)"""
     plain = encode_request(69, 1, 8, {"group_ids": ["g"], "include_authorized_operations": True},
                            client_id="t")[4:]
-    few = plain[:-1] + fs._varint(300) + b"\x07\x00" * 300
+    few = plain[:-1] + fs.varint(300) + b"\x07\x00" * 300
     assert decode_request(few).body == decode_request(plain).body
     many = 4_000_000
-    bomb = plain[:-1] + fs._varint(many) + b"\x07\x00" * many
+    bomb = plain[:-1] + fs.varint(many) + b"\x07\x00" * many
     with pytest.raises(MalformedRequest, match="tagged fields"):
         decode_request(bomb)
     from fastcoord.server import framecheck
     monkeypatch.setattr(framecheck, "MAX_TAG_EDITS", 8)
-    at_bound = plain[:-1] + fs._varint(8) + b"\x07\x00" * 8
+    at_bound = plain[:-1] + fs.varint(8) + b"\x07\x00" * 8
     assert decode_request(at_bound).body == decode_request(plain).body
     with pytest.raises(MalformedRequest, match="tagged fields"):
-        decode_request(plain[:-1] + fs._varint(9) + b"\x07\x00" * 9)
+        decode_request(plain[:-1] + fs.varint(9) + b"\x07\x00" * 9)
 
 
 def test_skipping_unknown_tagged_fields_on_two_threads_at_once(monkeypatch):

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from fastcoord.server.protocol import encode_request
-from helpers.server import RawConn, ServerProc, wait_until
+from helpers.server import RawConn, ServerProc, proc_status, wait_until
 
 MIB = 1024 * 1024
 # A sender gives up once the server has read nothing of its connection for this long:
@@ -27,15 +27,6 @@ HEARTBEAT = {"group_id": "g", "generation_id": 0, "member_id": "nobody"}
 PARKED_JOIN = {"group_id": "parked", "session_timeout": 30_000, "rebalance_timeout": 60_000,
                "member_id": "", "protocol_type": "consumer",
                "protocols": [{"name": "range", "metadata": b""}]}
-
-
-def _status(pid: int, field: str) -> int:
-    """A /proc/PID/status size (VmRSS, VmHWM) in bytes."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(f"no {field} in /proc/{pid}/status")
 
 
 def _push(sock: socket.socket, data: bytes, stall_s: float) -> int:
@@ -72,7 +63,7 @@ def test_pipelined_requests_and_partial_frames_grow_memory_by_less_than_64_mib(t
         probe = RawConn(proc.port)
         assert probe.call(12, 4, HEARTBEAT).error_code == 25
         assert probe.call(18, 0, {}).error_code == 0
-        before = _status(proc.proc.pid, "VmRSS")
+        before = proc_status(proc.proc.pid, "VmRSS")
 
         # 500k ApiVersions pipelined behind a parked JoinGroup on one connection.
         parked = RawConn(proc.port)
@@ -103,7 +94,7 @@ def test_pipelined_requests_and_partial_frames_grow_memory_by_less_than_64_mib(t
         _in_threads([cut_frame(i, s) for i, s in enumerate(cut)])
         time.sleep(0.5)          # whatever was read is handled by now
         pid = proc.proc.pid
-        rss, peak = _status(pid, "VmRSS"), _status(pid, "VmHWM")
+        rss, peak = proc_status(pid, "VmRSS"), proc_status(pid, "VmHWM")
         print(f"RSS {before / MIB:.0f} -> {rss / MIB:.0f} MiB (peak {peak / MIB:.0f} MiB); "
               f"pipelined {sent['pipelined'] / len(pipelined):.0%} sent, partial frames "
               f"{sum(v for k, v in sent.items() if k != 'pipelined') / MIB:.0f} MiB sent "
