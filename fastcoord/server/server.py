@@ -299,7 +299,7 @@ class Connection(asyncio.Protocol):
             pos += 4 + size
             if self._reserved:
                 self.server.release(self)
-            self._on_frame(frame)
+            costly = self._on_frame(frame)
             if self.closing:
                 return
             if len(self._pending) >= self.server.config.max_inflight_requests or \
@@ -308,7 +308,7 @@ class Connection(asyncio.Protocol):
                 self._inflight_full = True
                 self._sync_reading()
             fast = self._fast_path()    # that frame may have changed the session
-            if end - pos >= 4 and time.perf_counter() - started >= _FRAMES_SLICE_S:
+            if costly and end - pos >= 4 and time.perf_counter() - started >= _FRAMES_SLICE_S:
                 # the rest after the other connections' turn; nothing is read meanwhile
                 if not self._yielded:
                     self._yielded = True
@@ -405,14 +405,16 @@ class Connection(asyncio.Protocol):
                     rate_log.error("request-log", "writing the request log failed", exc_info=True)
         return new_pos
 
-    def _on_frame(self, frame: bytes) -> None:
+    def _on_frame(self, frame: bytes) -> bool:
+        """Handle one request frame; False when a steady ConsumerGroupHeartbeat took the
+        member table's fast path (no need to look at the clock after it)."""
         server = self.server
         apis = server.apis
         if self.session.raw_sasl:
             self._raw_sasl_token(frame)
-            return
+            return True
         if frame[:2] == _CONSUMER_HEARTBEAT and self._consumer_steady(frame):
-            return
+            return False
         try:
             request = decode_request(frame, apis.versions)
         except UnsupportedRequest as exc:
@@ -420,12 +422,12 @@ class Connection(asyncio.Protocol):
                              "%s: %s (correlation id %d); closing",
                              self.peer, exc, exc.correlation_id)
             self.close()
-            return
+            return True
         except MalformedRequest as exc:
             rate_log.warning(_log_key("malformed", frame, apis.versions),
                              "%s: malformed request: %s; closing", self.peer, exc)
             self.close()
-            return
+            return True
         session = self.session
         if session.client_id is None:
             session.client_id = request.client_id
@@ -433,7 +435,7 @@ class Connection(asyncio.Protocol):
             log.warning("%s: %s before SASL authentication; closing", self.peer,
                         API_NAMES[request.api_key])
             self.close()
-            return
+            return True
         if not apis.expects_response(request):
             reply = _ignore
         else:
@@ -449,6 +451,7 @@ class Connection(asyncio.Protocol):
                            API_NAMES[request.api_key], request.api_version,
                            request.correlation_id, type(exc).__name__, exc, exc_info=True)
             self.close()
+        return True
 
     def _consumer_steady(self, frame: bytes) -> bool:
         """A settled member's steady ConsumerGroupHeartbeat answered without kio or the

@@ -26,7 +26,7 @@ MEMBERS = ["m1", "m2", "m3", "m4"]
 INSTANCES = [None, None, "i-1", "i-2"]
 TOPIC_MAPS = [{"foo": 4, "bar": 2}, {"foo": 6, "bar": 2, "baz": 3}, {"foo": 2}]
 SUBSCRIPTIONS = [["foo"], ["foo", "bar"], ["bar", "baz"], ["baz"]]
-REGEXES = [None, None, "ba.*"]
+REGEXES = [None, None, "ba.*", "ba("]     # the last refused: INVALID_REGULAR_EXPRESSION
 STEPS = [0, 100, 1000, 3000, 6000]
 
 
