@@ -11,6 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Callable, Dict, List, Optional, Tuple
 
+from .._ratelog import RateLimitedLog
 from ..core.config import shard_for
 from ..core.errors import Errors
 from .log import (
@@ -26,6 +27,9 @@ from .records import (
 __all__ = ["DurableStore", "load_into", "FAULT_POINTS"]
 
 log = logging.getLogger("fastcoord.storage")
+# (what a client's request makes unencodable may be sent again and again: a line per
+# kind per interval)
+_rate_log = RateLimitedLog(log)
 
 Done = Callable[[Errors], None]
 META_FILE = "fastcoord-storage.meta"
@@ -560,7 +564,8 @@ class DurableStore:
         try:
             data = encode()
         except Exception as exc:      # values the format cannot hold (struct.error, ...)
-            log.error("group %s: cannot encode the record: %s", group_id, exc)
+            _rate_log.error(("encode", type(exc)), "group %s: cannot encode the record: %s",
+                            group_id, exc)
             _call(done, Errors.UNKNOWN_SERVER_ERROR)
             return
         shard = shard_for(group_id, self.num_shards)

@@ -135,7 +135,10 @@ class FrameError(ValueError):
 
 
 def frame(payload: bytes) -> bytes:
-    """Length + CRC32C around a payload."""
+    """Length + CRC32C around a payload. A payload longer than MAX_PAYLOAD is refused
+    (FrameError): a load takes such a length for a corrupt one, and would stop there."""
+    if len(payload) > MAX_PAYLOAD:
+        raise FrameError(f"a record of {len(payload)} bytes: at most {MAX_PAYLOAD} are written")
     length = _pack_u32(len(payload))
     return _pack_u32(crc32c(payload, crc32c(length))) + length + payload
 

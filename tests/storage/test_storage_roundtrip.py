@@ -317,3 +317,23 @@ def test_a_slow_shard_holds_up_no_other_and_installs_are_serialised(tmp_path):
     installs = [c for c in coord.calls if c[0] != "begin"]
     assert [c[0] for c in installs] == ["group", "finish"] * shards    # never interleaved
     assert installs[-1][:2] == ("finish", 0)
+
+
+def test_a_record_longer_than_a_load_takes_fails_the_write_not_the_log(tmp_path, monkeypatch):
+    # A load takes a length above MAX_PAYLOAD for a corrupt frame and stops there: such a
+    # record is refused (UNKNOWN_SERVER_ERROR, as Kafka answers a record too large for
+    # its log) rather than written. The limit is lowered so the test needs no 256 MiB.
+    from fastcoord.storage import records
+    store = DurableStore(tmp_path, num_shards=1)
+    assert store_offsets_sync(store, "g", {("t", 0): OffsetAndMetadata(1)}) == NONE
+    monkeypatch.setattr(records, "MAX_PAYLOAD", 4096)
+    waiter = Waiter()
+    store.store_offsets("g", {("t", 1): OffsetAndMetadata(2, "m" * 8192)}, waiter)
+    assert waiter.wait() == Errors.UNKNOWN_SERVER_ERROR
+    assert store_offsets_sync(store, "g", {("t", 2): OffsetAndMetadata(3)}) == NONE
+    store.close()
+    monkeypatch.undo()
+    coord = GroupCoordinator(CoordinatorConfig(num_shards=1))
+    load_into(coord, DurableStore(tmp_path, num_shards=1))
+    assert coord.fetch_offsets("g") == (NONE, {("t", 0): OffsetAndMetadata(1),
+                                              ("t", 2): OffsetAndMetadata(3)})
