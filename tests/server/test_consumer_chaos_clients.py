@@ -518,6 +518,38 @@ class Chaos:
                 f"--- server\n{self.cluster.server.log()[-3000:]}\n{logs}")
 
 
+
+def settle_and_check(chaos, cluster) -> list:
+    """The churn over: FINAL_LIVE consumers left (static ones to start again are not),
+    the group converged on them, and the admin client describing the same group.
+    Returns the live consumers."""
+    chaos.pending.clear()
+    while len(chaos.running()) > FINAL_LIVE:
+        chaos.close(chaos.rng.choice(chaos.running()))
+    while len(chaos.running()) < FINAL_LIVE:
+        chaos.start(REGEX if chaos.rng.random() < 0.3 else NAMED)
+    live = chaos.running()
+    took = chaos.wait_converged(live, CONVERGE_BOUND, "after the churn")
+    chaos.log(f"converged in {took:.1f}s after the churn")
+    chaos.check_violation()
+
+    # the admin client sees the same group
+    from confluent_kafka import ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": cluster.server.bootstrap,
+                         "broker.address.family": "v4"})
+    (future,) = admin.describe_consumer_groups([GROUP], request_timeout=10).values()
+    group = future.result(timeout=15)
+    assert group.type == ConsumerGroupType.CONSUMER and \
+        group.state.name == "STABLE", chaos.report(f"admin client: {group}")
+    got = {m.client_id: {(tp.topic, tp.partition)
+                         for tp in m.assignment.topic_partitions}
+           for m in group.members}
+    assert got == {c.name: set(c.proc.assignment) for c in live}, \
+        chaos.report(f"the admin client describes {got}")
+    del admin, future           # (its threads stop before the server does)
+    return live
+
 @pytest.mark.slow
 def test_no_partition_has_two_owners_under_random_churn_and_the_group_converges(tmp_path):
     seed = int(os.environ.get("FASTCOORD_CHAOS_SEED") or int.from_bytes(os.urandom(4), "little"))
@@ -542,32 +574,7 @@ def test_no_partition_has_two_owners_under_random_churn_and_the_group_converges(
                 chaos.step()
             chaos.check_violation()
 
-            # FINAL_LIVE consumers left: static ones to start again are not
-            chaos.pending.clear()
-            while len(chaos.running()) > FINAL_LIVE:
-                chaos.close(chaos.rng.choice(chaos.running()))
-            while len(chaos.running()) < FINAL_LIVE:
-                chaos.start(REGEX if chaos.rng.random() < 0.3 else NAMED)
-            live = chaos.running()
-            took = chaos.wait_converged(live, CONVERGE_BOUND, "after the churn")
-            chaos.log(f"converged in {took:.1f}s after the churn")
-            chaos.check_violation()
-
-            # the admin client sees the same group
-            from confluent_kafka import ConsumerGroupType
-            from confluent_kafka.admin import AdminClient
-            admin = AdminClient({"bootstrap.servers": cluster.server.bootstrap,
-                                 "broker.address.family": "v4"})
-            (future,) = admin.describe_consumer_groups([GROUP], request_timeout=10).values()
-            group = future.result(timeout=15)
-            assert group.type == ConsumerGroupType.CONSUMER and \
-                group.state.name == "STABLE", chaos.report(f"admin client: {group}")
-            got = {m.client_id: {(tp.topic, tp.partition)
-                                 for tp in m.assignment.topic_partitions}
-                   for m in group.members}
-            assert got == {c.name: set(c.proc.assignment) for c in live}, \
-                chaos.report(f"the admin client describes {got}")
-            del admin, future           # (its threads stop before the server does)
+            settle_and_check(chaos, cluster)
 
             fatal = {c.name: c.proc.poll_errors for c in chaos.consumers
                      if any("_FATAL" in e for e in c.proc.poll_errors)}
