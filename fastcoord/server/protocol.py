@@ -23,6 +23,7 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
+from kio.serial.writers import write_unsigned_varint
 
 from .._twins import module
 from .framecheck import FrameError, entity_of, is_array, without_unknown_tags
@@ -444,8 +445,12 @@ def _encode_with_repeats(api_key: int, api_version: int, correlation_id: int, cl
         parts.append(data)
     frame = encode_response(api_key, api_version, correlation_id, dict(values, **{name: []}))
     flexible = cls.__flexible__
-    empty, count = (b"\x01", _uvarint(len(items) + 1)) if flexible \
-        else (b"\x00\x00\x00\x00", _I32.pack(len(items)))
+    if flexible:
+        empty, length = b"\x01", io.BytesIO()
+        write_unsigned_varint(length, len(items) + 1)
+        count = length.getvalue()
+    else:
+        empty, count = b"\x00\x00\x00\x00", _I32.pack(len(items))
     tail = 1 if flexible else 0    # the body's tag buffer: no tagged field
     at = len(frame) - tail - len(empty)
     if len(frame) < at + len(empty) or frame[at:at + len(empty)] != empty or \
@@ -454,15 +459,6 @@ def _encode_with_repeats(api_key: int, api_version: int, correlation_id: int, cl
         return encode_response(api_key, api_version, correlation_id, build(cls, values))
     out = b"".join((frame[:at], count, *parts, frame[at + len(empty):]))
     return FRAME_HEADER.pack(len(out) - 4) + out[4:]
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, body,
