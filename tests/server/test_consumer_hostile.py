@@ -17,6 +17,7 @@ partitions costs the test little; one frame is checked against kio's encoding fi
 """
 from __future__ import annotations
 
+import contextlib
 import struct
 import time
 import uuid
@@ -206,6 +207,20 @@ def _close_all(server: ServerProc, *conns) -> None:
     _stop_checked(server)
 
 
+@contextlib.contextmanager
+def _memory_server_and_two_clients(tmp_path):
+    """A server of its own (memory store, no request log) and two connections to it,
+    (server, hostile, healthy); closed and the server stopped, checked, afterwards."""
+    server = ServerProc(tmp_path / "server.log", "--store", "memory", "--no-request-log",
+                        topics=TOPICS)
+    hostile = healthy = None
+    try:
+        hostile, healthy = Client(server.port), Client(server.port)
+        yield server, hostile, healthy
+    finally:
+        _close_all(server, hostile, healthy)
+
+
 def _healthy_member(client: Client, group: str = "healthy") -> int:
     joined = client.beat(group, "well-behaved", 0, names=["orders"])
     assert joined.error_code == 0 and joined.member_epoch >= 1, joined
@@ -354,11 +369,7 @@ def test_describing_one_wide_group_many_times_keeps_other_clients_served(tmp_pat
     the group once takes (and 2 s at least): the bound follows the machine's speed. A
     server describing and encoding the group once per naming, on the event loop, took
     about 7 s here."""
-    server = ServerProc(tmp_path / "server.log", "--store", "memory", "--no-request-log",
-                        topics=TOPICS)
-    hostile = healthy = None
-    try:
-        hostile, healthy = Client(server.port), Client(server.port)
+    with _memory_server_and_two_clients(tmp_path) as (server, hostile, healthy):
         epoch = _healthy_member(healthy)
         for m in ("a", "b"):
             names = ["orders"] + [f"{m}{i:05d}" for i in range(50_000)]
@@ -391,8 +402,6 @@ def test_describing_one_wide_group_many_times_keeps_other_clients_served(tmp_pat
         assert waited < bound, (
             f"a healthy heartbeat waited {waited:.1f} s (bound {bound:.1f} s) behind one "
             f"{len(frame) / 1e6:.0f} MB describe answer to a {asked}-byte request")
-    finally:
-        _close_all(server, hostile, healthy)
 
 
 # ---- 2. regular expressions -----------------------------------------------------------------
@@ -525,11 +534,7 @@ def test_pipelined_costly_regex_joins_keep_other_clients_served(tmp_path):
     sent meanwhile must be answered within five times what one such join takes (and
     2 s at least): a server that takes turns between connections (as Kafka mutes a
     channel while its request is in progress) makes it wait for one of them, not all."""
-    server = ServerProc(tmp_path / "server.log", "--store", "memory", "--no-request-log",
-                        topics=TOPICS)
-    hostile = healthy = None
-    try:
-        hostile, healthy = Client(server.port), Client(server.port)
+    with _memory_server_and_two_clients(tmp_path) as (server, hostile, healthy):
         epoch = _healthy_member(healthy)
         started = time.monotonic()
         assert hostile.beat("costly-alone", "m", 0, names=None,
@@ -558,8 +563,6 @@ def test_pipelined_costly_regex_joins_keep_other_clients_served(tmp_path):
         assert waited < bound, (
             f"a healthy heartbeat waited {waited:.1f} s (bound {bound:.1f} s) behind "
             f"{len(payload)} bytes of pipelined heartbeats")
-    finally:
-        _close_all(server, hostile, healthy)
 
 
 # ---- 3. oversized and odd strings, timeouts, owned partitions ---------------------------
