@@ -152,7 +152,8 @@ class ConsumerGroupState:
     __slots__ = ("group_epoch", "assignment_epoch", "members", "static", "target",
                  "owners", "resolved", "regex_refresh", "regex_timer", "regex_resolved_ms",
                  "regex_topics_version", "topics_version", "metadata", "dirty", "dirty_all",
-                 "write_seq", "stored_seq", "committed", "live", "came_from")
+                 "write_seq", "stored_seq", "committed", "live", "came_from",
+                 "written_epochs")
 
     def __init__(self) -> None:
         self.group_epoch = 0
@@ -176,6 +177,11 @@ class ConsumerGroupState:
         # since the last write, or everything (a new group, or after a failed write)
         self.dirty: set = set()
         self.dirty_all = True
+        # The epochs of the last record given to the store: epochs that moved since
+        # (a regex resolution or a topics change, with a target that no member's
+        # record changed for) need a record too. (A change of the topics' metadata or
+        # of what a regex resolved to always bumps the group epoch.)
+        self.written_epochs = (0, 0)
         # Records are numbered: write_seq is the last one given to the store, stored_seq
         # the last one of the unbroken chain the store confirmed (a whole record, then
         # each partial record that follows it). A partial record is made on top of the
@@ -195,6 +201,11 @@ class ConsumerGroupState:
         # Otherwise, with nothing committed, the group's first heartbeat created it: a
         # revert removes it.
         self.came_from: Optional[ClassicOrigin] = None
+
+    def unwritten(self) -> bool:
+        """Whether the group changed since the last record given to the store."""
+        return self.dirty_all or bool(self.dirty) \
+            or self.written_epochs != (self.group_epoch, self.assignment_epoch)
 
     def state_name(self) -> str:
         if not self.members:
@@ -292,6 +303,13 @@ def _check_regex(regex: str) -> None:
                        "expression: invalid escape sequence: \\C.")
 
 
+def _new_to_group(cg, member, regex: str) -> bool:
+    """Whether no member of the group but `member` subscribes to `regex` (one new to
+    the group is checked, and resolved at its next heartbeat)."""
+    return not any(m.topic_regex == regex for m in cg.members.values()
+                   if m.member_id != member.member_id)
+
+
 def _any_byte_escape(regex: str) -> bool:
     """Whether a pattern RE2 compiled has a `\\C` escape. Outside \\Q...\\E quoting
     every backslash starts a two-character escape; RE2 refuses `\\C` inside a character
@@ -383,6 +401,24 @@ def _as_sets(parts) -> Dict[str, FrozenSet[int]]:
 
 def _sorted_lists(parts) -> Dict[str, List[int]]:
     return {t: sorted(ps) for t, ps in parts.items() if ps}
+
+
+def recorded_state_name(group_epoch: int, assignment_epoch: int, records: dict) -> str:
+    """ConsumerGroupState.state_name of a group as its record holds it (`records`: its
+    members' records by id, consumer_records.member_record's)."""
+    if not records:
+        return EMPTY
+    if group_epoch > assignment_epoch:
+        return ASSIGNING
+    for m in records.values():
+        if m["state"] != STABLE or m["member_epoch"] != assignment_epoch:
+            return RECONCILING
+    return STABLE_GROUP
+
+
+def _not_found(group_id: str, message: str) -> ConsumerGroupDescription:
+    return ConsumerGroupDescription(Errors.GROUP_ID_NOT_FOUND, group_id, DEAD, -1, -1, "",
+                                    [], message)
 
 
 def _is_subset(owned, assigned) -> bool:
@@ -645,7 +681,6 @@ class ConsumerLogic:
                    rebalance_timeout_ms, topic_names, topic_regex, server_assignor, owned,
                    client_id, client_host, topic_filter=None) -> ConsumerGroupHeartbeatResult:
         cg = group.consumer
-        self._maybe_resolve_regexes(group, topic_filter)
         if is_full(cg, self.config.group_consumer_max_size, member_id, instance_id):
             raise _Refused(Errors.GROUP_MAX_SIZE_REACHED,
                            "The consumer group has reached its maximum capacity of "
@@ -667,6 +702,14 @@ class ConsumerLogic:
             member, replaced = static_member(cg, member_id, instance_id, joining)
             if not joining:
                 _check_member_epoch(member, member_epoch, owned)
+        # A regex no other member subscribes to is checked (RE2 syntax) before anything
+        # changes, the group's regexes then resolved: a refused heartbeat changes
+        # nothing (Kafka validates the member and its regex first and resolves apart),
+        # and a resolution that bumps the epoch is written with this heartbeat's record
+        if topic_regex and topic_regex != member.topic_regex \
+                and _new_to_group(cg, member, topic_regex):
+            _check_regex(topic_regex)
+        self._maybe_resolve_regexes(group, topic_filter)
 
         # 1. the member, updated with what the request says (None: unchanged)
         updated = member.copy()
@@ -818,20 +861,18 @@ class ConsumerLogic:
         group.version = logic.next_version()
 
     def _regex_changed(self, cg, member, updated) -> bool:
-        """Kafka's maybeUpdateRegularExpressions: a new regex is checked (RE2 syntax) and
-        resolved at the group's next heartbeat (Kafka resolves asynchronously); one that
-        other members already resolved, or clearing the regex (what the member subscribes
-        to is then known), bumps the epoch at once."""
+        """Kafka's maybeUpdateRegularExpressions: a regex new to the group (checked by
+        _heartbeat) is resolved at the group's next heartbeat (Kafka resolves
+        asynchronously); one that other members already resolved, or clearing the regex
+        (what the member subscribes to is then known), bumps the epoch at once."""
         old, new = member.topic_regex, updated.topic_regex
         if old == new:
             return False
         if not new:
             return True
-        if any(m.topic_regex == new for m in cg.members.values()
-               if m.member_id != member.member_id):
+        if not _new_to_group(cg, member, new):
             return new in cg.resolved
-        _check_regex(new)
-        cg.regex_refresh = True
+        cg.regex_refresh = True     # (_heartbeat checked it)
         return False
 
     def _maybe_resolve_regexes(self, group, topic_filter=None) -> None:
@@ -923,10 +964,14 @@ class ConsumerLogic:
 
     def _preferred_assignor(self, cg) -> str:
         """The assignor most members ask for (ties: the first by name), else the default."""
+        return self._preferred_of(m.server_assignor for m in cg.members.values())
+
+    def _preferred_of(self, asked) -> str:
+        """_preferred_assignor over the members' asked assignors (None: none asked)."""
         counts: Dict[str, int] = {}
-        for m in cg.members.values():
-            if m.server_assignor is not None:
-                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        for name in asked:
+            if name is not None:
+                counts[name] = counts.get(name, 0) + 1
         if not counts:
             return self.assignors[0]
         return min(counts, key=lambda name: (-counts[name], name))
@@ -1201,7 +1246,7 @@ class ConsumerLogic:
             group.downgrade.waiting.append((callback, result, on_error))   # downgraded
             return
         write = getattr(logic.store, "store_consumer_group", None)
-        if write is None or cg is None or not (cg.dirty or cg.dirty_all):
+        if write is None or cg is None or not cg.unwritten():
             if callback is not None:
                 logic._emit_one(callback, result)
             return
@@ -1213,6 +1258,7 @@ class ConsumerLogic:
         record = consumer_record(cg, None if whole else cg.dirty)
         cg.dirty = set()
         cg.dirty_all = False
+        cg.written_epochs = (cg.group_epoch, cg.assignment_epoch)
         cg.live[seq] = record
         group_id = group.group_id
 
@@ -1439,6 +1485,7 @@ class ConsumerLogic:
         now = logic.clock.now_ms()
         cg.group_epoch = record["group_epoch"]
         cg.assignment_epoch = record["assignment_epoch"]
+        cg.written_epochs = (cg.group_epoch, cg.assignment_epoch)
         cg.metadata = dict(record.get("metadata", {}))
         cg.resolved = {r: frozenset(ts) for r, ts in record.get("resolved", {}).items()}
         session = self.session_ms(group.group_id)
@@ -1495,28 +1542,77 @@ class ConsumerLogic:
                 error, group = logic._find_group(group_id, allow_empty=False)
             if error != Errors.NONE:
                 out.append(ConsumerGroupDescription(error, group_id, "", -1, -1, "", []))
-                continue
-            if group is None or group.consumer is None:
-                # Kafka's message: its group lookup's, by whether a group of another
-                # type holds the id
-                message = (f"Group {group_id} not found." if group is None
-                           else f"Group {group_id} is not a consumer group.")
-                out.append(ConsumerGroupDescription(Errors.GROUP_ID_NOT_FOUND, group_id, DEAD,
-                                                    -1, -1, "", [], message))
-                continue
-            with group.rec:
-                cg = group.consumer
-                members = [ConsumerGroupMemberDescription(
-                    m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
-                    m.client_host, sorted(m.topic_names), m.topic_regex,
-                    _sorted_lists(m.assigned),
-                    {t: sorted(ps) for t, ps in cg.target.get(m.member_id, {}).items() if ps},
-                    m.classic is not None)
-                    for m in cg.members.values()]
-                out.append(ConsumerGroupDescription(
-                    Errors.NONE, group_id, cg.state_name(), cg.group_epoch,
-                    cg.assignment_epoch, self._preferred_assignor(cg), members))
+            elif group is None:
+                out.append(_not_found(group_id, f"Group {group_id} not found."))
+            else:
+                with group.rec:
+                    out.append(self._describe_group(group))
         return out
+
+    def _describe_group(self, group) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe's entry for a group the coordinator holds: as Kafka
+        describes a group at the last committed offset, what the store confirmed (the
+        group's `committed` copy), not the changes whose records are on their way. A
+        group whose downgrade to classic is on its way is still the consumer group the
+        store holds; one made from a classic group with nothing of its own confirmed is
+        still that classic group. With a store that keeps no consumer group state the
+        group in memory is described. Caller holds the group's lock."""
+        group_id = group.group_id
+        cg = group.consumer
+        keeps_state = getattr(self.logic.store, "store_consumer_group", None) is not None
+        if cg is None and group.downgrade is not None and keeps_state:
+            cg = group.downgrade.cg
+        if cg is None:
+            # Kafka's message: its group lookup's, by whether a group of another type
+            # holds the id
+            return _not_found(group_id, f"Group {group_id} is not a consumer group.")
+        if not keeps_state:
+            return self.describe_live(group_id, cg)
+        if group.consumer is cg and cg.committed is not None and not cg.live \
+                and not cg.unwritten():
+            # nothing on its way to the store, nothing left unwritten: the group in
+            # memory is the committed copy (ConsumerGroupState's invariant), read
+            # without unpacking the copy's members
+            return self.describe_live(group_id, cg)
+        return self.describe_committed(group, cg)
+
+    def describe_committed(self, group, cg) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe's entry for the consumer group `cg` (the group's, or the
+        one its downgrade came from) as the store holds it: its `committed` copy.
+        Caller holds the lock."""
+        group_id = group.group_id
+        state = committed_state(cg.committed)
+        if state is None:
+            # nothing of the consumer group confirmed: the store holds the classic group
+            # it came from, or (offsets alone) the classic group Kafka keeps offsets in
+            classic = cg.came_from is not None or bool(group.offsets)
+            return _not_found(group_id, f"Group {group_id} is not a consumer group."
+                              if classic else f"Group {group_id} not found.")
+        records = state["members"]
+        members = [ConsumerGroupMemberDescription(
+            member_id, m["instance_id"], m["rack_id"], m["member_epoch"], m["client_id"],
+            m["client_host"], m["topic_names"], m["topic_regex"], m["assigned"],
+            m["target"], m.get("classic") is not None)
+            for member_id, m in records.items()]
+        return ConsumerGroupDescription(
+            Errors.NONE, group_id,
+            recorded_state_name(state["group_epoch"], state["assignment_epoch"], records),
+            state["group_epoch"], state["assignment_epoch"],
+            self._preferred_of(m["server_assignor"] for m in records.values()), members)
+
+    def describe_live(self, group_id, cg) -> ConsumerGroupDescription:
+        """ConsumerGroupDescribe's entry for the consumer group `cg` as it is in memory,
+        its changes on their way to the store included. Caller holds the lock."""
+        members = [ConsumerGroupMemberDescription(
+            m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
+            m.client_host, sorted(m.topic_names), m.topic_regex,
+            _sorted_lists(m.assigned),
+            {t: sorted(ps) for t, ps in cg.target.get(m.member_id, {}).items() if ps},
+            m.classic is not None)
+            for m in cg.members.values()]
+        return ConsumerGroupDescription(Errors.NONE, group_id, cg.state_name(),
+                                        cg.group_epoch, cg.assignment_epoch,
+                                        self._preferred_assignor(cg), members)
 
     def describe_as_classic(self, group):
         """Kafka 4's DescribeGroups answer for a consumer group: protocol type "consumer",

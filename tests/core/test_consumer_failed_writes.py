@@ -21,6 +21,7 @@ from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from fastcoord.core.consumer_records import fold_consumer_record
 from fastcoord.core.store import DeferredStore, InMemoryStore
 from fastcoord.storage.records import fold_consumer
+from helpers.consumer_views import in_memory, memory_is_committed
 from helpers.tier import examples
 
 E = Errors
@@ -163,11 +164,64 @@ def test_refused_writes_are_logged_once_per_group_not_per_heartbeat(impl, caplog
 
 def view(coord, group="g"):
     """What a failed write must leave as the store has it: the group's epochs, state and
-    members with their epochs, assignments and targets (not their sessions)."""
-    d = coord.consumer_group_describe([group])[0]
+    members with their epochs, assignments and targets (not their sessions), in memory."""
+    d = in_memory(coord, group)     # (a write on its way shows: it is what fails)
     return (d.error, d.state, d.group_epoch, d.assignment_epoch,
             sorted((m.member_id, m.member_epoch, m.assignment, m.target_assignment,
                     m.subscribed_topic_names) for m in d.members))
+
+
+def test_describe_shows_what_the_store_confirmed(impl):
+    """Kafka describes a group at its last committed offset: a change whose record is on
+    its way is in the group (in memory) but not in ConsumerGroupDescribe's answer; a
+    new group is not found until its first record is stored. The heartbeat that made
+    the change is answered once it is stored, as the describe then shows it."""
+    store = DeferredStore()
+    coord = make(impl, store)
+    first = joined(coord, "m1")
+    d = coord.consumer_group_describe(["g"])[0]
+    assert (d.error, d.state, d.error_message) == (E.GROUP_ID_NOT_FOUND, "Dead",
+                                                    "Group g not found.")
+    assert in_memory(coord, "g").group_epoch == 1
+    store.complete_all()
+    assert [r.error for r in first] == [E.NONE]
+    before = coord.consumer_group_describe(["g"])[0]
+    assert (before.error, before.group_epoch, [m.member_id for m in before.members]) == \
+        (E.NONE, 1, ["m1"])
+    second = joined(coord, "m2")
+    assert second == [] and in_memory(coord, "g").group_epoch == 2
+    assert coord.consumer_group_describe(["g"])[0] == before
+    store.complete_all()
+    after = coord.consumer_group_describe(["g"])[0]
+    assert after == in_memory(coord, "g")
+    assert (after.group_epoch, sorted(m.member_id for m in after.members)) == (2, ["m1", "m2"])
+    assert [r.error for r in second] == [E.NONE]
+
+
+def test_describe_of_a_change_whose_write_failed_never_shows_it(impl):
+    store = DeferredStore()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    store.complete_all()
+    before = coord.consumer_group_describe(["g"])[0]
+    send(coord, "m1", 1, subscribed_topic_names=["foo", "bar"])
+    assert coord.consumer_group_describe(["g"])[0] == before
+    store.complete(0, E.NOT_COORDINATOR)
+    assert coord.consumer_group_describe(["g"])[0] == before == in_memory(coord, "g")
+
+
+def test_a_store_without_consumer_group_state_describes_the_group_in_memory(impl):
+    """A store that keeps no consumer group state answers at once: there is nothing
+    committed to describe but the group itself."""
+    class KeepsNoConsumerState(InMemoryStore):
+        store_consumer_group = None
+
+    store = KeepsNoConsumerState()
+    coord = make(impl, store)
+    joined(coord, "m1")
+    d = coord.consumer_group_describe(["g"])[0]
+    assert (d.error, d.group_epoch, [m.member_id for m in d.members]) == (E.NONE, 1, ["m1"])
+    assert d == in_memory(coord, "g")
 
 
 def test_a_join_whose_write_failed_leaves_no_member_behind(impl):
@@ -306,8 +360,12 @@ def test_a_new_group_with_offsets_stays_after_its_first_write_failed(impl):
     coord.commit_offsets("g", "m1", 1, {("foo", 0): 5}, callback=out.append)
     store.complete(1, E.NONE)                     # the offsets
     store.complete(0, E.NOT_COORDINATOR)          # the join
-    d = coord.consumer_group_describe(["g"])[0]
+    d = in_memory(coord, "g")
     assert (d.error, d.state, d.group_epoch, d.members) == (E.NONE, "Empty", 0, [])
+    # the store holds the group's offsets and nothing of the consumer group: as Kafka's
+    # group that holds only offsets, a classic one (its "simple" group)
+    d = coord.consumer_group_describe(["g"])[0]
+    assert (d.error, d.error_message) == (E.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
     err, offsets = coord.fetch_offsets("g", [("foo", 0)])
     assert (err, offsets[("foo", 0)].offset) == (E.NONE, 5)
 
@@ -383,9 +441,11 @@ class FailedWrites(RuleBasedStateMachine):
     """Consumer-protocol clients join, heartbeat (owning what they were given), leave
     and go silent while the store confirms or refuses their group's writes in order.
     Whenever no write is on its way, the group is what the store holds (no group,
-    when its first write failed): a failed write leaves nothing of itself behind."""
+    when its first write failed): a failed write leaves nothing of itself behind; and
+    described from memory it is what the coordinator's copy of the store describes."""
 
     impl = "native"         # (the test makes one class per twin)
+    memory_checked = [0]    # states where describe's two views were compared
 
     def __init__(self):
         super().__init__()
@@ -440,6 +500,8 @@ class FailedWrites(RuleBasedStateMachine):
 
     @invariant()
     def as_stored(self):
+        if memory_is_committed(self.coord, "g"):
+            self.memory_checked[0] += 1
         if self.store.pending:
             return
         stored = self.store.groups.get("g")
@@ -451,10 +513,12 @@ class FailedWrites(RuleBasedStateMachine):
 
 
 def test_failed_writes_leave_the_group_as_stored(impl):
-    machine = type(f"FailedWrites_{impl}", (FailedWrites,), {"impl": impl})
+    machine = type(f"FailedWrites_{impl}", (FailedWrites,), {"impl": impl,
+                                                              "memory_checked": [0]})
     run_state_machine_as_test(machine, settings=settings(max_examples=examples(150),
                                                          stateful_step_count=40,
                                                          deadline=None))
+    assert machine.memory_checked[0] > 0
 
 
 def test_the_copy_kept_for_reverts_costs_the_collector_little_per_member(impl):

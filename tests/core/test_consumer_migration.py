@@ -765,6 +765,41 @@ def test_a_downgrade_is_answered_once_its_record_is_stored(impl):
     assert store.groups["g"]["generation"] == coord.group_summary("g").generation
 
 
+def test_a_group_whose_downgrade_is_on_its_way_is_described_as_the_store_holds_it(impl):
+    """ConsumerGroupDescribe answers from the last committed state, as Kafka's: until
+    the downgrade's classic record is stored, the store (and so a restart) holds the
+    consumer group with c1 in it."""
+    coord, store, left, (d0, members0) = downgrade_pending(impl)
+    d, members = described(coord)
+    assert (d.state, d.group_epoch, d.assignment_epoch) == \
+        (d0.state, d0.group_epoch, d0.assignment_epoch)
+    assert members == members0 and "c1" in members
+    store.complete(0, E.NONE)
+    d = coord.consumer_group_describe(["g"])[0]
+    assert (d.error, d.error_message) == (E.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
+
+
+def test_a_group_whose_upgrade_is_on_its_way_is_still_the_classic_group(impl):
+    """A classic group converted by c1's join: until the consumer group's first record is
+    stored, the store holds the classic group (Kafka's describe at the committed offset
+    finds a classic group)."""
+    store = ParkingStore()
+    coord = make(impl, store=store)
+    classic_group(coord, [[0, 1, 2], [3, 4, 5]])
+    store.parking = True
+    joined = []
+    coord.consumer_group_heartbeat("g", "c1", 0, callback=joined.append,
+                                   rebalance_timeout_ms=REBALANCE,
+                                   subscribed_topic_names=["t"], owned_partitions={})
+    assert joined == [] and group_type(coord) == "consumer"
+    d = coord.consumer_group_describe(["g"])[0]
+    assert (d.error, d.error_message) == (E.GROUP_ID_NOT_FOUND, "Group g is not a consumer group.")
+    store.complete_all()
+    assert [r.error for r in joined] == [E.NONE]
+    d, members = described(coord)
+    assert set(members) == {"c1"} | set(coord.member_ids("g")) and len(members) == 3
+
+
 def test_a_downgrade_whose_write_failed_is_the_consumer_group_again(impl):
     """Kafka reverts the failed append of a downgrade: the group is the consumer group
     the store holds (the member that left is in it again) and the leave fails; the

@@ -14,6 +14,7 @@ outcome where no test pins it down.
 """
 from hypothesis import given, settings, strategies as st
 
+from helpers.consumer_views import in_memory
 from helpers.tier import examples
 from tests.core.test_consumer_protocol import E, fixed, hb, join, make
 from tests.core.test_consumer_protocol_more import described, members
@@ -164,6 +165,70 @@ def test_a_full_group_is_checked_before_a_new_members_regex(impl):
     coord.set_topics({"foo": 1})
     join(coord, "g", "m1", ["foo"])
     assert join(coord, "g", "m2", regex="fo(").error == E.GROUP_MAX_SIZE_REACHED
+
+
+def _in_memory_and_stored(coord):
+    """(the group's epochs in memory, the epochs its store holds)."""
+    d = in_memory(coord, "g")
+    stored = coord.store.groups["g"]
+    return (d.group_epoch, d.assignment_epoch), (stored["group_epoch"],
+                                                 stored["assignment_epoch"])
+
+
+def test_a_refused_heartbeat_does_not_resolve_the_groups_regexes(impl):
+    # GroupMetadataManager.consumerGroupHeartbeat validates the member (its epoch, its
+    # instance id) before maybeUpdateRegularExpressions, and a resolution is written by
+    # its own operation: a refused heartbeat changes nothing. m2's regex waits for the
+    # group's next heartbeat; the first one comes from a fenced epoch, then from a
+    # static member whose instance id is taken.
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 2, "bar": 2})
+    join(coord, "g", "m1", ["foo"], instance_id="i-1")
+    join(coord, "g", "m2", regex="ba.*")
+    before = _in_memory_and_stored(coord)
+    assert before[0] == before[1] == (1, 1)
+    assert hb(coord, "g", "m2", 7, owned_partitions={}).error == E.FENCED_MEMBER_EPOCH
+    assert join(coord, "g", "m3", ["foo"], instance_id="i-1").error == \
+        E.UNRELEASED_INSTANCE_ID
+    assert _in_memory_and_stored(coord) == before
+    # the next accepted heartbeat resolves it, and its record holds the bump
+    assert hb(coord, "g", "m2", 1, owned_partitions={}).error == E.NONE
+    after = _in_memory_and_stored(coord)
+    assert after[0] == after[1] == (2, 2)
+
+
+def test_a_heartbeat_refused_for_its_regex_does_not_resolve_the_others(impl):
+    # the same with a new regex that does not parse: it is checked before the group's
+    # pending resolution runs
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 2, "bar": 2})
+    join(coord, "g", "m1", regex="ba.*")
+    before = _in_memory_and_stored(coord)
+    assert join(coord, "g", "m1", ["foo"], regex="ba(").error == E.INVALID_REGULAR_EXPRESSION
+    assert _in_memory_and_stored(coord) == before
+
+
+def test_a_resolution_that_changes_no_members_record_is_written(impl):
+    # GroupMetadataManager writes a resolution's bump (the group epoch record) and the
+    # new target's epoch whether or not any member's record changes. Here m2 is still
+    # revoking (foo shrank to 4 partitions while it held all 6) when m1's regex
+    # resolves to bar: the sticky target leaves bar with m2 and m2 stays as it was,
+    # so only the group's epochs change, and the store must hold them.
+    coord, _ = make(impl)
+    coord.set_topics({"foo": 6, "bar": 2})
+    join(coord, "g", "m2", ["foo", "bar"])
+    coord.set_topics({"foo": 4, "bar": 2})
+    assert hb(coord, "g", "m2", 1).error == E.NONE
+    join(coord, "g", "m1", ["foo"], regex="ba.*")
+    before = in_memory(coord, "g")
+    assert hb(coord, "g", "m2", 1).error == E.NONE       # resolves ba.* to bar
+    after = in_memory(coord, "g")
+    assert (after.group_epoch, after.assignment_epoch) == \
+        (before.group_epoch + 1, before.assignment_epoch + 1)
+    assert {m.member_id: m for m in after.members} == {m.member_id: m for m in before.members}
+    memory, stored = _in_memory_and_stored(coord)
+    assert stored == memory
+    assert described(coord) == after
 
 
 def test_a_deleted_topic_leaves_a_regex_subscription(impl):

@@ -16,6 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import fastcoord
 from fastcoord import CoordinatorConfig, GroupCoordinator, ManualClock
+from helpers.consumer_views import memory_is_committed
 from helpers.tier import examples
 
 pytestmark = pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE,
@@ -183,6 +184,14 @@ class ConsumerTwins(RuleBasedStateMachine):
     @rule(ms=st.sampled_from(STEPS))
     def advance(self, ms):
         assert self.native.advance_time(ms) == self.pure.advance_time(ms)
+
+    @invariant()
+    def memory_described_as_committed(self):
+        """With no write on its way, describing the group from memory (as describe does
+        then) gives what its confirmed copy gives."""
+        for coord in (self.native, self.pure):
+            for group in GROUPS:
+                memory_is_committed(coord, group)
 
     @invariant()
     def same_groups(self):

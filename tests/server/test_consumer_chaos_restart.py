@@ -85,13 +85,9 @@ TRANSIENT = {14, 15, 16}
 HOT_LAG_S = (0.0, 1.0)  # a hot restart's stop comes this long after it is due, churn going on
 # FASTCOORD_CHAOS_KILL_ON_CHANGE=1: a hot SIGKILL comes the moment a describe shows the
 # group changed (an epoch, a member's epoch, assignment or target; the watcher describes
-# without pause until then, at most KILL_WAIT_S), not at a random moment: the change
-# itself may be lost (DURABLE_LAG_S), what came before it must not
+# without pause until then, at most KILL_WAIT_S), not at a random moment: a describe
+# shows what the store confirmed, so the change it showed must be there after the load
 KILL_ON_CHANGE = os.environ.get("FASTCOORD_CHAOS_KILL_ON_CHANGE") == "1"
-# What was described this long before a SIGKILL must be there after the load (a change
-# is described from the moment it is made, its record written and fsync'd within
-# milliseconds after: see RestartWatcher._before_a_kill)
-DURABLE_LAG_S = 1.0
 KILL_WAIT_S = 8.0
 
 TP = Tuple[str, int]
@@ -211,9 +207,9 @@ class RestartWatcher(Watcher):
                 chaos.killed_on_change.set()
 
     def _check(self, snap: Snapshot) -> None:
+        # (across a SIGKILL too: what a describe showed was stored, Kafka's committed
+        # state, so the group loaded after it holds at least that)
         prev = self.last
-        if prev is not None:
-            prev = self._before_a_kill(prev, snap)
         if snap.error == NOT_FOUND and prev is None:
             return
         if snap.error:
@@ -230,28 +226,6 @@ class RestartWatcher(Watcher):
             restarts = [str(r) for r in self.chaos.restarts_done]
             self._fail("\n".join(problems) + f"\n  restarts so far: {restarts}", snap, prev)
         self._check_clients(snap.t)
-
-    def _before_a_kill(self, prev: Snapshot, snap: Snapshot) -> Optional[Snapshot]:
-        """The snapshot `snap` is checked against: `prev`, unless a SIGKILL came between
-        them. Then the last one described DURABLE_LAG_S before the kill, and the member
-        epochs as described until then: ConsumerGroupDescribe shows a change while its
-        record is being written (docs/consumer-protocol.md, "Not (yet) as Kafka"; Kafka
-        describes the last committed state), and a SIGKILL in those milliseconds loses
-        a change no client was told of. What was described well before it must be
-        there after the load."""
-        kills = [r.killed_t for r in self.chaos.restarts_done
-                 if r.killed_t is not None and prev.t <= r.killed_t <= snap.t]
-        if not kills:
-            return prev
-        until = kills[-1] - DURABLE_LAG_S
-        with self.lock:
-            before = [s for s in self.history if s.t <= until]
-        self.member_epochs = {}
-        for s in before:
-            for m in s.members:
-                if m.epoch >= 0:
-                    self.member_epochs[m.member_id] = (m.epoch, s.t)
-        return before[-1] if before else None
 
     def _member_epochs(self, snap: Snapshot) -> List[str]:
         problems = []
