@@ -33,7 +33,8 @@ from fastcoord._ratelog import RateLimitedLog
 from fastcoord.core.consumer_embedded import (ClassicMetadata, encode_assignment,
                                               encode_subscription)
 from fastcoord.core.consumer_records import (commit_consumer_record, committed_state,
-                                              consumer_record, fill_member, fold_consumer_record)
+                                              consumer_record, fill_member, fold_consumer_record,
+                                              unpack_member)
 from fastcoord.core.errors import Errors
 from fastcoord.core.group_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT
 from fastcoord.core.results import (
@@ -403,17 +404,35 @@ def _sorted_lists(parts) -> Dict[str, List[int]]:
     return {t: sorted(ps) for t, ps in parts.items() if ps}
 
 
-def recorded_state_name(group_epoch: int, assignment_epoch: int, records: dict) -> str:
-    """ConsumerGroupState.state_name of a group as its record holds it (`records`: its
-    members' records by id, consumer_records.member_record's)."""
-    if not records:
+def settled_state_name(group_epoch: int, assignment_epoch: int, settled: list) -> str:
+    """ConsumerGroupState.state_name from the group's epochs and its members' (state,
+    member epoch) pairs."""
+    if not settled:
         return EMPTY
     if group_epoch > assignment_epoch:
         return ASSIGNING
-    for m in records.values():
-        if m["state"] != STABLE or m["member_epoch"] != assignment_epoch:
+    for state, epoch in settled:
+        if state != STABLE or epoch != assignment_epoch:
             return RECONCILING
     return STABLE_GROUP
+
+
+def _live_member(m, target) -> ConsumerGroupMemberDescription:
+    """A member in memory as ConsumerGroupDescribe describes it (`target`: the group's)."""
+    return ConsumerGroupMemberDescription(
+        m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+        sorted(m.topic_names), m.topic_regex, _sorted_lists(m.assigned),
+        {t: sorted(ps) for t, ps in target.get(m.member_id, {}).items() if ps},
+        m.classic is not None)
+
+
+def _recorded_member(member_id: str, m: dict) -> ConsumerGroupMemberDescription:
+    """A member's record (consumer_records.member_record's) as ConsumerGroupDescribe
+    describes it."""
+    return ConsumerGroupMemberDescription(
+        member_id, m["instance_id"], m["rack_id"], m["member_epoch"], m["client_id"],
+        m["client_host"], m["topic_names"], m["topic_regex"], m["assigned"], m["target"],
+        m.get("classic") is not None)
 
 
 def _not_found(group_id: str, message: str) -> ConsumerGroupDescription:
@@ -1574,7 +1593,45 @@ class ConsumerLogic:
             # memory is the committed copy (ConsumerGroupState's invariant), read
             # without unpacking the copy's members
             return self.describe_live(group_id, cg)
-        return self.describe_committed(group, cg)
+        return self.describe_stored(group, cg)
+
+    def describe_stored(self, group, cg) -> ConsumerGroupDescription:
+        """describe_committed's answer, with each member that no record on its way
+        names and no change since left unwritten read from memory (it is the same
+        there: memory is the copy with the live records and the unwritten changes
+        applied), so that only the members changed since are unpacked. Caller holds
+        the lock."""
+        committed = cg.committed
+        if committed is None or cg.dirty_all or group.consumer is not cg:
+            return self.describe_committed(group, cg)
+        touched = set(cg.dirty)
+        for record in cg.live.values():
+            if record["full"]:
+                return self.describe_committed(group, cg)
+            touched.update(record["members"])
+        members = []
+        settled = []            # (state, member epoch) of every member
+        asked = []              # every member's server assignor
+        in_memory = cg.members
+        target = cg.target
+        for member_id, packed in committed["members"].items():
+            if member_id in touched:
+                m = unpack_member(packed)
+                members.append(_recorded_member(member_id, m))
+                settled.append((m["state"], m["member_epoch"]))
+                asked.append(m["server_assignor"])
+                continue
+            live = in_memory.get(member_id)
+            if live is None:                    # (unmarked: never, but the copy is sure)
+                return self.describe_committed(group, cg)
+            members.append(_live_member(live, target))
+            settled.append((live.state, live.member_epoch))
+            asked.append(live.server_assignor)
+        group_epoch, assignment_epoch = committed["group_epoch"], committed["assignment_epoch"]
+        return ConsumerGroupDescription(
+            Errors.NONE, group.group_id,
+            settled_state_name(group_epoch, assignment_epoch, settled), group_epoch,
+            assignment_epoch, self._preferred_of(asked), members)
 
     def describe_committed(self, group, cg) -> ConsumerGroupDescription:
         """ConsumerGroupDescribe's entry for the consumer group `cg` (the group's, or the
@@ -1589,27 +1646,19 @@ class ConsumerLogic:
             return _not_found(group_id, f"Group {group_id} is not a consumer group."
                               if classic else f"Group {group_id} not found.")
         records = state["members"]
-        members = [ConsumerGroupMemberDescription(
-            member_id, m["instance_id"], m["rack_id"], m["member_epoch"], m["client_id"],
-            m["client_host"], m["topic_names"], m["topic_regex"], m["assigned"],
-            m["target"], m.get("classic") is not None)
-            for member_id, m in records.items()]
+        settled = [(m["state"], m["member_epoch"]) for m in records.values()]
         return ConsumerGroupDescription(
             Errors.NONE, group_id,
-            recorded_state_name(state["group_epoch"], state["assignment_epoch"], records),
+            settled_state_name(state["group_epoch"], state["assignment_epoch"], settled),
             state["group_epoch"], state["assignment_epoch"],
-            self._preferred_of(m["server_assignor"] for m in records.values()), members)
+            self._preferred_of(m["server_assignor"] for m in records.values()),
+            [_recorded_member(member_id, m) for member_id, m in records.items()])
 
     def describe_live(self, group_id, cg) -> ConsumerGroupDescription:
         """ConsumerGroupDescribe's entry for the consumer group `cg` as it is in memory,
         its changes on their way to the store included. Caller holds the lock."""
-        members = [ConsumerGroupMemberDescription(
-            m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id,
-            m.client_host, sorted(m.topic_names), m.topic_regex,
-            _sorted_lists(m.assigned),
-            {t: sorted(ps) for t, ps in cg.target.get(m.member_id, {}).items() if ps},
-            m.classic is not None)
-            for m in cg.members.values()]
+        target = cg.target
+        members = [_live_member(m, target) for m in cg.members.values()]
         return ConsumerGroupDescription(Errors.NONE, group_id, cg.state_name(),
                                         cg.group_epoch, cg.assignment_epoch,
                                         self._preferred_assignor(cg), members)

@@ -16,7 +16,7 @@ from typing import Optional
 from fastcoord.core.consumer_embedded import ClassicMetadata
 
 __all__ = ["apply_members", "commit_consumer_record", "committed_state", "consumer_record",
-           "fill_member", "fold_consumer_record", "follows", "member_record"]
+           "fill_member", "fold_consumer_record", "follows", "member_record", "unpack_member"]
 
 
 def _sets(parts) -> dict:
@@ -182,11 +182,16 @@ def commit_consumer_record(committed: Optional[dict], record: dict) -> dict:
     return committed
 
 
+def unpack_member(packed: bytes) -> dict:
+    """A member's record as commit_consumer_record's copy holds it, unpacked."""
+    return marshal.loads(packed)
+
+
 def committed_state(committed: Optional[dict]) -> Optional[dict]:
     """The full record commit_consumer_record's copy stands for (a new dict, its members
     unpacked), or None for none."""
     if committed is None:
         return None
-    members = {member_id: marshal.loads(packed)
+    members = {member_id: unpack_member(packed)
                for member_id, packed in committed["members"].items()}
     return {**committed, "members": members}

@@ -21,7 +21,7 @@ from fastcoord import CoordinatorConfig, Errors, GroupCoordinator, ManualClock
 from fastcoord.core.consumer_records import fold_consumer_record
 from fastcoord.core.store import DeferredStore, InMemoryStore
 from fastcoord.storage.records import fold_consumer
-from helpers.consumer_views import in_memory, memory_is_committed
+from helpers.consumer_views import in_memory, memory_is_committed, stored_is_committed
 from helpers.tier import examples
 
 E = Errors
@@ -446,6 +446,7 @@ class FailedWrites(RuleBasedStateMachine):
 
     impl = "native"         # (the test makes one class per twin)
     memory_checked = [0]    # states where describe's two views were compared
+    stored_checked = [0]    # the same, for describe_stored with writes on their way
 
     def __init__(self):
         super().__init__()
@@ -502,6 +503,8 @@ class FailedWrites(RuleBasedStateMachine):
     def as_stored(self):
         if memory_is_committed(self.coord, "g"):
             self.memory_checked[0] += 1
+        if stored_is_committed(self.coord, "g") and self.store.pending:
+            self.stored_checked[0] += 1
         if self.store.pending:
             return
         stored = self.store.groups.get("g")
@@ -514,11 +517,12 @@ class FailedWrites(RuleBasedStateMachine):
 
 def test_failed_writes_leave_the_group_as_stored(impl):
     machine = type(f"FailedWrites_{impl}", (FailedWrites,), {"impl": impl,
-                                                              "memory_checked": [0]})
+                                                              "memory_checked": [0],
+                                                              "stored_checked": [0]})
     run_state_machine_as_test(machine, settings=settings(max_examples=examples(150),
                                                          stateful_step_count=40,
                                                          deadline=None))
-    assert machine.memory_checked[0] > 0
+    assert machine.memory_checked[0] > 0 and machine.stored_checked[0] > 0
 
 
 def test_the_copy_kept_for_reverts_costs_the_collector_little_per_member(impl):

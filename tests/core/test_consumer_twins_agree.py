@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import fastcoord
 from fastcoord import CoordinatorConfig, GroupCoordinator, ManualClock
-from helpers.consumer_views import memory_is_committed
+from helpers.consumer_views import memory_is_committed, stored_is_committed
 from helpers.tier import examples
 
 pytestmark = pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE,
@@ -188,10 +188,12 @@ class ConsumerTwins(RuleBasedStateMachine):
     @invariant()
     def memory_described_as_committed(self):
         """With no write on its way, describing the group from memory (as describe does
-        then) gives what its confirmed copy gives."""
+        then) gives what its confirmed copy gives; with writes on their way, the copy's
+        members that no write changed are read from memory as well."""
         for coord in (self.native, self.pure):
             for group in GROUPS:
                 memory_is_committed(coord, group)
+                stored_is_committed(coord, group)
 
     @invariant()
     def same_groups(self):

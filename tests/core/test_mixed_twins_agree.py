@@ -26,7 +26,7 @@ from fastcoord.core.consumer_embedded import (
 )
 from fastcoord.core.store import DeferredStore
 from helpers.classic_clients import range_assign, take_join_answer
-from helpers.consumer_views import memory_is_committed
+from helpers.consumer_views import memory_is_committed, stored_is_committed
 from helpers.tier import examples
 
 pytestmark = pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE,
@@ -289,10 +289,12 @@ class MixedTwins(RuleBasedStateMachine):
     @invariant()
     def memory_described_as_committed(self):
         """With no write on its way, describing the group from memory (as describe does
-        then) gives what its confirmed copy gives."""
+        then) gives what its confirmed copy gives; with writes on their way, the copy's
+        members that no write changed are read from memory as well."""
         for coord in (self.native, self.pure):
             for group in [GROUP]:
                 memory_is_committed(coord, group)
+                stored_is_committed(coord, group)
 
     @invariant()
     def same_answers(self):

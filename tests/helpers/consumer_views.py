@@ -4,7 +4,9 @@ confirmed (`ConsumerLogic.describe_committed`), each as consumer_group_describe 
 consumer_group_describe describes what the store confirmed, as Kafka describes a group
 at its last committed offset; when no write of the group is on its way and nothing is
 left unwritten, it reads the group in memory instead (the two are then the same:
-`memory_is_committed` checks that claim)."""
+`memory_is_committed` checks that claim); otherwise it reads from memory the members
+no write on its way names and nothing unwritten changed (`stored_is_committed` checks
+that its answer is the copy's)."""
 from __future__ import annotations
 
 
@@ -41,3 +43,18 @@ def memory_is_committed(coord, group_id: str) -> bool:
 
 def _by_id(d):
     return d._replace(members=sorted(d.members, key=lambda m: m.member_id))
+
+
+def stored_is_committed(coord, group_id: str) -> bool:
+    """Check that ConsumerLogic.describe_stored (the copy, its unchanged members read from
+    memory) answers what describe_committed (the copy alone) answers, members in the
+    same order; True when the group has a copy to compare, else False."""
+    logic = coord._logic
+    group = logic._get_group(group_id)
+    if group is None or group.consumer is None or group.consumer.committed is None:
+        return False
+    with group.rec:
+        stored = logic.consumers.describe_stored(group, group.consumer)
+        committed = logic.consumers.describe_committed(group, group.consumer)
+    assert stored == committed, (stored, committed)
+    return True
