@@ -28,7 +28,11 @@ def compute_assignment(name: str, members, topics, current, *, impl=None) -> dic
              partitions that are gone, or of topics the member no longer subscribes to,
              are dropped.
 
-    Returns {member_id: {topic: sorted partition list}} with every member (an empty dict
-    for a member with nothing) and no empty topic lists.
+    Returns {member_id: {topic: sorted partition tuple}} with every member (an empty
+    dict for a member with nothing) and no empty tuples. The tuples are immutable
+    values: a group keeps them as its target. The native twin's hold only ints and are
+    untracked by the cyclic collector, as are the member dicts holding them, so a
+    large target costs no garbage collection (the pure twin's are tracked until a
+    collection untracks them, as CPython does with any tuple of ints).
     """
     return _twins.module(impl, "core.assignors").compute_assignment(name, members, topics, current)

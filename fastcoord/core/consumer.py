@@ -25,7 +25,7 @@ import base64
 import logging
 import operator
 import uuid
-from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 import re2
 
@@ -161,7 +161,9 @@ class ConsumerGroupState:
         self.assignment_epoch = 0
         self.members: Dict[str, ConsumerMember] = {}        # insertion ordered
         self.static: Dict[str, str] = {}                    # instance id -> member id
-        self.target: Dict[str, Dict[str, List[int]]] = {}   # member id -> its target
+        # member id -> its target: {topic: sorted partition tuple}, as the assignors
+        # return it (so a recomputed target equal to the old one compares equal)
+        self.target: Dict[str, Dict[str, Tuple[int, ...]]] = {}
         # (topic, partition) -> epoch of the member that owns it (assigned or revoking):
         # Kafka's currentPartitionEpoch; absent means free
         self.owners: Dict[tuple, int] = {}
@@ -402,6 +404,11 @@ def _as_sets(parts) -> Dict[str, FrozenSet[int]]:
 
 def _sorted_lists(parts) -> Dict[str, List[int]]:
     return {t: sorted(ps) for t, ps in parts.items() if ps}
+
+
+def _sorted_tuples(parts) -> Dict[str, Tuple[int, ...]]:
+    """A target as the assignors give it: each topic's partitions a sorted tuple."""
+    return {t: tuple(sorted(ps)) for t, ps in parts.items() if ps}
 
 
 def settled_state_name(group_epoch: int, assignment_epoch: int, settled: list) -> str:
@@ -1525,7 +1532,7 @@ class ConsumerLogic:
                 cg.static[member.instance_id] = member_id
             target = m.get("target")
             if target:
-                cg.target[member_id] = {t: list(ps) for t, ps in target.items()}
+                cg.target[member_id] = _sorted_tuples(target)
             cg.own(member)
         # (a record written before unused resolutions were dropped may still hold some)
         cg.forget_unused_regexes()

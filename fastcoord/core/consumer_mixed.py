@@ -29,7 +29,8 @@ from typing import Iterable, List
 
 from fastcoord.core.consumer import (
     UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ClassicOrigin, ConsumerMember, _log_once,
-    _Refused, _sorted_lists, bump_after_removal, is_full, shared_topic_names, static_member,
+    _Refused, _sorted_lists, _sorted_tuples, bump_after_removal, is_full, shared_topic_names,
+    static_member,
 )
 from fastcoord.core.consumer_embedded import (
     ClassicMetadata, decode_assignment_and_user_data, decode_subscription, encode_assignment,
@@ -149,7 +150,7 @@ class MixedGroups:
             cg.members[m.member_id] = member
             if member.instance_id is not None:
                 cg.static[member.instance_id] = m.member_id
-            cg.target[m.member_id] = _sorted_lists(member.assigned)
+            cg.target[m.member_id] = _sorted_tuples(member.assigned)
             cg.own(member)
         consumers._refresh_metadata(cg)
         cg.dirty_all = True

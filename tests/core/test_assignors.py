@@ -29,15 +29,15 @@ def m(member_id, *topics, rack=None):
 
 def check_valid(members, topics, result):
     """Every existing partition some member subscribes to is assigned to exactly one
-    member, that member subscribes to its topic, every member is in the result, lists
-    are sorted and never empty."""
+    member, that member subscribes to its topic, every member is in the result, each
+    topic's partitions are a sorted tuple, never empty."""
     subs = {entry[0]: set(entry[2]) for entry in members}
     assert set(result) == set(subs)
     owner = {}
     for mid, assignment in result.items():
         for topic, parts in assignment.items():
             assert topic in subs[mid], (mid, topic)
-            assert parts and parts == sorted(parts)
+            assert type(parts) is tuple and parts and list(parts) == sorted(parts)
             for p in parts:
                 assert 0 <= p < topics[topic]
                 assert (topic, p) not in owner, (topic, p)
@@ -56,13 +56,13 @@ def test_het_first_assignment_two_members_two_topics(impl):
     members = [m("A", "topic1", "topic3"), m("B", "topic3")]
     topics = {"topic1": 3, "topic3": 6}
     result = assign(impl, "uniform", members, topics)
-    assert result == {"A": {"topic1": [0, 1, 2], "topic3": [4]}, "B": {"topic3": [0, 1, 2, 3, 5]}}
+    assert result == {"A": {"topic1": (0, 1, 2), "topic3": (4,)}, "B": {"topic3": (0, 1, 2, 3, 5)}}
 
 
 def test_het_more_members_than_partitions(impl):
     members = [m("A", "topic3"), m("B", "topic3"), m("C", "topic1")]
     result = assign(impl, "uniform", members, {"topic1": 2, "topic3": 1})
-    assert result == {"A": {"topic3": [0]}, "B": {}, "C": {"topic1": [0, 1]}}
+    assert result == {"A": {"topic3": (0,)}, "B": {}, "C": {"topic1": (0, 1)}}
 
 
 def test_het_reassignment_given_unbalanced_previous(impl):
@@ -71,8 +71,8 @@ def test_het_reassignment_given_unbalanced_previous(impl):
     current = {"A": {"topic1": [0, 1, 2]}, "B": {"topic1": [3], "topic2": [0]},
                "C": {"topic1": [4, 5], "topic2": [1, 2, 3], "topic3": [0, 1, 2, 3]}}
     result = assign(impl, "uniform", members, topics, current)
-    assert result == {"A": {"topic1": [0, 1, 2, 5]}, "B": {"topic1": [3], "topic2": [0, 1, 2, 3]},
-                      "C": {"topic1": [4], "topic3": [0, 1, 2, 3]}}
+    assert result == {"A": {"topic1": (0, 1, 2, 5)}, "B": {"topic1": (3,), "topic2": (0, 1, 2, 3)},
+                      "C": {"topic1": (4,), "topic3": (0, 1, 2, 3)}}
 
 
 def test_het_partitions_added(impl):
@@ -81,8 +81,8 @@ def test_het_partitions_added(impl):
     current = {"A": {"topic1": [0, 1, 2, 3], "topic3": [0, 1]},
                "B": {"topic2": [0, 1, 2], "topic4": [0, 1, 2]}}
     result = assign(impl, "uniform", members, topics, current)
-    assert result == {"A": {"topic1": [0, 1, 2, 3, 4, 5], "topic3": [0, 1, 2]},
-                      "B": {"topic2": [0, 1, 2, 3, 4], "topic4": [0, 1, 2]}}
+    assert result == {"A": {"topic1": (0, 1, 2, 3, 4, 5), "topic3": (0, 1, 2)},
+                      "B": {"topic2": (0, 1, 2, 3, 4), "topic4": (0, 1, 2)}}
 
 
 def test_het_member_added_and_partitions_added(impl):
@@ -91,8 +91,8 @@ def test_het_member_added_and_partitions_added(impl):
     topics = {"topic1": 6, "topic2": 7}
     current = {"A": {"topic1": [0, 2], "topic2": [0]}, "B": {"topic1": [1], "topic2": [1, 2]}}
     result = assign(impl, "uniform", members, topics, current)
-    assert result == {"A": {"topic1": [0, 2, 3, 4, 5]}, "B": {"topic1": [1], "topic2": [1, 2, 6]},
-                      "C": {"topic2": [0, 3, 4, 5]}}
+    assert result == {"A": {"topic1": (0, 2, 3, 4, 5)}, "B": {"topic1": (1,), "topic2": (1, 2, 6)},
+                      "C": {"topic2": (0, 3, 4, 5)}}
 
 
 def test_het_member_removed(impl):
@@ -101,8 +101,8 @@ def test_het_member_removed(impl):
     current = {"A": {"topic1": [0, 1, 2], "topic3": [0, 1]}, "B": {"topic2": [3, 4, 5, 6]},
                "C": {"topic2": [0, 1, 2, 7], "topic3": [2]}}  # C left the group
     result = assign(impl, "uniform", members, topics, current)
-    assert result == {"A": {"topic1": [0, 1, 2], "topic3": [0, 1, 2]},
-                      "B": {"topic2": [0, 1, 2, 3, 4, 5, 6, 7]}}
+    assert result == {"A": {"topic1": (0, 1, 2), "topic3": (0, 1, 2)},
+                      "B": {"topic2": (0, 1, 2, 3, 4, 5, 6, 7)}}
 
 
 def test_het_topic_deleted(impl):
@@ -111,7 +111,7 @@ def test_het_topic_deleted(impl):
     current = {"A": {"topic1": [0], "topic2": [0, 1]}, "B": {"topic1": [1, 2]}}
     result = assign(impl, "uniform", members, {"topic1": 3}, current)
     check_valid(members, {"topic1": 3}, result)
-    assert result == {"A": {"topic1": [0]}, "B": {"topic1": [1, 2]}}
+    assert result == {"A": {"topic1": (0,)}, "B": {"topic1": (1, 2)}}
 
 
 # -- uniform, homogeneous (Kafka's UniformHomogeneousAssignmentBuilderTest) ---------
@@ -130,7 +130,7 @@ def test_hom_first_assignment(impl):
     members = [m("A", "topic1", "topic3"), m("B", "topic1", "topic3")]
     topics = {"topic1": 3, "topic3": 2}
     result = assign(impl, "uniform", members, topics)
-    assert result == {"A": {"topic1": [0, 1, 2]}, "B": {"topic3": [0, 1]}}
+    assert result == {"A": {"topic1": (0, 1, 2)}, "B": {"topic3": (0, 1)}}
     check_valid(members, topics, result)
 
 
@@ -138,7 +138,7 @@ def test_hom_more_members_than_partitions(impl):
     members = [m("A", "topic3"), m("B", "topic3"), m("C", "topic3")]
     result = assign(impl, "uniform", members, {"topic3": 2})
     assert sorted(sizes(result).values()) == [0, 1, 1]
-    assert result == {"A": {"topic3": [0]}, "B": {"topic3": [1]}, "C": {}}
+    assert result == {"A": {"topic3": (0,)}, "B": {"topic3": (1,)}, "C": {}}
 
 
 def test_hom_large_sample_valid_and_balanced(impl):
@@ -154,7 +154,7 @@ def test_hom_unbalanced_previous(impl):
     topics = {"topic1": 3, "topic2": 3}
     current = {"A": {"topic1": [0, 1], "topic2": [0, 1]}, "B": {"topic1": [2], "topic2": [2]}}
     result = assign(impl, "uniform", members, topics, current)
-    assert result == {"A": {"topic1": [0, 1], "topic2": [0]}, "B": {"topic1": [2], "topic2": [1, 2]}}
+    assert result == {"A": {"topic1": (0, 1), "topic2": (0,)}, "B": {"topic1": (2,), "topic2": (1, 2)}}
 
 
 def test_hom_partitions_added(impl):
@@ -163,8 +163,8 @@ def test_hom_partitions_added(impl):
     current = {"A": {"topic1": [0, 2], "topic2": [0]}, "B": {"topic1": [1], "topic2": [1, 2]}}
     result = assign(impl, "uniform", members, topics, current)
     # every current partition kept; the new ones fill the quotas (A 6, B 5)
-    assert result == {"A": {"topic1": [0, 2, 3, 4, 5], "topic2": [0]},
-                      "B": {"topic1": [1], "topic2": [1, 2, 3, 4]}}
+    assert result == {"A": {"topic1": (0, 2, 3, 4, 5), "topic2": (0,)},
+                      "B": {"topic1": (1,), "topic2": (1, 2, 3, 4)}}
 
 
 def test_hom_member_added(impl):
@@ -172,8 +172,8 @@ def test_hom_member_added(impl):
     topics = {"topic1": 3, "topic2": 3}
     current = {"A": {"topic1": [0, 2], "topic2": [0]}, "B": {"topic1": [1], "topic2": [1, 2]}}
     result = assign(impl, "uniform", members, topics, current)
-    assert result == {"A": {"topic1": [0, 2]}, "B": {"topic1": [1], "topic2": [1]},
-                      "C": {"topic2": [0, 2]}}
+    assert result == {"A": {"topic1": (0, 2)}, "B": {"topic1": (1,), "topic2": (1,)},
+                      "C": {"topic2": (0, 2)}}
 
 
 def test_hom_member_removed(impl):
@@ -182,7 +182,7 @@ def test_hom_member_removed(impl):
     current = {"A": {"topic1": [0], "topic2": [0]}, "B": {"topic1": [1], "topic2": [1]},
                "C": {"topic1": [2], "topic2": [2]}}
     result = assign(impl, "uniform", members, topics, current)
-    assert result == {"A": {"topic1": [0, 2], "topic2": [0]}, "B": {"topic1": [1], "topic2": [1, 2]}}
+    assert result == {"A": {"topic1": (0, 2), "topic2": (0,)}, "B": {"topic1": (1,), "topic2": (1, 2)}}
 
 
 def test_hom_subscription_removed(impl):
@@ -191,40 +191,40 @@ def test_hom_subscription_removed(impl):
     current = {"A": {"topic1": [0], "topic2": [0]}, "B": {"topic1": [1], "topic2": [1, 2]}}
     result = assign(impl, "uniform", members, topics, current)
     # B keeps its lowest partition up to its quota and gives back 2
-    assert result == {"A": {"topic2": [0, 2]}, "B": {"topic2": [1]}}
+    assert result == {"A": {"topic2": (0, 2)}, "B": {"topic2": (1,)}}
 
 
 def test_hom_partition_claimed_twice_goes_to_first(impl):
     members = [m("A", "t"), m("B", "t")]
     result = assign(impl, "uniform", members, {"t": 2}, {"A": {"t": [1]}, "B": {"t": [1, 7, -1]}})
-    assert result == {"A": {"t": [1]}, "B": {"t": [0]}}
+    assert result == {"A": {"t": (1,)}, "B": {"t": (0,)}}
 
 
 # -- range (Kafka's RangeAssignorTest) ------------------------------------------------
 
 def test_range_one_member_two_topics(impl):
     result = assign(impl, "range", [m("A", "topic1", "topic3")], {"topic1": 3, "topic3": 2})
-    assert result == {"A": {"topic1": [0, 1, 2], "topic3": [0, 1]}}
+    assert result == {"A": {"topic1": (0, 1, 2), "topic3": (0, 1)}}
 
 
 def test_range_co_partitioned(impl):
     members = [m("B", "topic1", "topic3"), m("A", "topic1", "topic3")]
     result = assign(impl, "range", members, {"topic1": 3, "topic3": 3})
     # members sorted by id whatever their order: A first, with the extra partition
-    assert result == {"A": {"topic1": [0, 1], "topic3": [0, 1]}, "B": {"topic1": [2], "topic3": [2]}}
+    assert result == {"A": {"topic1": (0, 1), "topic3": (0, 1)}, "B": {"topic1": (2,), "topic3": (2,)}}
 
 
 def test_range_heterogeneous(impl):
     members = [m("A", "topic1", "topic2"), m("B", "topic3"), m("C", "topic2", "topic3")]
     topics = {"topic1": 3, "topic2": 3, "topic3": 2}
     result = assign(impl, "range", members, topics)
-    assert result == {"A": {"topic1": [0, 1, 2], "topic2": [0, 1]}, "B": {"topic3": [0]},
-                      "C": {"topic2": [2], "topic3": [1]}}
+    assert result == {"A": {"topic1": (0, 1, 2), "topic2": (0, 1)}, "B": {"topic3": (0,)},
+                      "C": {"topic2": (2,), "topic3": (1,)}}
 
 
 def test_range_more_members_than_partitions(impl):
     members = [m("A", "topic1"), m("B", "topic1"), m("C", "topic1")]
-    assert assign(impl, "range", members, {"topic1": 2}) == {"A": {"topic1": [0]}, "B": {"topic1": [1]}, "C": {}}
+    assert assign(impl, "range", members, {"topic1": 2}) == {"A": {"topic1": (0,)}, "B": {"topic1": (1,)}, "C": {}}
 
 
 def test_range_static_members_first_by_instance_id(impl):
@@ -232,7 +232,7 @@ def test_range_static_members_first_by_instance_id(impl):
     members = [("A", None, frozenset({"t"})), ("B", None, frozenset({"t"}), "i2"),
                ("C", None, frozenset({"t"}), "i1"), ("D", None, frozenset({"t"}), None)]
     result = assign(impl, "range", members, {"t": 6})
-    assert result == {"C": {"t": [0, 1]}, "B": {"t": [2, 3]}, "A": {"t": [4]}, "D": {"t": [5]}}
+    assert result == {"C": {"t": (0, 1)}, "B": {"t": (2, 3)}, "A": {"t": (4,)}, "D": {"t": (5,)}}
     # the uniform assignor does not read instance ids
     plain = [entry[:3] for entry in members]
     assert assign(impl, "uniform", members, {"t": 6}) == assign(impl, "uniform", plain, {"t": 6})
@@ -242,7 +242,7 @@ def test_range_is_not_sticky(impl):
     # Kafka 4.0's range assignor ignores the current assignment
     members = [m("A", "t"), m("B", "t")]
     result = assign(impl, "range", members, {"t": 4}, {"A": {"t": [2, 3]}, "B": {"t": [0, 1]}})
-    assert result == {"A": {"t": [0, 1]}, "B": {"t": [2, 3]}}
+    assert result == {"A": {"t": (0, 1)}, "B": {"t": (2, 3)}}
 
 
 def test_range_member_id_order_is_utf16(impl):
@@ -250,7 +250,7 @@ def test_range_member_id_order_is_utf16(impl):
     # before it by code point
     members = [m("\ufffd", "t"), m("\U0001f600", "t")]
     result = assign(impl, "range", members, {"t": 3})
-    assert result == {"\U0001f600": {"t": [0, 1]}, "\ufffd": {"t": [2]}}
+    assert result == {"\U0001f600": {"t": (0, 1)}, "\ufffd": {"t": (2,)}}
 
 
 # -- the result as objects ---------------------------------------------------------------
@@ -265,17 +265,37 @@ GROUPS = [  # homogeneous, heterogeneous, with a current target
 @pytest.mark.parametrize("name", ASSIGNORS)
 @pytest.mark.parametrize("members, topics, current", GROUPS)
 def test_results_share_no_mutable_object(impl, name, members, topics, current):
-    """Every dict and list of a result is its own: neither another member's nor another
-    call's (partition ids may be shared ints)."""
+    """Every dict of a result is its own: neither another member's nor another call's.
+    Each topic's partitions are a tuple, immutable (ints and tuples may be shared)."""
     first = assign(impl, name, members, topics, current)
     second = assign(impl, name, members, topics, current)
     assert first == second
-    containers = [c for result in (first, second) for a in result.values() for c in [a, *a.values()]]
-    assert len({id(c) for c in containers}) == len(containers)
-    for lists in first.values():
-        for partitions in lists.values():
-            partitions.append(-1)
+    dicts = [first, second, *first.values(), *second.values()]
+    assert len({id(d) for d in dicts}) == len(dicts)
+    assert all(type(ps) is tuple for a in (*first.values(), *second.values()) for ps in a.values())
+    for assignment in first.values():
+        for topic in list(assignment):
+            assignment[topic] += (-1,)
+        assignment["other"] = (0,)
+    first.clear()
     assert second == assign(impl, name, members, topics, current)
+
+
+@pytest.mark.skipif(not fastcoord.NATIVE_AVAILABLE, reason="the native twin's objects")
+@pytest.mark.parametrize("name", ASSIGNORS)
+@pytest.mark.parametrize("members, topics, current", GROUPS)
+def test_native_result_is_untracked_by_the_cyclic_collector(name, members, topics, current):
+    """The native twin's partition tuples (ints only: in no cycle) are untracked, and so
+    the member dicts holding them: a group's target adds nothing to any collection. A
+    dict given a container afterwards is tracked again, as CPython tracks any dict."""
+    result = compute_assignment(name, members, topics, current, impl="native")
+    assert any(result.values())
+    for assignment in result.values():
+        assert not gc.is_tracked(assignment)
+        assert not any(gc.is_tracked(ps) for ps in assignment.values())
+    some = next(a for a in result.values() if a)
+    some["caller's"] = []
+    assert gc.is_tracked(some)
 
 
 @pytest.mark.parametrize("name", ASSIGNORS)
@@ -520,7 +540,7 @@ def test_current_partition_ids_out_of_range_or_not_plain_ints(impl):
     current = {"A": {"t": [2 ** 70, -(2 ** 70), np.int64(2)]}, "B": {"t": (np.int32(0), 3)}}
     # 2**70 and -2**70 do not exist and are dropped; numpy ints are ints
     result = assign(impl, "uniform", members, {"t": 4}, current)
-    assert result == {"A": {"t": [1, 2]}, "B": {"t": [0, 3]}}
+    assert result == {"A": {"t": (1, 2)}, "B": {"t": (0, 3)}}
 
 
 class _Emptying:
@@ -539,7 +559,7 @@ def test_current_list_emptied_by_a_partition_id(impl):
     ids = [None, 2, 3]
     ids[0] = _Emptying(ids, 1)
     result = assign(impl, "uniform", [m("A", "t"), m("B", "t")], {"t": 4}, {"A": {"t": ids}})
-    assert result == {"A": {"t": [0, 1]}, "B": {"t": [2, 3]}}
+    assert result == {"A": {"t": (0, 1)}, "B": {"t": (2, 3)}}
 
 
 

@@ -1,4 +1,4 @@
-from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Protocol
+from typing import Any, Callable, Dict, Hashable, Iterable, List, Optional, Protocol, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -181,5 +181,5 @@ class MemberTable(TimerSink):
 ASSIGNORS: tuple
 
 def compute_assignment(name: str, members: Iterable[Any], topics: Dict[str, int],
-                       current: Dict[str, Dict[str, Iterable[int]]]) -> Dict[str, Dict[str, List[int]]]: ...
+                       current: Dict[str, Dict[str, Iterable[int]]]) -> Dict[str, Dict[str, Tuple[int, ...]]]: ...
 def _assignors_test_sort_limit(limit: int) -> None: ...

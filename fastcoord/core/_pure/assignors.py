@@ -139,12 +139,15 @@ def _empty_result(member_ids):
 
 
 def _result_from_owners(member_ids, owners):
-    """{member: {topic: sorted partitions}} from the per-partition owners."""
+    """{member: {topic: sorted partition tuple}} from the per-partition owners."""
     result = _empty_result(member_ids)
     for topic in sorted(owners):
+        held = {}  # owner -> its partitions of the topic, in partition order
         for partition, owner in enumerate(owners[topic]):
             if owner >= 0:
-                result[member_ids[owner]].setdefault(topic, []).append(partition)
+                held.setdefault(owner, []).append(partition)
+        for owner, partitions in held.items():
+            result[member_ids[owner]][topic] = tuple(partitions)
     return result
 
 
@@ -386,6 +389,6 @@ def _range(member_ids, instance_ids, subscriptions, topics):
         for rank, member in enumerate(subscribers):
             end = start + min_quota + (1 if rank < extra else 0)
             if end > start:
-                result[member_ids[member]][topic] = list(range(start, end))
+                result[member_ids[member]][topic] = tuple(range(start, end))
             start = end
     return result

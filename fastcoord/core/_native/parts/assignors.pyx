@@ -6,7 +6,7 @@ is read once into int arrays while it is checked: each member's subscription is 
 member subscribes to) are numbered by name, each topic's partitions are a slice of one
 flat owner array (member index or -1), each topic's subscribers are listed in member
 order (in range order for the range assignor). The assignors run on those arrays
-without a Python object per partition; the result's dicts and lists are built at the
+without a Python object per partition; the result's dicts and tuples are built at the
 end, each at its final size where the API allows it.
 """
 cimport cython
@@ -19,11 +19,15 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Calloc, PyMem_Realloc, PyMem_Free
 
 
 cdef extern from "Python.h":
-    # the result's lists are made at their final size and filled in place: each slot
-    # is set once, with a new reference, before the list is returned
-    PyObject* _asg_list_new "PyList_New"(Py_ssize_t size) except NULL
-    PyObject* _asg_list_item "PyList_GET_ITEM"(PyObject* items, Py_ssize_t at)
-    void _asg_list_set "PyList_SET_ITEM"(PyObject* items, Py_ssize_t at, PyObject* item)
+    # the result's tuples are made at their final size and filled as the C API fills a
+    # brand-new tuple: each slot set once, with a new reference, before anyone sees it
+    PyObject* _asg_tuple_new "PyTuple_New"(Py_ssize_t size) except NULL
+    PyObject* _asg_tuple_item "PyTuple_GET_ITEM"(PyObject* items, Py_ssize_t at)
+    void _asg_tuple_set "PyTuple_SET_ITEM"(PyObject* items, Py_ssize_t at, PyObject* item)
+    # A tuple of ints can be in no reference cycle: untracked (as the collector itself
+    # untracks such tuples), it costs no collection anything, and the dict it goes into
+    # stays untracked (a dict is tracked once it holds a tracked value).
+    void _asg_untrack "PyObject_GC_UnTrack"(void* item)
     int _asg_dict_set "PyDict_SetItem"(object mapping, object key, PyObject* value) except -1
     void _asg_incref "Py_INCREF"(PyObject* item)
     void _asg_decref "Py_DECREF"(PyObject* item)
@@ -35,10 +39,10 @@ cdef extern from "Python.h":
     Py_UCS4 _asg_str_max "PyUnicode_MAX_CHAR_VALUE"(object text)
     void* _asg_str_data "PyUnicode_DATA"(object text)
     Py_ssize_t _asg_str_length "PyUnicode_GET_LENGTH"(object text)
-    # a current partition id read from its list without a reference of its own: only
-    # an exact int (no user code runs while it is read)
-    Py_ssize_t _asg_list_size "PyList_GET_SIZE"(object items)
-    PyObject* _asg_list_at "PyList_GET_ITEM"(object items, Py_ssize_t at)
+    # a current partition id read from its list or tuple without a reference of its
+    # own: only an exact int (no user code runs while it is read)
+    Py_ssize_t _asg_seq_size "PySequence_Fast_GET_SIZE"(object items)
+    PyObject* _asg_seq_at "PySequence_Fast_GET_ITEM"(object items, Py_ssize_t at)
     bint _asg_exact_int "PyLong_CheckExact"(PyObject* value)
     long long _asg_int_value "PyLong_AsLongLongAndOverflow"(PyObject* value, int* overflow)
 
@@ -510,18 +514,18 @@ cdef int _asg_read_topic(_AsgGroup g, int32_t i, frozenset subscribed, topic, pa
     if t >= 0 and _asg_subscribes(g, i, t, subscribed, topic):
         base = g.toff[t]
         count = g.toff[t + 1] - base
-    if type(partitions) is list:
-        # Read as a list iterator reads it. A partition id that is one of _ASG_INTS
-        # (the results' ints: a previous result's lists hold them) is known by identity,
+    if type(partitions) is tuple or type(partitions) is list:
+        # Read as their iterators read them. A partition id that is one of _ASG_INTS
+        # (the results' ints: a previous result's tuples hold them) is known by identity,
         # tried first at the previous id's successor. The size is read again after user
-        # code may have run (a partition id's __index__ may shrink the list).
+        # code may have run (a partition id's __index__ may shrink a list).
         shared = <PyObject*>_ASG_INTS
-        n_shared = _asg_list_size(_ASG_INTS)
-        size = _asg_list_size(partitions)
+        n_shared = len(_ASG_INTS)
+        size = _asg_seq_size(partitions)
         while k < size:
-            item = _asg_list_at(partitions, k)
+            item = _asg_seq_at(partitions, k)
             k += 1
-            if guess < n_shared and item == _asg_list_item(shared, guess):
+            if guess < n_shared and item == _asg_tuple_item(shared, guess):
                 p = guess
             elif _asg_exact_int(item):
                 x = _asg_int_value(item, &overflow)
@@ -529,7 +533,7 @@ cdef int _asg_read_topic(_AsgGroup g, int32_t i, frozenset subscribed, topic, pa
             else:
                 value = <object>item  # a reference of its own while user code may run
                 p = _asg_partition(value)
-                size = _asg_list_size(partitions)
+                size = _asg_seq_size(partitions)
             if 0 <= p < count and g.owner[base + p] == -1:
                 g.owner[base + p] = i
                 g.n_owned += 1
@@ -558,23 +562,23 @@ cdef bint _asg_subscribes(_AsgGroup g, int32_t i, int32_t t, frozenset subscribe
 
 # partition ids 0.. as int objects, shared by the results (ints are immutable); made
 # once, never replaced (no global written while threads may read it)
-cdef list _ASG_INTS = list(range(1 << 14))
+cdef tuple _ASG_INTS = tuple(range(1 << 14))
 
 
-cdef list _asg_ints(int64_t count):
-    """A list of at least `count` ints 0, 1, ..."""
-    return _ASG_INTS if count <= len(_ASG_INTS) else list(range(count))
+cdef tuple _asg_ints(int64_t count):
+    """A tuple of at least `count` ints 0, 1, ..."""
+    return _ASG_INTS if count <= len(_ASG_INTS) else tuple(range(count))
 
 
 cdef dict _asg_result(_AsgGroup g, bint ranges):
-    """{member: {topic: sorted partitions}}: g.seen, which becomes the result (its keys
+    """{member: {topic: sorted partition tuple}}: g.seen, which becomes the result (its keys
     table is the result's: nothing rehashed). With `ranges`, the members' dicts from
     _asg_range_fill, each in place of its member's None; else g.seen's values are the
     members' dicts, which _asg_fill fills from the owner array."""
     cdef list dicts
     cdef int32_t i
     cdef dict result = g.seen
-    # The dicts and lists are acyclic and made in one go: the cyclic collector is paused
+    # The dicts and tuples are acyclic and made in one go: the cyclic collector is paused
     # meanwhile rather than run every few hundred containers made; its counts go on, and
     # the collection they made due runs once, here (not at the caller's next allocation).
     cdef int collecting = _asg_gc_disable()
@@ -602,19 +606,20 @@ cdef class _AsgCollectDue:
 
 cdef int _asg_fill(_AsgGroup g, list dicts) except -1:
     """Per topic, count each owner's partitions (listing the owners as met), give each
-    owner a list of that size (in its dict at once, which holds it), fill the lists in
-    partition order."""
+    owner an untracked tuple of that size (in its dict at once, which holds it), fill
+    the tuples in partition order (nothing reads them before: no tuple is seen half
+    filled)."""
     cdef int32_t t, o, j, n_owners
     cdef int64_t p, base, count, max_count = 0
     for t in range(g.n_topics):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
-    cdef list ints = _asg_ints(max_count)
+    cdef tuple ints = _asg_ints(max_count)
     cdef PyObject* items = <PyObject*>ints
     cdef PyObject* item
     cdef PyObject* made
     cdef int32_t* counts = g._buffer(g.n_members, 0)  # zero outside a topic's turn
     cdef int32_t* owners = <int32_t*>g._block(g.n_members, sizeof(int32_t), False)
-    # each owner's list of the current topic: borrowed, its dict holds it
+    # each owner's tuple of the current topic: borrowed, its dict holds it
     cdef PyObject** slots = <PyObject**>g._block(g.n_members, sizeof(PyObject*), False)
     for t in range(g.n_topics):
         base = g.toff[t]
@@ -630,20 +635,21 @@ cdef int _asg_fill(_AsgGroup g, list dicts) except -1:
         topic = g.topic_names[t]
         for j in range(n_owners):
             o = owners[j]
-            made = _asg_list_new(counts[o])
+            made = _asg_tuple_new(counts[o])
+            _asg_untrack(made)
             try:
                 _asg_dict_set(dicts[o], topic, made)
             finally:
                 _asg_decref(made)
             slots[o] = made
             counts[o] = 0
-        # the counts now count each list's filled slots, up to its size
+        # the counts now count each tuple's filled slots, up to its size
         for p in range(count):
             o = g.owner[base + p]
             if o >= 0:
-                item = _asg_list_item(items, p)
+                item = _asg_tuple_item(items, p)
                 _asg_incref(item)
-                _asg_list_set(slots[o], counts[o], item)
+                _asg_tuple_set(slots[o], counts[o], item)
                 counts[o] += 1
         for j in range(n_owners):
             counts[owners[j]] = 0
@@ -1012,7 +1018,8 @@ cdef list _asg_range_fill(_AsgGroup g):
     cdef int64_t count, min_quota, extra, begin, stop, max_count = 0
     for t in range(g.n_topics):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
-    cdef list ints = _asg_ints(max_count)
+    cdef tuple ints = _asg_ints(max_count)
+    cdef tuple held
     cdef int32_t* ranges = g._buffer(g.n_members, 0)  # how many topics give each a range
     for t in range(g.n_topics):
         n = g.soff[t + 1] - g.soff[t]
@@ -1031,6 +1038,8 @@ cdef list _asg_range_fill(_AsgGroup g):
         for rank in range(n):
             stop = begin + min_quota + (1 if rank < extra else 0)
             if stop > begin:
-                (<dict>dicts[g.subs[g.soff[t] + rank]])[topic] = ints[begin:stop]
+                held = ints[begin:stop]
+                _asg_untrack(<PyObject*>held)
+                (<dict>dicts[g.subs[g.soff[t] + rank]])[topic] = held
             begin = stop
     return dicts
