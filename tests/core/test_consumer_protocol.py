@@ -830,3 +830,38 @@ def test_a_member_copy_carries_every_field():
         if name != "member_id":
             assert getattr(renamed, name) is getattr(member, name), name
     assert renamed.member_id == "other"
+
+
+def test_a_reloaded_targets_unchanged_members_are_not_written_again(impl):
+    """After a load, a new target equal to a member's loaded one is no change: the
+    record of the next epoch names only the members whose target moved."""
+    from fastcoord.core.store import InMemoryStore
+    from fastcoord import shard_for
+
+    class Recording(InMemoryStore):
+        def store_consumer_group(self, group_id, record, done):
+            self.records.append(record)
+            super().store_consumer_group(group_id, record, done)
+
+    store = Recording()
+    store.records = []
+    coord = GroupCoordinator(clock=ManualClock(0), store=store, impl=impl)
+    coord.set_topics({"foo": 6, "bar": 2})
+    join(coord, "g", "a", ["foo", "bar"])
+    join(coord, "g", "b", ["foo"])
+    _stable(coord, "g", 2)
+    before = coord.consumer_group_describe(["g"])[0]
+
+    again = GroupCoordinator(clock=ManualClock(10_000), store=store, impl=impl)
+    again.set_topics({"foo": 6, "bar": 2, "baz": 3})
+    shard = shard_for("g", 50)
+    again.begin_loading(shard)
+    again.load_group("g", store.groups["g"], store.offsets.get("g", {}))
+    again.finish_loading(shard)
+    for m in before.members:
+        hb(again, "g", m.member_id, m.member_epoch, owned_partitions=m.assignment)
+    store.records.clear()
+    # c subscribes to a topic nobody else does: a new epoch, a's and b's targets as loaded
+    join(again, "g", "c", ["baz"])
+    assert again.consumer_group_describe(["g"])[0].group_epoch == before.group_epoch + 1
+    assert store.records and set(store.records[0]["members"]) == {"c"}
