@@ -16,14 +16,16 @@ from libc.string cimport memcmp, memset
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from cpython.object cimport PyObject
 from cpython.mem cimport PyMem_Malloc, PyMem_Calloc, PyMem_Realloc, PyMem_Free
+from cpython.list cimport PyList_AsTuple
+from cpython.tuple cimport PyTuple_GetSlice
 
 
 cdef extern from "Python.h":
-    # the result's tuples are made at their final size and filled as the C API fills a
-    # brand-new tuple: each slot set once, with a new reference, before anyone sees it
-    PyObject* _asg_tuple_new "PyTuple_New"(Py_ssize_t size) except NULL
+    # a list made at its final size and filled in place: each slot is set once, with a
+    # new reference, before the list is read
+    PyObject* _asg_list_new "PyList_New"(Py_ssize_t size) except NULL
+    void _asg_list_set "PyList_SET_ITEM"(PyObject* items, Py_ssize_t at, PyObject* item)
     PyObject* _asg_tuple_item "PyTuple_GET_ITEM"(PyObject* items, Py_ssize_t at)
-    void _asg_tuple_set "PyTuple_SET_ITEM"(PyObject* items, Py_ssize_t at, PyObject* item)
     # A tuple of ints can be in no reference cycle: untracked (as the collector itself
     # untracks such tuples), it costs no collection anything, and the dict it goes into
     # stays untracked (a dict is tracked once it holds a tracked value).
@@ -154,9 +156,15 @@ cdef class _AsgGroup:
     cdef int64_t n_owned    # how many owner entries _asg_read_current set
     cdef int32_t* soff      # [n_topics + 1]: topic t's subscribers are subs[soff[t]:soff[t+1]]
     cdef int32_t* subs      # member indices, in member (or range) order within a topic
+    cdef PyObject** singles # [n_singles]: _asg_fill's (p,) tuples, a reference each or NULL
+    cdef int64_t n_singles
 
     def __dealloc__(self):
         cdef Py_ssize_t i
+        cdef int64_t p
+        for p in range(self.n_singles):
+            if self.singles[p] != NULL:
+                _asg_decref(self.singles[p])
         for i in range(self.n_blocks):
             PyMem_Free(self.blocks[i])
         PyMem_Free(self.blocks)
@@ -605,22 +613,30 @@ cdef class _AsgCollectDue:
 
 
 cdef int _asg_fill(_AsgGroup g, list dicts) except -1:
-    """Per topic, count each owner's partitions (listing the owners as met), give each
-    owner an untracked tuple of that size (in its dict at once, which holds it), fill
-    the tuples in partition order (nothing reads them before: no tuple is seen half
-    filled)."""
+    """Per topic, count each owner's partitions (listing the owners as met), arrange
+    the partition ids by owner in a C array (each owner's in partition order), then
+    give each owner a tuple of its partitions, put in its dict: (p,) shared by every
+    owner of one partition p, a slice of the shared ints for consecutive ones (a quota
+    handed out in order), a tuple display for two to four, else a list's copy. The C
+    API makes every tuple: none is filled in place here
+    (tests/package/test_no_cpython_internals.py)."""
     cdef int32_t t, o, j, n_owners
-    cdef int64_t p, base, count, max_count = 0
+    cdef int64_t p, base, count, first, k, at, max_count = 0
     for t in range(g.n_topics):
         max_count = max(max_count, g.toff[t + 1] - g.toff[t])
     cdef tuple ints = _asg_ints(max_count)
     cdef PyObject* items = <PyObject*>ints
     cdef PyObject* item
     cdef PyObject* made
+    cdef tuple held
     cdef int32_t* counts = g._buffer(g.n_members, 0)  # zero outside a topic's turn
     cdef int32_t* owners = <int32_t*>g._block(g.n_members, sizeof(int32_t), False)
-    # each owner's tuple of the current topic: borrowed, its dict holds it
-    cdef PyObject** slots = <PyObject**>g._block(g.n_members, sizeof(PyObject*), False)
+    # where each owner's partitions start in `arranged`, then (as placed) end
+    cdef int64_t* ends = <int64_t*>g._block(g.n_members, sizeof(int64_t), False)
+    cdef int64_t* arranged = <int64_t*>g._block(max_count, sizeof(int64_t), False)
+    # (p,) made once per call, shared (tuples are values): g holds a reference each
+    g.singles = <PyObject**>g._block(max_count, sizeof(PyObject*), True)
+    g.n_singles = max_count
     for t in range(g.n_topics):
         base = g.toff[t]
         count = g.toff[t + 1] - base
@@ -632,27 +648,60 @@ cdef int _asg_fill(_AsgGroup g, list dicts) except -1:
                     owners[n_owners] = o
                     n_owners += 1
                 counts[o] += 1
-        topic = g.topic_names[t]
+        if n_owners == 0:
+            continue
+        at = 0
         for j in range(n_owners):
             o = owners[j]
-            made = _asg_tuple_new(counts[o])
-            _asg_untrack(made)
-            try:
-                _asg_dict_set(dicts[o], topic, made)
-            finally:
-                _asg_decref(made)
-            slots[o] = made
-            counts[o] = 0
-        # the counts now count each tuple's filled slots, up to its size
+            ends[o] = at
+            at += counts[o]
         for p in range(count):
             o = g.owner[base + p]
             if o >= 0:
-                item = _asg_tuple_item(items, p)
-                _asg_incref(item)
-                _asg_tuple_set(slots[o], counts[o], item)
-                counts[o] += 1
+                arranged[ends[o]] = p
+                ends[o] += 1
+        topic = g.topic_names[t]
         for j in range(n_owners):
-            counts[owners[j]] = 0
+            o = owners[j]
+            k = counts[o]
+            at = ends[o] - k
+            first = arranged[at]
+            if k == 1:
+                if g.singles[first] == NULL:
+                    held = PyTuple_GetSlice(ints, first, first + 1)
+                    _asg_untrack(<PyObject*>held)
+                    _asg_incref(<PyObject*>held)
+                    g.singles[first] = <PyObject*>held
+                else:
+                    held = <tuple>g.singles[first]
+            elif arranged[at + k - 1] - first + 1 == k:
+                held = PyTuple_GetSlice(ints, first, first + k)
+            elif k == 2:
+                held = (<object>_asg_tuple_item(items, first),
+                        <object>_asg_tuple_item(items, arranged[at + 1]))
+            elif k == 3:
+                held = (<object>_asg_tuple_item(items, first),
+                        <object>_asg_tuple_item(items, arranged[at + 1]),
+                        <object>_asg_tuple_item(items, arranged[at + 2]))
+            elif k == 4:
+                held = (<object>_asg_tuple_item(items, first),
+                        <object>_asg_tuple_item(items, arranged[at + 1]),
+                        <object>_asg_tuple_item(items, arranged[at + 2]),
+                        <object>_asg_tuple_item(items, arranged[at + 3]))
+            else:
+                # a list made at its size, each slot set once, then copied
+                made = _asg_list_new(k)
+                try:
+                    for p in range(k):
+                        item = _asg_tuple_item(items, arranged[at + p])
+                        _asg_incref(item)
+                        _asg_list_set(made, p, item)
+                    held = PyList_AsTuple(<object>made)
+                finally:
+                    _asg_decref(made)
+            _asg_untrack(<PyObject*>held)
+            (<dict>dicts[o])[topic] = held
+            counts[o] = 0
     return 0
 
 
