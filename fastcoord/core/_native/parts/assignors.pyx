@@ -30,7 +30,6 @@ cdef extern from "Python.h":
     # untracks such tuples), it costs no collection anything, and the dict it goes into
     # stays untracked (a dict is tracked once it holds a tracked value).
     void _asg_untrack "PyObject_GC_UnTrack"(void* item)
-    int _asg_dict_set "PyDict_SetItem"(object mapping, object key, PyObject* value) except -1
     void _asg_incref "Py_INCREF"(PyObject* item)
     void _asg_decref "Py_DECREF"(PyObject* item)
     # the cyclic collector's switch (public since 3.10): each returns the previous state
